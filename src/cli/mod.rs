@@ -1,0 +1,5 @@
+//! Subcommands, one file each.
+
+pub fn main() -> i32 {
+    0
+}

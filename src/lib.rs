@@ -1,0 +1,13 @@
+//! infeed keeps XLA accelerators fed: it reads TFRecord shards, parses
+//! `tf.train.Example` records by a feature spec straight into typed columns,
+//! and (in later layers) turns them into static-shape batches.
+//!
+//! Layers, each depending only on those above it:
+//! - [`record`]: TFRecord framing, masked CRC32C, GZIP/ZLIB, corruption policy.
+//! - [`example`]: `tf.train.Example` / `SequenceExample` types and the fast
+//!   schema-directed batch parser.
+//! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
+
+pub mod example;
+pub mod record;
+pub mod spec;

@@ -1,0 +1,7 @@
+//! The `infeed` command line.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::main());
+}

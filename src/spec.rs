@@ -1,0 +1,320 @@
+//! Feature specs: which features to parse, their types and shapes, with the
+//! meaning of `tf.io.parse_example` / `tf.io.parse_sequence_example`.
+
+use std::fmt;
+
+/// The type of a feature's values.
+///
+/// `Int32` reads an `Int64List` from the wire and narrows each value to i32
+/// (a value out of range is an error, never a silent wrap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    Int64,
+    Int32,
+    Float32,
+    Bytes,
+}
+
+/// The list kind a `tf.train.Feature` holds on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WireKind {
+    BytesList,
+    FloatList,
+    Int64List,
+}
+
+impl DType {
+    /// The wire list kind this dtype is read from.
+    pub fn wire_kind(self) -> WireKind {
+        match self {
+            DType::Int64 | DType::Int32 => WireKind::Int64List,
+            DType::Float32 => WireKind::FloatList,
+            DType::Bytes => WireKind::BytesList,
+        }
+    }
+
+    /// The name TensorFlow uses for this dtype.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Int64 => "int64",
+            DType::Int32 => "int32",
+            DType::Float32 => "float",
+            DType::Bytes => "string",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl WireKind {
+    /// The name TensorFlow uses for the dtype of this list.
+    pub fn name(self) -> &'static str {
+        match self {
+            WireKind::BytesList => "string",
+            WireKind::FloatList => "float",
+            WireKind::Int64List => "int64",
+        }
+    }
+}
+
+impl fmt::Display for WireKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Values used when a fixed-length feature is missing from a record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DefaultValue {
+    Int64(Vec<i64>),
+    Float32(Vec<f32>),
+    Bytes(Vec<Vec<u8>>),
+}
+
+impl DefaultValue {
+    /// Number of values given.
+    pub fn len(&self) -> usize {
+        match self {
+            DefaultValue::Int64(v) => v.len(),
+            DefaultValue::Float32(v) => v.len(),
+            DefaultValue::Bytes(v) => v.len(),
+        }
+    }
+
+    /// True when no value is given.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The wire kind these values belong to.
+    pub fn wire_kind(&self) -> WireKind {
+        match self {
+            DefaultValue::Int64(_) => WireKind::Int64List,
+            DefaultValue::Float32(_) => WireKind::FloatList,
+            DefaultValue::Bytes(_) => WireKind::BytesList,
+        }
+    }
+}
+
+/// How a feature's values are shaped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FeatureKind {
+    /// Exactly `shape.iter().product()` values per record (`FixedLenFeature`).
+    /// A missing feature takes `default`; without one it is an error.
+    /// A default holds either every value or a single value repeated.
+    FixedLen {
+        shape: Vec<usize>,
+        default: Option<DefaultValue>,
+    },
+    /// Any number of values per record (`VarLenFeature`, or a ragged
+    /// feature with one ragged dimension); a missing feature has none.
+    VarLen,
+}
+
+/// One feature to parse.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeatureDef {
+    pub name: String,
+    pub dtype: DType,
+    pub kind: FeatureKind,
+}
+
+impl FeatureDef {
+    /// Values per record of a fixed-length feature.
+    pub fn fixed_count(&self) -> Option<usize> {
+        match &self.kind {
+            FeatureKind::FixedLen { shape, .. } => Some(shape.iter().product()),
+            FeatureKind::VarLen => None,
+        }
+    }
+}
+
+/// A spec error: a default of the wrong type or size.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error(
+        "default of feature {name:?} holds {actual} values but its shape needs {expected} (or 1)"
+    )]
+    DefaultCount {
+        name: String,
+        expected: usize,
+        actual: usize,
+    },
+    #[error("default of feature {name:?} is {actual} but the feature is {expected}")]
+    DefaultType {
+        name: String,
+        expected: DType,
+        actual: WireKind,
+    },
+}
+
+/// The features to parse from `tf.train.Example` records, in output order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeatureSpec {
+    features: Vec<FeatureDef>,
+}
+
+impl FeatureSpec {
+    /// An empty spec.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a fixed-length feature with no default: a record without it is an error.
+    pub fn fixed_len(self, name: impl Into<String>, dtype: DType, shape: &[usize]) -> Self {
+        self.push(
+            name.into(),
+            dtype,
+            FeatureKind::FixedLen {
+                shape: shape.to_vec(),
+                default: None,
+            },
+        )
+    }
+
+    /// Adds a fixed-length feature that takes `default` when a record lacks it.
+    pub fn fixed_len_with_default(
+        self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: &[usize],
+        default: DefaultValue,
+    ) -> Result<Self, SpecError> {
+        let name = name.into();
+        let expected: usize = shape.iter().product();
+        if default.wire_kind() != dtype.wire_kind() {
+            return Err(SpecError::DefaultType {
+                name,
+                expected: dtype,
+                actual: default.wire_kind(),
+            });
+        }
+        if default.len() != expected && default.len() != 1 {
+            return Err(SpecError::DefaultCount {
+                name,
+                expected,
+                actual: default.len(),
+            });
+        }
+        let kind = FeatureKind::FixedLen {
+            shape: shape.to_vec(),
+            default: Some(default),
+        };
+        Ok(self.push(name, dtype, kind))
+    }
+
+    /// Adds a variable-length feature (values plus row splits).
+    pub fn var_len(self, name: impl Into<String>, dtype: DType) -> Self {
+        self.push(name.into(), dtype, FeatureKind::VarLen)
+    }
+
+    fn push(mut self, name: String, dtype: DType, kind: FeatureKind) -> Self {
+        // A repeated name replaces the earlier entry, keeping its position.
+        match self.features.iter_mut().find(|f| f.name == name) {
+            Some(f) => *f = FeatureDef { name, dtype, kind },
+            None => self.features.push(FeatureDef { name, dtype, kind }),
+        }
+        self
+    }
+
+    /// The features in output order.
+    pub fn features(&self) -> &[FeatureDef] {
+        &self.features
+    }
+
+    /// The feature called `name`.
+    pub fn get(&self, name: &str) -> Option<&FeatureDef> {
+        self.features.iter().find(|f| f.name == name)
+    }
+
+    /// Number of features.
+    pub fn len(&self) -> usize {
+        self.features.len()
+    }
+
+    /// True when the spec asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
+}
+
+/// How a sequence feature's steps are shaped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SequenceKind {
+    /// Every step holds `shape.iter().product()` values
+    /// (`FixedLenSequenceFeature`); a record has any number of steps.
+    FixedLen { shape: Vec<usize> },
+    /// Every step holds any number of values (`VarLenFeature` in
+    /// `sequence_features`): ragged over steps and over values.
+    VarLen,
+}
+
+/// One sequence feature (a `FeatureList`) to parse.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SequenceFeatureDef {
+    pub name: String,
+    pub dtype: DType,
+    pub kind: SequenceKind,
+}
+
+/// The features to parse from `tf.train.SequenceExample` records: context
+/// features (as in [`FeatureSpec`]) and per-step feature lists. A record
+/// without a feature list has zero steps of it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SequenceSpec {
+    context: FeatureSpec,
+    sequence: Vec<SequenceFeatureDef>,
+}
+
+impl SequenceSpec {
+    /// A spec with these context features and no feature lists yet.
+    pub fn new(context: FeatureSpec) -> Self {
+        Self {
+            context,
+            sequence: Vec::new(),
+        }
+    }
+
+    /// Adds a feature list whose steps each hold a fixed shape.
+    pub fn fixed_len_sequence(
+        self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Self {
+        self.push(
+            name.into(),
+            dtype,
+            SequenceKind::FixedLen {
+                shape: shape.to_vec(),
+            },
+        )
+    }
+
+    /// Adds a feature list whose steps each hold any number of values.
+    pub fn var_len_sequence(self, name: impl Into<String>, dtype: DType) -> Self {
+        self.push(name.into(), dtype, SequenceKind::VarLen)
+    }
+
+    fn push(mut self, name: String, dtype: DType, kind: SequenceKind) -> Self {
+        match self.sequence.iter_mut().find(|f| f.name == name) {
+            Some(f) => *f = SequenceFeatureDef { name, dtype, kind },
+            None => self.sequence.push(SequenceFeatureDef { name, dtype, kind }),
+        }
+        self
+    }
+
+    /// The context features.
+    pub fn context(&self) -> &FeatureSpec {
+        &self.context
+    }
+
+    /// The feature lists in output order.
+    pub fn sequence(&self) -> &[SequenceFeatureDef] {
+        &self.sequence
+    }
+}
