@@ -1,5 +1,90 @@
-//! Subcommands, one file each.
+//! The `infeed` command line: one file per subcommand.
 
+mod cat;
+mod count;
+mod verify;
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use infeed::record::{Compression, ReadOptions};
+
+/// infeed: TFRecord tools and input pipelines that keep XLA accelerators fed.
+#[derive(Parser)]
+#[command(name = "infeed", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print every record as one JSON object per line, values tagged by type.
+    Cat(cat::CatArgs),
+    /// Print the number of records in each file and the total.
+    Count(count::CountArgs),
+    /// Check every record's CRCs; list each corrupt record; exit 1 if any.
+    Verify(verify::VerifyArgs),
+}
+
+/// Input files and how to read them; shared by the reading subcommands.
+#[derive(Args)]
+struct InputArgs {
+    /// TFRecord files to read.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Compression of the files: none, gzip, zlib or auto (from the
+    /// extension and the first bytes).
+    #[arg(long, default_value = "auto", value_parser = parse_compression)]
+    compression: CompressionArg,
+}
+
+/// `--compression`: a fixed compression, or `None` to detect it per file.
+#[derive(Clone, Copy)]
+struct CompressionArg(Option<Compression>);
+
+impl InputArgs {
+    fn read_options(&self) -> ReadOptions {
+        ReadOptions { compression: self.compression.0, ..ReadOptions::default() }
+    }
+}
+
+fn parse_compression(s: &str) -> Result<CompressionArg, String> {
+    Compression::parse(s)
+        .map(CompressionArg)
+        .ok_or_else(|| format!("unknown compression {s:?}: use none, gzip, zlib or auto"))
+}
+
+/// What a subcommand can fail with.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Record(#[from] infeed::record::RecordError),
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Message(String),
+}
+
+/// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
-    0
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let result = match &cli.command {
+        Command::Cat(args) => cat::run(args, &mut out),
+        Command::Count(args) => count::run(args, &mut out),
+        Command::Verify(args) => verify::run(args, &mut out),
+    };
+    let result = result.and_then(|code| out.flush().map(|()| code).map_err(CliError::from));
+    match result {
+        Ok(code) => code,
+        // A closed pipe (`infeed cat … | head`) is a normal way to stop.
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("infeed: {e}");
+            1
+        }
+    }
 }
