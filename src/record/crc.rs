@@ -1,0 +1,62 @@
+//! Masked CRC32C, the checksum TFRecord stores for the length and the payload.
+//!
+//! TFRecord does not store the plain CRC32C of a field: it stores a rotated,
+//! offset ("masked") value, so that a CRC computed over data that itself
+//! contains CRCs does not degenerate. The CRC itself uses the SSE4.2 / ARMv8
+//! hardware instruction through the `crc32c` crate.
+
+/// The constant TensorFlow adds after rotating the CRC.
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// Masks a raw CRC32C the way TFRecord stores it: rotate right by 15, add a constant.
+#[inline]
+pub fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+/// Undoes [`mask_crc`], giving back the raw CRC32C.
+#[inline]
+pub fn unmask_crc(masked: u32) -> u32 {
+    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
+}
+
+/// The masked CRC32C of `data`, exactly as stored in a TFRecord header or footer.
+#[inline]
+pub fn masked_crc32c(data: &[u8]) -> u32 {
+    mask_crc(crc32c::crc32c(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_rotates_right_15_and_adds_the_delta() {
+        assert_eq!(mask_crc(0), 0xa282_ead8);
+        assert_eq!(mask_crc(1), 0xa284_ead8); // bit 0 -> bit 17
+        assert_eq!(mask_crc(0x8000), 0xa282_ead9); // bit 15 -> bit 0
+    }
+
+    #[test]
+    fn unmask_inverts_mask() {
+        for crc in [0u32, 1, 0xdead_beef, u32::MAX, 0x8000_0000] {
+            assert_eq!(unmask_crc(mask_crc(crc)), crc);
+        }
+    }
+
+    #[test]
+    fn known_values_from_tensorflow() {
+        // Written by tf.io.TFRecordWriter: the header and footer of b"hello"
+        // and of the empty record.
+        assert_eq!(masked_crc32c(&5u64.to_le_bytes()), 0x3e04_b2ea);
+        assert_eq!(masked_crc32c(b"hello"), 0x191c_1fbb);
+        assert_eq!(masked_crc32c(&0u64.to_le_bytes()), 0x0798_0329);
+        assert_eq!(masked_crc32c(b""), 0xa282_ead8);
+    }
+
+    #[test]
+    fn plain_crc32c_check_value() {
+        // The standard CRC-32C check value.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+    }
+}

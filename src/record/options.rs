@@ -1,0 +1,140 @@
+//! Reading options and the policy for corrupt records.
+
+use super::compression::Compression;
+
+/// The default maximum record size: 1 GiB. Generous (real records are KBs to
+/// MBs), but it keeps a corrupt length field from claiming unbounded memory.
+pub const DEFAULT_MAX_RECORD_SIZE: u64 = 1 << 30;
+
+/// The default size of one read from the underlying source: 1 MiB.
+pub const DEFAULT_CHUNK_SIZE: usize = 1 << 20;
+
+/// What to do with a corrupt record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CorruptPolicy {
+    /// Return the first corruption as an error and stop reading the file.
+    #[default]
+    Fail,
+    /// Count and skip corrupt regions, resynchronising on the next valid
+    /// record; see [`super::SkipReport`].
+    Skip,
+}
+
+/// How to read a TFRecord file.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// `None` detects the compression from the file name and first bytes
+    /// ([`Compression::detect`]).
+    pub compression: Option<Compression>,
+    /// Verify the masked CRC32C of each payload (default `true`). The CRC of
+    /// the length is always checked: it costs nothing and guards every
+    /// allocation made from a length field. Resynchronisation under
+    /// [`CorruptPolicy::Skip`] always checks both, whatever this says.
+    pub verify_crc: bool,
+    /// Records whose header claims more bytes than this are errors
+    /// ([`super::ErrorKind::TooLarge`]) and are never allocated.
+    pub max_record_size: u64,
+    /// Fail on the first corrupt record, or skip corrupt regions.
+    pub on_corrupt: CorruptPolicy,
+    /// Bytes per read from the source (and per piece of decompressed output).
+    pub chunk_size: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            compression: None,
+            verify_crc: true,
+            max_record_size: DEFAULT_MAX_RECORD_SIZE,
+            on_corrupt: CorruptPolicy::Fail,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// The chunk size, at least 1 byte (a zero chunk size would never make progress).
+    pub(crate) fn effective_chunk_size(&self) -> usize {
+        self.chunk_size.max(1)
+    }
+}
+
+/// The most skip events a [`SkipReport`] keeps; after that only the counts grow.
+pub const MAX_SKIP_EVENTS: usize = 10_000;
+
+/// What the [`CorruptPolicy::Skip`] policy skipped in one file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SkipReport {
+    /// Number of corrupt regions skipped.
+    pub records: u64,
+    /// Bytes skipped in all (uncompressed bytes for framing corruption,
+    /// compressed bytes for a corrupt compressed stream).
+    pub bytes: u64,
+    /// The first [`MAX_SKIP_EVENTS`] skipped regions, in file order.
+    pub events: Vec<SkipEvent>,
+}
+
+/// One skipped region.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkipEvent {
+    /// Where the region starts: the uncompressed offset of the corrupt
+    /// record's header, or for [`super::ErrorKind::Decompress`] the
+    /// compressed offset where the stream became undecodable.
+    pub offset: u64,
+    /// Bytes skipped: up to the next valid record, or to the end of the file.
+    /// For [`super::ErrorKind::Decompress`], compressed bytes to the end of the file.
+    pub bytes: u64,
+    /// Why it was skipped.
+    pub kind: super::ErrorKind,
+}
+
+impl SkipReport {
+    /// Records one skipped region, keeping at most [`MAX_SKIP_EVENTS`] events.
+    pub fn push(&mut self, event: SkipEvent) {
+        self.records += 1;
+        self.bytes += event.bytes;
+        if self.events.len() < MAX_SKIP_EVENTS {
+            self.events.push(event);
+        }
+    }
+
+    /// Whether nothing was skipped.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ErrorKind;
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let o = ReadOptions::default();
+        assert_eq!(o.compression, None);
+        assert!(o.verify_crc);
+        assert_eq!(o.max_record_size, 1 << 30);
+        assert_eq!(o.on_corrupt, CorruptPolicy::Fail);
+        assert_eq!(o.chunk_size, 1 << 20);
+    }
+
+    #[test]
+    fn skip_report_caps_events_but_keeps_counting() {
+        let mut r = SkipReport::default();
+        for i in 0..(MAX_SKIP_EVENTS as u64 + 5) {
+            r.push(SkipEvent {
+                offset: i,
+                bytes: 2,
+                kind: ErrorKind::NotTfRecord,
+            });
+        }
+        assert_eq!(r.records, MAX_SKIP_EVENTS as u64 + 5);
+        assert_eq!(r.bytes, 2 * (MAX_SKIP_EVENTS as u64 + 5));
+        assert_eq!(r.events.len(), MAX_SKIP_EVENTS);
+        assert_eq!(
+            r.events.last().map(|e| e.offset),
+            Some(MAX_SKIP_EVENTS as u64 - 1)
+        );
+    }
+}

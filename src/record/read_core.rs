@@ -1,0 +1,247 @@
+//! The state machine shared by the sync and async readers: compression
+//! detection, inflating, deframing, and the corruption policy for a corrupt
+//! compressed stream. It does no I/O; the readers feed it raw chunks.
+
+use bytes::Bytes;
+
+use super::compression::{Compression, InflateError, Inflater};
+use super::deframe::{Deframer, HEADER_LEN, Record};
+use super::error::{ErrorKind, RecordError};
+use super::options::{CorruptPolicy, ReadOptions, SkipEvent, SkipReport};
+
+/// What the reader should do next.
+pub(crate) enum Step {
+    /// A record.
+    Record(Record),
+    /// An error; the reader ends after it.
+    Error(RecordError),
+    /// Feed the next raw chunk ([`ReadCore::on_chunk`]) or the end ([`ReadCore::on_eof`]).
+    NeedInput,
+    /// Finished.
+    Done,
+}
+
+enum Mode {
+    /// Buffering the first bytes to detect the compression.
+    Detect(Vec<Bytes>),
+    /// Reading.
+    Run,
+    /// Skip policy after a corrupt compressed stream: counting the rest of
+    /// the file, to report it as skipped.
+    Drain { offset: u64, kind: ErrorKind },
+    /// Ended (error or end of stream); drains the deframer's last records.
+    Done,
+}
+
+pub(crate) struct ReadCore {
+    deframer: Deframer,
+    inflater: Inflater,
+    mode: Mode,
+    policy: CorruptPolicy,
+    out_chunk: usize,
+    /// Raw (as stored) bytes received so far.
+    raw: u64,
+    input_eof: bool,
+    finished: bool,
+}
+
+impl ReadCore {
+    /// A core reading `compression`, or detecting it from the first bytes
+    /// and `path` when `None`.
+    pub(crate) fn new(path: String, compression: Option<Compression>, opts: &ReadOptions) -> Self {
+        let out_chunk = opts.effective_chunk_size();
+        let (mode, c) = match compression {
+            Some(c) => (Mode::Run, c),
+            None => (Mode::Detect(Vec::new()), Compression::None),
+        };
+        ReadCore {
+            deframer: Deframer::new(path, opts),
+            inflater: Inflater::with_output_chunk(c, out_chunk),
+            mode,
+            policy: opts.on_corrupt,
+            out_chunk,
+            raw: 0,
+            input_eof: false,
+            finished: false,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        self.deframer.path()
+    }
+
+    /// The compression, once known (after the first bytes when detecting).
+    pub(crate) fn compression(&self) -> Option<Compression> {
+        match self.mode {
+            Mode::Detect(_) => None,
+            _ => Some(self.inflater.compression()),
+        }
+    }
+
+    pub(crate) fn skipped(&self) -> &SkipReport {
+        self.deframer.skipped()
+    }
+
+    /// Raw bytes received so far (the offset of the next read).
+    pub(crate) fn raw_offset(&self) -> u64 {
+        self.raw
+    }
+
+    /// Feeds the next raw chunk of the file.
+    pub(crate) fn on_chunk(&mut self, chunk: Bytes) {
+        self.raw += chunk.len() as u64;
+        match &mut self.mode {
+            Mode::Detect(chunks) => {
+                chunks.push(chunk);
+                if chunks.iter().map(Bytes::len).sum::<usize>() >= HEADER_LEN {
+                    self.end_detect();
+                }
+            }
+            Mode::Run => self.inflater.feed(chunk),
+            Mode::Drain { .. } | Mode::Done => {}
+        }
+    }
+
+    /// Marks the end of the file.
+    pub(crate) fn on_eof(&mut self) {
+        if matches!(self.mode, Mode::Detect(_)) {
+            self.end_detect();
+        }
+        self.input_eof = true;
+    }
+
+    /// An I/O error from the source: it ends the reader.
+    pub(crate) fn on_io_error(&mut self, err: &std::io::Error) -> RecordError {
+        self.mode = Mode::Done;
+        self.finished = true;
+        RecordError {
+            path: self.deframer.path().to_string(),
+            offset: self.raw,
+            kind: ErrorKind::from_io(err),
+        }
+    }
+
+    fn end_detect(&mut self) {
+        let Mode::Detect(chunks) = std::mem::replace(&mut self.mode, Mode::Run) else {
+            return;
+        };
+        let mut first = Vec::with_capacity(HEADER_LEN);
+        for c in &chunks {
+            let want = HEADER_LEN - first.len();
+            first.extend_from_slice(&c[..want.min(c.len())]);
+        }
+        let c = Compression::detect(self.deframer.path(), &first);
+        self.inflater = Inflater::with_output_chunk(c, self.out_chunk);
+        for chunk in chunks {
+            self.inflater.feed(chunk);
+        }
+    }
+
+    /// Advances the state machine.
+    pub(crate) fn step(&mut self) -> Step {
+        loop {
+            match self.deframer.next_record() {
+                Ok(Some(r)) => return Step::Record(r),
+                Ok(None) => {}
+                Err(e) => {
+                    self.mode = Mode::Done;
+                    self.finished = true;
+                    return Step::Error(e);
+                }
+            }
+            if self.finished {
+                return Step::Done;
+            }
+            match self.mode {
+                Mode::Detect(_) => {
+                    if self.input_eof {
+                        self.end_detect();
+                        continue;
+                    }
+                    return Step::NeedInput;
+                }
+                Mode::Run => {}
+                Mode::Drain { .. } => {
+                    if !self.input_eof {
+                        return Step::NeedInput;
+                    }
+                    if let Mode::Drain { offset, kind } =
+                        std::mem::replace(&mut self.mode, Mode::Done)
+                    {
+                        self.deframer.note_skip(SkipEvent {
+                            offset,
+                            bytes: self.raw.saturating_sub(offset),
+                            kind,
+                        });
+                    }
+                    self.finished = true;
+                    continue;
+                }
+                Mode::Done => {
+                    self.finished = true;
+                    continue;
+                }
+            }
+            match self.inflater.next_output() {
+                Ok(Some(piece)) => {
+                    self.deframer.push(piece);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    if let Some(step) = self.decompress_failed(e) {
+                        return step;
+                    }
+                    continue;
+                }
+            }
+            if !self.input_eof {
+                return Step::NeedInput;
+            }
+            if let Err(e) = self.inflater.finish() {
+                if let Some(step) = self.decompress_failed(e) {
+                    return step;
+                }
+                continue;
+            }
+            self.mode = Mode::Done;
+            self.finished = true;
+            if let Err(e) = self.deframer.finish() {
+                return Step::Error(e);
+            }
+        }
+    }
+
+    /// A corrupt compressed stream: an error (fail) or the rest of the file
+    /// skipped (skip). `None` means carry on stepping.
+    fn decompress_failed(&mut self, e: InflateError) -> Option<Step> {
+        let kind = ErrorKind::Decompress {
+            compression: e.compression,
+            message: e.message,
+        };
+        match self.policy {
+            CorruptPolicy::Fail => {
+                self.mode = Mode::Done;
+                self.finished = true;
+                Some(Step::Error(RecordError {
+                    path: self.deframer.path().to_string(),
+                    offset: e.offset,
+                    kind,
+                }))
+            }
+            CorruptPolicy::Skip => {
+                // A partial record cut by the corruption is a truncation.
+                if let Err(err) = self.deframer.finish() {
+                    self.mode = Mode::Done;
+                    self.finished = true;
+                    return Some(Step::Error(err));
+                }
+                self.mode = Mode::Drain {
+                    offset: e.offset,
+                    kind,
+                };
+                None
+            }
+        }
+    }
+}

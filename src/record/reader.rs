@@ -1,0 +1,177 @@
+//! The synchronous reader: records from any `std::io::Read`.
+
+use std::fs::File;
+use std::io::Read;
+use std::iter::FusedIterator;
+use std::path::Path;
+
+use bytes::Bytes;
+
+use super::compression::Compression;
+use super::deframe::Record;
+use super::error::{ErrorKind, RecordError};
+use super::options::{ReadOptions, SkipReport};
+use super::read_core::{ReadCore, Step};
+
+/// Reads records from a `std::io::Read`, as an iterator of
+/// `Result<Record, RecordError>`.
+///
+/// It reads `chunk_size` blocks into fresh buffers and slices records out of
+/// them without copying. After the first error the iterator ends.
+pub struct RecordReader<R> {
+    reader: R,
+    core: ReadCore,
+    chunk_size: usize,
+    /// A read error, reported once the bytes read before it are used up.
+    io_error: Option<std::io::Error>,
+    ended: bool,
+}
+
+impl RecordReader<File> {
+    /// Opens a file. With `opts.compression == None` the compression is
+    /// detected from the name and the first bytes ([`Compression::detect`]).
+    pub fn open(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<Self, RecordError> {
+        let path = path.as_ref();
+        let name = path.to_string_lossy().into_owned();
+        let file = File::open(path).map_err(|e| RecordError {
+            path: name.clone(),
+            offset: 0,
+            kind: ErrorKind::from_io(&e),
+        })?;
+        let mut reader = RecordReader {
+            reader: file,
+            core: ReadCore::new(name, opts.compression, opts),
+            chunk_size: opts.effective_chunk_size(),
+            io_error: None,
+            ended: false,
+        };
+        if opts.compression.is_none() {
+            // Read the first chunk now, so that `compression()` is known and
+            // an unreadable file fails here.
+            reader.read_chunk();
+            if let Some(e) = reader.io_error.take() {
+                return Err(reader.core.on_io_error(&e));
+            }
+        }
+        Ok(reader)
+    }
+}
+
+impl<R: Read> RecordReader<R> {
+    /// Reads records from `reader` compressed with `compression`. `path`
+    /// names the source in errors; `opts.compression` is ignored.
+    pub fn new(
+        reader: R,
+        path: impl Into<String>,
+        compression: Compression,
+        opts: &ReadOptions,
+    ) -> Self {
+        RecordReader {
+            reader,
+            core: ReadCore::new(path.into(), Some(compression), opts),
+            chunk_size: opts.effective_chunk_size(),
+            io_error: None,
+            ended: false,
+        }
+    }
+
+    /// Like [`RecordReader::new`], but detects the compression from `path`
+    /// and the first bytes when `opts.compression` is `None`.
+    pub fn with_options(reader: R, path: impl Into<String>, opts: &ReadOptions) -> Self {
+        RecordReader {
+            reader,
+            core: ReadCore::new(path.into(), opts.compression, opts),
+            chunk_size: opts.effective_chunk_size(),
+            io_error: None,
+            ended: false,
+        }
+    }
+
+    /// What the skip policy has skipped so far (complete once the iterator ends).
+    pub fn skipped(&self) -> &SkipReport {
+        self.core.skipped()
+    }
+
+    /// The compression being read; `None` while still undetected (before the
+    /// first read).
+    pub fn compression(&self) -> Option<Compression> {
+        self.core.compression()
+    }
+
+    /// The name used in errors.
+    pub fn path(&self) -> &str {
+        self.core.path()
+    }
+
+    /// Raw (as stored, possibly compressed) bytes read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.core.raw_offset()
+    }
+
+    /// Gives back the underlying reader.
+    pub fn into_inner(self) -> R {
+        self.reader
+    }
+
+    /// Reads one chunk (up to `chunk_size` bytes, fewer only at the end of the
+    /// input) into a fresh buffer and feeds it to the core. A read error is
+    /// kept in `io_error`, after feeding the bytes read before it.
+    fn read_chunk(&mut self) {
+        let mut buf = Vec::with_capacity(self.chunk_size);
+        // `read_to_end` on `Take` fills the spare capacity without zeroing it
+        // first, retries `Interrupted`, and keeps the bytes read before an error.
+        let result = (&mut self.reader)
+            .take(self.chunk_size as u64)
+            .read_to_end(&mut buf);
+        let short = buf.len() < self.chunk_size;
+        if !buf.is_empty() {
+            self.core.on_chunk(Bytes::from(buf));
+        }
+        match result {
+            Err(e) => self.io_error = Some(e),
+            Ok(_) if short => self.core.on_eof(),
+            Ok(_) => {}
+        }
+    }
+}
+
+impl<R: Read> Iterator for RecordReader<R> {
+    type Item = Result<Record, RecordError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            match self.core.step() {
+                Step::Record(r) => return Some(Ok(r)),
+                Step::Error(e) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
+                Step::Done => {
+                    self.ended = true;
+                    return None;
+                }
+                Step::NeedInput => {
+                    if let Some(e) = self.io_error.take() {
+                        self.ended = true;
+                        return Some(Err(self.core.on_io_error(&e)));
+                    }
+                    self.read_chunk();
+                }
+            }
+        }
+    }
+}
+
+impl<R: Read> FusedIterator for RecordReader<R> {}
+
+impl<R> std::fmt::Debug for RecordReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordReader")
+            .field("path", &self.core.path())
+            .field("chunk_size", &self.chunk_size)
+            .finish_non_exhaustive()
+    }
+}
