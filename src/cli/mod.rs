@@ -46,7 +46,10 @@ struct CompressionArg(Option<Compression>);
 
 impl InputArgs {
     fn read_options(&self) -> ReadOptions {
-        ReadOptions { compression: self.compression.0, ..ReadOptions::default() }
+        ReadOptions {
+            compression: self.compression.0,
+            ..ReadOptions::default()
+        }
     }
 }
 
