@@ -9,5 +9,6 @@
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
 
 pub mod example;
+pub mod pipeline;
 pub mod record;
 pub mod spec;
