@@ -115,6 +115,15 @@ pub enum FeatureKind {
     VarLen,
 }
 
+/// Number of values in `shape` (saturating: a shape too large to count can
+/// never match a record, and must not overflow).
+fn shape_count(shape: &[usize]) -> usize {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX)
+}
+
 /// One feature to parse.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureDef {
@@ -127,7 +136,7 @@ impl FeatureDef {
     /// Values per record of a fixed-length feature.
     pub fn fixed_count(&self) -> Option<usize> {
         match &self.kind {
-            FeatureKind::FixedLen { shape, .. } => Some(shape.iter().product()),
+            FeatureKind::FixedLen { shape, .. } => Some(shape_count(shape)),
             FeatureKind::VarLen => None,
         }
     }
@@ -185,7 +194,7 @@ impl FeatureSpec {
         default: DefaultValue,
     ) -> Result<Self, SpecError> {
         let name = name.into();
-        let expected: usize = shape.iter().product();
+        let expected = shape_count(shape);
         if default.wire_kind() != dtype.wire_kind() {
             return Err(SpecError::DefaultType {
                 name,
