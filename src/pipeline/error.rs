@@ -10,11 +10,10 @@ pub enum PipelineError {
     Record(#[from] RecordError),
     /// A record does not match the feature spec.
     #[error("{path}: record at byte {offset}: {error}")]
-    #[cfg(any())]
     Parse {
         path: String,
         offset: u64,
-        error: ParseErrorTODO,
+        error: crate::example::ParseError,
     },
     /// The pattern matched no file, or the file list is empty.
     #[error("no input files match {0:?}")]

@@ -109,8 +109,7 @@ impl<T: Send + 'static> Batches<T> {
         let batches_before = cfg.batches_before;
         let prefetch = cfg.prefetch;
         let workers = cfg.workers.max(1);
-        let (raw_tx, raw_rx) =
-            bounded::<Delivery<RawBatch>>(workers + 1);
+        let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(workers + 1);
         let (out_tx, out_rx) = bounded::<Delivery<T>>(prefetch.max(1) + workers);
         let batch_stats = Arc::new(StageStats::default());
         let mut threads = Vec::with_capacity(workers + 1);

@@ -44,10 +44,8 @@ pub use exec::{BatchFn, Batches, PipelineStats, RawBatch};
 pub use records::{RecordFilter, RecordMap};
 pub use stats::StageFigures;
 
-#[cfg(any())]
 use crate::example::{ExampleParser, ParsedBatch};
 use crate::record::ReadOptions;
-#[cfg(any())]
 use crate::spec::FeatureSpec;
 use exec::ExecConfig;
 use records::{RecordStream, StreamConfig};
@@ -230,7 +228,6 @@ impl Pipeline {
         self
     }
 
-    #[cfg(any())]
     /// Parses each batch of records by `spec`.
     pub fn parse(self, spec: FeatureSpec) -> ParsedPipeline {
         ParsedPipeline {
@@ -375,7 +372,6 @@ impl<T: Send + 'static> Batches<T> {
     }
 }
 
-#[cfg(any())]
 /// A pipeline that parses its records by a feature spec.
 #[derive(Clone)]
 pub struct ParsedPipeline {
@@ -385,7 +381,6 @@ pub struct ParsedPipeline {
     drop_remainder: bool,
 }
 
-#[cfg(any())]
 impl ParsedPipeline {
     /// Batches of `batch_size` records; with `drop_remainder` a last,
     /// smaller batch is dropped.
