@@ -201,6 +201,10 @@ impl<T: Send + 'static> Batches<T> {
         self.last_state.as_deref()
     }
 
+    pub(crate) fn last_state_arc(&self) -> Arc<StreamState> {
+        self.last_state.clone().unwrap_or_default()
+    }
+
     /// Per-stage figures so far.
     pub fn stats(&self) -> PipelineStats {
         PipelineStats {

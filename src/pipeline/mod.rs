@@ -34,6 +34,7 @@ mod rng;
 mod shard_reader;
 mod state;
 mod stats;
+mod stream;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub use error::PipelineError;
 pub use exec::{BatchFn, Batches, PipelineStats, RawBatch};
 pub use records::{RecordFilter, RecordMap};
 pub use stats::StageFigures;
+pub use stream::BatchStream;
 
 use crate::example::{ExampleParser, ParsedBatch};
 use crate::record::ReadOptions;
