@@ -369,3 +369,18 @@ async fn the_async_stream_yields_the_same_batches_and_state() {
     let resumed = run(&p.clone().resume_from(&state), 4, false);
     assert_eq!(resumed, blocking[20..]);
 }
+
+#[test]
+fn unordered_output_holds_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[60, 45], Compression::Gzip);
+    let p = Pipeline::from_files(files)
+        .unwrap()
+        .seed(8)
+        .interleave(2, 2)
+        .shuffle(20)
+        .threads(3);
+    let ordered = run(&p, 5, false);
+    let unordered = run(&p.clone().unordered(), 5, false);
+    assert_eq!(sorted(unordered), sorted(ordered));
+}

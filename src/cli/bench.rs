@@ -53,6 +53,9 @@ pub struct BenchArgs {
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// Deliver batches as workers finish them (the order then varies).
+    #[arg(long)]
+    unordered: bool,
     /// Batches prepared ahead.
     #[arg(long, default_value_t = 2)]
     prefetch: usize,
@@ -166,6 +169,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
     }
     if args.shuffle_files {
         p = p.shuffle_files();
+    }
+    if args.unordered {
+        p = p.unordered();
     }
     p = p.shuffle(args.shuffle).repeat(if args.epochs == 0 {
         None
