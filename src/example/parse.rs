@@ -57,10 +57,14 @@ use crate::spec::{
 /// The values of one column, all records of the batch end to end.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
+    /// Values of an `Int64List`.
     Int64(Vec<i64>),
-    /// int64 values narrowed to int32 on the way (overflow is an error).
+    /// int64 values narrowed to int32 on the way (overflow is an error):
+    /// what XLA programs usually take for token ids.
     Int32(Vec<i32>),
+    /// Values of a `FloatList`.
     Float32(Vec<f32>),
+    /// Values of a `BytesList`, end to end in one buffer.
     Bytes(BytesValues),
 }
 
