@@ -949,3 +949,29 @@ fn long_lists_cross_block_boundaries() {
         );
     }
 }
+
+#[test]
+fn many_and_long_feature_names() {
+    let long_a = "a".repeat(100);
+    let long_b = format!("{}b", "a".repeat(99));
+    let mut spec = FeatureSpec::new()
+        .fixed_len(long_a.as_str(), DType::Int64, &[])
+        .fixed_len(long_b.as_str(), DType::Int64, &[]);
+    let mut entries = vec![entry(&long_b, &ints(&[2])), entry(&long_a, &ints(&[1]))];
+    for i in 0..100 {
+        let name = format!("f{i}");
+        spec = spec.var_len(name.as_str(), DType::Int64);
+        if i % 3 == 0 {
+            entries.push(entry(&name, &ints(&[i])));
+        }
+    }
+    let batch = parse_examples(&spec, &[example(&entries)]).unwrap();
+    assert_eq!(col(&batch, &long_a).values(), &Values::Int64(vec![1]));
+    assert_eq!(col(&batch, &long_b).values(), &Values::Int64(vec![2]));
+    for i in 0..100 {
+        let want = if i % 3 == 0 { vec![i] } else { vec![] };
+        assert_eq!(col(&batch, &format!("f{i}")).values(), &Values::Int64(want));
+    }
+    assert_eq!(batch.columns.len(), 102);
+    assert_eq!(batch.columns[2].0, "f0");
+}

@@ -8,24 +8,37 @@
 //! whole batch. It never builds a general message: no per-record allocation,
 //! no `HashMap`, no `String` (see DESIGN.md, "Parse late, parse in batches").
 //!
-//! Semantics follow TensorFlow's fast parser (`example_proto_fast_parsing.cc`)
-//! wherever it agrees with protobuf; where that parser mishandles valid
-//! protobuf (several packed chunks, fields in unusual order, a map entry
-//! without a value, unknown fields), this one follows protobuf, which is what
-//! `tf.train.Example.FromString` gives:
-//! - `Int64List` and `FloatList` values may be packed or not, in any mix.
+//! Semantics (checked against TensorFlow 2.21 on hand-built bytes):
+//! - `Int64List` and `FloatList` values may be packed or not.
 //! - `Example.features` and map entries may repeat; for each key the last
-//!   entry wins (protobuf map semantics), and only that one is decoded.
-//! - A `Feature` with no list set (empty oneof) is treated as *absent* for a
-//!   fixed-length feature of an `Example` (default, or [`ParseErrorKind::Missing`]),
-//!   and an empty entry does not hide an earlier entry of the same key (as in
-//!   TensorFlow); for a variable-length feature it has zero values. In a
-//!   `SequenceExample` context it has zero values (so a fixed-length feature
-//!   gets [`ParseErrorKind::WrongCount`], as in TensorFlow).
-//! - A fixed-length feature present with the wrong number of values is an
-//!   error even when it has a default (an empty list does not take the default).
-//! - Unknown fields are skipped; groups and malformed data are
-//!   [`ParseErrorKind::Malformed`], never a panic.
+//!   entry wins, and only that one is decoded (an earlier malformed or
+//!   mistyped entry is no error).
+//! - A `Feature` with no list set (empty oneof) is *absent* for a
+//!   fixed-length feature of an `Example` (its default, or
+//!   [`ParseErrorKind::Missing`]) and such an empty entry hides no earlier
+//!   entry of its key; for a variable-length feature it has zero values. In
+//!   a `SequenceExample` context it has zero values, so a fixed-length
+//!   feature gets [`ParseErrorKind::WrongCount`] even with a default.
+//! - A present list with the wrong number of values is
+//!   [`ParseErrorKind::WrongCount`] even when there is a default (an empty
+//!   list does not take the default).
+//! - A missing feature list has zero steps; every step of a fixed-length
+//!   feature list must hold exactly its shape's values.
+//! - Negative int64 values are 10-byte varints; bits past 64 in the tenth
+//!   byte are dropped; an 11th byte is [`ParseErrorKind::Malformed`].
+//!
+//! Where TensorFlow's fast parser (`example_proto_fast_parsing.cc`) departs
+//! from protobuf on encodings no serializer writes, this parser follows
+//! protobuf (what `tf.train.Example.FromString` reads): several packed runs
+//! or a mix of packed and unpacked values in one list are all kept (the
+//! fast parser keeps the first run or fails); unknown fields are skipped at
+//! every level (it rejects some); a map entry may put its value before its
+//! key or leave either out, which is how prost writes an empty `Feature`
+//! (it rejects the whole record); the last list set in a `Feature` wins the
+//! oneof (it takes the first). Bytes that are not valid protobuf — a
+//! truncated packed run, a packed float list whose length is not a multiple
+//! of 4, a group — are [`ParseErrorKind::Malformed`], never a panic, where
+//! the fast parser sometimes ignores trailing bytes.
 
 use std::fmt;
 
@@ -44,10 +57,14 @@ use crate::spec::{
 /// The values of one column, all records of the batch end to end.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Values {
+    /// Values of an `Int64List`.
     Int64(Vec<i64>),
-    /// int64 values narrowed to int32 on the way (overflow is an error).
+    /// int64 values narrowed to int32 on the way (overflow is an error):
+    /// what XLA programs usually take for token ids.
     Int32(Vec<i32>),
+    /// Values of a `FloatList`.
     Float32(Vec<f32>),
+    /// Values of a `BytesList`, end to end in one buffer.
     Bytes(BytesValues),
 }
 
@@ -196,17 +213,18 @@ pub enum Column {
     /// A fixed-length feature: `shape` is `[batch, ..feature shape]` and
     /// `values` holds `shape.product()` values in row-major order.
     Dense { shape: Vec<usize>, values: Values },
-    /// record i owns rows row_splits[i]..row_splits[i+1]; each row holds
-    /// inner_shape.product() values (inner_shape = [] for VarLen, the step
-    /// shape for a FixedLen sequence feature)
+    /// A variable-length feature, or a fixed-length feature list: record
+    /// `i` owns rows `row_splits[i]..row_splits[i + 1]`; each row holds
+    /// `inner_shape.product()` values (`inner_shape` is `[]` for a VarLen
+    /// feature, the step shape for a FixedLen sequence feature).
     Ragged {
         values: Values,
         row_splits: Vec<usize>,
         inner_shape: Vec<usize>,
     },
-    /// VarLen sequence features: record i has steps
-    /// outer_splits[i]..outer_splits[i+1]; step j has values
-    /// inner_splits[j]..inner_splits[j+1]
+    /// A variable-length feature list: record `i` has steps
+    /// `outer_splits[i]..outer_splits[i + 1]`; step `j` has values
+    /// `inner_splits[j]..inner_splits[j + 1]`.
     Ragged2 {
         values: Values,
         outer_splits: Vec<usize>,
@@ -695,26 +713,41 @@ fn decode_bytes_list(rec: &[u8], span: Span, out: &mut BytesValues) -> Result<()
 /// Finds a spec feature by the raw key bytes of a map entry, without
 /// allocating: names are bucketed by length, then compared byte for byte.
 struct NameIndex {
+    /// Names of length `n` (up to [`NameIndex::MAX_BUCKETED`]) in `by_len[n]`.
     by_len: Vec<Vec<(Box<[u8]>, usize)>>,
+    /// Longer names.
+    long: Vec<(Box<[u8]>, usize)>,
 }
 
 impl NameIndex {
+    const MAX_BUCKETED: usize = 64;
+
     fn new<'a>(names: impl Iterator<Item = &'a str>) -> Self {
         let mut by_len: Vec<Vec<(Box<[u8]>, usize)>> = Vec::new();
+        let mut long = Vec::new();
         for (i, name) in names.enumerate() {
+            let entry = (name.as_bytes().into(), i);
             let n = name.len();
+            if n > Self::MAX_BUCKETED {
+                long.push(entry);
+                continue;
+            }
             if by_len.len() <= n {
                 by_len.resize_with(n + 1, Vec::new);
             }
-            by_len[n].push((name.as_bytes().into(), i));
+            by_len[n].push(entry);
         }
-        Self { by_len }
+        Self { by_len, long }
     }
 
     #[inline]
     fn find(&self, key: &[u8]) -> Option<usize> {
-        self.by_len
-            .get(key.len())?
+        let bucket = if key.len() > Self::MAX_BUCKETED {
+            &self.long
+        } else {
+            self.by_len.get(key.len())?
+        };
+        bucket
             .iter()
             .find(|(name, _)| **name == *key)
             .map(|&(_, i)| i)
@@ -1041,6 +1074,10 @@ impl ExampleParser {
 
     /// Parses a batch of serialized `Example`s into one column per spec
     /// feature, in spec order. Stops at the first bad record.
+    ///
+    /// Each call allocates the columns afresh. On a stream of batches
+    /// prefer [`ExampleParser::parse_into`]: touching new memory (page
+    /// faults) can cost more than the parse itself.
     pub fn parse<R: AsRef<[u8]>>(&mut self, records: &[R]) -> Result<ParsedBatch, ParseError> {
         let mut out = ParsedBatch {
             num_records: 0,
