@@ -12,5 +12,6 @@
 
 pub mod batch;
 pub mod example;
+pub mod pipeline;
 pub mod record;
 pub mod spec;

@@ -115,6 +115,15 @@ pub enum FeatureKind {
     VarLen,
 }
 
+/// Number of values in `shape` (saturating: a shape too large to count can
+/// never match a record, and must not overflow).
+fn shape_count(shape: &[usize]) -> usize {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(usize::MAX)
+}
+
 /// One feature to parse.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureDef {
@@ -127,7 +136,7 @@ impl FeatureDef {
     /// Values per record of a fixed-length feature.
     pub fn fixed_count(&self) -> Option<usize> {
         match &self.kind {
-            FeatureKind::FixedLen { shape, .. } => Some(shape.iter().product()),
+            FeatureKind::FixedLen { shape, .. } => Some(shape_count(shape)),
             FeatureKind::VarLen => None,
         }
     }
@@ -185,7 +194,7 @@ impl FeatureSpec {
         default: DefaultValue,
     ) -> Result<Self, SpecError> {
         let name = name.into();
-        let expected: usize = shape.iter().product();
+        let expected = shape_count(shape);
         if default.wire_kind() != dtype.wire_kind() {
             return Err(SpecError::DefaultType {
                 name,
@@ -316,5 +325,137 @@ impl SequenceSpec {
     /// The feature lists in output order.
     pub fn sequence(&self) -> &[SequenceFeatureDef] {
         &self.sequence
+    }
+}
+
+/// A spec string that could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "bad feature spec {item:?}: {reason} (expected e.g. `ids:var_len:int64,label:fixed_len[1]:int64`)"
+)]
+pub struct SpecParseError {
+    pub item: String,
+    pub reason: String,
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "int64" => Ok(DType::Int64),
+            "int32" => Ok(DType::Int32),
+            "float" | "float32" => Ok(DType::Float32),
+            "bytes" | "string" => Ok(DType::Bytes),
+            other => Err(format!(
+                "unknown dtype {other:?} (int64, int32, float, bytes)"
+            )),
+        }
+    }
+}
+
+impl std::str::FromStr for FeatureSpec {
+    type Err = SpecParseError;
+
+    /// Reads the text form `name:var_len:DTYPE` or
+    /// `name:fixed_len[D1,D2,…]:DTYPE`, comma-separated (the form `infeed
+    /// inspect` prints and the CLI takes). A fixed-length feature without a
+    /// default must be present in every record.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut spec = FeatureSpec::new();
+        for item in split_top_level(s) {
+            let bad = |reason: &str| SpecParseError {
+                item: item.to_owned(),
+                reason: reason.to_owned(),
+            };
+            let mut parts = item.splitn(3, ':');
+            let (Some(name), Some(kind), Some(dtype)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad("needs name:kind:dtype"));
+            };
+            if name.is_empty() {
+                return Err(bad("empty feature name"));
+            }
+            let dtype: DType = dtype.parse().map_err(|e: String| bad(&e))?;
+            spec = if kind == "var_len" {
+                spec.var_len(name, dtype)
+            } else if let Some(dims) = kind
+                .strip_prefix("fixed_len[")
+                .and_then(|k| k.strip_suffix(']'))
+            {
+                let shape = dims
+                    .split(',')
+                    .filter(|d| !d.trim().is_empty())
+                    .map(|d| {
+                        d.trim()
+                            .parse::<usize>()
+                            .map_err(|_| bad("dimensions must be whole numbers"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                spec.fixed_len(name, dtype, &shape)
+            } else {
+                return Err(bad("kind must be var_len or fixed_len[dims]"));
+            };
+        }
+        if spec.is_empty() {
+            return Err(SpecParseError {
+                item: s.to_owned(),
+                reason: "no features".into(),
+            });
+        }
+        Ok(spec)
+    }
+}
+
+/// Splits at commas that are not inside `[…]`.
+fn split_top_level(s: &str) -> Vec<&str> {
+    let (mut items, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(s[start..].trim());
+    items.into_iter().filter(|i| !i.is_empty()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_form_parses_to_the_builder_spec() {
+        let spec: FeatureSpec =
+            "ids:var_len:int32, image:fixed_len[]:bytes,emb:fixed_len[2,3]:float"
+                .parse()
+                .unwrap();
+        let expected = FeatureSpec::new()
+            .var_len("ids", DType::Int32)
+            .fixed_len("image", DType::Bytes, &[])
+            .fixed_len("emb", DType::Float32, &[2, 3]);
+        assert_eq!(spec, expected);
+    }
+
+    #[test]
+    fn bad_text_names_the_item() {
+        let err = "ids:var_len:int64,label:fixed:int64"
+            .parse::<FeatureSpec>()
+            .unwrap_err();
+        assert_eq!(err.item, "label:fixed:int64");
+        assert!(
+            "ids:var_len:uint8"
+                .parse::<FeatureSpec>()
+                .unwrap_err()
+                .reason
+                .contains("unknown dtype")
+        );
+        assert!("".parse::<FeatureSpec>().is_err());
+        assert!("x:fixed_len[a]:int64".parse::<FeatureSpec>().is_err());
     }
 }

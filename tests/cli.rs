@@ -194,3 +194,106 @@ fn a_missing_file_names_the_file() {
         stderr(&output)
     );
 }
+
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let output = infeed(args);
+    assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    serde_json::from_str(&stdout(&output)).expect("one JSON line")
+}
+
+#[test]
+fn bench_reports_figures_and_digests_that_do_not_depend_on_threads() {
+    let input = "testdata/lm-sample.tfrecord,testdata/lm-sample.tfrecord.gz";
+    let base = [
+        "bench",
+        input,
+        "--spec",
+        "input_ids:var_len:int32,attention_mask:var_len:int64",
+        "--batch",
+        "32",
+        "--shuffle",
+        "100",
+        "--shuffle-files",
+        "--interleave",
+        "2",
+        "--epochs",
+        "2",
+        "--seed",
+        "4",
+        "--digests",
+    ];
+    let one = bench_json(&[&base[..], &["--threads", "1"]].concat());
+    let three = bench_json(&[&base[..], &["--threads", "3"]].concat());
+    assert_eq!(one["batches"], 32);
+    assert_eq!(one["records"], 1024);
+    assert_eq!(one["digest"], three["digest"]);
+    assert_eq!(one["digests"], three["digests"]);
+    for key in [
+        "records_per_sec",
+        "bytes_per_sec",
+        "first_batch_ms",
+        "peak_rss_bytes",
+    ] {
+        assert!(
+            one[key].as_f64().is_some_and(|x| x > 0.0),
+            "{key}: {}",
+            one[key]
+        );
+    }
+    assert_eq!(one["stages"]["read"]["records"], 1024);
+    assert_eq!(one["stages"]["batch"]["records"], 1024);
+    let mut reseeded = base.to_vec();
+    reseeded[14] = "5";
+    let other_seed = bench_json(&reseeded);
+    assert_ne!(one["digest"], other_seed["digest"]);
+}
+
+#[test]
+fn bench_state_out_then_state_in_continues_with_the_same_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.bin").display().to_string();
+    let input = "testdata/lm-sample.tfrecord.gz";
+    let base = [
+        "bench",
+        input,
+        "--batch",
+        "16",
+        "--shuffle",
+        "64",
+        "--epochs",
+        "2",
+        "--seed",
+        "9",
+        "--digests",
+    ];
+    let full = bench_json(&base);
+    let first = bench_json(&[&base[..], &["--batches", "7", "--state-out", &state]].concat());
+    let rest = bench_json(&[&base[..], &["--state-in", &state]].concat());
+    let full = full["digests"].as_array().unwrap().clone();
+    assert_eq!(full.len(), 32);
+    assert_eq!(first["digests"].as_array().unwrap()[..], full[..7]);
+    assert_eq!(rest["digests"].as_array().unwrap()[..], full[7..]);
+}
+
+#[test]
+fn bench_names_a_bad_spec_and_a_forever_run_without_a_limit() {
+    let output = infeed(&[
+        "bench",
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        "ids:ragged:int64",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("ids:ragged:int64"),
+        "{}",
+        stderr(&output)
+    );
+    let output = infeed(&["bench", "testdata/lm-sample.tfrecord", "--epochs", "0"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("reads forever"),
+        "{}",
+        stderr(&output)
+    );
+}

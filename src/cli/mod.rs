@@ -1,5 +1,6 @@
 //! The `infeed` command line: one file per subcommand.
 
+mod bench;
 mod cat;
 mod count;
 mod verify;
@@ -26,6 +27,8 @@ enum Command {
     Count(count::CountArgs),
     /// Check every record's CRCs; list each corrupt record; exit 1 if any.
     Verify(verify::VerifyArgs),
+    /// Run a pipeline described by flags and print its speed as one JSON line.
+    Bench(bench::BenchArgs),
 }
 
 /// Input files and how to read them; shared by the reading subcommands.
@@ -64,6 +67,8 @@ fn parse_compression(s: &str) -> Result<CompressionArg, String> {
 enum CliError {
     #[error(transparent)]
     Record(#[from] infeed::record::RecordError),
+    #[error(transparent)]
+    Pipeline(#[from] infeed::pipeline::PipelineError),
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("{0}")]
@@ -79,6 +84,7 @@ pub fn main() -> i32 {
         Command::Cat(args) => cat::run(args, &mut out),
         Command::Count(args) => count::run(args, &mut out),
         Command::Verify(args) => verify::run(args, &mut out),
+        Command::Bench(args) => bench::run(args, &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|()| code).map_err(CliError::from));
     match result {

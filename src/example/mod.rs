@@ -1,4 +1,11 @@
 //! `tf.train.Example` and `SequenceExample`: prost types for the general API
 //! and a schema-directed batch parser for the hot path.
 
+pub mod parse;
 pub mod proto;
+mod wire;
+
+pub use parse::{
+    BytesValues, Column, ExampleParser, ParseError, ParseErrorKind, ParsedBatch, SequenceBatch,
+    SequenceParser, Values, parse_examples, parse_sequence_examples,
+};

@@ -111,6 +111,16 @@ impl Deframer {
         }
     }
 
+    /// A deframer whose first pushed byte is at `offset` of the stream: for
+    /// resuming a file at a record boundary (offsets in records and errors
+    /// stay absolute).
+    pub fn starting_at(path: impl Into<String>, opts: &ReadOptions, offset: u64) -> Self {
+        Deframer {
+            offset,
+            ..Deframer::new(path, opts)
+        }
+    }
+
     /// The file name given at construction.
     pub fn path(&self) -> &str {
         &self.path

@@ -43,6 +43,9 @@ pub(crate) struct ReadCore {
     raw: u64,
     input_eof: bool,
     finished: bool,
+    /// Uncompressed bytes still to drop before deframing (a compressed file
+    /// resumed mid-stream).
+    to_drop: u64,
 }
 
 impl ReadCore {
@@ -63,7 +66,26 @@ impl ReadCore {
             raw: 0,
             input_eof: false,
             finished: false,
+            to_drop: 0,
         }
+    }
+
+    /// A core resuming at the record boundary `offset` of the uncompressed
+    /// stream. A plain source must already be positioned there; a
+    /// compressed one is read from its start and the first `offset` bytes
+    /// of output are dropped.
+    pub(crate) fn resume(
+        path: String,
+        compression: Compression,
+        opts: &ReadOptions,
+        offset: u64,
+    ) -> Self {
+        let mut core = ReadCore::new(path.clone(), Some(compression), opts);
+        core.deframer = Deframer::starting_at(path, opts, offset);
+        if compression != Compression::None {
+            core.to_drop = offset;
+        }
+        core
     }
 
     pub(crate) fn path(&self) -> &str {
@@ -183,8 +205,15 @@ impl ReadCore {
                 }
             }
             match self.inflater.next_output() {
-                Ok(Some(piece)) => {
-                    self.deframer.push(piece);
+                Ok(Some(mut piece)) => {
+                    if self.to_drop > 0 {
+                        let cut = self.to_drop.min(piece.len() as u64);
+                        self.to_drop -= cut;
+                        piece = piece.slice(cut as usize..);
+                    }
+                    if !piece.is_empty() {
+                        self.deframer.push(piece);
+                    }
                     continue;
                 }
                 Ok(None) => {}

@@ -87,6 +87,27 @@ impl<R: Read> RecordReader<R> {
         }
     }
 
+    /// Resumes reading at the record boundary `offset` of the uncompressed
+    /// stream (a checkpoint's position). For [`Compression::None`] `reader`
+    /// must already be positioned at `offset` (seek it); a compressed
+    /// `reader` starts at the beginning of the file and is decompressed up
+    /// to `offset`. Offsets in records and errors stay absolute.
+    pub fn resume(
+        reader: R,
+        path: impl Into<String>,
+        compression: Compression,
+        opts: &ReadOptions,
+        offset: u64,
+    ) -> Self {
+        RecordReader {
+            reader,
+            core: ReadCore::resume(path.into(), compression, opts, offset),
+            chunk_size: opts.effective_chunk_size(),
+            io_error: None,
+            ended: false,
+        }
+    }
+
     /// What the skip policy has skipped so far (complete once the iterator ends).
     pub fn skipped(&self) -> &SkipReport {
         self.core.skipped()

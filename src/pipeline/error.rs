@@ -1,0 +1,36 @@
+//! What a pipeline can fail with.
+
+use crate::record::RecordError;
+
+/// A pipeline error, naming the file and byte offset where data is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// Reading, decompressing or framing a shard failed.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// A record does not match the feature spec.
+    #[error("{path}: record at byte {offset}: {error}")]
+    Parse {
+        path: String,
+        offset: u64,
+        error: crate::example::ParseError,
+    },
+    /// The pattern matched no file, or the file list is empty.
+    #[error("no input files match {0:?}")]
+    NoFiles(String),
+    /// An input file could not be listed or opened.
+    #[error("{path}: {message}")]
+    Open { path: String, message: String },
+    /// A whole epoch produced no record, so `repeat` would never end.
+    #[error("epoch {epoch} produced no records (empty files, or everything filtered out)")]
+    EmptyEpoch { epoch: u64 },
+    /// The pipeline was described inconsistently.
+    #[error("invalid pipeline: {0}")]
+    Config(String),
+    /// A checkpoint could not be restored.
+    #[error("cannot restore the pipeline state: {0}")]
+    BadState(String),
+    /// A worker thread died (a panic in a user's map or filter).
+    #[error("a pipeline worker thread died: {0}")]
+    Worker(String),
+}

@@ -1,0 +1,335 @@
+//! Running a pipeline: the record thread, the worker pool, ordered delivery.
+//!
+//! ```text
+//! shard threads ──blocks──► record thread ──raw batches──► workers ──batches──► consumer
+//! (read, inflate,           (interleave, shuffle,          (parse, pad,         (reorders by
+//!  frame, CRC)               repeat; cuts batches)          assemble)            sequence number)
+//! ```
+//! Work moves between threads in whole blocks and whole batches, never
+//! record by record. The record thread is the only one that decides order,
+//! so the output is the same for any number of workers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+use super::error::PipelineError;
+use super::records::{RecordStream, StreamState};
+use super::stats::{StageFigures, StageStats};
+
+/// A batch of serialized records as the record thread cut it.
+pub struct RawBatch {
+    /// The records, in order.
+    pub records: Vec<Bytes>,
+    /// For each record: its file's path index and byte offset (for errors).
+    pub(crate) provenance: Vec<(u32, u64)>,
+    /// The host's files, to name them in errors.
+    pub(crate) files: Arc<Vec<String>>,
+}
+
+impl RawBatch {
+    /// File and byte offset of record `i` of the batch.
+    pub fn origin(&self, i: usize) -> (&str, u64) {
+        match self.provenance.get(i) {
+            Some(&(file, offset)) => (
+                self.files.get(file as usize).map_or("?", |s| s.as_str()),
+                offset,
+            ),
+            None => ("?", 0),
+        }
+    }
+}
+
+/// Turns a raw batch into the pipeline's output; runs on the worker pool.
+pub type BatchFn<T> = Arc<dyn Fn(RawBatch) -> Result<T, PipelineError> + Send + Sync>;
+
+/// How the execution is set up.
+pub(crate) struct ExecConfig {
+    pub batch_size: usize,
+    pub drop_remainder: bool,
+    pub workers: usize,
+    pub prefetch: usize,
+    /// Batches already delivered before this run (a restore).
+    pub batches_before: u64,
+}
+
+/// A numbered batch (or error) with the record stream's state after it.
+type Delivery<T> = (u64, Result<(T, Arc<StreamState>), PipelineError>);
+
+/// Figures of a running pipeline, per stage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PipelineStats {
+    /// Shard threads: bytes read (compressed), records framed, time reading
+    /// and framing (busy) and waiting for room downstream.
+    pub read: StageFigures,
+    /// The record thread: records it passed on; waiting = for shard blocks.
+    pub shuffle: StageFigures,
+    /// The workers: records parsed and assembled.
+    pub batch: StageFigures,
+    /// The consumer: time it waited for a batch.
+    pub consumer_wait_ns: u64,
+    /// From start to the first batch handed to the consumer.
+    pub first_batch_ns: Option<u64>,
+    pub batches: u64,
+}
+
+/// The running pipeline: a blocking iterator of batches.
+pub struct Batches<T> {
+    rx: Option<Receiver<Delivery<T>>>,
+    pending: BTreeMap<u64, Result<(T, Arc<StreamState>), PipelineError>>,
+    next_seq: u64,
+    last_state: Option<Arc<StreamState>>,
+    threads: Vec<JoinHandle<()>>,
+    read_stats: Arc<StageStats>,
+    stream_stats: Arc<StageStats>,
+    batch_stats: Arc<StageStats>,
+    consumer_wait_ns: u64,
+    started: Instant,
+    first_batch_ns: Option<u64>,
+    batches_before: u64,
+    done: bool,
+    pub(crate) fingerprint: u64,
+}
+
+impl<T: Send + 'static> Batches<T> {
+    pub(crate) fn start(
+        stream: RecordStream,
+        files: Arc<Vec<String>>,
+        read_stats: Arc<StageStats>,
+        stream_stats: Arc<StageStats>,
+        cfg: ExecConfig,
+        work: BatchFn<T>,
+        fingerprint: u64,
+    ) -> Self {
+        let initial_state = Arc::new(stream.state());
+        let batches_before = cfg.batches_before;
+        let prefetch = cfg.prefetch;
+        let workers = cfg.workers.max(1);
+        let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(workers + 1);
+        let (out_tx, out_rx) = bounded::<Delivery<T>>(prefetch.max(1) + workers);
+        let batch_stats = Arc::new(StageStats::default());
+        let mut threads = Vec::with_capacity(workers + 1);
+        let stats = stream_stats.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("infeed-records".into())
+                .spawn(move || cut_batches(stream, files, &cfg, &raw_tx, &stats))
+                .expect("spawn the record thread"),
+        );
+        for _ in 0..workers {
+            let (raw_rx, out_tx, work, stats) = (
+                raw_rx.clone(),
+                out_tx.clone(),
+                work.clone(),
+                batch_stats.clone(),
+            );
+            threads.push(
+                std::thread::Builder::new()
+                    .name("infeed-worker".into())
+                    .spawn(move || run_worker(&raw_rx, &out_tx, &*work, &stats))
+                    .expect("spawn a worker thread"),
+            );
+        }
+        Batches {
+            rx: Some(out_rx),
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            last_state: Some(initial_state),
+            threads,
+            read_stats,
+            stream_stats,
+            batch_stats,
+            consumer_wait_ns: 0,
+            started: Instant::now(),
+            first_batch_ns: None,
+            batches_before,
+            done: false,
+            fingerprint,
+        }
+    }
+
+    /// The next batch, `Ok(None)` at the end. After an error the pipeline
+    /// is over: later calls return `Ok(None)`.
+    pub fn next_batch(&mut self) -> Result<Option<T>, PipelineError> {
+        if self.done {
+            return Ok(None);
+        }
+        let wait = Instant::now();
+        let result = loop {
+            if let Some(result) = self.pending.remove(&self.next_seq) {
+                break Some(result);
+            }
+            match self.rx.as_ref().and_then(|rx| rx.recv().ok()) {
+                Some((seq, result)) => {
+                    self.pending.insert(seq, result);
+                }
+                None => break None,
+            }
+        };
+        self.consumer_wait_ns += wait.elapsed().as_nanos() as u64;
+        match result {
+            None => match self.finish() {
+                // A thread that panicked (in a user's map or filter) closed
+                // its channel early: that is an error, not the end of data.
+                Some(panic) => Err(PipelineError::Worker(panic)),
+                None => Ok(None),
+            },
+            Some(Err(e)) => {
+                let _ = self.finish();
+                Err(e)
+            }
+            Some(Ok((batch, state))) => {
+                self.next_seq += 1;
+                self.last_state = Some(state);
+                self.first_batch_ns
+                    .get_or_insert_with(|| self.started.elapsed().as_nanos() as u64);
+                Ok(Some(batch))
+            }
+        }
+    }
+
+    /// Batches delivered so far, counting those before a restore.
+    pub fn batches_delivered(&self) -> u64 {
+        self.batches_before + self.next_seq
+    }
+
+    pub(crate) fn last_state(&self) -> Option<&StreamState> {
+        self.last_state.as_deref()
+    }
+
+    /// Per-stage figures so far.
+    pub fn stats(&self) -> PipelineStats {
+        PipelineStats {
+            read: self.read_stats.figures(),
+            shuffle: self.stream_stats.figures(),
+            batch: self.batch_stats.figures(),
+            consumer_wait_ns: self.consumer_wait_ns,
+            first_batch_ns: self.first_batch_ns,
+            batches: self.next_seq,
+        }
+    }
+
+    /// Stops every thread; returns the message of one that panicked.
+    fn finish(&mut self) -> Option<String> {
+        self.done = true;
+        self.pending.clear();
+        // Dropping the receiver makes every blocked send fail, so each
+        // thread ends; then join them.
+        self.rx = None;
+        let mut panic = None;
+        for handle in self.threads.drain(..) {
+            if let Err(payload) = handle.join() {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".into());
+                panic.get_or_insert(message);
+            }
+        }
+        panic
+    }
+}
+
+impl<T> Drop for Batches<T> {
+    fn drop(&mut self) {
+        self.rx = None;
+        self.pending.clear();
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl<T: Send + 'static> Iterator for Batches<T> {
+    type Item = Result<T, PipelineError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch().transpose()
+    }
+}
+
+/// The record thread: pulls records, cuts batches, snapshots the state
+/// after each cut (so a checkpoint taken after batch k resumes at k + 1).
+fn cut_batches(
+    mut stream: RecordStream,
+    files: Arc<Vec<String>>,
+    cfg: &ExecConfig,
+    tx: &Sender<Delivery<RawBatch>>,
+    stats: &StageStats,
+) {
+    let mut seq = 0u64;
+    loop {
+        let timer = stats.busy_timer();
+        let mut records = Vec::with_capacity(cfg.batch_size);
+        let mut provenance = Vec::with_capacity(cfg.batch_size);
+        let mut error = None;
+        while records.len() < cfg.batch_size {
+            match stream.next_item() {
+                Ok(Some(item)) => {
+                    records.push(item.data);
+                    provenance.push((item.file, item.offset));
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        let full = records.len() == cfg.batch_size;
+        let message = if !records.is_empty() && (full || !cfg.drop_remainder) {
+            let state = Arc::new(stream.state());
+            Some(Ok((
+                RawBatch {
+                    records,
+                    provenance,
+                    files: files.clone(),
+                },
+                state,
+            )))
+        } else {
+            None
+        };
+        drop(timer);
+        if let Some(message) = message {
+            if tx.send((seq, message)).is_err() {
+                return;
+            }
+            seq += 1;
+        }
+        if let Some(e) = error {
+            let _ = tx.send((seq, Err(e)));
+            return;
+        }
+        if !full {
+            return;
+        }
+    }
+}
+
+fn run_worker<T>(
+    rx: &Receiver<Delivery<RawBatch>>,
+    tx: &Sender<Delivery<T>>,
+    work: &(dyn Fn(RawBatch) -> Result<T, PipelineError> + Send + Sync),
+    stats: &StageStats,
+) {
+    while let Ok((seq, message)) = rx.recv() {
+        let result = message.and_then(|(raw, state)| {
+            let _busy = stats.busy_timer();
+            let n = raw.records.len() as u64;
+            let bytes: usize = raw.records.iter().map(Bytes::len).sum();
+            let batch = work(raw)?;
+            stats.add_records(n);
+            stats.add_bytes(bytes as u64);
+            Ok((batch, state))
+        });
+        if tx.send((seq, result)).is_err() {
+            return;
+        }
+    }
+}

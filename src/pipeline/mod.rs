@@ -1,0 +1,411 @@
+//! The pipeline engine and its builder.
+//!
+//! ```no_run
+//! use infeed::pipeline::Pipeline;
+//! use infeed::spec::{DType, FeatureSpec};
+//!
+//! let spec = FeatureSpec::new().var_len("input_ids", DType::Int32);
+//! let mut batches = Pipeline::from_glob("testdata/lm-sample.tfrecord*")?
+//!     .seed(7)
+//!     .shuffle_files()
+//!     .interleave(4, 1)
+//!     .shuffle(10_000)
+//!     .repeat(Some(2))
+//!     .parse(spec)
+//!     .batch(32, true)
+//!     .build()?;
+//! while let Some(batch) = batches.next_batch()? {
+//!     let _ids = batch.get("input_ids");
+//! }
+//! # Ok::<(), infeed::pipeline::PipelineError>(())
+//! ```
+//!
+//! The record-level steps always run in this order, whatever the order of
+//! the builder calls: host shard → file order → interleave → record shard →
+//! skip/take → filter/map → shuffle → batch; `repeat` wraps the steps before
+//! the shuffle, and whether it is called before or after `shuffle` decides
+//! whether the shuffle buffer mixes epochs (before) or drains at the end of
+//! each epoch (after, as tf.data's `shuffle().repeat()`).
+
+mod error;
+mod exec;
+mod records;
+mod rng;
+mod shard_reader;
+mod state;
+mod stats;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use error::PipelineError;
+pub use exec::{BatchFn, Batches, PipelineStats, RawBatch};
+pub use records::{RecordFilter, RecordMap};
+pub use stats::StageFigures;
+
+use crate::example::{ExampleParser, ParsedBatch};
+use crate::record::ReadOptions;
+use crate::spec::FeatureSpec;
+use exec::ExecConfig;
+use records::{RecordStream, StreamConfig};
+use stats::StageStats;
+
+/// A description of an input pipeline; `build` starts it.
+#[derive(Clone)]
+pub struct Pipeline {
+    source: String,
+    files: Vec<String>,
+    host: Option<(u64, u64)>,
+    seed: u64,
+    shuffle_files: bool,
+    cycle_length: usize,
+    block_length: usize,
+    skip: u64,
+    take: Option<u64>,
+    filter: Option<RecordFilter>,
+    map: Option<RecordMap>,
+    shuffle_buffer: usize,
+    repeat: Option<Option<u64>>,
+    repeat_before_shuffle: bool,
+    read: ReadOptions,
+    workers: usize,
+    prefetch: usize,
+    resume: Option<Vec<u8>>,
+}
+
+impl Pipeline {
+    /// A pipeline over these files, read in this order (before any shuffle).
+    pub fn from_files<S: Into<String>>(
+        files: impl IntoIterator<Item = S>,
+    ) -> Result<Self, PipelineError> {
+        let files: Vec<String> = files.into_iter().map(Into::into).collect();
+        if files.is_empty() {
+            return Err(PipelineError::NoFiles("(an empty list)".into()));
+        }
+        let source = files.join(",");
+        Ok(Self::with_files(source, files))
+    }
+
+    /// A pipeline over the local files matching a glob (`*`, `?`, `[…]`),
+    /// in sorted order. A comma separates several patterns.
+    pub fn from_glob(pattern: &str) -> Result<Self, PipelineError> {
+        let mut files = Vec::new();
+        for one in pattern.split(',').filter(|p| !p.is_empty()) {
+            let paths = glob::glob(one)
+                .map_err(|e| PipelineError::Config(format!("bad glob {one:?}: {e}")))?;
+            let mut matched = Vec::new();
+            for path in paths {
+                let path = path.map_err(|e| PipelineError::Open {
+                    path: e.path().display().to_string(),
+                    message: e.error().to_string(),
+                })?;
+                if path.is_file() {
+                    matched.push(path.display().to_string());
+                }
+            }
+            matched.sort();
+            files.extend(matched);
+        }
+        if files.is_empty() {
+            return Err(PipelineError::NoFiles(pattern.to_owned()));
+        }
+        Ok(Self::with_files(pattern.to_owned(), files))
+    }
+
+    fn with_files(source: String, files: Vec<String>) -> Self {
+        Pipeline {
+            source,
+            files,
+            host: None,
+            seed: 0,
+            shuffle_files: false,
+            cycle_length: 1,
+            block_length: 1,
+            skip: 0,
+            take: None,
+            filter: None,
+            map: None,
+            shuffle_buffer: 0,
+            repeat: None,
+            repeat_before_shuffle: false,
+            read: ReadOptions::default(),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            prefetch: 2,
+            resume: None,
+        }
+    }
+
+    /// The seed of every random choice (file order, shuffle buffer).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Reads only this host's part: host `index` of `count`. With at least
+    /// `count` files each host reads every `count`-th file; with fewer, each
+    /// reads every file and keeps every `count`-th record.
+    pub fn shard(mut self, index: u64, count: u64) -> Self {
+        self.host = Some((index, count));
+        self
+    }
+
+    /// Shuffles the file order, anew each epoch.
+    pub fn shuffle_files(mut self) -> Self {
+        self.shuffle_files = true;
+        self
+    }
+
+    /// Reads `cycle_length` files at once, `block_length` records from each
+    /// in turn.
+    pub fn interleave(mut self, cycle_length: usize, block_length: usize) -> Self {
+        self.cycle_length = cycle_length;
+        self.block_length = block_length;
+        self
+    }
+
+    /// Skips the first `n` records of each epoch.
+    pub fn skip(mut self, n: u64) -> Self {
+        self.skip = n;
+        self
+    }
+
+    /// Keeps at most `n` records of each epoch.
+    pub fn take(mut self, n: u64) -> Self {
+        self.take = Some(n);
+        self
+    }
+
+    /// Keeps only the serialized records for which `keep` is true.
+    pub fn filter(mut self, keep: impl Fn(&[u8]) -> bool + Send + Sync + 'static) -> Self {
+        self.filter = Some(Arc::new(keep));
+        self
+    }
+
+    /// Replaces each serialized record by `f(record)`; `f` must be
+    /// deterministic (a restore applies it again).
+    pub fn map(mut self, f: impl Fn(Bytes) -> Bytes + Send + Sync + 'static) -> Self {
+        self.map = Some(Arc::new(f));
+        self
+    }
+
+    /// Shuffles records through a buffer of `buffer` records.
+    pub fn shuffle(mut self, buffer: usize) -> Self {
+        self.shuffle_buffer = buffer;
+        self.repeat_before_shuffle = self.repeat.is_some();
+        self
+    }
+
+    /// Reads the data `epochs` times (`None`: forever).
+    pub fn repeat(mut self, epochs: Option<u64>) -> Self {
+        self.repeat = Some(epochs);
+        self
+    }
+
+    /// How shard files are read (compression, CRC checks, corrupt records).
+    pub fn read_options(mut self, read: ReadOptions) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Worker threads that parse and assemble batches (default: one per core).
+    pub fn threads(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// Batches prepared ahead of the consumer (default 2).
+    pub fn prefetch(mut self, batches: usize) -> Self {
+        self.prefetch = batches.max(1);
+        self
+    }
+
+    /// Continues from a state taken with [`Batches::state`] of the same
+    /// pipeline: the batches that follow are exactly those an uninterrupted
+    /// run would have produced.
+    pub fn resume_from(mut self, state: &[u8]) -> Self {
+        self.resume = Some(state.to_vec());
+        self
+    }
+
+    /// Parses each batch of records by `spec`.
+    pub fn parse(self, spec: FeatureSpec) -> ParsedPipeline {
+        ParsedPipeline {
+            pipeline: self,
+            spec,
+            batch_size: 1,
+            drop_remainder: false,
+        }
+    }
+
+    /// Cuts batches of `batch_size` serialized records and hands each to
+    /// `work` on the worker pool; the base of every other output.
+    pub fn build_with<T: Send + 'static>(
+        &self,
+        batch_size: usize,
+        drop_remainder: bool,
+        work: BatchFn<T>,
+    ) -> Result<Batches<T>, PipelineError> {
+        if batch_size == 0 {
+            return Err(PipelineError::Config("batch size 0".into()));
+        }
+        if let Some((index, count)) = self.host {
+            if count == 0 || index >= count {
+                return Err(PipelineError::Config(format!("host {index} of {count}")));
+            }
+        }
+        let (files, record_shard) = match self.host {
+            Some((index, count)) if self.files.len() as u64 >= count => {
+                let mine = self
+                    .files
+                    .iter()
+                    .skip(index as usize)
+                    .step_by(count as usize)
+                    .cloned()
+                    .collect();
+                (mine, None)
+            }
+            Some(host) => (self.files.clone(), Some(host)),
+            None => (self.files.clone(), None),
+        };
+        let cfg = Arc::new(StreamConfig {
+            files: files.clone(),
+            read: self.read.clone(),
+            seed: self.seed,
+            shuffle_files: self.shuffle_files,
+            cycle_length: self.cycle_length.max(1),
+            block_length: self.block_length.max(1),
+            record_shard,
+            skip: self.skip,
+            take: self.take,
+            filter: self.filter.clone(),
+            map: self.map.clone(),
+            shuffle_buffer: self.shuffle_buffer,
+            shuffle_across_epochs: self.repeat_before_shuffle,
+            epochs: match self.repeat {
+                None => Some(1),
+                Some(epochs) => epochs,
+            },
+        });
+        let fingerprint = self.fingerprint(&files, batch_size, drop_remainder);
+        let read_stats = Arc::new(StageStats::default());
+        let stream_stats = Arc::new(StageStats::default());
+        let (stream, batches_before) = match &self.resume {
+            None => (
+                RecordStream::new(cfg, read_stats.clone(), stream_stats.clone())?,
+                0,
+            ),
+            Some(bytes) => {
+                let (state, batches) = state::decode(bytes, fingerprint)?;
+                (
+                    RecordStream::restore(cfg, read_stats.clone(), stream_stats.clone(), state)?,
+                    batches,
+                )
+            }
+        };
+        let exec = ExecConfig {
+            batch_size,
+            drop_remainder,
+            workers: self.workers,
+            prefetch: self.prefetch,
+            batches_before,
+        };
+        Ok(Batches::start(
+            stream,
+            Arc::new(files),
+            read_stats,
+            stream_stats,
+            exec,
+            work,
+            fingerprint as u64,
+        ))
+    }
+
+    /// Cuts batches of serialized records (no parsing).
+    pub fn build_raw(
+        &self,
+        batch_size: usize,
+        drop_remainder: bool,
+    ) -> Result<Batches<RawBatch>, PipelineError> {
+        self.build_with(batch_size, drop_remainder, Arc::new(Ok))
+    }
+
+    /// A stable fingerprint of everything that decides the output order.
+    fn fingerprint(&self, files: &[String], batch_size: usize, drop_remainder: bool) -> u32 {
+        let description = format!(
+            "{files:?}|{:?}|{}|{}|{}|{}|{}|{:?}|{}|{:?}|{}|{batch_size}|{drop_remainder}|{}|{}",
+            self.host,
+            self.seed,
+            self.shuffle_files,
+            self.cycle_length,
+            self.block_length,
+            self.skip,
+            self.take,
+            self.shuffle_buffer,
+            self.repeat,
+            self.repeat_before_shuffle,
+            self.filter.is_some(),
+            self.map.is_some(),
+        );
+        crc32c::crc32c(description.as_bytes())
+    }
+
+    /// The pattern or file list the pipeline reads.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The files matched, before host sharding.
+    pub fn files(&self) -> &[String] {
+        &self.files
+    }
+}
+
+impl<T: Send + 'static> Batches<T> {
+    /// The iterator's state after the last batch it delivered: positions
+    /// and counters, not data. [`Pipeline::resume_from`] continues from it.
+    pub fn state(&self) -> Vec<u8> {
+        let fingerprint = self.fingerprint as u32;
+        let fresh = records::StreamState::default();
+        let state = self.last_state().unwrap_or(&fresh);
+        state::encode(state, self.batches_delivered(), fingerprint)
+    }
+}
+
+/// A pipeline that parses its records by a feature spec.
+#[derive(Clone)]
+pub struct ParsedPipeline {
+    pipeline: Pipeline,
+    spec: FeatureSpec,
+    batch_size: usize,
+    drop_remainder: bool,
+}
+
+impl ParsedPipeline {
+    /// Batches of `batch_size` records; with `drop_remainder` a last,
+    /// smaller batch is dropped.
+    pub fn batch(mut self, batch_size: usize, drop_remainder: bool) -> Self {
+        self.batch_size = batch_size;
+        self.drop_remainder = drop_remainder;
+        self
+    }
+
+    /// Starts the pipeline.
+    pub fn build(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
+        let spec = self.spec.clone();
+        let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
+            ExampleParser::new(&spec)
+                .parse(&raw.records)
+                .map_err(|error| {
+                    let (path, offset) = raw.origin(error.record);
+                    PipelineError::Parse {
+                        path: path.to_owned(),
+                        offset,
+                        error,
+                    }
+                })
+        });
+        self.pipeline
+            .build_with(self.batch_size, self.drop_remainder, work)
+    }
+}

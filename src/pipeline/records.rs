@@ -1,0 +1,439 @@
+//! The logical record stream of one host: shard order, interleave, record
+//! sharding, skip/take, filter and map, the shuffle buffer, and repeat.
+//!
+//! It runs on one thread and is a pure function of the config, the seed and
+//! the data, so its output is the same for any number of worker threads. Its
+//! whole state is positions ([`StreamState`]); buffered records are named by
+//! (file, byte offset) and read again on restore.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::record::{FOOTER_LEN, HEADER_LEN, ReadOptions, Record};
+
+use super::error::PipelineError;
+use super::rng::CounterRng;
+use super::shard_reader::ShardBlocks;
+use super::stats::StageStats;
+
+/// A record on its way through the pipeline, with where it came from.
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    pub data: Bytes,
+    /// Index of its file in the host's file list.
+    pub file: u32,
+    /// Byte offset of its header in the (uncompressed) file.
+    pub offset: u64,
+}
+
+/// A filter on serialized records.
+pub type RecordFilter = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+/// A map on serialized records; it must be deterministic, since a restored
+/// pipeline applies it again to records it reads again.
+pub type RecordMap = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
+
+/// What the record stream does; fixed when the pipeline is built.
+#[derive(Clone)]
+pub(crate) struct StreamConfig {
+    /// This host's files, in listing order.
+    pub files: Vec<String>,
+    pub read: ReadOptions,
+    pub seed: u64,
+    pub shuffle_files: bool,
+    pub cycle_length: usize,
+    pub block_length: usize,
+    /// Keep records whose ordinal in the interleaved stream is `i mod n`.
+    pub record_shard: Option<(u64, u64)>,
+    pub skip: u64,
+    pub take: Option<u64>,
+    pub filter: Option<RecordFilter>,
+    pub map: Option<RecordMap>,
+    /// Records in the shuffle buffer; 0: no shuffle.
+    pub shuffle_buffer: usize,
+    /// Keep the buffer across epoch boundaries (`repeat` before `shuffle`)
+    /// instead of draining it at the end of each epoch.
+    pub shuffle_across_epochs: bool,
+    /// Epochs to read; `None`: forever.
+    pub epochs: Option<u64>,
+}
+
+/// RNG stream of the shuffle buffer.
+const SHUFFLE_STREAM: u64 = 0;
+/// RNG streams of the file order start here, one per epoch.
+const FILE_ORDER_STREAM: u64 = 1 << 32;
+
+/// Where the stream is; small, and all a restore needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StreamState {
+    pub epoch: u64,
+    /// Position in this epoch's file order of the next file to open.
+    pub next_file: u64,
+    /// Interleave slot read next, and records taken from it in this block.
+    pub cursor: u64,
+    pub in_block: u64,
+    /// Per interleave slot: (file, offset of its next record), if open.
+    pub slots: Vec<Option<(u32, u64)>>,
+    /// Records the interleave produced this epoch, and those that passed
+    /// the record shard (counted for skip/take).
+    pub ordinal: u64,
+    pub passed: u64,
+    /// Records this epoch that reached the shuffle buffer (or the output).
+    pub emitted: u64,
+    pub rng_counter: u64,
+    /// The shuffle buffer, slot by slot: (file, offset).
+    pub buffer: Vec<(u32, u64)>,
+    /// This epoch's input is done; the shuffle buffer is draining.
+    pub draining: bool,
+    pub finished: bool,
+}
+
+/// One open interleave slot.
+struct Slot {
+    file: u32,
+    reader: ShardBlocks,
+    block: std::vec::IntoIter<Record>,
+    next_offset: u64,
+}
+
+impl Slot {
+    fn next_record(&mut self, stats: &StageStats) -> Result<Option<Record>, PipelineError> {
+        loop {
+            if let Some(record) = self.block.next() {
+                self.next_offset =
+                    record.offset + (HEADER_LEN + FOOTER_LEN) as u64 + record.data.len() as u64;
+                return Ok(Some(record));
+            }
+            let next = {
+                let _wait = stats.wait_timer();
+                self.reader.next_block()
+            };
+            match next {
+                None => return Ok(None),
+                Some(block) => self.block = block?.into_iter(),
+            }
+        }
+    }
+}
+
+/// The record stream of one host.
+pub(crate) struct RecordStream {
+    cfg: Arc<StreamConfig>,
+    read_stats: Arc<StageStats>,
+    stats: Arc<StageStats>,
+    order: Vec<u32>,
+    slots: Vec<Option<Slot>>,
+    buffer: Vec<Item>,
+    rng: CounterRng,
+    s: StreamState,
+}
+
+impl RecordStream {
+    /// A stream at the start of epoch 0.
+    pub fn new(
+        cfg: Arc<StreamConfig>,
+        read_stats: Arc<StageStats>,
+        stats: Arc<StageStats>,
+    ) -> Result<Self, PipelineError> {
+        Self::restore(cfg, read_stats, stats, StreamState::default())
+    }
+
+    /// A stream continuing exactly where `state` was taken.
+    pub fn restore(
+        cfg: Arc<StreamConfig>,
+        read_stats: Arc<StageStats>,
+        stats: Arc<StageStats>,
+        state: StreamState,
+    ) -> Result<Self, PipelineError> {
+        let cycle = cfg.cycle_length.max(1);
+        if state.slots.len() > cycle || state.buffer.len() > cfg.shuffle_buffer {
+            return Err(PipelineError::BadState(
+                "it was taken from a pipeline with other interleave or shuffle settings".into(),
+            ));
+        }
+        let mut stream = RecordStream {
+            order: file_order(&cfg, state.epoch),
+            rng: CounterRng::new(cfg.seed, SHUFFLE_STREAM, state.rng_counter),
+            slots: (0..cycle).map(|_| None).collect(),
+            buffer: Vec::with_capacity(cfg.shuffle_buffer),
+            cfg,
+            read_stats,
+            stats,
+            s: state,
+        };
+        if stream.s == StreamState::default() {
+            stream.start_epoch();
+        } else {
+            for (i, slot) in std::mem::take(&mut stream.s.slots).into_iter().enumerate() {
+                if let Some((file, offset)) = slot {
+                    stream.open(i, file, offset)?;
+                }
+            }
+            let positions = std::mem::take(&mut stream.s.buffer);
+            stream.buffer = stream.read_again(&positions)?;
+        }
+        Ok(stream)
+    }
+
+    /// The state now: what a restore needs to continue from here.
+    pub fn state(&self) -> StreamState {
+        StreamState {
+            slots: self
+                .slots
+                .iter()
+                .map(|s| s.as_ref().map(|s| (s.file, s.next_offset)))
+                .collect(),
+            rng_counter: self.rng.counter,
+            buffer: self
+                .buffer
+                .iter()
+                .map(|item| (item.file, item.offset))
+                .collect(),
+            ..self.s.clone()
+        }
+    }
+
+    fn open(&mut self, slot: usize, file: u32, offset: u64) -> Result<(), PipelineError> {
+        let path = self.cfg.files.get(file as usize).ok_or_else(|| {
+            PipelineError::BadState(format!("it names file {file} of {}", self.cfg.files.len()))
+        })?;
+        let reader = ShardBlocks::spawn(
+            path.clone(),
+            offset,
+            self.cfg.read.clone(),
+            self.read_stats.clone(),
+        );
+        self.slots[slot] = Some(Slot {
+            file,
+            reader,
+            block: Vec::new().into_iter(),
+            next_offset: offset,
+        });
+        Ok(())
+    }
+
+    /// Opens the first files of the epoch, one per interleave slot.
+    fn start_epoch(&mut self) {
+        self.order = file_order(&self.cfg, self.s.epoch);
+        for i in 0..self.slots.len() {
+            self.slots[i] = None;
+            if let Some(&file) = self.order.get(self.s.next_file as usize) {
+                self.s.next_file += 1;
+                // Opening cannot fail here: the file index comes from the order.
+                let _ = self.open(i, file, 0);
+            }
+        }
+    }
+
+    /// Moves to the next epoch if there is one. An epoch that produced no
+    /// record would make `repeat` spin forever: that is an error instead.
+    fn next_epoch(&mut self) -> Result<bool, PipelineError> {
+        if self.cfg.epochs.is_some_and(|n| self.s.epoch + 1 >= n) {
+            return Ok(false);
+        }
+        if self.s.emitted == 0 {
+            return Err(PipelineError::EmptyEpoch {
+                epoch: self.s.epoch,
+            });
+        }
+        self.s = StreamState {
+            epoch: self.s.epoch + 1,
+            rng_counter: self.rng.counter,
+            ..StreamState::default()
+        };
+        self.start_epoch();
+        Ok(true)
+    }
+
+    /// The next record of the stream, or `None` at its end.
+    pub fn next_item(&mut self) -> Result<Option<Item>, PipelineError> {
+        let size = self.cfg.shuffle_buffer;
+        loop {
+            if self.s.finished {
+                return Ok(None);
+            }
+            if self.s.draining {
+                if !self.buffer.is_empty() {
+                    let j = self.rng.below(self.buffer.len());
+                    return Ok(Some(self.buffer.swap_remove(j)));
+                }
+                self.s.draining = false;
+                if !self.next_epoch()? {
+                    self.s.finished = true;
+                }
+                continue;
+            }
+            match self.next_input()? {
+                Some(item) if size == 0 => return Ok(Some(item)),
+                Some(mut item) => {
+                    // Copy into compact storage: a buffered record must not
+                    // pin the whole read chunk it was sliced from.
+                    item.data = Bytes::copy_from_slice(&item.data);
+                    if self.buffer.len() < size {
+                        self.buffer.push(item);
+                        continue;
+                    }
+                    let j = self.rng.below(size);
+                    return Ok(Some(std::mem::replace(&mut self.buffer[j], item)));
+                }
+                None => {
+                    let last = self.cfg.epochs.is_some_and(|n| self.s.epoch + 1 >= n);
+                    if size > 0 && (!self.cfg.shuffle_across_epochs || last) {
+                        self.s.draining = true;
+                    } else if !self.next_epoch()? {
+                        self.s.finished = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next record after interleave, record sharding, skip/take, filter
+    /// and map; `None` when this epoch's input is done.
+    fn next_input(&mut self) -> Result<Option<Item>, PipelineError> {
+        let cfg = self.cfg.clone();
+        loop {
+            let Some(mut item) = self.next_interleaved()? else {
+                return Ok(None);
+            };
+            let ordinal = self.s.ordinal;
+            self.s.ordinal += 1;
+            if let Some((index, count)) = cfg.record_shard {
+                if ordinal % count != index {
+                    continue;
+                }
+            }
+            let passed = self.s.passed;
+            self.s.passed += 1;
+            if passed < cfg.skip {
+                continue;
+            }
+            if cfg.take.is_some_and(|take| passed - cfg.skip >= take) {
+                // The epoch ends here: stop reading its files.
+                self.slots.iter_mut().for_each(|s| *s = None);
+                self.s.next_file = self.order.len() as u64;
+                return Ok(None);
+            }
+            if let Some(filter) = &cfg.filter {
+                if !filter(&item.data) {
+                    continue;
+                }
+            }
+            if let Some(map) = &cfg.map {
+                item.data = map(item.data);
+            }
+            self.s.emitted += 1;
+            self.stats.add_records(1);
+            return Ok(Some(item));
+        }
+    }
+
+    /// The next record in interleave order (`block_length` records from
+    /// each of `cycle_length` open files in turn; an exhausted file's slot
+    /// takes the next file of the epoch's order).
+    fn next_interleaved(&mut self) -> Result<Option<Item>, PipelineError> {
+        let cycle = self.slots.len() as u64;
+        loop {
+            if self.slots.iter().all(Option::is_none)
+                && self.s.next_file as usize >= self.order.len()
+            {
+                return Ok(None);
+            }
+            let cur = self.s.cursor as usize;
+            let Some(slot) = self.slots[cur].as_mut() else {
+                self.s.cursor = (self.s.cursor + 1) % cycle;
+                self.s.in_block = 0;
+                continue;
+            };
+            match slot.next_record(&self.stats)? {
+                Some(record) => {
+                    let file = slot.file;
+                    self.s.in_block += 1;
+                    if self.s.in_block >= self.cfg.block_length.max(1) as u64 {
+                        self.s.in_block = 0;
+                        self.s.cursor = (self.s.cursor + 1) % cycle;
+                    }
+                    return Ok(Some(Item {
+                        data: record.data,
+                        file,
+                        offset: record.offset,
+                    }));
+                }
+                None => {
+                    self.slots[cur] = None;
+                    if let Some(&file) = self.order.get(self.s.next_file as usize) {
+                        self.s.next_file += 1;
+                        self.open(cur, file, 0)?;
+                    }
+                    self.s.in_block = 0;
+                    self.s.cursor = (self.s.cursor + 1) % cycle;
+                }
+            }
+        }
+    }
+
+    /// Reads the records at the given (file, offset) positions again, in
+    /// the given order, for a restored shuffle buffer.
+    fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {
+        let mut by_file: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for &(file, offset) in positions {
+            by_file.entry(file).or_default().push(offset);
+        }
+        let mut found: HashMap<(u32, u64), Bytes> = HashMap::with_capacity(positions.len());
+        for (file, mut offsets) in by_file {
+            offsets.sort_unstable();
+            // With `repeat` before `shuffle` one record can be buffered twice.
+            offsets.dedup();
+            let path = self.cfg.files.get(file as usize).ok_or_else(|| {
+                PipelineError::BadState(format!("it names file {file} of {}", self.cfg.files.len()))
+            })?;
+            let mut reader = ShardBlocks::spawn(
+                path.clone(),
+                offsets[0],
+                self.cfg.read.clone(),
+                self.read_stats.clone(),
+            );
+            let mut wanted = offsets.iter().peekable();
+            'file: while let Some(block) = reader.next_block() {
+                for record in block? {
+                    if wanted.peek().is_some_and(|&&o| o < record.offset) {
+                        break 'file; // not a record boundary: reported below
+                    }
+                    if wanted.peek() == Some(&&record.offset) {
+                        wanted.next();
+                        let mut data = Bytes::copy_from_slice(&record.data);
+                        if let Some(map) = &self.cfg.map {
+                            data = map(data);
+                        }
+                        found.insert((file, record.offset), data);
+                        if wanted.peek().is_none() {
+                            break 'file;
+                        }
+                    }
+                }
+            }
+            if let Some(&&offset) = wanted.peek() {
+                return Err(PipelineError::BadState(format!(
+                    "{path} has no record at byte {offset}"
+                )));
+            }
+        }
+        positions
+            .iter()
+            .map(|&(file, offset)| {
+                let data = found.get(&(file, offset)).cloned().unwrap_or_default();
+                Ok(Item { data, file, offset })
+            })
+            .collect()
+    }
+}
+
+/// The order in which an epoch reads the host's files.
+fn file_order(cfg: &StreamConfig, epoch: u64) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..cfg.files.len() as u32).collect();
+    if cfg.shuffle_files {
+        CounterRng::new(cfg.seed, FILE_ORDER_STREAM + epoch, 0).shuffle(&mut order);
+    }
+    order
+}

@@ -1,0 +1,91 @@
+//! A counter-based random number generator.
+//!
+//! Every draw is a pure function of `(seed, stream, counter)`, so the whole
+//! RNG state in a checkpoint is one counter, and two hosts (or a restored
+//! run) given the same seed draw the same numbers. SplitMix64's finaliser
+//! mixes the inputs; it passes BigCrush as a counter-based generator and
+//! costs a few cycles. Written here rather than taken from a crate because
+//! the checkpoint needs exactly this shape of state.
+
+/// Golden-ratio increment of SplitMix64.
+const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A stream of random numbers named by `(seed, stream)`; `counter` is how
+/// many have been drawn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterRng {
+    key: u64,
+    pub counter: u64,
+}
+
+impl CounterRng {
+    /// The stream `stream` of `seed`, positioned after `counter` draws.
+    pub fn new(seed: u64, stream: u64, counter: u64) -> Self {
+        CounterRng {
+            key: mix(seed ^ mix(stream.wrapping_add(GAMMA))),
+            counter,
+        }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.counter += 1;
+        mix(self.key.wrapping_add(self.counter.wrapping_mul(GAMMA)))
+    }
+
+    /// A uniform integer in `0..n` (`n > 0`), without modulo bias worth
+    /// speaking of: Lemire's multiply-shift on 64 bits.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// Shuffles `items` in place (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i + 1);
+            items.swap(i, j);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_inputs_same_numbers_and_counter_restores_position() {
+        let mut a = CounterRng::new(7, 1, 0);
+        let first: Vec<u64> = (0..5).map(|_| a.next_u64()).collect();
+        let mut b = CounterRng::new(7, 1, 2);
+        assert_eq!(b.next_u64(), first[2]);
+        assert_ne!(CounterRng::new(7, 2, 0).next_u64(), first[0]);
+        assert_ne!(CounterRng::new(8, 1, 0).next_u64(), first[0]);
+    }
+
+    #[test]
+    fn below_is_in_range_and_roughly_uniform() {
+        let mut rng = CounterRng::new(1, 0, 0);
+        let mut counts = [0u32; 10];
+        for _ in 0..100_000 {
+            counts[rng.below(10)] += 1;
+        }
+        for c in counts {
+            assert!((9_000..11_000).contains(&c), "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn shuffle_is_a_permutation() {
+        let mut items: Vec<u32> = (0..1000).collect();
+        CounterRng::new(3, 0, 0).shuffle(&mut items);
+        assert_ne!(items, (0..1000).collect::<Vec<_>>());
+        items.sort_unstable();
+        assert_eq!(items, (0..1000).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,85 @@
+//! Per-stage counters: records, bytes, busy and waiting time.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+/// Counters of one pipeline stage, shared by its threads.
+#[derive(Debug, Default)]
+pub struct StageStats {
+    records: AtomicU64,
+    bytes: AtomicU64,
+    busy_ns: AtomicU64,
+    wait_ns: AtomicU64,
+    skipped_records: AtomicU64,
+    skipped_bytes: AtomicU64,
+}
+
+/// A snapshot of one stage's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageFigures {
+    pub records: u64,
+    pub bytes: u64,
+    /// Time spent working.
+    pub busy_ns: u64,
+    /// Time spent waiting for input or for room downstream.
+    pub wait_ns: u64,
+    /// Corrupt regions skipped (under the skip policy) and their bytes.
+    pub skipped_records: u64,
+    pub skipped_bytes: u64,
+}
+
+/// Adds the time from its creation to its drop to a counter.
+pub struct Timer<'a> {
+    start: Instant,
+    counter: &'a AtomicU64,
+}
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        self.counter
+            .fetch_add(self.start.elapsed().as_nanos() as u64, Relaxed);
+    }
+}
+
+impl StageStats {
+    pub fn add_records(&self, n: u64) {
+        self.records.fetch_add(n, Relaxed);
+    }
+
+    pub fn add_bytes(&self, n: u64) {
+        self.bytes.fetch_add(n, Relaxed);
+    }
+
+    pub fn add_skipped(&self, records: u64, bytes: u64) {
+        self.skipped_records.fetch_add(records, Relaxed);
+        self.skipped_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts the time until the returned guard drops as busy.
+    pub fn busy_timer(&self) -> Timer<'_> {
+        Timer {
+            start: Instant::now(),
+            counter: &self.busy_ns,
+        }
+    }
+
+    /// Counts the time until the returned guard drops as waiting.
+    pub fn wait_timer(&self) -> Timer<'_> {
+        Timer {
+            start: Instant::now(),
+            counter: &self.wait_ns,
+        }
+    }
+
+    /// The counters now.
+    pub fn figures(&self) -> StageFigures {
+        StageFigures {
+            records: self.records.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            busy_ns: self.busy_ns.load(Relaxed),
+            wait_ns: self.wait_ns.load(Relaxed),
+            skipped_records: self.skipped_records.load(Relaxed),
+            skipped_bytes: self.skipped_bytes.load(Relaxed),
+        }
+    }
+}
