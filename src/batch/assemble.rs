@@ -256,8 +256,8 @@ pub(crate) fn ragged_span(
     rec: usize,
 ) -> Option<(usize, usize)> {
     let start = *row_splits.get(rec)?;
-    let end = *row_splits.get(rec + 1)?;
-    (start <= end && end <= values_len).then_some((start, end - start))
+    let end = *row_splits.get(rec.checked_add(1)?)?;
+    (start <= end && end <= values_len).then(|| (start, end - start))
 }
 
 // ---------------------------------------------------------------------------
