@@ -143,7 +143,9 @@ fn buffers_cross_threads_and_outlive_the_pool_handle() {
     assert_eq!(s.allocations + s.reuses, 400);
     // Dropped on another thread, after the last pool handle is gone.
     drop(pool);
-    std::thread::spawn(move || drop(bufs)).join().expect("drop thread");
+    std::thread::spawn(move || drop(bufs))
+        .join()
+        .expect("drop thread");
 }
 
 #[test]
