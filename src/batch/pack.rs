@@ -178,6 +178,12 @@ struct PackFeature {
     pad: Fill,
 }
 
+/// A packed feature's column in one parsed batch.
+struct Src<'p> {
+    values: &'p Values,
+    row_splits: &'p [usize],
+}
+
 /// The batch being filled.
 struct Current {
     values: Vec<AlignedBuf>,
@@ -231,12 +237,15 @@ impl Packer {
     }
 
     /// Packs every record of `parsed`, appending finished batches to `out`.
+    /// On error the records before the failing one are packed, it and the
+    /// rest are not.
     pub fn push_all(
         &mut self,
         parsed: &ParsedBatch,
         out: &mut Vec<Batch>,
     ) -> Result<(), BatchError> {
-        (0..parsed.num_records).try_for_each(|r| self.push(parsed, r, out))
+        let srcs = self.resolve(parsed)?;
+        (0..parsed.num_records).try_for_each(|r| self.push_resolved(&srcs, r, out))
     }
 
     /// Packs record `record` of `parsed`, appending any finished batch to
@@ -247,12 +256,27 @@ impl Packer {
         record: usize,
         out: &mut Vec<Batch>,
     ) -> Result<(), BatchError> {
-        // Check everything before changing any state.
-        let mut cols: Vec<&Values> = Vec::with_capacity(self.features.len());
-        let mut span = (0, 0);
-        for (i, f) in self.features.iter().enumerate() {
+        if record >= parsed.num_records {
+            return Err(BatchError::new(
+                Some(record),
+                None,
+                BatchErrorKind::RecordOutOfRange {
+                    num_records: parsed.num_records,
+                },
+            ));
+        }
+        let srcs = self.resolve(parsed)?;
+        self.push_resolved(&srcs, record, out)
+    }
+
+    /// Finds and checks the packed features' columns in `parsed`.
+    fn resolve<'p>(&self, parsed: &'p ParsedBatch) -> Result<Vec<Src<'p>>, BatchError> {
+        let mut srcs = Vec::with_capacity(self.features.len());
+        for f in &self.features {
             let name = f.name.as_str();
-            let err = |kind| BatchError::new(Some(record), Some(name), kind);
+            let mismatch = |reason| {
+                BatchError::new(None, Some(name), BatchErrorKind::ColumnMismatch { reason })
+            };
             let Some(col) = parsed.get(name) else {
                 return Err(BatchError::new(
                     None,
@@ -266,52 +290,52 @@ impl Packer {
                 inner_shape,
             } = col
             else {
-                return Err(BatchError::new(
-                    None,
-                    Some(name),
+                return Err(mismatch("expected a ragged column"));
+            };
+            if !inner_shape.is_empty() {
+                return Err(mismatch("ragged rows have an inner shape"));
+            }
+            if !compatible(values, f.dtype) {
+                return Err(mismatch("values have another type than the plan"));
+            }
+            srcs.push(Src { values, row_splits });
+        }
+        Ok(srcs)
+    }
+
+    fn push_resolved(
+        &mut self,
+        srcs: &[Src<'_>],
+        record: usize,
+        out: &mut Vec<Batch>,
+    ) -> Result<(), BatchError> {
+        // Check everything before changing any state.
+        let span = |i: usize| -> Result<(usize, usize), BatchError> {
+            let (src, f) = (&srcs[i], &self.features[i]);
+            ragged_span(src.row_splits, src.values.len(), record).ok_or_else(|| {
+                BatchError::new(
+                    Some(record),
+                    Some(&f.name),
                     BatchErrorKind::ColumnMismatch {
-                        reason: "expected a ragged column",
+                        reason: "row splits do not cover the record",
+                    },
+                )
+            })
+        };
+        let len = span(0)?.1;
+        for i in 1..srcs.len() {
+            let actual = span(i)?.1;
+            if actual != len {
+                return Err(BatchError::new(
+                    Some(record),
+                    Some(&self.features[i].name),
+                    BatchErrorKind::LengthMismatch {
+                        expected: len,
+                        actual,
                     },
                 ));
-            };
-            if record >= parsed.num_records {
-                return Err(err(BatchErrorKind::RecordOutOfRange {
-                    num_records: parsed.num_records,
-                }));
             }
-            if !inner_shape.is_empty() || !compatible(values, f.dtype) {
-                return Err(err(BatchErrorKind::ColumnMismatch {
-                    reason: "values have another type than the plan",
-                }));
-            }
-            let s = ragged_span(row_splits, values.len(), record).ok_or_else(|| {
-                err(BatchErrorKind::ColumnMismatch {
-                    reason: "row splits do not cover the record",
-                })
-            })?;
-            if i == 0 {
-                span.1 = s.1;
-            } else if s.1 != span.1 {
-                return Err(err(BatchErrorKind::LengthMismatch {
-                    expected: span.1,
-                    actual: s.1,
-                }));
-            }
-            span.0 = s.0;
-            cols.push(values);
         }
-        let starts: Vec<usize> = self
-            .features
-            .iter()
-            .zip(&cols)
-            .map(|(f, _)| match parsed.get(&f.name) {
-                Some(Column::Ragged { row_splits, .. }) => {
-                    row_splits.get(record).copied().unwrap_or(0)
-                }
-                _ => 0,
-            })
-            .collect();
-        let len = span.1;
         let l = self.row_length;
         let (skip, keep) = if len <= l {
             (0, len)
@@ -332,8 +356,8 @@ impl Packer {
                 Overflow::Split => (0, len),
             }
         };
-        for ((f, values), &start) in self.features.iter().zip(&cols).zip(&starts) {
-            check_fits(values, start + skip, keep, f.dtype)
+        for (i, (src, f)) in srcs.iter().zip(&self.features).enumerate() {
+            check_fits(src.values, span(i)?.0 + skip, keep, f.dtype)
                 .map_err(|e| e.into_error(record, &f.name))?;
         }
 
@@ -345,14 +369,10 @@ impl Packer {
                 break;
             };
             let off = row * l + at;
-            for ((f, values), (&start, buf)) in self
-                .features
-                .iter()
-                .zip(&cols)
-                .zip(starts.iter().zip(cur.values.iter_mut()))
-            {
+            for ((src, f), buf) in srcs.iter().zip(&self.features).zip(cur.values.iter_mut()) {
+                let start = src.row_splits.get(record).copied().unwrap_or(0);
                 Dst::new(buf, f.dtype)
-                    .copy(values, start + skip + done, n, off)
+                    .copy(src.values, start + skip + done, n, off)
                     .map_err(|e| e.into_error(record, &f.name))?;
             }
             cur.segments[row] += 1;
