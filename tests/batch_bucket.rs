@@ -199,6 +199,18 @@ fn bucketed_batches_have_the_listed_shapes() {
             bound: 12
         }
     );
+    let huge = BucketGroup {
+        bucket: 0,
+        batch_size: usize::MAX / 2,
+        pad_to: Some(4),
+        items: vec![(Arc::clone(&parsed), 0)],
+    };
+    assert_eq!(
+        asm.assemble_bucket(&huge).unwrap_err().kind,
+        BatchErrorKind::TooLarge {
+            batch_size: usize::MAX / 2
+        }
+    );
     let g = BucketGroup {
         bucket: 0,
         batch_size: 1,

@@ -266,3 +266,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<AlignedBuf>();
+    send_sync::<BufferPool>();
+    send_sync::<Tensor>();
+    send_sync::<Batch>();
+    send_sync::<infeed::batch::Assembler>();
+    send::<infeed::batch::Packer>();
+    send::<infeed::batch::Bucketer<(Arc<infeed::example::ParsedBatch>, usize)>>();
+}

@@ -66,6 +66,9 @@ pub enum BatchErrorKind {
     /// A bucket is padded past the plan's length bound.
     #[error("bucket length {boundary} is over the length bound {bound}")]
     AboveBound { boundary: usize, bound: usize },
+    /// The batch's tensors would not fit in memory (a huge batch size).
+    #[error("a batch of {batch_size} rows is too large")]
+    TooLarge { batch_size: usize },
     /// Packed features of one record differ in length.
     #[error("length {actual} differs from the {expected} of the first packed feature")]
     LengthMismatch { expected: usize, actual: usize },
@@ -416,6 +419,39 @@ impl Assembler {
         }
     }
 
+    /// Refuses a batch whose tensors' sizes overflow (only a huge bucket
+    /// batch size can: the plan checked its own batch size and bounds).
+    fn check_size(&self, batch_size: usize, pad_to: PadTo) -> Result<(), BatchError> {
+        let mut row_bytes = 0usize;
+        for out in &self.outputs {
+            let n = match &out.kind {
+                OutKind::Dense { count, decode, .. } => {
+                    count.checked_mul(decode.as_ref().map_or(1, |d| d.1))
+                }
+                OutKind::Ragged { group, .. } => {
+                    let bound = self.groups.get(*group).map_or(0, |g| g.bound);
+                    let len = match pad_to {
+                        PadTo::Length(len) => len.max(bound),
+                        PadTo::Policy | PadTo::Bound => bound,
+                    };
+                    len.checked_mul(16) // value and mask, 8 bytes at most each
+                }
+            };
+            row_bytes = n
+                .and_then(|n| n.checked_mul(out.dtype.size()))
+                .and_then(|n| row_bytes.checked_add(n))
+                .unwrap_or(usize::MAX);
+        }
+        match row_bytes.checked_mul(batch_size) {
+            Some(total) if total <= isize::MAX as usize / 2 => Ok(()),
+            _ => Err(BatchError::new(
+                None,
+                None,
+                BatchErrorKind::TooLarge { batch_size },
+            )),
+        }
+    }
+
     /// Finds and checks the planned columns in `batch`.
     fn resolve<'p>(&self, batch: &'p ParsedBatch) -> Result<Resolved<'p>, BatchError> {
         let n = batch.num_records;
@@ -502,6 +538,7 @@ impl Assembler {
                 },
             ));
         }
+        self.check_size(batch_size, pad_to)?;
 
         // Resolve each distinct parsed batch once; rows usually come from one.
         let mut resolved: Vec<Resolved<'_>> = Vec::new();
