@@ -332,3 +332,55 @@ proptest! {
         prop_assert_eq!(&rest[..], &full[cut..]);
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_async_stream_yields_the_same_batches_and_state() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[30, 20], Compression::None);
+    let p = Pipeline::from_files(files)
+        .unwrap()
+        .seed(2)
+        .interleave(2, 1)
+        .shuffle(10);
+    let blocking = run(&p, 4, false);
+    let mut stream = p.build_raw(4, false).unwrap().into_stream();
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let batch = stream.next().await.unwrap().unwrap();
+        got.extend(
+            batch
+                .records
+                .iter()
+                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
+        );
+    }
+    let state = stream.state();
+    while let Some(batch) = stream.next().await {
+        got.extend(
+            batch
+                .unwrap()
+                .records
+                .iter()
+                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
+        );
+    }
+    assert_eq!(got, blocking);
+    let resumed = run(&p.clone().resume_from(&state), 4, false);
+    assert_eq!(resumed, blocking[20..]);
+}
+
+#[test]
+fn unordered_output_holds_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[60, 45], Compression::Gzip);
+    let p = Pipeline::from_files(files)
+        .unwrap()
+        .seed(8)
+        .interleave(2, 2)
+        .shuffle(20)
+        .threads(3);
+    let ordered = run(&p, 5, false);
+    let unordered = run(&p.clone().unordered(), 5, false);
+    assert_eq!(sorted(unordered), sorted(ordered));
+}

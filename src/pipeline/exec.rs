@@ -55,6 +55,8 @@ pub(crate) struct ExecConfig {
     pub prefetch: usize,
     /// Batches already delivered before this run (a restore).
     pub batches_before: u64,
+    /// Deliver batches as workers finish them rather than in order.
+    pub unordered: bool,
 }
 
 /// A numbered batch (or error) with the record stream's state after it.
@@ -92,6 +94,11 @@ pub struct Batches<T> {
     first_batch_ns: Option<u64>,
     batches_before: u64,
     done: bool,
+    unordered: bool,
+    /// Unordered mode: sequence numbers delivered past `next_seq`.
+    delivered_ahead: std::collections::BTreeSet<u64>,
+    /// Unordered mode: states of those batches, until the prefix closes.
+    states_ahead: BTreeMap<u64, Arc<StreamState>>,
     pub(crate) fingerprint: u64,
 }
 
@@ -107,6 +114,7 @@ impl<T: Send + 'static> Batches<T> {
     ) -> Self {
         let initial_state = Arc::new(stream.state());
         let batches_before = cfg.batches_before;
+        let unordered = cfg.unordered;
         let prefetch = cfg.prefetch;
         let workers = cfg.workers.max(1);
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(workers + 1);
@@ -148,6 +156,9 @@ impl<T: Send + 'static> Batches<T> {
             first_batch_ns: None,
             batches_before,
             done: false,
+            unordered,
+            delivered_ahead: Default::default(),
+            states_ahead: BTreeMap::new(),
             fingerprint,
         }
     }
@@ -161,9 +172,10 @@ impl<T: Send + 'static> Batches<T> {
         let wait = Instant::now();
         let result = loop {
             if let Some(result) = self.pending.remove(&self.next_seq) {
-                break Some(result);
+                break Some((self.next_seq, result));
             }
             match self.rx.as_ref().and_then(|rx| rx.recv().ok()) {
+                Some((seq, result)) if self.unordered => break Some((seq, result)),
                 Some((seq, result)) => {
                     self.pending.insert(seq, result);
                 }
@@ -178,13 +190,20 @@ impl<T: Send + 'static> Batches<T> {
                 Some(panic) => Err(PipelineError::Worker(panic)),
                 None => Ok(None),
             },
-            Some(Err(e)) => {
+            Some((_, Err(e))) => {
                 let _ = self.finish();
                 Err(e)
             }
-            Some(Ok((batch, state))) => {
-                self.next_seq += 1;
-                self.last_state = Some(state);
+            Some((seq, Ok((batch, state)))) => {
+                self.delivered_ahead.insert(seq);
+                self.states_ahead.insert(seq, state);
+                // The state is that of the longest delivered prefix: exact
+                // in order; unordered, a restore may repeat the batches
+                // delivered ahead of a slower one.
+                while self.delivered_ahead.remove(&self.next_seq) {
+                    self.last_state = self.states_ahead.remove(&self.next_seq);
+                    self.next_seq += 1;
+                }
                 self.first_batch_ns
                     .get_or_insert_with(|| self.started.elapsed().as_nanos() as u64);
                 Ok(Some(batch))
@@ -199,6 +218,10 @@ impl<T: Send + 'static> Batches<T> {
 
     pub(crate) fn last_state(&self) -> Option<&StreamState> {
         self.last_state.as_deref()
+    }
+
+    pub(crate) fn last_state_arc(&self) -> Arc<StreamState> {
+        self.last_state.clone().unwrap_or_default()
     }
 
     /// Per-stage figures so far.

@@ -34,6 +34,7 @@ mod rng;
 mod shard_reader;
 mod state;
 mod stats;
+mod stream;
 
 use std::sync::Arc;
 
@@ -43,6 +44,7 @@ pub use error::PipelineError;
 pub use exec::{BatchFn, Batches, PipelineStats, RawBatch};
 pub use records::{RecordFilter, RecordMap};
 pub use stats::StageFigures;
+pub use stream::BatchStream;
 
 use crate::example::{ExampleParser, ParsedBatch};
 use crate::record::ReadOptions;
@@ -71,6 +73,7 @@ pub struct Pipeline {
     read: ReadOptions,
     workers: usize,
     prefetch: usize,
+    unordered: bool,
     resume: Option<Vec<u8>>,
 }
 
@@ -132,6 +135,7 @@ impl Pipeline {
             read: ReadOptions::default(),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             prefetch: 2,
+            unordered: false,
             resume: None,
         }
     }
@@ -217,6 +221,15 @@ impl Pipeline {
     /// Batches prepared ahead of the consumer (default 2).
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches.max(1);
+        self
+    }
+
+    /// Delivers each batch as soon as a worker finishes it, not in order.
+    /// Faster when batch costs vary; the sequence then depends on timing,
+    /// and a checkpoint may repeat the few batches delivered ahead of a
+    /// slower one.
+    pub fn unordered(mut self) -> Self {
+        self.unordered = true;
         self
     }
 
@@ -309,6 +322,7 @@ impl Pipeline {
             workers: self.workers,
             prefetch: self.prefetch,
             batches_before,
+            unordered: self.unordered,
         };
         Ok(Batches::start(
             stream,

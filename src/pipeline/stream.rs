@@ -1,0 +1,102 @@
+//! The async face: a `futures::Stream` of batches for tokio programs.
+//!
+//! A forwarding thread pulls from the blocking [`Batches`] and hands each
+//! batch, with the state after it, through a one-slot tokio channel, so the
+//! executor never blocks and the pipeline's threads stay off it.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+
+use futures::Stream;
+use tokio::sync::mpsc;
+
+use super::error::PipelineError;
+use super::exec::Batches;
+use super::records::StreamState;
+use super::state;
+
+type Item<T> = Result<(T, Arc<StreamState>, u64), PipelineError>;
+
+/// Batches as an async stream; see [`Batches::into_stream`].
+pub struct BatchStream<T> {
+    rx: mpsc::Receiver<Item<T>>,
+    last: Option<(Arc<StreamState>, u64)>,
+    initial: Vec<u8>,
+    fingerprint: u32,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<T: Send + 'static> Batches<T> {
+    /// Turns the pipeline into an async stream of batches.
+    pub fn into_stream(mut self) -> BatchStream<T> {
+        let (tx, rx) = mpsc::channel(1);
+        let initial = self.state();
+        let fingerprint = self.fingerprint as u32;
+        let thread = std::thread::Builder::new()
+            .name("infeed-stream".into())
+            .spawn(move || {
+                loop {
+                    let item = match self.next_batch() {
+                        Ok(None) => return,
+                        Ok(Some(batch)) => {
+                            let state = self.last_state_arc();
+                            Ok((batch, state, self.batches_delivered()))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let stop = item.is_err();
+                    if tx.blocking_send(item).is_err() || stop {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn the stream thread");
+        BatchStream {
+            rx,
+            last: None,
+            initial,
+            fingerprint,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl<T> BatchStream<T> {
+    /// The state after the last batch this stream yielded (see
+    /// [`Batches::state`]).
+    pub fn state(&self) -> Vec<u8> {
+        match &self.last {
+            Some((s, delivered)) => state::encode(s, *delivered, self.fingerprint),
+            None => self.initial.clone(),
+        }
+    }
+}
+
+impl<T> Stream for BatchStream<T> {
+    type Item = Result<T, PipelineError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(Some(Ok((batch, s, delivered)))) => {
+                self.last = Some((s, delivered));
+                Poll::Ready(Some(Ok(batch)))
+            }
+        }
+    }
+}
+
+impl<T> Drop for BatchStream<T> {
+    fn drop(&mut self) {
+        // Closing the channel makes the forwarding thread's next send fail.
+        self.rx.close();
+        while self.rx.try_recv().is_ok() {}
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
