@@ -6,8 +6,11 @@
 //! - [`record`]: TFRecord framing, masked CRC32C, GZIP/ZLIB, corruption policy.
 //! - [`example`]: `tf.train.Example` / `SequenceExample` types and the fast
 //!   schema-directed batch parser.
+//! - [`batch`]: static-shape batches: padding, masks, bucketing, packing,
+//!   aligned pooled buffers.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
 
+pub mod batch;
 pub mod example;
 pub mod pipeline;
 pub mod record;

@@ -1,0 +1,30 @@
+//! Static-shape batches: parsed columns into padded, masked, 64-byte aligned
+//! tensors from a recycling pool, with the finite set of shapes a plan can
+//! produce known before the first batch (so an XLA program can be compiled
+//! once per shape ahead of time).
+//!
+//! - [`buffer`]: [`AlignedBuf`] and [`BufferPool`] (PJRT zero-copy needs 64-byte
+//!   alignment and memory that outlives the device buffer; see there).
+//! - [`Tensor`], [`Batch`] (with a stable [`Batch::digest`]).
+//! - [`BatchPlan`] → [`Assembler`]: [`LengthPolicy`] per padding group (pad to a
+//!   multiple, fixed or max length, [`Truncation`]), masks, casts, raw
+//!   decode of bytes; [`Assembler::shapes`] lists every shape.
+//! - [`Bucketer`]: rows grouped by length, each bucket one shape.
+//! - [`Packer`]: sequences packed into fixed-length rows with segment ids
+//!   and positions.
+
+mod assemble;
+mod bucket;
+pub mod buffer;
+mod pack;
+mod plan;
+mod tensor;
+
+pub use assemble::{BatchError, BatchErrorKind};
+pub use bucket::{BucketError, BucketGroup, Bucketer, Remainder};
+pub use buffer::{ALIGN, AlignedBuf, BufferPool, Element, PoolConfig, PoolStats};
+pub use pack::{Overflow, POSITIONS, PackPlan, Packer, SEGMENT_IDS};
+pub use plan::{
+    Assembler, BatchPlan, LengthPolicy, MAX_SHAPES, MaskType, PlanError, Scalar, Truncation,
+};
+pub use tensor::{Batch, BatchShape, Tensor, TensorError, TensorShape, TensorType};

@@ -1,0 +1,486 @@
+//! Packing: variable-length sequences laid end to end in fixed-length rows,
+//! with segment ids and positions so attention can keep them apart.
+
+use super::assemble::{BatchError, BatchErrorKind, CopyError, Dst, compatible, ragged_span};
+use super::bucket::Remainder;
+use super::buffer::{AlignedBuf, BufferPool};
+use super::plan::{Fill, PlanError, Scalar};
+use super::tensor::{Batch, BatchShape, Tensor, TensorShape, TensorType};
+use crate::example::{Column, ParsedBatch, Values};
+use crate::spec::{DType, FeatureKind, FeatureSpec};
+
+/// Name of the segment id tensor: 1, 2, … for the sequences of a row in
+/// order, 0 for padding.
+pub const SEGMENT_IDS: &str = "segment_ids";
+/// Name of the position tensor: 0-based index within each sequence, 0 for
+/// padding.
+pub const POSITIONS: &str = "positions";
+
+/// What to do with a sequence longer than a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Fail, naming the record, the feature and its length.
+    #[default]
+    Error,
+    /// Keep the first `row_length` values.
+    KeepStart,
+    /// Keep the last `row_length` values.
+    KeepEnd,
+    /// Cut it into pieces of `row_length` (the last shorter), each packed as
+    /// a sequence of its own (own segment id, positions from 0).
+    Split,
+}
+
+/// Configures a [`Packer`].
+#[derive(Clone, Debug)]
+pub struct PackPlan {
+    spec: FeatureSpec,
+    features: Vec<String>,
+    row_length: usize,
+    batch_size: usize,
+    cast: Option<TensorType>,
+    overflow: Overflow,
+    pad_value: Scalar,
+    pool: Option<BufferPool>,
+}
+
+impl PackPlan {
+    /// Packs the variable-length `features` of `spec` (equal length in each
+    /// record, e.g. `input_ids` and `attention_mask`) into batches of
+    /// `batch_size` rows of `row_length`.
+    pub fn new(
+        spec: &FeatureSpec,
+        features: &[&str],
+        row_length: usize,
+        batch_size: usize,
+    ) -> Self {
+        Self {
+            spec: spec.clone(),
+            features: features.iter().map(|s| s.to_string()).collect(),
+            row_length,
+            batch_size,
+            cast: None,
+            overflow: Overflow::Error,
+            pad_value: Scalar::Int(0),
+            pool: None,
+        }
+    }
+
+    /// Emits integer features as `dtype` (i32 or i64).
+    pub fn cast_ints(mut self, dtype: TensorType) -> Self {
+        self.cast = Some(dtype);
+        self
+    }
+
+    /// What to do with sequences longer than a row (default [`Overflow::Error`]).
+    pub fn overflow(mut self, overflow: Overflow) -> Self {
+        self.overflow = overflow;
+        self
+    }
+
+    /// The value padding positions hold (default 0).
+    pub fn pad_value(mut self, value: impl Into<Scalar>) -> Self {
+        self.pad_value = value.into();
+        self
+    }
+
+    /// Takes buffers from `pool` (default: a pool of its own).
+    pub fn pool(mut self, pool: BufferPool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Checks the plan.
+    pub fn build(self) -> Result<Packer, PlanError> {
+        if self.batch_size == 0 {
+            return Err(PlanError::ZeroBatchSize);
+        }
+        if self.features.is_empty() {
+            return Err(PlanError::NoFeatures);
+        }
+        if self.row_length == 0 {
+            return Err(PlanError::ZeroLength {
+                feature: self.features[0].clone(),
+                what: "row_length",
+            });
+        }
+        let mut features = Vec::with_capacity(self.features.len());
+        for name in &self.features {
+            let def = self
+                .spec
+                .get(name)
+                .ok_or_else(|| PlanError::UnknownFeature {
+                    feature: name.clone(),
+                })?;
+            if features.iter().any(|f: &PackFeature| &f.name == name) {
+                return Err(PlanError::DuplicateFeature {
+                    feature: name.clone(),
+                });
+            }
+            if let FeatureKind::FixedLen { .. } = def.kind {
+                return Err(PlanError::NotVarLen {
+                    feature: name.clone(),
+                });
+            }
+            let bad = |to| PlanError::BadCast {
+                feature: name.clone(),
+                from: def.dtype,
+                to,
+            };
+            let dtype = match (def.dtype, self.cast) {
+                (DType::Int64 | DType::Int32, Some(t @ (TensorType::I64 | TensorType::I32))) => t,
+                (DType::Int64, None) => TensorType::I64,
+                (DType::Int32, None) => TensorType::I32,
+                (DType::Float32, None | Some(TensorType::F32)) => TensorType::F32,
+                (DType::Bytes, _) => {
+                    return Err(PlanError::NeedsDecode {
+                        feature: name.clone(),
+                    });
+                }
+                (_, Some(t)) => return Err(bad(t)),
+            };
+            let pad = Fill::new(self.pad_value, dtype).ok_or(PlanError::PadValue {
+                feature: name.clone(),
+                value: self.pad_value,
+                dtype,
+            })?;
+            if name == SEGMENT_IDS || name == POSITIONS {
+                return Err(PlanError::DuplicateName { name: name.clone() });
+            }
+            features.push(PackFeature {
+                name: name.clone(),
+                dtype,
+                pad,
+            });
+        }
+        self.row_length
+            .checked_mul(self.batch_size)
+            .and_then(|n| n.checked_mul(8))
+            .filter(|&n| n <= isize::MAX as usize / 2)
+            .ok_or_else(|| PlanError::TooLarge {
+                feature: self.features[0].clone(),
+            })?;
+        Ok(Packer {
+            row_length: self.row_length,
+            batch_size: self.batch_size,
+            features,
+            overflow: self.overflow,
+            pool: self.pool.unwrap_or_default(),
+            current: None,
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+struct PackFeature {
+    name: String,
+    dtype: TensorType,
+    pad: Fill,
+}
+
+/// A packed feature's column in one parsed batch.
+struct Src<'p> {
+    values: &'p Values,
+    row_splits: &'p [usize],
+}
+
+/// The batch being filled.
+struct Current {
+    values: Vec<AlignedBuf>,
+    segment_ids: AlignedBuf,
+    positions: AlignedBuf,
+    /// Values used in each opened row.
+    used: Vec<usize>,
+    /// Sequences in each opened row.
+    segments: Vec<i32>,
+}
+
+/// A sequential operator packing sequences into rows of fixed length.
+///
+/// Placement is greedy first-fit in arrival order: a sequence goes into the
+/// first row of the current batch with room for it, else a new row; when all
+/// `batch_size` rows are open and none has room, the batch is emitted and a
+/// new one begun. A row's sequences keep their arrival order. Empty
+/// sequences take no room and are left out. Output per batch: each feature
+/// `[B, L]`, [`SEGMENT_IDS`] and [`POSITIONS`] `[B, L]` i32; `real_rows` is
+/// the number of rows holding at least one sequence.
+pub struct Packer {
+    row_length: usize,
+    batch_size: usize,
+    features: Vec<PackFeature>,
+    overflow: Overflow,
+    pool: BufferPool,
+    current: Option<Current>,
+}
+
+impl Packer {
+    /// The one shape every batch has.
+    pub fn shapes(&self) -> Vec<BatchShape> {
+        let shape = vec![self.batch_size, self.row_length];
+        let mut tensors: Vec<TensorShape> = self
+            .features
+            .iter()
+            .map(|f| TensorShape {
+                name: f.name.clone(),
+                dtype: f.dtype,
+                shape: shape.clone(),
+            })
+            .collect();
+        for name in [SEGMENT_IDS, POSITIONS] {
+            tensors.push(TensorShape {
+                name: name.to_string(),
+                dtype: TensorType::I32,
+                shape: shape.clone(),
+            });
+        }
+        vec![BatchShape { tensors }]
+    }
+
+    /// Packs every record of `parsed`, appending finished batches to `out`.
+    /// On error the records before the failing one are packed, it and the
+    /// rest are not.
+    pub fn push_all(
+        &mut self,
+        parsed: &ParsedBatch,
+        out: &mut Vec<Batch>,
+    ) -> Result<(), BatchError> {
+        let srcs = self.resolve(parsed)?;
+        (0..parsed.num_records).try_for_each(|r| self.push_resolved(&srcs, r, out))
+    }
+
+    /// Packs record `record` of `parsed`, appending any finished batch to
+    /// `out`. On error nothing of the record is packed.
+    pub fn push(
+        &mut self,
+        parsed: &ParsedBatch,
+        record: usize,
+        out: &mut Vec<Batch>,
+    ) -> Result<(), BatchError> {
+        if record >= parsed.num_records {
+            return Err(BatchError::new(
+                Some(record),
+                None,
+                BatchErrorKind::RecordOutOfRange {
+                    num_records: parsed.num_records,
+                },
+            ));
+        }
+        let srcs = self.resolve(parsed)?;
+        self.push_resolved(&srcs, record, out)
+    }
+
+    /// Finds and checks the packed features' columns in `parsed`.
+    fn resolve<'p>(&self, parsed: &'p ParsedBatch) -> Result<Vec<Src<'p>>, BatchError> {
+        let mut srcs = Vec::with_capacity(self.features.len());
+        for f in &self.features {
+            let name = f.name.as_str();
+            let mismatch = |reason| {
+                BatchError::new(None, Some(name), BatchErrorKind::ColumnMismatch { reason })
+            };
+            let Some(col) = parsed.get(name) else {
+                return Err(BatchError::new(
+                    None,
+                    Some(name),
+                    BatchErrorKind::MissingColumn,
+                ));
+            };
+            let Column::Ragged {
+                values,
+                row_splits,
+                inner_shape,
+            } = col
+            else {
+                return Err(mismatch("expected a ragged column"));
+            };
+            if !inner_shape.is_empty() {
+                return Err(mismatch("ragged rows have an inner shape"));
+            }
+            if !compatible(values, f.dtype) {
+                return Err(mismatch("values have another type than the plan"));
+            }
+            srcs.push(Src { values, row_splits });
+        }
+        Ok(srcs)
+    }
+
+    fn push_resolved(
+        &mut self,
+        srcs: &[Src<'_>],
+        record: usize,
+        out: &mut Vec<Batch>,
+    ) -> Result<(), BatchError> {
+        // Check everything before changing any state.
+        let span = |i: usize| -> Result<(usize, usize), BatchError> {
+            let (src, f) = (&srcs[i], &self.features[i]);
+            ragged_span(src.row_splits, src.values.len(), record).ok_or_else(|| {
+                BatchError::new(
+                    Some(record),
+                    Some(&f.name),
+                    BatchErrorKind::ColumnMismatch {
+                        reason: "row splits do not cover the record",
+                    },
+                )
+            })
+        };
+        let len = span(0)?.1;
+        for i in 1..srcs.len() {
+            let actual = span(i)?.1;
+            if actual != len {
+                return Err(BatchError::new(
+                    Some(record),
+                    Some(&self.features[i].name),
+                    BatchErrorKind::LengthMismatch {
+                        expected: len,
+                        actual,
+                    },
+                ));
+            }
+        }
+        let l = self.row_length;
+        let (skip, keep) = if len <= l {
+            (0, len)
+        } else {
+            match self.overflow {
+                Overflow::Error => {
+                    return Err(BatchError::new(
+                        Some(record),
+                        Some(&self.features[0].name),
+                        BatchErrorKind::TooLong {
+                            length: len,
+                            limit: l,
+                        },
+                    ));
+                }
+                Overflow::KeepStart => (0, l),
+                Overflow::KeepEnd => (len - l, l),
+                Overflow::Split => (0, len),
+            }
+        };
+        for (i, (src, f)) in srcs.iter().zip(&self.features).enumerate() {
+            check_fits(src.values, span(i)?.0 + skip, keep, f.dtype)
+                .map_err(|e| e.into_error(record, &f.name))?;
+        }
+
+        let mut done = 0;
+        while done < keep {
+            let n = (keep - done).min(l);
+            let (row, at) = self.place(n, out);
+            let Some(cur) = self.current.as_mut() else {
+                break;
+            };
+            let off = row * l + at;
+            for ((src, f), buf) in srcs.iter().zip(&self.features).zip(cur.values.iter_mut()) {
+                let start = src.row_splits.get(record).copied().unwrap_or(0);
+                Dst::new(buf, f.dtype)
+                    .copy(src.values, start + skip + done, n, off)
+                    .map_err(|e| e.into_error(record, &f.name))?;
+            }
+            cur.segments[row] += 1;
+            let seg = cur.segments[row];
+            if let Some(s) = cur.segment_ids.as_mut_slice::<i32>().get_mut(off..off + n) {
+                s.fill(seg);
+            }
+            if let Some(p) = cur.positions.as_mut_slice::<i32>().get_mut(off..off + n) {
+                p.iter_mut().zip(0i32..).for_each(|(p, i)| *p = i);
+            }
+            cur.used[row] += n;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Finds room for `n <= row_length` values: (row, offset in the row).
+    fn place(&mut self, n: usize, out: &mut Vec<Batch>) -> (usize, usize) {
+        let l = self.row_length;
+        if let Some(cur) = &mut self.current {
+            if let Some(row) = cur.used.iter().position(|&u| l - u >= n) {
+                return (row, cur.used[row]);
+            }
+            if cur.used.len() < self.batch_size {
+                cur.used.push(0);
+                cur.segments.push(0);
+                return (cur.used.len() - 1, 0);
+            }
+            if let Some(batch) = self.emit() {
+                out.push(batch);
+            }
+        }
+        let mut cur = self.begin();
+        cur.used.push(0);
+        cur.segments.push(0);
+        self.current = Some(cur);
+        (0, 0)
+    }
+
+    fn begin(&self) -> Current {
+        let n = self.batch_size * self.row_length;
+        let values = self
+            .features
+            .iter()
+            .map(|f| {
+                let mut buf = self.pool.take_stale(n * f.dtype.size());
+                Dst::new(&mut buf, f.dtype).fill(0, n, f.pad);
+                buf
+            })
+            .collect();
+        Current {
+            values,
+            segment_ids: self.pool.take_filled(n, 0i32),
+            positions: self.pool.take_filled(n, 0i32),
+            used: Vec::with_capacity(self.batch_size),
+            segments: Vec::with_capacity(self.batch_size),
+        }
+    }
+
+    fn emit(&mut self) -> Option<Batch> {
+        let cur = self.current.take()?;
+        let shape = vec![self.batch_size, self.row_length];
+        let mut tensors: Vec<(String, Tensor)> = self
+            .features
+            .iter()
+            .zip(cur.values)
+            .map(|(f, buf)| {
+                (
+                    f.name.clone(),
+                    Tensor::from_parts(f.dtype, shape.clone(), buf),
+                )
+            })
+            .collect();
+        tensors.push((
+            SEGMENT_IDS.to_string(),
+            Tensor::from_parts(TensorType::I32, shape.clone(), cur.segment_ids),
+        ));
+        tensors.push((
+            POSITIONS.to_string(),
+            Tensor::from_parts(TensorType::I32, shape, cur.positions),
+        ));
+        Some(Batch {
+            tensors,
+            real_rows: cur.used.len(),
+        })
+    }
+
+    /// Ends the input: the batch being filled, padded, unless `remainder` is
+    /// [`Remainder::Drop`] or it holds nothing.
+    pub fn finish(&mut self, remainder: Remainder) -> Option<Batch> {
+        let batch = self.emit()?;
+        (remainder == Remainder::Pad).then_some(batch)
+    }
+}
+
+/// Checks that `n` values from `start` exist and fit `dtype`.
+fn check_fits(values: &Values, start: usize, n: usize, dtype: TensorType) -> Result<(), CopyError> {
+    let end = start.checked_add(n).ok_or(CopyError::Bounds)?;
+    if end > values.len() {
+        return Err(CopyError::Bounds);
+    }
+    if let (Values::Int64(v), TensorType::I32) = (values, dtype) {
+        if let Some(&bad) = v
+            .get(start..end)
+            .and_then(|s| s.iter().find(|&&x| i32::try_from(x).is_err()))
+        {
+            return Err(CopyError::Overflow(bad, TensorType::I32));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,330 @@
+//! Tensors and batches: contiguous row-major data in aligned buffers.
+
+use std::fmt;
+use std::ops::Index;
+
+use xxhash_rust::xxh3::Xxh3Default;
+
+use super::buffer::{AlignedBuf, BufferPool, Element};
+
+/// The element type of a batch tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TensorType {
+    I64,
+    I32,
+    F32,
+    U8,
+}
+
+impl TensorType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            TensorType::I64 => 8,
+            TensorType::I32 | TensorType::F32 => 4,
+            TensorType::U8 => 1,
+        }
+    }
+
+    /// The usual short name (`i64`, `i32`, `f32`, `u8`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorType::I64 => "i64",
+            TensorType::I32 => "i32",
+            TensorType::F32 => "f32",
+            TensorType::U8 => "u8",
+        }
+    }
+
+    /// The code [`Batch::digest`] hashes for this type.
+    fn code(self) -> u8 {
+        match self {
+            TensorType::I64 => 0,
+            TensorType::I32 => 1,
+            TensorType::F32 => 2,
+            TensorType::U8 => 3,
+        }
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a tensor could not be made from a buffer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TensorError {
+    /// The buffer's size is not what the shape and type need.
+    #[error("a {dtype} tensor of shape {shape:?} needs {expected} bytes, the buffer has {actual}")]
+    Length {
+        dtype: TensorType,
+        shape: Vec<usize>,
+        expected: usize,
+        actual: usize,
+    },
+    /// The shape's element count overflows.
+    #[error("shape {shape:?} is too large")]
+    Overflow { shape: Vec<usize> },
+}
+
+/// Number of elements in `shape`, or `None` on overflow.
+pub(crate) fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// A dense tensor: `shape.product()` elements of `dtype`, row-major, in one
+/// 64-byte aligned buffer (so it can be handed to a device without a copy).
+#[derive(Clone, PartialEq)]
+pub struct Tensor {
+    dtype: TensorType,
+    shape: Vec<usize>,
+    data: AlignedBuf,
+}
+
+impl Tensor {
+    /// A tensor over `data`, which must hold exactly the bytes the shape needs.
+    pub fn new(
+        dtype: TensorType,
+        shape: Vec<usize>,
+        data: AlignedBuf,
+    ) -> Result<Self, TensorError> {
+        let expected = checked_numel(&shape)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .ok_or_else(|| TensorError::Overflow {
+                shape: shape.clone(),
+            })?;
+        if data.len() != expected {
+            return Err(TensorError::Length {
+                dtype,
+                shape,
+                expected,
+                actual: data.len(),
+            });
+        }
+        Ok(Self { dtype, shape, data })
+    }
+
+    /// An unpooled tensor holding a copy of `values`.
+    pub fn from_slice<T: Element>(shape: &[usize], values: &[T]) -> Result<Self, TensorError> {
+        Self::new(T::DTYPE, shape.to_vec(), AlignedBuf::from_slice(values))
+    }
+
+    /// A tensor of zeros from `pool`.
+    pub fn zeros(
+        dtype: TensorType,
+        shape: &[usize],
+        pool: &BufferPool,
+    ) -> Result<Self, TensorError> {
+        let bytes = checked_numel(shape)
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .ok_or_else(|| TensorError::Overflow {
+                shape: shape.to_vec(),
+            })?;
+        Self::new(dtype, shape.to_vec(), pool.take_zeroed(bytes))
+    }
+
+    /// Builds a tensor whose buffer length was computed from its shape by the
+    /// caller (crate-internal: batch assembly).
+    pub(crate) fn from_parts(dtype: TensorType, shape: Vec<usize>, data: AlignedBuf) -> Self {
+        debug_assert_eq!(
+            checked_numel(&shape).map(|n| n * dtype.size()),
+            Some(data.len())
+        );
+        Self { dtype, shape, data }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> TensorType {
+        self.dtype
+    }
+
+    /// The shape, outermost dimension first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn num_elements(&self) -> usize {
+        self.data.len() / self.dtype.size()
+    }
+
+    /// The buffer (for its pointer, see [`AlignedBuf::as_ptr`]).
+    pub fn data(&self) -> &AlignedBuf {
+        &self.data
+    }
+
+    /// The raw bytes, native byte order.
+    pub fn bytes(&self) -> &[u8] {
+        self.data.as_bytes()
+    }
+
+    /// The elements, when `T` is this tensor's element type.
+    pub fn values<T: Element>(&self) -> Option<&[T]> {
+        (T::DTYPE == self.dtype).then(|| self.data.as_slice::<T>())
+    }
+
+    /// The elements for writing, when `T` is this tensor's element type.
+    pub fn values_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        (T::DTYPE == self.dtype).then(|| self.data.as_mut_slice::<T>())
+    }
+
+    /// Takes the tensor apart.
+    pub fn into_parts(self) -> (TensorType, Vec<usize>, AlignedBuf) {
+        (self.dtype, self.shape, self.data)
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Tensor");
+        s.field("dtype", &self.dtype).field("shape", &self.shape);
+        match self.dtype {
+            TensorType::I64 => s.field("values", &self.data.as_slice::<i64>()),
+            TensorType::I32 => s.field("values", &self.data.as_slice::<i32>()),
+            TensorType::F32 => s.field("values", &self.data.as_slice::<f32>()),
+            TensorType::U8 => s.field("values", &self.data.as_slice::<u8>()),
+        };
+        s.finish()
+    }
+}
+
+/// The name, type and shape of one tensor of a batch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorShape {
+    pub name: String,
+    pub dtype: TensorType,
+    pub shape: Vec<usize>,
+}
+
+/// The names, types and shapes of every tensor of a batch, in batch order:
+/// what an XLA program is compiled for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BatchShape {
+    pub tensors: Vec<TensorShape>,
+}
+
+impl BatchShape {
+    /// The entry of tensor `name`.
+    pub fn get(&self, name: &str) -> Option<&TensorShape> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+impl fmt::Display for BatchShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.tensors.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}: {}{:?}", t.name, t.dtype, t.shape)?;
+        }
+        Ok(())
+    }
+}
+
+/// A batch of named tensors with a common leading (row) dimension.
+///
+/// Rows at index `real_rows` and beyond are padding rows (a short last batch,
+/// or a host that ran out of data): their masks are all 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// `(name, tensor)` in output order.
+    pub tensors: Vec<(String, Tensor)>,
+    /// Rows that hold data; the rest are padding.
+    pub real_rows: usize,
+}
+
+impl Batch {
+    /// The tensor called `name`.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// Number of rows (the leading dimension; 0 for a batch with no tensors).
+    pub fn rows(&self) -> usize {
+        self.tensors
+            .first()
+            .and_then(|(_, t)| t.shape().first().copied())
+            .unwrap_or(0)
+    }
+
+    /// Total bytes of tensor data.
+    pub fn num_bytes(&self) -> usize {
+        self.tensors.iter().map(|(_, t)| t.bytes().len()).sum()
+    }
+
+    /// Names, types and shapes of the tensors, in order.
+    pub fn shape(&self) -> BatchShape {
+        BatchShape {
+            tensors: self
+                .tensors
+                .iter()
+                .map(|(name, t)| TensorShape {
+                    name: name.clone(),
+                    dtype: t.dtype(),
+                    shape: t.shape().to_vec(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A stable 64-bit hash of the batch (XXH3-64, seed 0) for comparing runs.
+    ///
+    /// Hashed, in order, with every integer as 8 little-endian bytes: the
+    /// number of tensors; for each tensor its name's length and bytes, its
+    /// type as one byte (i64 0, i32 1, f32 2, u8 3), its rank, each dimension,
+    /// its byte length and its bytes (little-endian elements); finally
+    /// `real_rows`. The encoding is fixed: a change would be a new digest.
+    pub fn digest(&self) -> u64 {
+        let mut h = Xxh3Default::new();
+        let word = |h: &mut Xxh3Default, v: usize| h.update(&(v as u64).to_le_bytes());
+        word(&mut h, self.tensors.len());
+        for (name, t) in &self.tensors {
+            word(&mut h, name.len());
+            h.update(name.as_bytes());
+            h.update(&[t.dtype().code()]);
+            word(&mut h, t.shape().len());
+            for &d in t.shape() {
+                word(&mut h, d);
+            }
+            word(&mut h, t.bytes().len());
+            if cfg!(target_endian = "little") {
+                h.update(t.bytes());
+            } else {
+                hash_le(&mut h, t);
+            }
+        }
+        word(&mut h, self.real_rows);
+        h.digest()
+    }
+}
+
+/// Hashes a tensor's elements as little-endian bytes (big-endian hosts).
+fn hash_le(h: &mut Xxh3Default, t: &Tensor) {
+    let size = t.dtype().size();
+    let mut chunk = [0u8; 4096];
+    for block in t.bytes().chunks(4096) {
+        let out = &mut chunk[..block.len()];
+        for (o, e) in out.chunks_mut(size).zip(block.chunks(size)) {
+            for (d, s) in o.iter_mut().zip(e.iter().rev()) {
+                *d = *s;
+            }
+        }
+        h.update(out);
+    }
+}
+
+impl Index<&str> for Batch {
+    type Output = Tensor;
+
+    /// The tensor called `name`.
+    ///
+    /// # Panics
+    /// When there is none (use [`Batch::get`] to ask).
+    fn index(&self, name: &str) -> &Tensor {
+        self.get(name)
+            .unwrap_or_else(|| panic!("batch has no tensor {name:?}"))
+    }
+}
