@@ -27,7 +27,7 @@ fn parsed_batches_equal_parsing_the_file_directly() {
         .unwrap()
         .parse(lm_spec())
         .batch(100, false)
-        .build()
+        .build_columns()
         .unwrap()
         .map(Result::unwrap)
         .collect();
@@ -73,5 +73,64 @@ fn a_record_that_does_not_match_the_spec_names_file_offset_and_feature() {
             );
         }
         other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn static_shape_batches_are_padded_masked_and_listed_ahead() {
+    use infeed::batch::TensorType;
+    let records: Vec<bytes::Bytes> =
+        RecordReader::open(testdata("lm-sample.tfrecord"), &ReadOptions::default())
+            .unwrap()
+            .map(|r| r.unwrap().data)
+            .collect();
+    let columns = parse_examples(&lm_spec(), &records).unwrap();
+    let (
+        Some(Column::Ragged {
+            values: Values::Int32(ids),
+            row_splits,
+            ..
+        }),
+        _,
+    ) = (columns.get("input_ids"), ())
+    else {
+        panic!("input_ids is ragged int32");
+    };
+    let pipeline = Pipeline::from_files([testdata("lm-sample.tfrecord")])
+        .unwrap()
+        .parse(lm_spec())
+        .pad_to_multiple_of(64)
+        .max_length(512)
+        .cast(TensorType::I32)
+        .batch(100, false);
+    let shapes = pipeline.shapes().unwrap();
+    assert_eq!(shapes.len(), 8); // L in 64, 128, ..., 512
+    let batches: Vec<_> = pipeline.build().unwrap().map(Result::unwrap).collect();
+    assert_eq!(
+        batches.iter().map(|b| b.real_rows).collect::<Vec<_>>(),
+        [100, 100, 56]
+    );
+    for (b, batch) in batches.iter().enumerate() {
+        assert!(shapes.contains(&batch.shape()), "{:?}", batch.shape());
+        let t = &batch["input_ids"];
+        let (rows, width) = (t.shape()[0], t.shape()[1]);
+        assert_eq!(rows, 100);
+        assert_eq!(width % 64, 0);
+        assert_eq!(t.data().as_ptr() as usize % 64, 0);
+        let values = t.values::<i32>().unwrap();
+        let mask = batch["input_ids_mask"].values::<i32>().unwrap();
+        for r in 0..rows {
+            let row = &values[r * width..(r + 1) * width];
+            let row_mask = &mask[r * width..(r + 1) * width];
+            let i = b * 100 + r;
+            let real: &[i32] = if i < records.len() {
+                &ids[row_splits[i]..row_splits[i + 1]]
+            } else {
+                &[]
+            };
+            assert_eq!(&row[..real.len()], real, "batch {b} row {r}");
+            assert!(row[real.len()..].iter().all(|&x| x == 0));
+            assert_eq!(row_mask.iter().filter(|&&m| m == 1).count(), real.len());
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use infeed::batch::{Batch, TensorType, Truncation};
 use infeed::example::{Column, ParsedBatch, Values};
 use infeed::pipeline::{Batches, Pipeline, PipelineStats, RawBatch, StageFigures};
 use infeed::record::{CorruptPolicy, ReadOptions};
@@ -23,6 +24,24 @@ pub struct BenchArgs {
     /// without it records are batched unparsed.
     #[arg(long)]
     spec: Option<FeatureSpec>,
+    /// Pad variable-length features to a multiple of N (static shapes).
+    #[arg(long)]
+    pad_to_multiple_of: Option<usize>,
+    /// Cap padded lengths at N.
+    #[arg(long)]
+    max_length: Option<usize>,
+    /// Pad or cut variable-length features to exactly N.
+    #[arg(long)]
+    fixed_length: Option<usize>,
+    /// What to do with a row over the cap: error, keep-start or keep-end.
+    #[arg(long, value_parser = parse_truncation)]
+    truncation: Option<Truncation>,
+    /// Cast integer features to this type: int32 or int64.
+    #[arg(long, value_parser = parse_tensor_type)]
+    cast: Option<TensorType>,
+    /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
+    #[arg(long, value_parser = parse_decode)]
+    decode_raw: Vec<(String, Vec<usize>)>,
     /// Records per batch.
     #[arg(long, default_value_t = 256)]
     batch: usize,
@@ -82,6 +101,37 @@ pub struct BenchArgs {
     state_in: Option<PathBuf>,
 }
 
+fn parse_truncation(s: &str) -> Result<Truncation, String> {
+    match s {
+        "error" => Ok(Truncation::Error),
+        "keep-start" => Ok(Truncation::KeepStart),
+        "keep-end" => Ok(Truncation::KeepEnd),
+        _ => Err("expected error, keep-start or keep-end".into()),
+    }
+}
+
+fn parse_tensor_type(s: &str) -> Result<TensorType, String> {
+    match s {
+        "int32" => Ok(TensorType::I32),
+        "int64" => Ok(TensorType::I64),
+        _ => Err("expected int32 or int64".into()),
+    }
+}
+
+fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
+    let (name, dims) = s
+        .split_once(':')
+        .ok_or("expected NAME:D1xD2x…, e.g. image:32x32x3")?;
+    let shape = dims
+        .split('x')
+        .map(|d| {
+            d.parse::<usize>()
+                .map_err(|_| format!("{d:?} is not a whole number"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((name.to_owned(), shape))
+}
+
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     let (i, n) = s.split_once('/').ok_or("expected INDEX/COUNT, e.g. 0/4")?;
     let parse = |x: &str| {
@@ -107,6 +157,15 @@ impl Measured for RawBatch {
             h.update(&(r.len() as u64).to_le_bytes());
             h.update(r);
         }
+    }
+}
+
+impl Measured for Batch {
+    fn records(&self) -> usize {
+        self.real_rows
+    }
+    fn hash_into(&self, h: &mut Xxh3) {
+        h.update(&self.digest().to_le_bytes());
     }
 }
 
@@ -194,12 +253,37 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
     }
     let report = match &args.spec {
         None => measure(p.build_raw(args.batch, args.drop_remainder)?, args)?,
-        Some(spec) => measure(
-            p.parse(spec.clone())
-                .batch(args.batch, args.drop_remainder)
-                .build()?,
-            args,
-        )?,
+        Some(spec) => {
+            let mut parsed = p.parse(spec.clone()).batch(args.batch, args.drop_remainder);
+            let static_shapes = args.pad_to_multiple_of.is_some()
+                || args.max_length.is_some()
+                || args.fixed_length.is_some()
+                || args.cast.is_some()
+                || !args.decode_raw.is_empty();
+            if let Some(n) = args.pad_to_multiple_of {
+                parsed = parsed.pad_to_multiple_of(n);
+            }
+            if let Some(n) = args.max_length {
+                parsed = parsed.max_length(n);
+            }
+            if let Some(n) = args.fixed_length {
+                parsed = parsed.fixed_length(n);
+            }
+            if let Some(t) = args.truncation {
+                parsed = parsed.truncation(t);
+            }
+            if let Some(t) = args.cast {
+                parsed = parsed.cast(t);
+            }
+            for (name, shape) in &args.decode_raw {
+                parsed = parsed.decode_raw(name, shape);
+            }
+            if static_shapes {
+                measure(parsed.build()?, args)?
+            } else {
+                measure(parsed.build_columns()?, args)?
+            }
+        }
     };
     serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
     out.write_all(b"\n")?;

@@ -24,6 +24,17 @@ pub enum PipelineError {
     /// A whole epoch produced no record, so `repeat` would never end.
     #[error("epoch {epoch} produced no records (empty files, or everything filtered out)")]
     EmptyEpoch { epoch: u64 },
+    /// A record's values do not fit the batch plan (too long under the
+    /// error truncation policy, an int32 overflow, a wrong byte count).
+    #[error("{path}: record at byte {offset}: {error}")]
+    Batch {
+        path: String,
+        offset: u64,
+        error: crate::batch::BatchError,
+    },
+    /// The batch plan cannot give static shapes.
+    #[error("invalid batch plan: {0}")]
+    Plan(#[from] crate::batch::PlanError),
     /// The pipeline was described inconsistently.
     #[error("invalid pipeline: {0}")]
     Config(String),

@@ -1,21 +1,31 @@
 //! The pipeline engine and its builder.
 //!
 //! ```no_run
+//! use infeed::batch::TensorType;
 //! use infeed::pipeline::Pipeline;
 //! use infeed::spec::{DType, FeatureSpec};
 //!
-//! let spec = FeatureSpec::new().var_len("input_ids", DType::Int32);
-//! let mut batches = Pipeline::from_glob("testdata/lm-sample.tfrecord*")?
+//! let spec = FeatureSpec::new()
+//!     .var_len("input_ids", DType::Int64)
+//!     .var_len("attention_mask", DType::Int64);
+//! let pipeline = Pipeline::from_glob("gs_or_local/train-*.tfrecord")?
+//!     .shard(0, 1)
 //!     .seed(7)
 //!     .shuffle_files()
 //!     .interleave(4, 1)
 //!     .shuffle(10_000)
-//!     .repeat(Some(2))
+//!     .repeat(None)
 //!     .parse(spec)
-//!     .batch(32, true)
-//!     .build()?;
+//!     .pad_to_multiple_of(64)
+//!     .max_length(512)
+//!     .cast(TensorType::I32)
+//!     .batch(256, true);
+//! let shapes = pipeline.shapes()?; // compile one XLA program per shape here
+//! let mut batches = pipeline.build()?;
 //! while let Some(batch) = batches.next_batch()? {
-//!     let _ids = batch.get("input_ids");
+//!     let ids = &batch["input_ids"]; // [256, L] i32, L in {64, 128, ..., 512}
+//!     let mask = &batch["input_ids_mask"];
+//!     # let _ = (ids, mask, &shapes);
 //! }
 //! # Ok::<(), infeed::pipeline::PipelineError>(())
 //! ```
@@ -36,7 +46,7 @@ mod state;
 mod stats;
 mod stream;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -46,6 +56,7 @@ pub use records::{RecordFilter, RecordMap};
 pub use stats::StageFigures;
 pub use stream::BatchStream;
 
+use crate::batch::{Assembler, Batch, BatchPlan, BatchShape, LengthPolicy, TensorType, Truncation};
 use crate::example::{ExampleParser, ParsedBatch};
 use crate::record::ReadOptions;
 use crate::spec::FeatureSpec;
@@ -248,6 +259,9 @@ impl Pipeline {
             spec,
             batch_size: 1,
             drop_remainder: false,
+            length: None,
+            cast: None,
+            decode: Vec::new(),
         }
     }
 
@@ -386,26 +400,119 @@ impl<T: Send + 'static> Batches<T> {
     }
 }
 
-/// A pipeline that parses its records by a feature spec.
+/// A pipeline that parses its records by a feature spec and assembles
+/// static-shape batches.
 #[derive(Clone)]
 pub struct ParsedPipeline {
     pipeline: Pipeline,
     spec: FeatureSpec,
     batch_size: usize,
     drop_remainder: bool,
+    length: Option<LengthPolicy>,
+    cast: Option<TensorType>,
+    decode: Vec<(String, Vec<usize>)>,
 }
 
 impl ParsedPipeline {
-    /// Batches of `batch_size` records; with `drop_remainder` a last,
-    /// smaller batch is dropped.
+    /// Batches of `batch_size` records. A last, smaller batch is dropped
+    /// with `drop_remainder`; otherwise it keeps the static shape, filled
+    /// with fully masked padding rows ([`Batch::real_rows`] says how many
+    /// are real).
     pub fn batch(mut self, batch_size: usize, drop_remainder: bool) -> Self {
         self.batch_size = batch_size;
         self.drop_remainder = drop_remainder;
         self
     }
 
-    /// Starts the pipeline.
-    pub fn build(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
+    fn length(mut self, f: impl FnOnce(LengthPolicy) -> LengthPolicy) -> Self {
+        self.length = Some(f(self.length.take().unwrap_or_default()));
+        self
+    }
+
+    /// Pads every variable-length feature of a batch to the longest row,
+    /// rounded up to a multiple of `n`; a `<name>_mask` marks real values.
+    pub fn pad_to_multiple_of(self, n: usize) -> Self {
+        self.length(|l| l.pad_to_multiple_of(n))
+    }
+
+    /// Caps the padded length at `len`; longer rows follow the truncation
+    /// policy (default: an error naming the record).
+    pub fn max_length(self, len: usize) -> Self {
+        self.length(|l| l.max_length(len))
+    }
+
+    /// Pads (or truncates) every variable-length feature to exactly `len`.
+    pub fn fixed_length(self, len: usize) -> Self {
+        self.length(|l| l.fixed_length(len))
+    }
+
+    /// What to do with a row longer than the length cap.
+    pub fn truncation(self, truncation: Truncation) -> Self {
+        self.length(|l| l.truncation(truncation))
+    }
+
+    /// Casts every integer feature to `dtype` (an overflow is an error).
+    pub fn cast(mut self, dtype: TensorType) -> Self {
+        self.cast = Some(dtype);
+        self
+    }
+
+    /// Decodes a fixed-length bytes feature as raw u8 of `shape` per record
+    /// (e.g. an image of `[32, 32, 3]`).
+    pub fn decode_raw(mut self, feature: &str, shape: &[usize]) -> Self {
+        self.decode.push((feature.to_owned(), shape.to_vec()));
+        self
+    }
+
+    fn assembler(&self) -> Result<Assembler, PipelineError> {
+        let mut plan = BatchPlan::new(&self.spec, self.batch_size);
+        let has_var_len = self
+            .spec
+            .features()
+            .iter()
+            .any(|f| f.fixed_count().is_none());
+        if let (Some(length), true) = (&self.length, has_var_len) {
+            plan = plan.pad_all(length.clone());
+        }
+        if let Some(dtype) = self.cast {
+            plan = plan.cast_ints(dtype);
+        }
+        for (feature, shape) in &self.decode {
+            plan = plan.decode_raw(feature, shape);
+        }
+        Ok(plan.build()?)
+    }
+
+    /// Every shape a batch of this pipeline can have, known before the
+    /// first batch, so an XLA program can be compiled for each ahead of time.
+    pub fn shapes(&self) -> Result<Vec<BatchShape>, PipelineError> {
+        Ok(self.assembler()?.shapes())
+    }
+
+    /// Starts the pipeline: static-shape, 64-byte aligned batches whose
+    /// buffers return to a pool when dropped.
+    pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
+        let assembler = self.assembler()?;
+        let parsers = ParserPool::new(&self.spec);
+        let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
+            parsers.with(&raw, |parsed| {
+                assembler.assemble(parsed).map_err(|error| {
+                    let (path, offset) = raw.origin(error.record.unwrap_or(0));
+                    PipelineError::Batch {
+                        path: path.to_owned(),
+                        offset,
+                        error,
+                    }
+                })
+            })
+        });
+        self.pipeline
+            .build_with(self.batch_size, self.drop_remainder, work)
+    }
+
+    /// Starts the pipeline, giving the parsed columns as they are (ragged
+    /// features as values plus row splits), without padding or assembly.
+    pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
         let spec = self.spec.clone();
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
             ExampleParser::new(&spec)
@@ -421,5 +528,55 @@ impl ParsedPipeline {
         });
         self.pipeline
             .build_with(self.batch_size, self.drop_remainder, work)
+    }
+}
+
+/// Parsers with reusable column buffers, one per worker at a time: writing
+/// fresh memory costs more than parsing here (page faults on this VM), so
+/// each batch reuses the buffers of an earlier one.
+struct ParserPool {
+    spec: FeatureSpec,
+    idle: Mutex<Vec<(ExampleParser, ParsedBatch)>>,
+}
+
+impl ParserPool {
+    fn new(spec: &FeatureSpec) -> Self {
+        ParserPool {
+            spec: spec.clone(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn with<T>(
+        &self,
+        raw: &RawBatch,
+        f: impl FnOnce(&ParsedBatch) -> Result<T, PipelineError>,
+    ) -> Result<T, PipelineError> {
+        let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let (mut parser, mut parsed) = taken.unwrap_or_else(|| {
+            (
+                ExampleParser::new(&self.spec),
+                ParsedBatch {
+                    num_records: 0,
+                    columns: Vec::new(),
+                },
+            )
+        });
+        let result = match parser.parse_into(&raw.records, &mut parsed) {
+            Ok(()) => f(&parsed),
+            Err(error) => {
+                let (path, offset) = raw.origin(error.record);
+                Err(PipelineError::Parse {
+                    path: path.to_owned(),
+                    offset,
+                    error,
+                })
+            }
+        };
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((parser, parsed));
+        result
     }
 }
