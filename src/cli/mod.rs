@@ -28,7 +28,7 @@ enum Command {
     /// Check every record's CRCs; list each corrupt record; exit 1 if any.
     Verify(verify::VerifyArgs),
     /// Run a pipeline described by flags and print its speed as one JSON line.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// Input files and how to read them; shared by the reading subcommands.
