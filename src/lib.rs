@@ -7,7 +7,9 @@
 //! - [`example`]: `tf.train.Example` / `SequenceExample` types and the fast
 //!   schema-directed batch parser.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
+//! - [`convert`]: JSONL, CSV, Parquet and text to TFRecord shards (`infeed convert`).
 
+pub mod convert;
 pub mod example;
 pub mod record;
 pub mod spec;
