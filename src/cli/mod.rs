@@ -1,7 +1,10 @@
 //! The `infeed` command line: one file per subcommand.
 
 mod cat;
+mod convert;
 mod count;
+mod index;
+mod inspect;
 mod verify;
 
 use std::io::{self, Write};
@@ -22,8 +25,14 @@ struct Cli {
 enum Command {
     /// Print every record as one JSON object per line, values tagged by type.
     Cat(cat::CatArgs),
+    /// Convert JSONL, CSV, Parquet or text into TFRecord shards of tf.train.Example.
+    Convert(convert::ConvertArgs),
     /// Print the number of records in each file and the total.
     Count(count::CountArgs),
+    /// Write DALI tfrecord2idx index files (`offset length` per record).
+    Index(index::IndexArgs),
+    /// Infer the schema of TFRecord files: features, types, value counts, a spec.
+    Inspect(inspect::InspectArgs),
     /// Check every record's CRCs; list each corrupt record; exit 1 if any.
     Verify(verify::VerifyArgs),
 }
@@ -61,6 +70,8 @@ fn parse_compression(s: &str) -> Result<CompressionArg, String> {
 enum CliError {
     #[error(transparent)]
     Record(#[from] infeed::record::RecordError),
+    #[error(transparent)]
+    Convert(#[from] infeed::convert::ConvertError),
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("{0}")]
@@ -74,7 +85,10 @@ pub fn main() -> i32 {
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result = match &cli.command {
         Command::Cat(args) => cat::run(args, &mut out),
+        Command::Convert(args) => convert::run(args, &mut out),
         Command::Count(args) => count::run(args, &mut out),
+        Command::Index(args) => index::run(args, &mut out),
+        Command::Inspect(args) => inspect::run(args, &mut out),
         Command::Verify(args) => verify::run(args, &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|()| code).map_err(CliError::from));
