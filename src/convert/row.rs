@@ -596,7 +596,7 @@ mod tests {
         assert_eq!(json("0.1", &float).map(|b| b.floats), Ok(vec![0.1f32]));
         assert_eq!(
             json("1e300", &float),
-            Err(BadKind::OutOfRange { value: "1e300".into(), dtype: "float32" })
+            Err(BadKind::OutOfRange { value: "1e+300".into(), dtype: "float32" })
         );
         let list = col(ValueType::Int64, Shape::List);
         assert_eq!(json("[1,2]", &list).map(|b| b.ints), Ok(vec![1, 2]));
