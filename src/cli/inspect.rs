@@ -166,7 +166,7 @@ pub fn run(args: &InspectArgs, out: &mut impl Write) -> Result<i32, CliError> {
     if sequences > 0 {
         writeln!(out, "{sequences} records are SequenceExamples: only their context features are listed")?;
     }
-    let width = features.keys().map(String::len).max().unwrap_or(7).max(7);
+    let width = features.keys().map(|k| k.chars().count()).max().unwrap_or(7).max(7);
     writeln!(
         out,
         "{:width$}  {:6}  {:>9}  {:>9}  {:>8}  {:>10}  {:>8}",
