@@ -81,21 +81,22 @@ fn field_len(payload: usize) -> usize {
     1 + varint_len(payload as u64) + payload
 }
 
-/// The payload length of the value list (Int64List / FloatList / BytesList).
-fn list_payload_len(col: &ColBuf, vtype: ValueType) -> usize {
+/// The payload length of the value list (Int64List / FloatList / BytesList)
+/// and, for ints, the length of the packed varints.
+fn list_payload_len(col: &ColBuf, vtype: ValueType) -> (usize, usize) {
     match vtype {
         ValueType::Int64 => {
             let packed: usize = col.ints.iter().map(|&v| varint_len(v as u64)).sum();
-            if col.ints.is_empty() { 0 } else { field_len(packed) }
+            (if col.ints.is_empty() { 0 } else { field_len(packed) }, packed)
         }
         ValueType::Float => {
             if col.floats.is_empty() {
-                0
+                (0, 0)
             } else {
-                field_len(4 * col.floats.len())
+                (field_len(4 * col.floats.len()), 0)
             }
         }
-        ValueType::Bytes => col.byte_values().map(|b| field_len(b.len())).sum(),
+        ValueType::Bytes => (col.byte_values().map(|b| field_len(b.len())).sum(), 0),
     }
 }
 
@@ -105,23 +106,28 @@ pub fn encode_example<'a>(
     out: &mut Vec<u8>,
     features: impl Iterator<Item = (&'a str, ValueType, &'a ColBuf)> + Clone,
 ) {
-    // Pass 1: sizes.
+    // Pass 1: sizes (list payload and packed length per present feature).
+    let mut sizes: [(usize, usize); 16] = [(0, 0); 16];
+    let mut more: Vec<(usize, usize)> = Vec::new();
     let mut features_len = 0usize;
-    for (name, vtype, col) in features.clone() {
-        if col.present {
-            let feature = field_len(list_payload_len(col, vtype));
-            features_len += field_len(field_len(name.len()) + field_len(feature));
+    for (i, (name, vtype, col)) in features.clone().filter(|f| f.2.present).enumerate() {
+        let size = list_payload_len(col, vtype);
+        match sizes.get_mut(i) {
+            Some(slot) => *slot = size,
+            None => more.push(size),
         }
+        let feature = field_len(size.0);
+        features_len += field_len(field_len(name.len()) + field_len(feature));
     }
     out.reserve(field_len(features_len));
     out.push(0x0a);
     put_varint(out, features_len as u64);
     // Pass 2: bytes.
-    for (name, vtype, col) in features {
-        if !col.present {
-            continue;
-        }
-        let list = list_payload_len(col, vtype);
+    for (i, (name, vtype, col)) in features.filter(|f| f.2.present).enumerate() {
+        let (list, packed) = match sizes.get(i) {
+            Some(s) => *s,
+            None => more.get(i - sizes.len()).copied().unwrap_or_default(),
+        };
         let feature = field_len(list);
         let entry = field_len(name.len()) + field_len(feature);
         out.push(0x0a); // Features.feature map entry
@@ -156,7 +162,6 @@ pub fn encode_example<'a>(
                 out.push(0x1a);
                 put_varint(out, list as u64);
                 if !col.ints.is_empty() {
-                    let packed: usize = col.ints.iter().map(|&v| varint_len(v as u64)).sum();
                     out.push(0x0a);
                     put_varint(out, packed as u64);
                     for &v in &col.ints {
@@ -225,6 +230,17 @@ mod tests {
         let mut out = Vec::new();
         encode_example(&mut out, std::iter::empty());
         assert_eq!(out, vec![0x0a, 0x00]);
+    }
+
+    #[test]
+    fn many_features() {
+        let cols: Vec<ColBuf> = (0..20).map(|i| col_ints(&[i, -i, 1000 * i])).collect();
+        let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
+        let mut out = Vec::new();
+        encode_example(&mut out, names.iter().zip(&cols).map(|(n, c)| (n.as_str(), ValueType::Int64, c)));
+        let decoded = Example::decode(out.as_slice()).expect("decode");
+        let expected = Example::from_features((0..20).map(|i| (format!("f{i}"), Feature::int64s(vec![i, -i, 1000 * i]))));
+        assert_eq!(decoded, expected);
     }
 
     proptest! {

@@ -13,6 +13,7 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::encode::ColBuf;
 use super::error::BadKind;
@@ -61,7 +62,44 @@ impl RowParser {
     }
 
     /// Reads one JSONL line (not blank) into `cols`.
+    ///
+    /// Fast path: the line is split into keys and raw values, and each value
+    /// is deserialized straight into its column's type. Any value the fast
+    /// path does not take (a bool, a wrong type, an escaped key, bad JSON)
+    /// goes through the general path, which accepts or reports it exactly.
     pub fn json(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
+        if let Ok(map) = serde_json::from_slice::<HashMap<&str, &RawValue>>(line) {
+            return self.json_raw(&map, cols);
+        }
+        self.json_value(line, cols)
+    }
+
+    fn json_raw(&self, map: &HashMap<&str, &RawValue>, cols: &mut [ColBuf]) -> Result<(), Bad> {
+        if !self.ignore_unknown
+            && let Some(key) = map.keys().filter(|k| !self.key_index.contains_key(**k)).min()
+        {
+            return Err((Some(key.to_string()), BadKind::UnknownColumn));
+        }
+        for (col, buf) in self.schema.columns.iter().zip(cols.iter_mut()) {
+            buf.clear();
+            buf.present = true;
+            match map.get(col.source.as_str()) {
+                None => self.absent(col, buf, BadKind::Missing)?,
+                Some(raw) if raw.get() == "null" => self.absent(col, buf, BadKind::Null)?,
+                Some(raw) => {
+                    if !raw_into(raw.get(), col, buf) {
+                        buf.clear();
+                        buf.present = true;
+                        let v: Value = serde_json::from_str(raw.get()).map_err(|e| (None, BadKind::Json(e.to_string())))?;
+                        json_into(&v, col, buf).map_err(|k| in_column(col, k))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn json_value(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
         let value: Value = serde_json::from_slice(line).map_err(|e| (None, BadKind::Json(e.to_string())))?;
         let Value::Object(map) = value else {
             return Err((None, BadKind::NotObject(json_kind(&value))));
@@ -238,6 +276,42 @@ fn check_len(col: &Column, buf: &ColBuf) -> Result<(), BadKind> {
         }
     }
     Ok(())
+}
+
+/// The fast path for one raw JSON value: true when it was read (and fits).
+fn raw_into(raw: &str, col: &Column, buf: &mut ColBuf) -> bool {
+    use std::borrow::Cow;
+    let ok = match (col.shape, col.vtype) {
+        (Shape::Scalar, ValueType::Int64) => serde_json::from_str::<i64>(raw).map(|v| buf.ints.push(v)).is_ok(),
+        (Shape::Scalar, ValueType::Float) => serde_json::from_str::<f64>(raw)
+            .ok()
+            .and_then(|x| f64_to_f32(x, String::new).ok())
+            .map(|f| buf.floats.push(f))
+            .is_some(),
+        (Shape::Scalar, ValueType::Bytes) => serde_json::from_str::<Cow<'_, str>>(raw).map(|s| buf.push_bytes(s.as_bytes())).is_ok(),
+        (_, ValueType::Int64) => serde_json::from_str::<Vec<i64>>(raw).map(|v| buf.ints.extend_from_slice(&v)).is_ok(),
+        (_, ValueType::Float) => match serde_json::from_str::<Vec<f64>>(raw) {
+            Ok(v) => {
+                let before = buf.floats.len();
+                for x in v {
+                    match f64_to_f32(x, String::new) {
+                        Ok(f) => buf.floats.push(f),
+                        Err(_) => {
+                            buf.floats.truncate(before);
+                            return false;
+                        }
+                    }
+                }
+                true
+            }
+            Err(_) => false,
+        },
+        (_, ValueType::Bytes) => serde_json::from_str::<Vec<Cow<'_, str>>>(raw)
+            .map(|v| v.iter().for_each(|s| buf.push_bytes(s.as_bytes())))
+            .is_ok(),
+    };
+    // A fixed-length list of the wrong length goes to the general path for its error.
+    ok && check_len(col, buf).is_ok()
 }
 
 /// Reads a JSON value into a column.
@@ -612,6 +686,48 @@ mod tests {
         );
         let fixed = col(ValueType::Bytes, Shape::Fixed(2));
         assert_eq!(json("[\"a\"]", &fixed), Err(BadKind::WrongLength { expected: 2, found: 1 }));
+    }
+
+    #[test]
+    fn json_fast_path_agrees_with_the_general_path() {
+        let columns = vec![
+            Column { source: "i".into(), name: "i".into(), vtype: ValueType::Int64, shape: Shape::Scalar },
+            Column { source: "f".into(), name: "f".into(), vtype: ValueType::Float, shape: Shape::Scalar },
+            Column { source: "s".into(), name: "s".into(), vtype: ValueType::Bytes, shape: Shape::Scalar },
+            Column { source: "l".into(), name: "l".into(), vtype: ValueType::Int64, shape: Shape::List },
+            Column { source: "g".into(), name: "g".into(), vtype: ValueType::Float, shape: Shape::Fixed(2) },
+            Column { source: "t".into(), name: "t".into(), vtype: ValueType::Bytes, shape: Shape::List },
+        ];
+        let lines = [
+            r#"{"i": 1, "f": 2, "s": "x\n\u00e9", "l": [1, -2], "g": [0.1, 1e-3], "t": ["a", ""]}"#,
+            r#"{"i": true, "f": false, "s": "", "l": [], "g": [1, 2], "t": []}"#,
+            r#"{"i": 1.5, "f": 2, "s": "x", "l": [1], "g": [1, 2], "t": []}"#,
+            r#"{"i": 9223372036854775808, "f": 2, "s": "x", "l": [1], "g": [1, 2], "t": []}"#,
+            r#"{"i": 1, "f": 1e39, "s": "x", "l": [1], "g": [1, 2], "t": []}"#,
+            r#"{"i": 1, "f": 1, "s": "x", "l": [1, null], "g": [1, 2], "t": []}"#,
+            r#"{"i": 1, "f": 1, "s": "x", "l": [1], "g": [1], "t": []}"#,
+            r#"{"i": 1, "f": 1, "s": "x", "l": [1], "g": [1, 1e39], "t": []}"#,
+            r#"{"i": 1, "f": 1, "s": 5, "l": [1], "g": [1, 2], "t": [1]}"#,
+            r#"{"i": 1, "f": 1, "s": "x", "l": [1], "g": [1, 2], "t": [], "zz": 1, "aa": 2}"#,
+            r#"{"i": null, "f": 1, "s": "x", "l": [1], "g": [1, 2], "t": []}"#,
+            r#"{"f": 1, "s": "x", "l": [1], "g": [1, 2], "t": []}"#,
+            r#"{"i": 1, "i": 2, "f": 1, "s": "x", "l": [[1]], "g": [1, 2], "t": []}"#,
+        ];
+        for omit in [false, true] {
+            for unknown in [false, true] {
+                let p = RowParser::new(Schema { columns: columns.clone() }, omit, unknown);
+                for line in lines {
+                    let mut fast = vec![ColBuf::default(); columns.len()];
+                    let mut slow = vec![ColBuf::default(); columns.len()];
+                    let a = p.json(line.as_bytes(), &mut fast);
+                    let b = p.json_value(line.as_bytes(), &mut slow);
+                    assert_eq!(a, b, "{line}");
+                    if a.is_ok() {
+                        assert_eq!(fast, slow, "{line}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
