@@ -75,6 +75,50 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Appends the varints of `values`, whose encoded length is `packed`.
+/// Values below 2^21 (token ids, labels) take an unrolled path.
+fn put_varints(out: &mut Vec<u8>, values: &[i64], packed: usize) {
+    let start = out.len();
+    out.resize(start + packed, 0);
+    let buf = &mut out[start..];
+    let mut i = 0;
+    for &v in values {
+        let v = v as u64;
+        if v < 1 << 7 {
+            if let Some(b) = buf.get_mut(i) {
+                *b = v as u8;
+            }
+            i += 1;
+        } else if v < 1 << 14 {
+            if let Some([a, b]) = buf.get_mut(i..i + 2) {
+                *a = (v as u8) | 0x80;
+                *b = (v >> 7) as u8;
+            }
+            i += 2;
+        } else if v < 1 << 21 {
+            if let Some([a, b, c]) = buf.get_mut(i..i + 3) {
+                *a = (v as u8) | 0x80;
+                *b = ((v >> 7) as u8) | 0x80;
+                *c = (v >> 14) as u8;
+            }
+            i += 3;
+        } else {
+            let mut v = v;
+            while v >= 0x80 {
+                if let Some(b) = buf.get_mut(i) {
+                    *b = (v as u8) | 0x80;
+                }
+                v >>= 7;
+                i += 1;
+            }
+            if let Some(b) = buf.get_mut(i) {
+                *b = v as u8;
+            }
+            i += 1;
+        }
+    }
+}
+
 /// Length of a length-delimited field (tag + length + payload).
 #[inline]
 fn field_len(payload: usize) -> usize {
@@ -164,9 +208,7 @@ pub fn encode_example<'a>(
                 if !col.ints.is_empty() {
                     out.push(0x0a);
                     put_varint(out, packed as u64);
-                    for &v in &col.ints {
-                        put_varint(out, v as u64);
-                    }
+                    put_varints(out, &col.ints, packed);
                 }
             }
         }

@@ -13,7 +13,8 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use serde_json::Value;
-use serde_json::value::RawValue;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
 
 use super::encode::ColBuf;
 use super::error::BadKind;
@@ -63,40 +64,19 @@ impl RowParser {
 
     /// Reads one JSONL line (not blank) into `cols`.
     ///
-    /// Fast path: the line is split into keys and raw values, and each value
-    /// is deserialized straight into its column's type. Any value the fast
-    /// path does not take (a bool, a wrong type, an escaped key, bad JSON)
-    /// goes through the general path, which accepts or reports it exactly.
+    /// Fast path: one pass of the JSON parser straight into the column
+    /// buffers. Anything it does not take (a bool, null, a missing or
+    /// repeated key, a wrong type, bad JSON) goes through the general path,
+    /// which accepts or reports it exactly.
     pub fn json(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
-        if let Ok(map) = serde_json::from_slice::<HashMap<&str, &RawValue>>(line) {
-            return self.json_raw(&map, cols);
+        let mut de = serde_json::Deserializer::from_slice(line);
+        if (LineSeed { parser: self, cols: &mut *cols }).deserialize(&mut de).is_ok()
+            && de.end().is_ok()
+            && cols.iter().all(|c| c.present)
+        {
+            return Ok(());
         }
         self.json_value(line, cols)
-    }
-
-    fn json_raw(&self, map: &HashMap<&str, &RawValue>, cols: &mut [ColBuf]) -> Result<(), Bad> {
-        if !self.ignore_unknown
-            && let Some(key) = map.keys().filter(|k| !self.key_index.contains_key(**k)).min()
-        {
-            return Err((Some(key.to_string()), BadKind::UnknownColumn));
-        }
-        for (col, buf) in self.schema.columns.iter().zip(cols.iter_mut()) {
-            buf.clear();
-            buf.present = true;
-            match map.get(col.source.as_str()) {
-                None => self.absent(col, buf, BadKind::Missing)?,
-                Some(raw) if raw.get() == "null" => self.absent(col, buf, BadKind::Null)?,
-                Some(raw) => {
-                    if !raw_into(raw.get(), col, buf) {
-                        buf.clear();
-                        buf.present = true;
-                        let v: Value = serde_json::from_str(raw.get()).map_err(|e| (None, BadKind::Json(e.to_string())))?;
-                        json_into(&v, col, buf).map_err(|k| in_column(col, k))?;
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     fn json_value(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
@@ -278,40 +258,134 @@ fn check_len(col: &Column, buf: &ColBuf) -> Result<(), BadKind> {
     Ok(())
 }
 
-/// The fast path for one raw JSON value: true when it was read (and fits).
-fn raw_into(raw: &str, col: &Column, buf: &mut ColBuf) -> bool {
-    use std::borrow::Cow;
-    let ok = match (col.shape, col.vtype) {
-        (Shape::Scalar, ValueType::Int64) => serde_json::from_str::<i64>(raw).map(|v| buf.ints.push(v)).is_ok(),
-        (Shape::Scalar, ValueType::Float) => serde_json::from_str::<f64>(raw)
-            .ok()
-            .and_then(|x| f64_to_f32(x, String::new).ok())
-            .map(|f| buf.floats.push(f))
-            .is_some(),
-        (Shape::Scalar, ValueType::Bytes) => serde_json::from_str::<Cow<'_, str>>(raw).map(|s| buf.push_bytes(s.as_bytes())).is_ok(),
-        (_, ValueType::Int64) => serde_json::from_str::<Vec<i64>>(raw).map(|v| buf.ints.extend_from_slice(&v)).is_ok(),
-        (_, ValueType::Float) => match serde_json::from_str::<Vec<f64>>(raw) {
-            Ok(v) => {
-                let before = buf.floats.len();
-                for x in v {
-                    match f64_to_f32(x, String::new) {
-                        Ok(f) => buf.floats.push(f),
-                        Err(_) => {
-                            buf.floats.truncate(before);
-                            return false;
-                        }
+/// Deserializes a JSONL object straight into the columns (the fast path).
+struct LineSeed<'p, 'c> {
+    parser: &'p RowParser,
+    cols: &'c mut [ColBuf],
+}
+
+impl<'de> DeserializeSeed<'de> for LineSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LineSeed<'_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        for c in self.cols.iter_mut() {
+            c.clear();
+        }
+        while let Some(key) = map.next_key_seed(KeySeed(self.parser))? {
+            match key {
+                Some(i) => {
+                    let (Some(col), Some(buf)) = (self.parser.schema.columns.get(i), self.cols.get_mut(i)) else {
+                        return Err(de::Error::custom("column"));
+                    };
+                    if buf.present {
+                        return Err(de::Error::custom("repeated key"));
                     }
+                    map.next_value_seed(ColSeed { col, buf: &mut *buf })?;
+                    check_len(col, buf).map_err(|_| de::Error::custom("length"))?;
+                    buf.present = true;
                 }
-                true
+                None if self.parser.ignore_unknown => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                None => return Err(de::Error::custom("unknown key")),
             }
-            Err(_) => false,
-        },
-        (_, ValueType::Bytes) => serde_json::from_str::<Vec<Cow<'_, str>>>(raw)
-            .map(|v| v.iter().for_each(|s| buf.push_bytes(s.as_bytes())))
-            .is_ok(),
-    };
-    // A fixed-length list of the wrong length goes to the general path for its error.
-    ok && check_len(col, buf).is_ok()
+        }
+        Ok(())
+    }
+}
+
+/// A key: the index of its column, or `None` for a key outside the schema.
+struct KeySeed<'p>(&'p RowParser);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.key_index.get(v).copied())
+    }
+}
+
+/// One column's value (a scalar or a list of scalars).
+struct ColSeed<'a> {
+    col: &'a Column,
+    buf: &'a mut ColBuf,
+}
+
+impl<'de> DeserializeSeed<'de> for ColSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.col.shape == Shape::Scalar {
+            ScalarSeed { vtype: self.col.vtype, buf: self.buf }.deserialize(d)
+        } else {
+            d.deserialize_seq(self)
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for ColSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let vtype = self.col.vtype;
+        while seq.next_element_seed(ScalarSeed { vtype, buf: &mut *self.buf })?.is_some() {}
+        Ok(())
+    }
+}
+
+/// One scalar of the column's type, strictly (no bools, no nulls).
+struct ScalarSeed<'a> {
+    vtype: ValueType,
+    buf: &'a mut ColBuf,
+}
+
+impl<'de> DeserializeSeed<'de> for ScalarSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        match self.vtype {
+            ValueType::Int64 => {
+                let v = i64::deserialize(d)?;
+                self.buf.ints.push(v);
+            }
+            ValueType::Float => {
+                let x = f64::deserialize(d)?;
+                let f = f64_to_f32(x, String::new).map_err(|_| de::Error::custom("range"))?;
+                self.buf.floats.push(f);
+            }
+            ValueType::Bytes => d.deserialize_str(self)?,
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for ScalarSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.buf.push_bytes(v.as_bytes());
+        Ok(())
+    }
 }
 
 /// Reads a JSON value into a column.
