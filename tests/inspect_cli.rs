@@ -39,7 +39,9 @@ fn expected_stats(json_file: &str) -> (u64, BTreeMap<String, (String, u64, u64, 
                     vals.as_array().expect("values").len() as u64,
                 ),
             };
-            let e = stats.entry(name.clone()).or_insert((dtype.to_string(), 0, u64::MAX, 0, 0));
+            let e = stats
+                .entry(name.clone())
+                .or_insert((dtype.to_string(), 0, u64::MAX, 0, 0));
             assert_eq!(e.0, dtype, "testdata mixes types in {name}");
             e.1 += 1;
             e.2 = e.2.min(n);
@@ -53,12 +55,25 @@ fn expected_stats(json_file: &str) -> (u64, BTreeMap<String, (String, u64, u64, 
 #[test]
 fn inspect_json_matches_the_values_tensorflow_wrote() {
     for (file, json_file) in [
-        ("testdata/examples.tfrecord", "testdata/examples.tfrecord.json"),
-        ("testdata/examples.tfrecord.gz", "testdata/examples.tfrecord.json"),
-        ("testdata/lm-sample.tfrecord", "testdata/lm-sample.tfrecord.json"),
+        (
+            "testdata/examples.tfrecord",
+            "testdata/examples.tfrecord.json",
+        ),
+        (
+            "testdata/examples.tfrecord.gz",
+            "testdata/examples.tfrecord.json",
+        ),
+        (
+            "testdata/lm-sample.tfrecord",
+            "testdata/lm-sample.tfrecord.json",
+        ),
     ] {
         let out = infeed(&["inspect", "--json", file]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let got: Value = serde_json::from_slice(&out.stdout).expect("json");
         let (records, stats) = expected_stats(json_file);
         assert_eq!(got["records"], json!(records));
@@ -91,17 +106,31 @@ fn inspect_table_ends_with_the_spec() {
     let out = infeed(&["inspect", "testdata/lm-sample.tfrecord"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(text.starts_with("testdata/lm-sample.tfrecord: 256 records, "), "{text}");
-    assert!(text.ends_with("spec: attention_mask:var_len:int64,input_ids:var_len:int64\n"), "{text}");
+    assert!(
+        text.starts_with("testdata/lm-sample.tfrecord: 256 records, "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("spec: attention_mask:var_len:int64,input_ids:var_len:int64\n"),
+        "{text}"
+    );
 }
 
 #[test]
 fn index_writes_dali_offsets_and_framed_lengths() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out_dir = dir.path().to_str().expect("path");
-    for file in ["testdata/examples.tfrecord", "testdata/lm-sample.tfrecord", "testdata/sequence.tfrecord"] {
+    for file in [
+        "testdata/examples.tfrecord",
+        "testdata/lm-sample.tfrecord",
+        "testdata/sequence.tfrecord",
+    ] {
         let out = infeed(&["index", file, "--output", out_dir]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // Walk the framing by hand: u64 length, 4-byte CRC, data, 4-byte CRC.
         let data = read(file);
         let mut want = String::new();
@@ -112,19 +141,35 @@ fn index_writes_dali_offsets_and_framed_lengths() {
             pos += 12 + len + 4;
         }
         assert_eq!(pos, data.len());
-        let name = Path::new(file).file_name().expect("name").to_string_lossy().into_owned();
+        let name = Path::new(file)
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         let idx = std::fs::read_to_string(dir.path().join(format!("{name}.idx"))).expect("idx");
         assert_eq!(idx, want, "{file}");
         let stdout = String::from_utf8(out.stdout).expect("utf-8");
-        assert!(stdout.ends_with(&format!("\t{}\n", want.lines().count())), "{stdout}");
+        assert!(
+            stdout.ends_with(&format!("\t{}\n", want.lines().count())),
+            "{stdout}"
+        );
     }
-    assert!(std::fs::read_to_string(dir.path().join("examples.tfrecord.idx")).expect("idx").starts_with("0 589\n589 152\n"));
+    assert!(
+        std::fs::read_to_string(dir.path().join("examples.tfrecord.idx"))
+            .expect("idx")
+            .starts_with("0 589\n589 152\n")
+    );
 }
 
 #[test]
 fn index_refuses_compressed_files() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = infeed(&["index", "testdata/examples.tfrecord.gz", "--output", dir.path().to_str().expect("path")]);
+    let out = infeed(&[
+        "index",
+        "testdata/examples.tfrecord.gz",
+        "--output",
+        dir.path().to_str().expect("path"),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),

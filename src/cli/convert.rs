@@ -55,7 +55,12 @@ pub struct ConvertArgs {
     #[arg(long)]
     tokenizer: Option<PathBuf>,
     /// Truncate each record's tokens to at most LEN (special tokens kept).
-    #[arg(long, value_name = "LEN", requires = "tokenizer", conflicts_with = "group_to")]
+    #[arg(
+        long,
+        value_name = "LEN",
+        requires = "tokenizer",
+        conflicts_with = "group_to"
+    )]
     max_length: Option<usize>,
     /// Concatenate the tokens of each block of records and cut records of
     /// exactly LEN tokens, dropping each block's remainder (as Hugging Face's
@@ -102,7 +107,9 @@ pub struct ConvertArgs {
 /// of 1000; K, M, G, T too) or KiB, MiB, GiB, TiB (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -114,7 +121,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "mib" => 1 << 20,
         "gib" => 1 << 30,
         "tib" => 1 << 40,
-        other => return Err(format!("{s:?}: unknown unit {other:?} (use B, KB, MB, GB, KiB, MiB, GiB)")),
+        other => {
+            return Err(format!(
+                "{s:?}: unknown unit {other:?} (use B, KB, MB, GB, KiB, MiB, GiB)"
+            ));
+        }
     };
     let value: f64 = num.parse().map_err(|_| format!("{s:?}: not a size"))?;
     let bytes = value * mult as f64;
@@ -148,7 +159,11 @@ impl CliProgress {
     fn new(quiet: bool) -> Self {
         let start = Instant::now();
         if quiet {
-            return CliProgress { bar: None, log: None, start };
+            return CliProgress {
+                bar: None,
+                log: None,
+                start,
+            };
         }
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(0);
@@ -159,9 +174,17 @@ impl CliProgress {
             .progress_chars("=> ");
             bar.set_style(style);
             bar.enable_steady_tick(Duration::from_millis(200));
-            CliProgress { bar: Some(bar), log: None, start }
+            CliProgress {
+                bar: Some(bar),
+                log: None,
+                start,
+            }
         } else {
-            CliProgress { bar: None, log: Some(Mutex::new(start)), start }
+            CliProgress {
+                bar: None,
+                log: Some(Mutex::new(start)),
+                start,
+            }
         }
     }
 
@@ -178,7 +201,11 @@ impl Progress for CliProgress {
         if let Some(bar) = &self.bar {
             bar.set_length(s.input_total.max(s.input_bytes));
             bar.set_position(s.input_bytes);
-            bar.set_message(format!("{} records ({:.0}/s)", s.records_out, s.records_out as f64 / secs));
+            bar.set_message(format!(
+                "{} records ({:.0}/s)",
+                s.records_out,
+                s.records_out as f64 / secs
+            ));
         }
         if let Some(last) = &self.log
             && let Ok(mut last) = last.lock()
@@ -187,7 +214,10 @@ impl Progress for CliProgress {
             *last = Instant::now();
             let rate = s.input_bytes as f64 / secs;
             let eta = if rate > 0.0 {
-                format!("{:.0}s", s.input_total.saturating_sub(s.input_bytes) as f64 / rate)
+                format!(
+                    "{:.0}s",
+                    s.input_total.saturating_sub(s.input_bytes) as f64 / rate
+                )
             } else {
                 "?".into()
             };
@@ -209,19 +239,27 @@ fn options(args: &ConvertArgs) -> Result<ConvertOptions, CliError> {
     let format = match &args.format {
         None => None,
         Some(f) => Some(Format::parse(f, text_file).ok_or_else(|| {
-            CliError::Message(format!("unknown --format {f:?}: use jsonl, csv, tsv, parquet or text"))
+            CliError::Message(format!(
+                "unknown --format {f:?}: use jsonl, csv, tsv, parquet or text"
+            ))
         })?),
     };
     let columns = match &args.columns {
         None => None,
-        Some(c) => Some(convert::schema::parse_columns(c).map_err(|e| CliError::Message(format!("--columns {e}")))?),
+        Some(c) => Some(
+            convert::schema::parse_columns(c)
+                .map_err(|e| CliError::Message(format!("--columns {e}")))?,
+        ),
     };
     let tokenize = args.tokenizer.as_ref().map(|path| TokenizeOptions {
         tokenizer: path.clone(),
         text_column: args.text_column.clone(),
         mode: match (args.max_length, args.group_to) {
             (Some(n), _) => TokenMode::Truncate(n),
-            (None, Some(len)) => TokenMode::Group { len, block: args.group_block },
+            (None, Some(len)) => TokenMode::Group {
+                len,
+                block: args.group_block,
+            },
             (None, None) => TokenMode::Full,
         },
         add_special_tokens: !args.no_special_tokens,
@@ -246,7 +284,11 @@ fn options(args: &ConvertArgs) -> Result<ConvertOptions, CliError> {
             "zlib" => Compression::Zlib,
             _ => Compression::None,
         },
-        naming: if args.naming == "hf" { Naming::Hf } else { Naming::Tf },
+        naming: if args.naming == "hf" {
+            Naming::Hf
+        } else {
+            Naming::Tf
+        },
         prefix: args.prefix.clone(),
         task_index: args.task_index,
         num_tasks: args.num_tasks,
@@ -276,7 +318,13 @@ pub fn run(args: &ConvertArgs, out: &mut impl Write) -> Result<i32, CliError> {
         s.records_out as f64 / secs
     )?;
     for shard in s.shards.iter().take(10) {
-        writeln!(out, "  {} ({} records, {})", sink.location(&shard.name), shard.records, human(shard.bytes))?;
+        writeln!(
+            out,
+            "  {} ({} records, {})",
+            sink.location(&shard.name),
+            shard.records,
+            human(shard.bytes)
+        )?;
     }
     if s.shards.len() > 10 {
         writeln!(out, "  … and {} more shards", s.shards.len() - 10)?;
@@ -284,7 +332,12 @@ pub fn run(args: &ConvertArgs, out: &mut impl Write) -> Result<i32, CliError> {
     writeln!(out, "manifest: {}", sink.location(&s.manifest))?;
     writeln!(out, "spec: {}", s.schema.spec())?;
     if !s.removed.is_empty() {
-        writeln!(out, "removed {} shards of an earlier run: {}", s.removed.len(), s.removed.join(", "))?;
+        writeln!(
+            out,
+            "removed {} shards of an earlier run: {}",
+            s.removed.len(),
+            s.removed.join(", ")
+        )?;
     }
     if s.skipped > 0 {
         writeln!(out, "skipped {} bad records:", s.skipped)?;

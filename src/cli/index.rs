@@ -28,7 +28,8 @@ pub struct IndexArgs {
 /// Writes `FILE.idx` for each file and prints `FILE<TAB>INDEX<TAB>RECORDS`.
 pub fn run(args: &IndexArgs, out: &mut impl Write) -> Result<i32, CliError> {
     if let Some(dir) = &args.output {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::Message(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::Message(format!("{}: {e}", dir.display())))?;
     }
     for path in &args.files {
         let name = path.display().to_string();

@@ -162,11 +162,23 @@ pub fn run(args: &InspectArgs, out: &mut impl Write) -> Result<i32, CliError> {
     for (p, r, b) in &files {
         writeln!(out, "{p}: {r} records, {b} bytes")?;
     }
-    writeln!(out, "total: {total} records, {total_bytes} bytes, {} files", files.len())?;
+    writeln!(
+        out,
+        "total: {total} records, {total_bytes} bytes, {} files",
+        files.len()
+    )?;
     if sequences > 0 {
-        writeln!(out, "{sequences} records are SequenceExamples: only their context features are listed")?;
+        writeln!(
+            out,
+            "{sequences} records are SequenceExamples: only their context features are listed"
+        )?;
     }
-    let width = features.keys().map(|k| k.chars().count()).max().unwrap_or(7).max(7);
+    let width = features
+        .keys()
+        .map(|k| k.chars().count())
+        .max()
+        .unwrap_or(7)
+        .max(7);
     writeln!(
         out,
         "{:width$}  {:6}  {:>9}  {:>9}  {:>8}  {:>10}  {:>8}",

@@ -131,7 +131,14 @@ fn list_payload_len(col: &ColBuf, vtype: ValueType) -> (usize, usize) {
     match vtype {
         ValueType::Int64 => {
             let packed: usize = col.ints.iter().map(|&v| varint_len(v as u64)).sum();
-            (if col.ints.is_empty() { 0 } else { field_len(packed) }, packed)
+            (
+                if col.ints.is_empty() {
+                    0
+                } else {
+                    field_len(packed)
+                },
+                packed,
+            )
         }
         ValueType::Float => {
             if col.floats.is_empty() {
@@ -219,8 +226,8 @@ pub fn encode_example<'a>(
 mod tests {
     use super::*;
     use crate::example::proto::{Example, Feature};
-    use prost::Message;
     use proptest::prelude::*;
+    use prost::Message;
 
     fn col_ints(v: &[i64]) -> ColBuf {
         ColBuf {
@@ -243,7 +250,8 @@ mod tests {
         let col = col_ints(&[5, -1, 300]);
         let mut out = Vec::new();
         encode_example(&mut out, [("ids", ValueType::Int64, &col)].into_iter());
-        let expected = Example::from_features([("ids", Feature::int64s(vec![5, -1, 300]))]).encode_to_vec();
+        let expected =
+            Example::from_features([("ids", Feature::int64s(vec![5, -1, 300]))]).encode_to_vec();
         assert_eq!(out, expected);
     }
 
@@ -256,7 +264,10 @@ mod tests {
         let absent = ColBuf::default();
         for vtype in [ValueType::Int64, ValueType::Float, ValueType::Bytes] {
             let mut out = Vec::new();
-            encode_example(&mut out, [("a", vtype, &empty), ("b", vtype, &absent)].into_iter());
+            encode_example(
+                &mut out,
+                [("a", vtype, &empty), ("b", vtype, &absent)].into_iter(),
+            );
             let decoded = Example::decode(out.as_slice()).expect("decode");
             let features = decoded.features.expect("features").feature;
             assert_eq!(features.len(), 1);
@@ -267,7 +278,10 @@ mod tests {
             };
             assert_eq!(features.get("a"), Some(&expected));
             // Same bytes as prost for the one feature.
-            assert_eq!(out, Example::from_features([("a", expected)]).encode_to_vec());
+            assert_eq!(
+                out,
+                Example::from_features([("a", expected)]).encode_to_vec()
+            );
         }
         let mut out = Vec::new();
         encode_example(&mut out, std::iter::empty());
@@ -279,9 +293,17 @@ mod tests {
         let cols: Vec<ColBuf> = (0..20).map(|i| col_ints(&[i, -i, 1000 * i])).collect();
         let names: Vec<String> = (0..20).map(|i| format!("f{i}")).collect();
         let mut out = Vec::new();
-        encode_example(&mut out, names.iter().zip(&cols).map(|(n, c)| (n.as_str(), ValueType::Int64, c)));
+        encode_example(
+            &mut out,
+            names
+                .iter()
+                .zip(&cols)
+                .map(|(n, c)| (n.as_str(), ValueType::Int64, c)),
+        );
         let decoded = Example::decode(out.as_slice()).expect("decode");
-        let expected = Example::from_features((0..20).map(|i| (format!("f{i}"), Feature::int64s(vec![i, -i, 1000 * i]))));
+        let expected = Example::from_features(
+            (0..20).map(|i| (format!("f{i}"), Feature::int64s(vec![i, -i, 1000 * i]))),
+        );
         assert_eq!(decoded, expected);
     }
 

@@ -222,7 +222,10 @@ impl<R: Read> Read for CountingRead<R> {
 }
 
 /// Opens a file for reading its uncompressed bytes.
-fn open_stream(file: &InputFile, counter: Arc<AtomicU64>) -> Result<Box<dyn Read + Send>, ConvertError> {
+fn open_stream(
+    file: &InputFile,
+    counter: Arc<AtomicU64>,
+) -> Result<Box<dyn Read + Send>, ConvertError> {
     let raw = File::open(&file.path).map_err(|e| ConvertError::io(&file.display, e))?;
     let counted = CountingRead {
         inner: raw,
@@ -230,12 +233,12 @@ fn open_stream(file: &InputFile, counter: Arc<AtomicU64>) -> Result<Box<dyn Read
     };
     Ok(match file.compression {
         InputCompression::None => Box::new(counted),
-        InputCompression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(
-            1 << 20,
-            counted,
-        ))),
+        InputCompression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+            BufReader::with_capacity(1 << 20, counted),
+        )),
         InputCompression::Zstd => Box::new(
-            zstd::stream::read::Decoder::new(counted).map_err(|e| ConvertError::io(&file.display, e))?,
+            zstd::stream::read::Decoder::new(counted)
+                .map_err(|e| ConvertError::io(&file.display, e))?,
         ),
     })
 }
@@ -478,7 +481,10 @@ impl ChunkReader<'_> {
         if data.len() > MAX_RECORD_BYTES {
             return Err(ConvertError::input(
                 &file.display,
-                format!("larger than {} MiB, the most one record may hold", MAX_RECORD_BYTES >> 20),
+                format!(
+                    "larger than {} MiB, the most one record may hold",
+                    MAX_RECORD_BYTES >> 20
+                ),
             ));
         }
         Ok(emit(Chunk {
@@ -685,9 +691,9 @@ pub fn parquet_builder(
     file: &InputFile,
 ) -> Result<ParquetRecordBatchReaderBuilder<ParquetSource>, ConvertError> {
     let source = match file.compression {
-        InputCompression::None => {
-            ParquetSource::File(File::open(&file.path).map_err(|e| ConvertError::io(&file.display, e))?)
-        }
+        InputCompression::None => ParquetSource::File(
+            File::open(&file.path).map_err(|e| ConvertError::io(&file.display, e))?,
+        ),
         _ => {
             let mut data = Vec::new();
             open_stream(file, Arc::new(AtomicU64::new(0)))?
@@ -696,8 +702,9 @@ pub fn parquet_builder(
             ParquetSource::Memory(Bytes::from(data))
         }
     };
-    ParquetRecordBatchReaderBuilder::try_new(source)
-        .map_err(|e| ConvertError::input(&file.display, format!("not a readable Parquet file: {e}")))
+    ParquetRecordBatchReaderBuilder::try_new(source).map_err(|e| {
+        ConvertError::input(&file.display, format!("not a readable Parquet file: {e}"))
+    })
 }
 
 /// Where Parquet bytes come from: a file, or memory for a compressed file.
@@ -738,7 +745,11 @@ impl parquet::file::reader::ChunkReader for ParquetSource {
 /// Number of records in a file (the same numbering as the chunks use).
 pub fn count_records(file: &InputFile) -> Result<u64, ConvertError> {
     match file.format {
-        Format::Parquet => Ok(parquet_builder(file)?.metadata().file_metadata().num_rows().max(0) as u64),
+        Format::Parquet => Ok(parquet_builder(file)?
+            .metadata()
+            .file_metadata()
+            .num_rows()
+            .max(0) as u64),
         Format::TextFile => Ok(1),
         _ => {
             let reader = ChunkReader {
@@ -785,39 +796,73 @@ mod tests {
 
     #[test]
     fn csv_fields() {
-        assert_eq!(fields("a,b,c"), Ok(vec!["a".into(), "b".into(), "c".into()]));
+        assert_eq!(
+            fields("a,b,c"),
+            Ok(vec!["a".into(), "b".into(), "c".into()])
+        );
         assert_eq!(fields("a,,"), Ok(vec!["a".into(), "".into(), "".into()]));
         assert_eq!(
             fields("\"x,\"\"y\"\"\",2"),
             Ok(vec!["x,\"y\"".into(), "2".into()])
         );
         assert_eq!(fields("\"multi\nline\""), Ok(vec!["multi\nline".into()]));
-        assert_eq!(fields("12\" pipe,3"), Ok(vec!["12\" pipe".into(), "3".into()]));
+        assert_eq!(
+            fields("12\" pipe,3"),
+            Ok(vec!["12\" pipe".into(), "3".into()])
+        );
         assert_eq!(fields("\"open"), Err("a quoted field is not closed"));
-        assert_eq!(fields("\"a\"b,1"), Err("text after the closing quote of a field"));
+        assert_eq!(
+            fields("\"a\"b,1"),
+            Err("text after the closing quote of a field")
+        );
     }
 
     #[test]
     fn units_lines_and_csv() {
         assert_eq!(
             split_unit(b"ab\r\ncd", false, None),
-            Some(Unit { len: 4, content: 2, newlines: 1 })
+            Some(Unit {
+                len: 4,
+                content: 2,
+                newlines: 1
+            })
         );
         assert_eq!(split_unit(b"cd", false, None), None);
-        assert_eq!(split_unit(b"cd", true, None), Some(Unit { len: 2, content: 2, newlines: 0 }));
+        assert_eq!(
+            split_unit(b"cd", true, None),
+            Some(Unit {
+                len: 2,
+                content: 2,
+                newlines: 0
+            })
+        );
         let csv = b"\"a\nb\",1\nnext";
         assert_eq!(
             split_unit(csv, false, Some(b',')),
-            Some(Unit { len: 8, content: 7, newlines: 2 })
+            Some(Unit {
+                len: 8,
+                content: 7,
+                newlines: 2
+            })
         );
         assert_eq!(split_unit(b"\"open\n", false, Some(b',')), None);
-        assert_eq!(split_unit(b"12\" x\n", false, Some(b',')), Some(Unit { len: 6, content: 5, newlines: 1 }));
+        assert_eq!(
+            split_unit(b"12\" x\n", false, Some(b',')),
+            Some(Unit {
+                len: 6,
+                content: 5,
+                newlines: 1
+            })
+        );
     }
 
     #[test]
     fn formats_from_names() {
         assert_eq!(format_from_name("a/b.jsonl.gz", false), Some(Format::Jsonl));
-        assert_eq!(format_from_name("x.TSV", false), Some(Format::Csv { delimiter: b'\t' }));
+        assert_eq!(
+            format_from_name("x.TSV", false),
+            Some(Format::Csv { delimiter: b'\t' })
+        );
         assert_eq!(format_from_name("x.txt.zst", true), Some(Format::TextFile));
         assert_eq!(format_from_name("x.parquet", false), Some(Format::Parquet));
         assert_eq!(format_from_name("x.bin", false), None);

@@ -301,8 +301,21 @@ impl Shared {
         let (Some(tok), Some(mode), Some(t)) = (&self.tok, self.mode, self.text_idx) else {
             return Ok(true);
         };
-        let column = || Some(self.parser.schema.columns.get(t).map(|c| c.source.clone()).unwrap_or_default());
-        let text = st.cols.get(t).map(|c| c.bytes.as_slice()).unwrap_or_default();
+        let column = || {
+            Some(
+                self.parser
+                    .schema
+                    .columns
+                    .get(t)
+                    .map(|c| c.source.clone())
+                    .unwrap_or_default(),
+            )
+        };
+        let text = st
+            .cols
+            .get(t)
+            .map(|c| c.bytes.as_slice())
+            .unwrap_or_default();
         let text = std::str::from_utf8(text).map_err(|_| (column(), BadKind::Utf8))?;
         match mode {
             TokenMode::Group { block, .. } => {
@@ -349,13 +362,23 @@ impl Shared {
         }
         let mut map = Vec::new();
         for col in &self.parser.schema.columns {
-            let f = file.header.iter().position(|h| *h == col.source).ok_or_else(|| {
-                ConvertError::input(&file.display, format!("the CSV header has no column {:?}", col.source))
-            })?;
+            let f = file
+                .header
+                .iter()
+                .position(|h| *h == col.source)
+                .ok_or_else(|| {
+                    ConvertError::input(
+                        &file.display,
+                        format!("the CSV header has no column {:?}", col.source),
+                    )
+                })?;
             map.push(f);
         }
         if !self.parser.ignore_unknown
-            && let Some(extra) = file.header.iter().find(|h| self.parser.schema.position(h).is_none())
+            && let Some(extra) = file
+                .header
+                .iter()
+                .find(|h| self.parser.schema.position(h).is_none())
         {
             return Err(ConvertError::input(
                 &file.display,
@@ -393,7 +416,14 @@ impl Shared {
                     let record = chunk.first_record + row as u64;
                     self.before_record(st, &mut out, record);
                     let read = self.parser.arrow_row(&arrays, row, &mut st.cols);
-                    if !self.finish_record(st, &mut out, &file, record, Location::Row(record + 1), read) {
+                    if !self.finish_record(
+                        st,
+                        &mut out,
+                        &file,
+                        record,
+                        Location::Row(record + 1),
+                        read,
+                    ) {
                         return out;
                     }
                 }
@@ -416,8 +446,11 @@ impl Shared {
                     _ => None,
                 };
                 let nfields = file.header.len();
-                let (mut pos, mut line, mut record) = (0usize, chunk.first_line, chunk.first_record);
-                while let Some(unit) = input::split_unit(data.get(pos..).unwrap_or_default(), true, csv) {
+                let (mut pos, mut line, mut record) =
+                    (0usize, chunk.first_line, chunk.first_record);
+                while let Some(unit) =
+                    input::split_unit(data.get(pos..).unwrap_or_default(), true, csv)
+                {
                     let content = data.get(pos..pos + unit.content).unwrap_or_default();
                     let unit_line = line;
                     pos += unit.len;
@@ -428,11 +461,26 @@ impl Shared {
                             if input::csv_blank(content) {
                                 continue;
                             }
-                            match input::parse_csv_fields(content, delim, &mut st.fields, &mut st.ends) {
+                            match input::parse_csv_fields(
+                                content,
+                                delim,
+                                &mut st.fields,
+                                &mut st.ends,
+                            ) {
                                 Err(m) => Err((None, BadKind::Csv(m))),
                                 Ok(()) => {
-                                    let map = st.csv_map.as_ref().map(|(_, m)| m.as_slice()).unwrap_or_default();
-                                    self.parser.csv(&st.fields, &st.ends, nfields, map, &mut st.cols)
+                                    let map = st
+                                        .csv_map
+                                        .as_ref()
+                                        .map(|(_, m)| m.as_slice())
+                                        .unwrap_or_default();
+                                    self.parser.csv(
+                                        &st.fields,
+                                        &st.ends,
+                                        nfields,
+                                        map,
+                                        &mut st.cols,
+                                    )
                                 }
                             }
                         }
@@ -528,12 +576,16 @@ fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
         return fail("--task-index must be less than --num-tasks (and --num-tasks at least 1)");
     }
     match opts.shard_limit {
-        ShardLimit::Bytes(0) | ShardLimit::Records(0) => return fail("the shard size must be at least 1"),
+        ShardLimit::Bytes(0) | ShardLimit::Records(0) => {
+            return fail("the shard size must be at least 1");
+        }
         _ => {}
     }
     if let Some(t) = &opts.tokenize {
         match t.mode {
-            TokenMode::Truncate(0) | TokenMode::Group { len: 0, .. } => return fail("--max-length and --group-to must be at least 1"),
+            TokenMode::Truncate(0) | TokenMode::Group { len: 0, .. } => {
+                return fail("--max-length and --group-to must be at least 1");
+            }
             TokenMode::Group { block: 0, .. } => return fail("--group-block must be at least 1"),
             _ => {}
         }
@@ -548,20 +600,39 @@ fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
 
 /// The schema of the input columns (before tokenization), and whether input
 /// columns outside it are ignored.
-fn input_schema(files: &[InputFile], opts: &ConvertOptions) -> Result<(Schema, bool), ConvertError> {
-    let first = files.first().ok_or_else(|| ConvertError::Options("no input files".into()))?;
+fn input_schema(
+    files: &[InputFile],
+    opts: &ConvertOptions,
+) -> Result<(Schema, bool), ConvertError> {
+    let first = files
+        .first()
+        .ok_or_else(|| ConvertError::Options("no input files".into()))?;
     let family = |f: Format| match f {
         Format::Csv { .. } => "csv",
         other => other.name(),
     };
-    if let Some(other) = files.iter().find(|f| family(f.format) != family(first.format)) {
+    if let Some(other) = files
+        .iter()
+        .find(|f| family(f.format) != family(first.format))
+    {
         return Err(ConvertError::input(
             &other.display,
-            format!("is {} but {} is {}: convert one format at a time", other.format.name(), first.display, first.format.name()),
+            format!(
+                "is {} but {} is {}: convert one format at a time",
+                other.format.name(),
+                first.display,
+                first.format.name()
+            ),
         ));
     }
-    let grouping = matches!(opts.tokenize.as_ref().map(|t| t.mode), Some(TokenMode::Group { .. }));
-    let text_col = opts.tokenize.as_ref().map_or(opts.text_column.as_str(), |t| t.text_column.as_str());
+    let grouping = matches!(
+        opts.tokenize.as_ref().map(|t| t.mode),
+        Some(TokenMode::Group { .. })
+    );
+    let text_col = opts
+        .tokenize
+        .as_ref()
+        .map_or(opts.text_column.as_str(), |t| t.text_column.as_str());
     let text_only = |source: &str| Schema {
         columns: vec![Column {
             source: source.to_string(),
@@ -583,21 +654,31 @@ fn input_schema(files: &[InputFile], opts: &ConvertOptions) -> Result<(Schema, b
         Format::Parquet => {
             let builder = input::parquet_builder(first)?;
             for field in builder.schema().fields() {
-                found.push((field.name().clone(), row::arrow_column_type(field.data_type())));
+                found.push((
+                    field.name().clone(),
+                    row::arrow_column_type(field.data_type()),
+                ));
             }
         }
         _ => {
             let mut observed: BTreeMap<String, Observed> = BTreeMap::new();
             let mut header: Vec<String> = Vec::new();
-            sample(files, opts.infer_records, &mut |file, at, content| {
-                match file.format {
+            sample(
+                files,
+                opts.infer_records,
+                &mut |file, at, content| match file.format {
                     Format::Csv { delimiter } => {
                         header = file.header.clone();
                         let (mut out, mut ends) = (Vec::new(), Vec::new());
-                        if input::parse_csv_fields(content, delimiter, &mut out, &mut ends).is_ok() {
+                        if input::parse_csv_fields(content, delimiter, &mut out, &mut ends).is_ok()
+                        {
                             let mut start = 0;
                             for (name, &end) in file.header.iter().zip(&ends) {
-                                row::observe_csv(out.get(start..end).unwrap_or_default(), observed.entry(name.clone()).or_default(), at);
+                                row::observe_csv(
+                                    out.get(start..end).unwrap_or_default(),
+                                    observed.entry(name.clone()).or_default(),
+                                    at,
+                                );
                                 start = end;
                             }
                         }
@@ -609,11 +690,19 @@ fn input_schema(files: &[InputFile], opts: &ConvertOptions) -> Result<(Schema, b
                             }
                         }
                     }
-                }
-            })?;
-            let names: Vec<String> = if header.is_empty() { observed.keys().cloned().collect() } else { header };
+                },
+            )?;
+            let names: Vec<String> = if header.is_empty() {
+                observed.keys().cloned().collect()
+            } else {
+                header
+            };
             for name in names {
-                let r = observed.get(&name).cloned().unwrap_or_default().resolve(&name);
+                let r = observed
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_default()
+                    .resolve(&name);
                 found.push((name, r));
             }
         }
@@ -623,11 +712,17 @@ fn input_schema(files: &[InputFile], opts: &ConvertOptions) -> Result<(Schema, b
         None => {
             let mut all: Vec<ColumnSelect> = found
                 .iter()
-                .map(|(n, _)| ColumnSelect { source: n.clone(), name: n.clone() })
+                .map(|(n, _)| ColumnSelect {
+                    source: n.clone(),
+                    name: n.clone(),
+                })
                 .collect();
             for f in &opts.features {
                 if !all.iter().any(|c| c.source == f.name) {
-                    all.push(ColumnSelect { source: f.name.clone(), name: f.name.clone() });
+                    all.push(ColumnSelect {
+                        source: f.name.clone(),
+                        name: f.name.clone(),
+                    });
                 }
             }
             all
@@ -648,12 +743,23 @@ fn input_schema(files: &[InputFile], opts: &ConvertOptions) -> Result<(Schema, b
                 }
             },
         };
-        columns.push(Column { source: sel.source, name: sel.name, vtype, shape });
+        columns.push(Column {
+            source: sel.source,
+            name: sel.name,
+            vtype,
+            shape,
+        });
     }
     if let Some(t) = &opts.tokenize {
-        let text = columns.iter().find(|c| c.source == t.text_column).ok_or_else(|| {
-            ConvertError::Schema(format!("the text column {:?} is not among the columns", t.text_column))
-        })?;
+        let text = columns
+            .iter()
+            .find(|c| c.source == t.text_column)
+            .ok_or_else(|| {
+                ConvertError::Schema(format!(
+                    "the text column {:?} is not among the columns",
+                    t.text_column
+                ))
+            })?;
         if text.vtype != ValueType::Bytes || text.shape != Shape::Scalar {
             return Err(ConvertError::Schema(format!(
                 "the text column {:?} is {}, not text",
@@ -717,10 +823,16 @@ fn sample(
 
 /// The output features: input columns, with the text column replaced by
 /// `input_ids` and `attention_mask` when tokenizing.
-fn output_layout(schema: &Schema, opts: &ConvertOptions) -> (Vec<(String, ValueType, OutSrc)>, Schema, Option<usize>) {
+fn output_layout(
+    schema: &Schema,
+    opts: &ConvertOptions,
+) -> (Vec<(String, ValueType, OutSrc)>, Schema, Option<usize>) {
     let mut layout = Vec::new();
     let mut out = Schema::default();
-    let text_idx = opts.tokenize.as_ref().and_then(|t| schema.position(&t.text_column));
+    let text_idx = opts
+        .tokenize
+        .as_ref()
+        .and_then(|t| schema.position(&t.text_column));
     for (i, c) in schema.columns.iter().enumerate() {
         if Some(i) == text_idx {
             continue;
@@ -749,7 +861,10 @@ fn output_layout(schema: &Schema, opts: &ConvertOptions) -> (Vec<(String, ValueT
 /// The stem of this task's shard names: the prefix, plus `-taskIIIII` when
 /// there is more than one task.
 pub fn task_stem(opts: &ConvertOptions) -> String {
-    let prefix = opts.prefix.clone().unwrap_or_else(|| opts.naming.default_prefix().to_string());
+    let prefix = opts
+        .prefix
+        .clone()
+        .unwrap_or_else(|| opts.naming.default_prefix().to_string());
     if opts.num_tasks > 1 {
         format!("{prefix}-task{:05}", opts.task_index)
     } else {
@@ -763,15 +878,31 @@ pub fn manifest_name(stem: &str) -> String {
 }
 
 /// This task's part of the input (see [`split`]).
-fn plan(files: &[InputFile], opts: &ConvertOptions, block: u64) -> Result<Vec<FileRange>, ConvertError> {
+fn plan(
+    files: &[InputFile],
+    opts: &ConvertOptions,
+    block: u64,
+) -> Result<Vec<FileRange>, ConvertError> {
     if opts.num_tasks <= 1 {
         return Ok(split::whole(files.len()));
     }
     if files.len() >= opts.num_tasks {
-        return Ok(split::by_files(files.len(), opts.task_index, opts.num_tasks));
+        return Ok(split::by_files(
+            files.len(),
+            opts.task_index,
+            opts.num_tasks,
+        ));
     }
-    let counts = files.iter().map(input::count_records).collect::<Result<Vec<_>, _>>()?;
-    Ok(split::by_blocks(&counts, block, opts.task_index, opts.num_tasks))
+    let counts = files
+        .iter()
+        .map(input::count_records)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(split::by_blocks(
+        &counts,
+        block,
+        opts.task_index,
+        opts.num_tasks,
+    ))
 }
 
 fn manifest_json(
@@ -857,13 +988,20 @@ pub fn convert(
         _ => 1,
     };
     let plan = plan(&files, opts, block)?;
-    let input_total: u64 = plan.iter().filter_map(|r| files.get(r.file)).map(|f| f.size).sum();
+    let input_total: u64 = plan
+        .iter()
+        .filter_map(|r| files.get(r.file))
+        .map(|f| f.size)
+        .sum();
 
     let stem = task_stem(opts);
     // Temporary objects a crashed run of this task left behind.
-    let leftovers = sink.list(&format!(".{stem}-")).map_err(|e| ConvertError::output(sink.location(""), e))?;
+    let leftovers = sink
+        .list(&format!(".{stem}-"))
+        .map_err(|e| ConvertError::output(sink.location(""), e))?;
     for name in leftovers.iter().filter(|n| shard::is_temp_of(&stem, n)) {
-        sink.remove(name).map_err(|e| ConvertError::output(sink.location(name), e))?;
+        sink.remove(name)
+            .map_err(|e| ConvertError::output(sink.location(name), e))?;
     }
 
     let shared = Shared {
@@ -879,7 +1017,12 @@ pub fn convert(
     } else {
         opts.threads
     };
-    let writer = ShardWriter::new(sink.clone(), stem.clone(), opts.compression, opts.shard_limit);
+    let writer = ShardWriter::new(
+        sink.clone(),
+        stem.clone(),
+        opts.compression,
+        opts.shard_limit,
+    );
     let reader = ChunkReader {
         files: &files,
         block,
@@ -939,24 +1082,37 @@ pub fn convert(
     let mut shards = Vec::with_capacity(count);
     for (i, c) in written.closed.iter().enumerate() {
         let name = shard::shard_name(opts.naming, &stem, i, count, c.records, opts.compression);
-        sink.commit(&c.temp, &name).map_err(|e| ConvertError::output(sink.location(&name), e))?;
-        shards.push(ShardInfo { name, records: c.records, bytes: c.bytes, crc32c: c.crc32c });
+        sink.commit(&c.temp, &name)
+            .map_err(|e| ConvertError::output(sink.location(&name), e))?;
+        shards.push(ShardInfo {
+            name,
+            records: c.records,
+            bytes: c.bytes,
+            crc32c: c.crc32c,
+        });
     }
     let manifest = manifest_name(&stem);
     let doc = manifest_json(opts, &out_schema, &shards, &files, &plan, &written);
-    let mut text = serde_json::to_vec_pretty(&doc).map_err(|e| ConvertError::output(&manifest, e.into()))?;
+    let mut text =
+        serde_json::to_vec_pretty(&doc).map_err(|e| ConvertError::output(&manifest, e.into()))?;
     text.push(b'\n');
-    sink.put(&manifest, &text).map_err(|e| ConvertError::output(sink.location(&manifest), e))?;
+    sink.put(&manifest, &text)
+        .map_err(|e| ConvertError::output(sink.location(&manifest), e))?;
     let mut removed = Vec::new();
-    let existing = sink.list(&format!("{stem}-")).map_err(|e| ConvertError::output(sink.location(""), e))?;
+    let existing = sink
+        .list(&format!("{stem}-"))
+        .map_err(|e| ConvertError::output(sink.location(""), e))?;
     for name in existing {
-        let ours = shard::is_shard_of(Naming::Tf, &stem, &name) || shard::is_shard_of(Naming::Hf, &stem, &name);
+        let ours = shard::is_shard_of(Naming::Tf, &stem, &name)
+            || shard::is_shard_of(Naming::Hf, &stem, &name);
         if ours && !shards.iter().any(|s| s.name == name) {
-            sink.remove(&name).map_err(|e| ConvertError::output(sink.location(&name), e))?;
+            sink.remove(&name)
+                .map_err(|e| ConvertError::output(sink.location(&name), e))?;
             removed.push(name);
         }
     }
-    sink.sync().map_err(|e| ConvertError::output(sink.location(""), e))?;
+    sink.sync()
+        .map_err(|e| ConvertError::output(sink.location(""), e))?;
     Ok(ConvertSummary {
         output_bytes: shards.iter().map(|s| s.bytes).sum(),
         shards,

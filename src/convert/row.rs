@@ -12,9 +12,9 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
-use serde_json::Value;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
 
 use super::encode::ColBuf;
 use super::error::BadKind;
@@ -70,7 +70,12 @@ impl RowParser {
     /// which accepts or reports it exactly.
     pub fn json(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
         let mut de = serde_json::Deserializer::from_slice(line);
-        if (LineSeed { parser: self, cols: &mut *cols }).deserialize(&mut de).is_ok()
+        if (LineSeed {
+            parser: self,
+            cols: &mut *cols,
+        })
+        .deserialize(&mut de)
+        .is_ok()
             && de.end().is_ok()
             && cols.iter().all(|c| c.present)
         {
@@ -80,12 +85,15 @@ impl RowParser {
     }
 
     fn json_value(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
-        let value: Value = serde_json::from_slice(line).map_err(|e| (None, BadKind::Json(e.to_string())))?;
+        let value: Value =
+            serde_json::from_slice(line).map_err(|e| (None, BadKind::Json(e.to_string())))?;
         let Value::Object(map) = value else {
             return Err((None, BadKind::NotObject(json_kind(&value))));
         };
         if !self.ignore_unknown
-            && let Some(key) = map.keys().find(|k| !self.key_index.contains_key(k.as_str()))
+            && let Some(key) = map
+                .keys()
+                .find(|k| !self.key_index.contains_key(k.as_str()))
         {
             return Err((Some(key.clone()), BadKind::UnknownColumn));
         }
@@ -103,7 +111,14 @@ impl RowParser {
 
     /// Reads one CSV record's fields into `cols`; `field_of[i]` is the field
     /// index of schema column `i` in this file's header.
-    pub fn csv(&self, fields: &[u8], ends: &[usize], nfields: usize, field_of: &[usize], cols: &mut [ColBuf]) -> Result<(), Bad> {
+    pub fn csv(
+        &self,
+        fields: &[u8],
+        ends: &[usize],
+        nfields: usize,
+        field_of: &[usize],
+        cols: &mut [ColBuf],
+    ) -> Result<(), Bad> {
         if ends.len() != nfields {
             return Err((
                 None,
@@ -113,10 +128,20 @@ impl RowParser {
                 },
             ));
         }
-        for ((col, buf), &f) in self.schema.columns.iter().zip(cols.iter_mut()).zip(field_of) {
+        for ((col, buf), &f) in self
+            .schema
+            .columns
+            .iter()
+            .zip(cols.iter_mut())
+            .zip(field_of)
+        {
             buf.clear();
             buf.present = true;
-            let start = if f == 0 { 0 } else { ends.get(f - 1).copied().unwrap_or(0) };
+            let start = if f == 0 {
+                0
+            } else {
+                ends.get(f - 1).copied().unwrap_or(0)
+            };
             let end = ends.get(f).copied().unwrap_or(start);
             let field = fields.get(start..end).unwrap_or_default();
             csv_into(field, col, buf).or_else(|k| match k {
@@ -151,7 +176,12 @@ impl RowParser {
     }
 
     /// Reads Parquet row `row` of the batch's columns into `cols`.
-    pub fn arrow_row(&self, arrays: &[ArrowCol<'_>], row: usize, cols: &mut [ColBuf]) -> Result<(), Bad> {
+    pub fn arrow_row(
+        &self,
+        arrays: &[ArrowCol<'_>],
+        row: usize,
+        cols: &mut [ColBuf],
+    ) -> Result<(), Bad> {
         for ((col, buf), array) in self.schema.columns.iter().zip(cols.iter_mut()).zip(arrays) {
             buf.clear();
             buf.present = true;
@@ -283,13 +313,18 @@ impl<'de> Visitor<'de> for LineSeed<'_, '_> {
         while let Some(key) = map.next_key_seed(KeySeed(self.parser))? {
             match key {
                 Some(i) => {
-                    let (Some(col), Some(buf)) = (self.parser.schema.columns.get(i), self.cols.get_mut(i)) else {
+                    let (Some(col), Some(buf)) =
+                        (self.parser.schema.columns.get(i), self.cols.get_mut(i))
+                    else {
                         return Err(de::Error::custom("column"));
                     };
                     if buf.present {
                         return Err(de::Error::custom("repeated key"));
                     }
-                    map.next_value_seed(ColSeed { col, buf: &mut *buf })?;
+                    map.next_value_seed(ColSeed {
+                        col,
+                        buf: &mut *buf,
+                    })?;
                     check_len(col, buf).map_err(|_| de::Error::custom("length"))?;
                     buf.present = true;
                 }
@@ -333,7 +368,11 @@ impl<'de> DeserializeSeed<'de> for ColSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         if self.col.shape == Shape::Scalar {
-            ScalarSeed { vtype: self.col.vtype, buf: self.buf }.deserialize(d)
+            ScalarSeed {
+                vtype: self.col.vtype,
+                buf: self.buf,
+            }
+            .deserialize(d)
         } else {
             d.deserialize_seq(self)
         }
@@ -347,7 +386,13 @@ impl<'de> Visitor<'de> for ColSeed<'_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let vtype = self.col.vtype;
-        while seq.next_element_seed(ScalarSeed { vtype, buf: &mut *self.buf })?.is_some() {}
+        while seq
+            .next_element_seed(ScalarSeed {
+                vtype,
+                buf: &mut *self.buf,
+            })?
+            .is_some()
+        {}
         Ok(())
     }
 }
@@ -422,7 +467,12 @@ fn csv_into(field: &[u8], col: &Column, buf: &mut ColBuf) -> Result<(), BadKind>
         if field.is_empty() {
             return Err(BadKind::Null);
         }
-        let v: Value = serde_json::from_slice(field).map_err(|_| wrong(col, format!("text {}", shorten(&String::from_utf8_lossy(field)))))?;
+        let v: Value = serde_json::from_slice(field).map_err(|_| {
+            wrong(
+                col,
+                format!("text {}", shorten(&String::from_utf8_lossy(field))),
+            )
+        })?;
         return json_into(&v, col, buf);
     }
     if col.vtype == ValueType::Bytes {
@@ -432,12 +482,18 @@ fn csv_into(field: &[u8], col: &Column, buf: &mut ColBuf) -> Result<(), BadKind>
     if field.is_empty() {
         return Err(BadKind::Null);
     }
-    let text = std::str::from_utf8(field).map_err(|_| wrong(col, "text that is not UTF-8".into()))?;
+    let text =
+        std::str::from_utf8(field).map_err(|_| wrong(col, "text that is not UTF-8".into()))?;
     let found = || format!("text {}", shorten(text));
     match col.vtype {
         ValueType::Int64 => match text.parse::<i64>() {
             Ok(i) => buf.ints.push(i),
-            Err(e) if matches!(e.kind(), std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+                ) =>
+            {
                 return Err(BadKind::OutOfRange {
                     value: text.to_string(),
                     dtype: "int64",
@@ -466,15 +522,20 @@ pub(crate) fn observe_json(v: &Value, obs: &mut Observed, at: &str) {
     match v {
         Value::Null => {}
         Value::Object(_) => {
-            obs.unsupported.get_or_insert_with(|| (at.to_string(), "an object".into()));
+            obs.unsupported
+                .get_or_insert_with(|| (at.to_string(), "an object".into()));
         }
         Value::Array(items) => {
             obs.see_shape(true, at);
             for item in items {
                 match item {
                     Value::Array(_) | Value::Object(_) => {
-                        obs.unsupported
-                            .get_or_insert_with(|| (at.to_string(), format!("a list holding {}", json_kind(item))));
+                        obs.unsupported.get_or_insert_with(|| {
+                            (
+                                at.to_string(),
+                                format!("a list holding {}", json_kind(item)),
+                            )
+                        });
                     }
                     _ => scalar(item, obs),
                 }
@@ -504,9 +565,13 @@ pub(crate) fn observe_csv(field: &[u8], obs: &mut Observed, at: &str) {
 fn arrow_leaf_type(dt: &DataType) -> Option<ValueType> {
     use DataType::*;
     match dt {
-        Boolean | Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 => Some(ValueType::Int64),
+        Boolean | Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 => {
+            Some(ValueType::Int64)
+        }
         Float32 | Float64 => Some(ValueType::Float),
-        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => Some(ValueType::Bytes),
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => {
+            Some(ValueType::Bytes)
+        }
         _ => None,
     }
 }
@@ -515,13 +580,18 @@ fn arrow_leaf_type(dt: &DataType) -> Option<ValueType> {
 pub(crate) fn arrow_column_type(dt: &DataType) -> Result<(ValueType, Shape), String> {
     let unsupported = || format!("Arrow type {dt} is not supported");
     match dt {
-        DataType::List(f) | DataType::LargeList(f) | DataType::ListView(f) | DataType::LargeListView(f) => {
-            arrow_leaf_type(f.data_type()).map(|t| (t, Shape::List)).ok_or_else(unsupported)
-        }
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f) => arrow_leaf_type(f.data_type())
+            .map(|t| (t, Shape::List))
+            .ok_or_else(unsupported),
         DataType::FixedSizeList(f, n) => arrow_leaf_type(f.data_type())
             .map(|t| (t, Shape::Fixed((*n).max(0) as usize)))
             .ok_or_else(unsupported),
-        other => arrow_leaf_type(other).map(|t| (t, Shape::Scalar)).ok_or_else(unsupported),
+        other => arrow_leaf_type(other)
+            .map(|t| (t, Shape::Scalar))
+            .ok_or_else(unsupported),
     }
 }
 
@@ -630,8 +700,10 @@ pub(crate) struct ArrowCol<'a> {
 impl<'a> ArrowCol<'a> {
     fn new(top: &'a ArrayRef, col: &Column) -> Result<ArrowCol<'a>, String> {
         let dt = top.data_type();
-        let (natural, _) = arrow_column_type(dt).map_err(|e| format!("column {:?}: {e}", col.source))?;
-        let compatible = natural == col.vtype || (natural == ValueType::Int64 && col.vtype == ValueType::Float);
+        let (natural, _) =
+            arrow_column_type(dt).map_err(|e| format!("column {:?}: {e}", col.source))?;
+        let compatible =
+            natural == col.vtype || (natural == ValueType::Int64 && col.vtype == ValueType::Float);
         if !compatible {
             return Err(format!(
                 "column {:?} is {dt} in Parquet and cannot be written as {}",
@@ -653,18 +725,21 @@ impl<'a> ArrowCol<'a> {
                 (l.values().as_ref(), Lists::Fixed((*n).max(0) as usize))
             }
             DataType::ListView(_) | DataType::LargeListView(_) => {
-                return Err(format!("column {:?}: Arrow list views are not supported", col.source));
+                return Err(format!(
+                    "column {:?}: Arrow list views are not supported",
+                    col.source
+                ));
             }
             _ => (top.as_ref(), Lists::Scalar),
         };
         if !matches!(lists, Lists::Scalar) && col.shape == Shape::Scalar {
             return Err(format!(
                 "column {:?} holds lists in Parquet; declare it as a list (NAME:{}[])",
-                col.source,
-                col.vtype
+                col.source, col.vtype
             ));
         }
-        let leaf = Leaf::new(leaf_array).ok_or_else(|| format!("column {:?}: Arrow type {dt} is not supported", col.source))?;
+        let leaf = Leaf::new(leaf_array)
+            .ok_or_else(|| format!("column {:?}: Arrow type {dt} is not supported", col.source))?;
         Ok(ArrowCol {
             top,
             leaf_array,
@@ -729,22 +804,34 @@ mod tests {
         assert_eq!(json("true", &int).map(|b| b.ints), Ok(vec![1]));
         assert_eq!(
             json("1.5", &int),
-            Err(BadKind::WrongType { expected: "int64".into(), found: "number 1.5".into() })
+            Err(BadKind::WrongType {
+                expected: "int64".into(),
+                found: "number 1.5".into()
+            })
         );
         assert_eq!(
             json("18446744073709551615", &int),
-            Err(BadKind::OutOfRange { value: "18446744073709551615".into(), dtype: "int64" })
+            Err(BadKind::OutOfRange {
+                value: "18446744073709551615".into(),
+                dtype: "int64"
+            })
         );
         assert_eq!(
             json("\"7\"", &int),
-            Err(BadKind::WrongType { expected: "int64".into(), found: "string \"7\"".into() })
+            Err(BadKind::WrongType {
+                expected: "int64".into(),
+                found: "string \"7\"".into()
+            })
         );
         let float = col(ValueType::Float, Shape::Scalar);
         assert_eq!(json("2", &float).map(|b| b.floats), Ok(vec![2.0]));
         assert_eq!(json("0.1", &float).map(|b| b.floats), Ok(vec![0.1f32]));
         assert_eq!(
             json("1e300", &float),
-            Err(BadKind::OutOfRange { value: "1e+300".into(), dtype: "float32" })
+            Err(BadKind::OutOfRange {
+                value: "1e+300".into(),
+                dtype: "float32"
+            })
         );
         let list = col(ValueType::Int64, Shape::List);
         assert_eq!(json("[1,2]", &list).map(|b| b.ints), Ok(vec![1, 2]));
@@ -752,25 +839,67 @@ mod tests {
         assert_eq!(json("[1,null]", &list), Err(BadKind::Null));
         assert_eq!(
             json("[[1]]", &list),
-            Err(BadKind::WrongType { expected: "list of int64".into(), found: "a list holding a list".into() })
+            Err(BadKind::WrongType {
+                expected: "list of int64".into(),
+                found: "a list holding a list".into()
+            })
         );
         assert_eq!(
             json("3", &list),
-            Err(BadKind::WrongType { expected: "list of int64".into(), found: "number 3".into() })
+            Err(BadKind::WrongType {
+                expected: "list of int64".into(),
+                found: "number 3".into()
+            })
         );
         let fixed = col(ValueType::Bytes, Shape::Fixed(2));
-        assert_eq!(json("[\"a\"]", &fixed), Err(BadKind::WrongLength { expected: 2, found: 1 }));
+        assert_eq!(
+            json("[\"a\"]", &fixed),
+            Err(BadKind::WrongLength {
+                expected: 2,
+                found: 1
+            })
+        );
     }
 
     #[test]
     fn json_fast_path_agrees_with_the_general_path() {
         let columns = vec![
-            Column { source: "i".into(), name: "i".into(), vtype: ValueType::Int64, shape: Shape::Scalar },
-            Column { source: "f".into(), name: "f".into(), vtype: ValueType::Float, shape: Shape::Scalar },
-            Column { source: "s".into(), name: "s".into(), vtype: ValueType::Bytes, shape: Shape::Scalar },
-            Column { source: "l".into(), name: "l".into(), vtype: ValueType::Int64, shape: Shape::List },
-            Column { source: "g".into(), name: "g".into(), vtype: ValueType::Float, shape: Shape::Fixed(2) },
-            Column { source: "t".into(), name: "t".into(), vtype: ValueType::Bytes, shape: Shape::List },
+            Column {
+                source: "i".into(),
+                name: "i".into(),
+                vtype: ValueType::Int64,
+                shape: Shape::Scalar,
+            },
+            Column {
+                source: "f".into(),
+                name: "f".into(),
+                vtype: ValueType::Float,
+                shape: Shape::Scalar,
+            },
+            Column {
+                source: "s".into(),
+                name: "s".into(),
+                vtype: ValueType::Bytes,
+                shape: Shape::Scalar,
+            },
+            Column {
+                source: "l".into(),
+                name: "l".into(),
+                vtype: ValueType::Int64,
+                shape: Shape::List,
+            },
+            Column {
+                source: "g".into(),
+                name: "g".into(),
+                vtype: ValueType::Float,
+                shape: Shape::Fixed(2),
+            },
+            Column {
+                source: "t".into(),
+                name: "t".into(),
+                vtype: ValueType::Bytes,
+                shape: Shape::List,
+            },
         ];
         let lines = [
             r#"{"i": 1, "f": 2, "s": "x\n\u00e9", "l": [1, -2], "g": [0.1, 1e-3], "t": ["a", ""]}"#,
@@ -789,7 +918,13 @@ mod tests {
         ];
         for omit in [false, true] {
             for unknown in [false, true] {
-                let p = RowParser::new(Schema { columns: columns.clone() }, omit, unknown);
+                let p = RowParser::new(
+                    Schema {
+                        columns: columns.clone(),
+                    },
+                    omit,
+                    unknown,
+                );
                 for line in lines {
                     let mut fast = vec![ColBuf::default(); columns.len()];
                     let mut slow = vec![ColBuf::default(); columns.len()];
@@ -811,11 +946,17 @@ mod tests {
         assert_eq!(csv_into(b"", &int, &mut buf), Err(BadKind::Null));
         assert_eq!(
             csv_into(b"99999999999999999999", &int, &mut buf),
-            Err(BadKind::OutOfRange { value: "99999999999999999999".into(), dtype: "int64" })
+            Err(BadKind::OutOfRange {
+                value: "99999999999999999999".into(),
+                dtype: "int64"
+            })
         );
         assert_eq!(
             csv_into(b"4.5", &int, &mut buf),
-            Err(BadKind::WrongType { expected: "int64".into(), found: "text \"4.5\"".into() })
+            Err(BadKind::WrongType {
+                expected: "int64".into(),
+                found: "text \"4.5\"".into()
+            })
         );
         csv_into(b"-12", &int, &mut buf).expect("int");
         assert_eq!(buf.ints, vec![-12]);

@@ -256,7 +256,11 @@ impl Observed {
     }
 
     pub fn see_shape(&mut self, list: bool, at: &str) {
-        let slot = if list { &mut self.list } else { &mut self.scalar };
+        let slot = if list {
+            &mut self.list
+        } else {
+            &mut self.scalar
+        };
         slot.get_or_insert_with(|| at.to_string());
     }
 
@@ -264,7 +268,9 @@ impl Observed {
     pub fn resolve(&self, column: &str) -> Result<(ValueType, Shape), String> {
         let fix = format!("give --feature {column}:TYPE or leave it out with --columns");
         if let Some((at, what)) = &self.unsupported {
-            return Err(format!("column {column:?}: {at} holds {what}, which is not supported: {fix}"));
+            return Err(format!(
+                "column {column:?}: {at} holds {what}, which is not supported: {fix}"
+            ));
         }
         let number = self.int.as_ref().or(self.float.as_ref());
         if let (Some(n), Some(b)) = (number, &self.bytes) {
@@ -313,7 +319,10 @@ mod tests {
             }
         );
         let f: FeatureArg = "a:b:float[]".parse().expect("parse");
-        assert_eq!((f.name.as_str(), f.vtype, f.shape), ("a:b", ValueType::Float, Shape::List));
+        assert_eq!(
+            (f.name.as_str(), f.vtype, f.shape),
+            ("a:b", ValueType::Float, Shape::List)
+        );
         let f: FeatureArg = "img:bytes[3]".parse().expect("parse");
         assert_eq!(f.shape, Shape::Fixed(3));
         assert!("x".parse::<FeatureArg>().is_err());
@@ -328,8 +337,14 @@ mod tests {
         assert_eq!(
             c,
             vec![
-                ColumnSelect { source: "a".into(), name: "a".into() },
-                ColumnSelect { source: "b".into(), name: "new_b".into() }
+                ColumnSelect {
+                    source: "a".into(),
+                    name: "a".into()
+                },
+                ColumnSelect {
+                    source: "b".into(),
+                    name: "new_b".into()
+                }
             ]
         );
         assert!(parse_columns("a,a").is_err());
@@ -342,12 +357,30 @@ mod tests {
     fn spec_strings() {
         let schema = Schema {
             columns: vec![
-                Column { source: "ids".into(), name: "input_ids".into(), vtype: ValueType::Int64, shape: Shape::List },
-                Column { source: "y".into(), name: "y".into(), vtype: ValueType::Float, shape: Shape::Scalar },
-                Column { source: "t".into(), name: "t".into(), vtype: ValueType::Bytes, shape: Shape::Fixed(2) },
+                Column {
+                    source: "ids".into(),
+                    name: "input_ids".into(),
+                    vtype: ValueType::Int64,
+                    shape: Shape::List,
+                },
+                Column {
+                    source: "y".into(),
+                    name: "y".into(),
+                    vtype: ValueType::Float,
+                    shape: Shape::Scalar,
+                },
+                Column {
+                    source: "t".into(),
+                    name: "t".into(),
+                    vtype: ValueType::Bytes,
+                    shape: Shape::Fixed(2),
+                },
             ],
         };
-        assert_eq!(schema.spec(), "input_ids:var_len:int64,y:fixed_len[]:float,t:fixed_len[2]:string");
+        assert_eq!(
+            schema.spec(),
+            "input_ids:var_len:int64,y:fixed_len[]:float,t:fixed_len[2]:string"
+        );
     }
 
     #[test]
@@ -360,13 +393,19 @@ mod tests {
         assert_eq!(o.resolve("x"), Ok((ValueType::Float, Shape::Scalar)));
         o.see(Seen::Bytes, "line 3");
         let err = o.resolve("x").expect_err("mixed");
-        assert!(err.contains("numbers (line 1) and strings (line 3)"), "{err}");
+        assert!(
+            err.contains("numbers (line 1) and strings (line 3)"),
+            "{err}"
+        );
         let mut o = Observed::default();
         o.see(Seen::Bytes, "line 1");
         o.see_shape(false, "line 1");
         o.see_shape(true, "line 4");
         let err = o.resolve("x").expect_err("mixed shape");
-        assert!(err.contains("single values (line 1) and lists (line 4)"), "{err}");
+        assert!(
+            err.contains("single values (line 1) and lists (line 4)"),
+            "{err}"
+        );
         assert!(Observed::default().resolve("x").is_err());
     }
 }

@@ -59,7 +59,14 @@ pub fn extension(compression: Compression) -> &'static str {
 }
 
 /// The name of shard `index` of `count` holding `records` records.
-pub fn shard_name(naming: Naming, stem: &str, index: usize, count: usize, records: u64, compression: Compression) -> String {
+pub fn shard_name(
+    naming: Naming,
+    stem: &str,
+    index: usize,
+    count: usize,
+    records: u64,
+    compression: Compression,
+) -> String {
     let ext = extension(compression);
     match naming {
         Naming::Tf => format!("{stem}-{index:05}-of-{count:05}{ext}"),
@@ -96,7 +103,9 @@ pub fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
         Naming::Tf => core
             .split_once("-of-")
             .is_some_and(|(a, b)| a.len() == 5 && b.len() == 5 && digits(a) && digits(b)),
-        Naming::Hf => core.split_once('-').is_some_and(|(a, b)| digits(a) && digits(b)),
+        Naming::Hf => core
+            .split_once('-')
+            .is_some_and(|(a, b)| digits(a) && digits(b)),
     }
 }
 
@@ -158,7 +167,12 @@ pub(crate) struct ShardWriter {
 }
 
 impl ShardWriter {
-    pub fn new(sink: Arc<dyn ShardSink>, stem: String, compression: Compression, limit: ShardLimit) -> Self {
+    pub fn new(
+        sink: Arc<dyn ShardSink>,
+        stem: String,
+        compression: Compression,
+        limit: ShardLimit,
+    ) -> Self {
         ShardWriter {
             sink,
             stem,
@@ -220,9 +234,15 @@ impl ShardWriter {
         };
         let records = open.writer.records();
         let loc = self.sink.location(&open.temp);
-        let hashed = open.writer.finish().map_err(|e| ConvertError::output(&loc, e))?;
+        let hashed = open
+            .writer
+            .finish()
+            .map_err(|e| ConvertError::output(&loc, e))?;
         let (bytes, crc32c) = (hashed.bytes, hashed.crc);
-        hashed.inner.close().map_err(|e| ConvertError::output(&loc, e))?;
+        hashed
+            .inner
+            .close()
+            .map_err(|e| ConvertError::output(&loc, e))?;
         self.closed.push(Closed {
             temp: open.temp,
             records,
@@ -255,14 +275,40 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(shard_name(Naming::Tf, "train", 3, 16, 9, Compression::None), "train-00003-of-00016.tfrecord");
-        assert_eq!(shard_name(Naming::Hf, "dataset", 3, 16, 5000, Compression::Gzip), "dataset-3-5000.tfrecord.gz");
-        assert!(is_shard_of(Naming::Tf, "train", "train-00003-of-00016.tfrecord.zz"));
-        assert!(!is_shard_of(Naming::Tf, "train", "train-task00001-00003-of-00016.tfrecord"));
+        assert_eq!(
+            shard_name(Naming::Tf, "train", 3, 16, 9, Compression::None),
+            "train-00003-of-00016.tfrecord"
+        );
+        assert_eq!(
+            shard_name(Naming::Hf, "dataset", 3, 16, 5000, Compression::Gzip),
+            "dataset-3-5000.tfrecord.gz"
+        );
+        assert!(is_shard_of(
+            Naming::Tf,
+            "train",
+            "train-00003-of-00016.tfrecord.zz"
+        ));
+        assert!(!is_shard_of(
+            Naming::Tf,
+            "train",
+            "train-task00001-00003-of-00016.tfrecord"
+        ));
         assert!(!is_shard_of(Naming::Tf, "train", "train-3-5.tfrecord"));
-        assert!(is_shard_of(Naming::Hf, "dataset", "dataset-3-5000.tfrecord"));
-        assert!(!is_shard_of(Naming::Hf, "dataset", "dataset-task00001-3-5000.tfrecord"));
-        assert!(!is_shard_of(Naming::Hf, "dataset", "dataset-3-5000.tfrecord.tmp"));
+        assert!(is_shard_of(
+            Naming::Hf,
+            "dataset",
+            "dataset-3-5000.tfrecord"
+        ));
+        assert!(!is_shard_of(
+            Naming::Hf,
+            "dataset",
+            "dataset-task00001-3-5000.tfrecord"
+        ));
+        assert!(!is_shard_of(
+            Naming::Hf,
+            "dataset",
+            "dataset-3-5000.tfrecord.tmp"
+        ));
         assert_eq!(temp_name("train", 2), ".train-00002.tmp");
         assert!(is_temp_of("train", ".train-00002.tmp"));
         assert!(!is_temp_of("train", ".train-task00001-00002.tmp"));

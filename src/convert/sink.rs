@@ -57,7 +57,12 @@ impl LocalSink {
     }
 
     fn path(&self, name: &str) -> io::Result<PathBuf> {
-        if name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".." {
+        if name.is_empty()
+            || name.contains('/')
+            || name.contains('\\')
+            || name == "."
+            || name == ".."
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{name:?} is not a plain file name"),
@@ -146,10 +151,16 @@ mod tests {
         w.close().expect("close");
         assert_eq!(sink.list("a").expect("list"), Vec::<String>::new());
         sink.commit(".t0", "a.rec").expect("commit");
-        assert_eq!(fs::read(dir.path().join("out/a.rec")).expect("read"), b"abc");
+        assert_eq!(
+            fs::read(dir.path().join("out/a.rec")).expect("read"),
+            b"abc"
+        );
         assert_eq!(sink.list("a").expect("list"), vec!["a.rec".to_string()]);
         sink.put("m.json", b"{}").expect("put");
-        assert_eq!(fs::read(dir.path().join("out/m.json")).expect("read"), b"{}");
+        assert_eq!(
+            fs::read(dir.path().join("out/m.json")).expect("read"),
+            b"{}"
+        );
         sink.remove("a.rec").expect("remove");
         sink.remove("a.rec").expect("remove missing is fine");
         assert!(sink.create("../x").is_err());

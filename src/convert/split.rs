@@ -76,8 +76,14 @@ mod tests {
 
     #[test]
     fn files_are_dealt_in_contiguous_runs() {
-        assert_eq!(by_files(5, 0, 2).iter().map(|r| r.file).collect::<Vec<_>>(), vec![0, 1]);
-        assert_eq!(by_files(5, 1, 2).iter().map(|r| r.file).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(
+            by_files(5, 0, 2).iter().map(|r| r.file).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            by_files(5, 1, 2).iter().map(|r| r.file).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
     }
 
     #[test]
@@ -86,11 +92,36 @@ mod tests {
         let t0 = by_blocks(&[2500, 10], 1000, 0, 3);
         let t1 = by_blocks(&[2500, 10], 1000, 1, 3);
         let t2 = by_blocks(&[2500, 10], 1000, 2, 3);
-        assert_eq!(t0, vec![FileRange { file: 0, start: 0, end: 1000 }]);
-        assert_eq!(t1, vec![FileRange { file: 0, start: 1000, end: 2000 }]);
+        assert_eq!(
+            t0,
+            vec![FileRange {
+                file: 0,
+                start: 0,
+                end: 1000
+            }]
+        );
+        assert_eq!(
+            t1,
+            vec![FileRange {
+                file: 0,
+                start: 1000,
+                end: 2000
+            }]
+        );
         assert_eq!(
             t2,
-            vec![FileRange { file: 0, start: 2000, end: 2500 }, FileRange { file: 1, start: 0, end: 10 }]
+            vec![
+                FileRange {
+                    file: 0,
+                    start: 2000,
+                    end: 2500
+                },
+                FileRange {
+                    file: 1,
+                    start: 0,
+                    end: 10
+                }
+            ]
         );
     }
 

@@ -66,7 +66,9 @@ impl Tok {
                 }))
                 .map_err(|e| err(e.to_string()))?;
         } else {
-            tokenizer.with_truncation(None).map_err(|e| err(e.to_string()))?;
+            tokenizer
+                .with_truncation(None)
+                .map_err(|e| err(e.to_string()))?;
         }
         // Padding would change the values; a tokenizer.json may carry it.
         tokenizer.with_padding(None);
@@ -77,7 +79,12 @@ impl Tok {
     }
 
     /// Appends the ids and attention mask of `text`.
-    pub fn encode(&self, text: &str, ids: &mut Vec<i64>, mask: &mut Vec<i64>) -> Result<(), String> {
+    pub fn encode(
+        &self,
+        text: &str,
+        ids: &mut Vec<i64>,
+        mask: &mut Vec<i64>,
+    ) -> Result<(), String> {
         let encoding = self
             .tokenizer
             .encode(text, self.add_special)
