@@ -988,6 +988,30 @@ mod parquet_input {
                        "b": {"bytes": [""]}, "flag": {"int64": [0]}, "ids": {"int64": []}, "xy": {"float": [-0.25, 3.0]}}),
             ]
         );
+        // Tokenizing a Parquet text column.
+        let tok = tmp();
+        convert(
+            tok.path(),
+            &[
+                path.to_str().expect("path"),
+                "--text-column",
+                "s",
+                "--tokenizer",
+                "testdata/tokenizer/tokenizer.json",
+                "--group-to",
+                "2",
+            ],
+        );
+        // "a" and "été" with BOS/EOS around each (ids from the Python package),
+        // concatenated and cut in twos.
+        let got: Vec<Vec<i64>> = cat(&shards(tok.path()))
+            .iter()
+            .map(|g| int_list(g, "input_ids"))
+            .collect();
+        assert_eq!(
+            got,
+            vec![vec![1, 67], vec![2, 1], vec![348, 86], vec![348, 2]]
+        );
         // Task split by rows (one file, three tasks).
         let whole = cat(&shards(out.path()));
         let split = tmp();

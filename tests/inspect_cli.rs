@@ -20,9 +20,12 @@ fn read(rel: &str) -> Vec<u8> {
 
 /// Per feature: (dtype, records holding it, min, max, sum of value counts),
 /// computed from the expected JSON that TensorFlow's script wrote.
-fn expected_stats(json_file: &str) -> (u64, BTreeMap<String, (String, u64, u64, u64, u64)>) {
+/// dtype, records holding the feature, min, max and sum of value counts.
+type Expected = (String, u64, u64, u64, u64);
+
+fn expected_stats(json_file: &str) -> (u64, BTreeMap<String, Expected>) {
     let text = String::from_utf8(read(json_file)).expect("utf-8");
-    let mut stats: BTreeMap<String, (String, u64, u64, u64, u64)> = BTreeMap::new();
+    let mut stats: BTreeMap<String, Expected> = BTreeMap::new();
     let mut records = 0;
     for line in text.lines() {
         records += 1;

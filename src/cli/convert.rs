@@ -129,7 +129,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     let value: f64 = num.parse().map_err(|_| format!("{s:?}: not a size"))?;
     let bytes = value * mult as f64;
-    if !(bytes >= 1.0 && bytes < 1.8e19) {
+    if !(1.0..1.8e19).contains(&bytes) {
         return Err(format!("{s:?}: out of range"));
     }
     Ok(bytes.round() as u64)

@@ -26,7 +26,7 @@ enum Command {
     /// Print every record as one JSON object per line, values tagged by type.
     Cat(cat::CatArgs),
     /// Convert JSONL, CSV, Parquet or text into TFRecord shards of tf.train.Example.
-    Convert(convert::ConvertArgs),
+    Convert(Box<convert::ConvertArgs>),
     /// Print the number of records in each file and the total.
     Count(count::CountArgs),
     /// Write DALI tfrecord2idx index files (`offset length` per record).

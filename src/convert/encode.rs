@@ -63,7 +63,7 @@ impl ColBuf {
 #[inline]
 fn varint_len(v: u64) -> usize {
     // 1 byte per 7 bits, at least 1.
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 #[inline]

@@ -598,6 +598,9 @@ fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
     Ok(())
 }
 
+/// A column's type as found in the input, or why it cannot be used.
+type ColumnType = Result<(ValueType, Shape), String>;
+
 /// The schema of the input columns (before tokenization), and whether input
 /// columns outside it are ignored.
 fn input_schema(
@@ -649,7 +652,7 @@ fn input_schema(
     }
     let explicit = |source: &str| opts.features.iter().find(|f| f.name == source);
     // Candidate columns, in order, with their observed type.
-    let mut found: Vec<(String, Result<(ValueType, Shape), String>)> = Vec::new();
+    let mut found: Vec<(String, ColumnType)> = Vec::new();
     match first.format {
         Format::Parquet => {
             let builder = input::parquet_builder(first)?;
@@ -709,6 +712,11 @@ fn input_schema(
     }
     let selection: Vec<ColumnSelect> = match &opts.columns {
         Some(c) => c.clone(),
+        // Grouped tokens keep no other column: read only the text.
+        None if grouping => vec![ColumnSelect {
+            source: text_col.to_string(),
+            name: text_col.to_string(),
+        }],
         None => {
             let mut all: Vec<ColumnSelect> = found
                 .iter()
