@@ -168,7 +168,7 @@ impl CliProgress {
         if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(0);
             let style = ProgressStyle::with_template(
-                "{spinner} {elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
+                "[{bar:20}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
@@ -202,7 +202,7 @@ impl Progress for CliProgress {
             bar.set_length(s.input_total.max(s.input_bytes));
             bar.set_position(s.input_bytes);
             bar.set_message(format!(
-                "{} records ({:.0}/s)",
+                "{} rec {:.0}/s",
                 s.records_out,
                 s.records_out as f64 / secs
             ));
