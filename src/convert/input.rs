@@ -324,39 +324,49 @@ pub fn split_unit(buf: &[u8], eof: bool, csv: Option<u8>) -> Option<Unit> {
     })
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum CsvState {
-    FieldStart,
-    Unquoted,
-    Quoted,
-    QuoteInQuoted,
-}
-
 /// The index of the `\n` that ends the first CSV record (outside quotes),
 /// and the number of line breaks up to and including it.
+///
+/// A quote opens a quoted field only at the start of a field (after the
+/// delimiter or at the start of the record); inside one, `""` is a quote and
+/// a lone `"` closes it. A quote anywhere else is an ordinary character.
 fn csv_record_end(buf: &[u8], delim: u8) -> (Option<usize>, u64) {
-    let mut state = CsvState::FieldStart;
+    let count = |s: &[u8]| memchr::memchr_iter(b'\n', s).count() as u64;
     let mut newlines = 0;
-    for (i, &b) in buf.iter().enumerate() {
-        if b == b'\n' {
-            newlines += 1;
-            if state != CsvState::Quoted {
-                return (Some(i), newlines);
+    let mut i = 0;
+    loop {
+        let rest = buf.get(i..).unwrap_or_default();
+        match memchr::memchr2(b'\n', b'"', rest) {
+            None => return (None, newlines),
+            Some(j) => {
+                let p = i + j;
+                if buf.get(p) == Some(&b'\n') {
+                    return (Some(p), newlines + 1);
+                }
+                i = p + 1;
+                let at_field_start = p == 0 || buf.get(p - 1) == Some(&delim);
+                if !at_field_start {
+                    continue;
+                }
+                // Inside a quoted field: up to the closing quote.
+                loop {
+                    let rest = buf.get(i..).unwrap_or_default();
+                    match memchr::memchr(b'"', rest) {
+                        None => return (None, newlines + count(rest)),
+                        Some(j) => {
+                            newlines += count(&rest[..j]);
+                            i += j + 1;
+                            if buf.get(i) == Some(&b'"') {
+                                i += 1;
+                            } else {
+                                break;
+                            }
+                        }
+                    }
+                }
             }
-            continue;
         }
-        state = match state {
-            CsvState::FieldStart if b == b'"' => CsvState::Quoted,
-            CsvState::FieldStart | CsvState::Unquoted if b == delim => CsvState::FieldStart,
-            CsvState::FieldStart | CsvState::Unquoted => CsvState::Unquoted,
-            CsvState::Quoted if b == b'"' => CsvState::QuoteInQuoted,
-            CsvState::Quoted => CsvState::Quoted,
-            CsvState::QuoteInQuoted if b == b'"' => CsvState::Quoted,
-            CsvState::QuoteInQuoted if b == delim => CsvState::FieldStart,
-            CsvState::QuoteInQuoted => CsvState::Unquoted,
-        };
     }
-    (None, newlines)
 }
 
 /// True when a CSV unit's content is empty or only `\r` (a blank line, not a record).
@@ -854,6 +864,46 @@ mod tests {
                 newlines: 1
             })
         );
+    }
+
+    /// A byte-at-a-time state machine: the reference for `csv_record_end`.
+    fn reference_end(buf: &[u8], delim: u8) -> (Option<usize>, u64) {
+        #[derive(PartialEq)]
+        enum S {
+            Start,
+            Plain,
+            Quoted,
+            QuoteInQuoted,
+        }
+        let mut st = S::Start;
+        let mut newlines = 0;
+        for (i, &b) in buf.iter().enumerate() {
+            if b == b'\n' {
+                newlines += 1;
+                if st != S::Quoted {
+                    return (Some(i), newlines);
+                }
+                continue;
+            }
+            st = match st {
+                S::Start if b == b'"' => S::Quoted,
+                S::Start | S::Plain if b == delim => S::Start,
+                S::Start | S::Plain => S::Plain,
+                S::Quoted if b == b'"' => S::QuoteInQuoted,
+                S::Quoted => S::Quoted,
+                S::QuoteInQuoted if b == b'"' => S::Quoted,
+                S::QuoteInQuoted if b == delim => S::Start,
+                S::QuoteInQuoted => S::Plain,
+            };
+        }
+        (None, newlines)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn csv_record_end_matches_the_state_machine(s in "[a,\"\n]{0,40}") {
+            proptest::prop_assert_eq!(csv_record_end(s.as_bytes(), b','), reference_end(s.as_bytes(), b','));
+        }
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Tok {
     ) -> Result<(), String> {
         let encoding = self
             .tokenizer
-            .encode(text, self.add_special)
+            .encode_fast(text, self.add_special)
             .map_err(|e| e.to_string())?;
         ids.extend(encoding.get_ids().iter().map(|&i| i64::from(i)));
         mask.extend(encoding.get_attention_mask().iter().map(|&m| i64::from(m)));
