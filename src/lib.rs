@@ -9,8 +9,10 @@
 //! - [`batch`]: static-shape batches: padding, masks, bucketing, packing,
 //!   aligned pooled buffers.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
+//! - [`convert`]: JSONL, CSV, Parquet and text to TFRecord shards (`infeed convert`).
 
 pub mod batch;
+pub mod convert;
 pub mod example;
 pub mod pipeline;
 pub mod record;

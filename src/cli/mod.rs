@@ -2,7 +2,10 @@
 
 mod bench;
 mod cat;
+mod convert;
 mod count;
+mod index;
+mod inspect;
 mod verify;
 
 use std::io::{self, Write};
@@ -23,8 +26,14 @@ struct Cli {
 enum Command {
     /// Print every record as one JSON object per line, values tagged by type.
     Cat(cat::CatArgs),
+    /// Convert JSONL, CSV, Parquet or text into TFRecord shards of tf.train.Example.
+    Convert(Box<convert::ConvertArgs>),
     /// Print the number of records in each file and the total.
     Count(count::CountArgs),
+    /// Write DALI tfrecord2idx index files (`offset length` per record).
+    Index(index::IndexArgs),
+    /// Infer the schema of TFRecord files: features, types, value counts, a spec.
+    Inspect(inspect::InspectArgs),
     /// Check every record's CRCs; list each corrupt record; exit 1 if any.
     Verify(verify::VerifyArgs),
     /// Run a pipeline described by flags and print its speed as one JSON line.
@@ -69,6 +78,8 @@ enum CliError {
     Record(#[from] infeed::record::RecordError),
     #[error(transparent)]
     Pipeline(#[from] infeed::pipeline::PipelineError),
+    #[error(transparent)]
+    Convert(#[from] infeed::convert::ConvertError),
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("{0}")]
@@ -82,7 +93,10 @@ pub fn main() -> i32 {
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result = match &cli.command {
         Command::Cat(args) => cat::run(args, &mut out),
+        Command::Convert(args) => convert::run(args, &mut out),
         Command::Count(args) => count::run(args, &mut out),
+        Command::Index(args) => index::run(args, &mut out),
+        Command::Inspect(args) => inspect::run(args, &mut out),
         Command::Verify(args) => verify::run(args, &mut out),
         Command::Bench(args) => bench::run(args, &mut out),
     };

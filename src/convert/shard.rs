@@ -1,0 +1,316 @@
+//! Cutting the output into shards, naming them, and committing them.
+//!
+//! Shards are written under hidden temporary names (`.STEM-00003.tmp`) and
+//! renamed when the task ends, because a TensorFlow-style name holds the
+//! shard count (`train-00003-of-00016.tfrecord`), known only then.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use crate::record::{Compression, FOOTER_LEN, HEADER_LEN, RecordWriter};
+
+use super::error::ConvertError;
+use super::sink::{ShardSink, ShardWrite};
+
+/// When to start a new shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardLimit {
+    /// At most this many framed (uncompressed) bytes per shard; a record
+    /// larger than that gets a shard of its own.
+    Bytes(u64),
+    /// At most this many records per shard.
+    Records(u64),
+}
+
+/// How shards are named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// `train-00000-of-00016.tfrecord` (TensorFlow Datasets style).
+    Tf,
+    /// `dataset-3-5000.tfrecord`: shard index and record count (Hugging Face's script).
+    Hf,
+}
+
+impl Naming {
+    /// The default `--prefix`.
+    pub fn default_prefix(self) -> &'static str {
+        match self {
+            Naming::Tf => "train",
+            Naming::Hf => "dataset",
+        }
+    }
+
+    /// The name in the manifest and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Naming::Tf => "tf",
+            Naming::Hf => "hf",
+        }
+    }
+}
+
+/// The file extension of shards: `.tfrecord`, `.tfrecord.gz`, `.tfrecord.zz`.
+pub fn extension(compression: Compression) -> &'static str {
+    match compression {
+        Compression::None => ".tfrecord",
+        Compression::Gzip => ".tfrecord.gz",
+        Compression::Zlib => ".tfrecord.zz",
+    }
+}
+
+/// The name of shard `index` of `count` holding `records` records.
+pub fn shard_name(
+    naming: Naming,
+    stem: &str,
+    index: usize,
+    count: usize,
+    records: u64,
+    compression: Compression,
+) -> String {
+    let ext = extension(compression);
+    match naming {
+        Naming::Tf => format!("{stem}-{index:05}-of-{count:05}{ext}"),
+        Naming::Hf => format!("{stem}-{index}-{records}{ext}"),
+    }
+}
+
+/// The temporary name of shard `index` (hidden, fixed per task so a rerun overwrites it).
+pub fn temp_name(stem: &str, index: usize) -> String {
+    format!(".{stem}-{index:05}.tmp")
+}
+
+/// True when `name` is a temporary shard name of `stem`.
+pub fn is_temp_of(stem: &str, name: &str) -> bool {
+    name.strip_prefix(&format!(".{stem}-"))
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// True when `name` is a shard name of `stem` under `naming` (any compression),
+/// so that a rerun can remove shards an earlier run left and this one did not write.
+pub fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(&format!("{stem}-")) else {
+        return false;
+    };
+    let Some(core) = [".tfrecord", ".tfrecord.gz", ".tfrecord.zz"]
+        .iter()
+        .find_map(|ext| rest.strip_suffix(ext))
+    else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match naming {
+        Naming::Tf => core
+            .split_once("-of-")
+            .is_some_and(|(a, b)| a.len() == 5 && b.len() == 5 && digits(a) && digits(b)),
+        Naming::Hf => core
+            .split_once('-')
+            .is_some_and(|(a, b)| digits(a) && digits(b)),
+    }
+}
+
+/// Counts bytes and computes the CRC32C of everything written through it.
+pub(crate) struct HashWriter<W> {
+    inner: W,
+    bytes: u64,
+    crc: u32,
+}
+
+impl<W: Write> Write for HashWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A committed shard, as the manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardInfo {
+    /// The final name.
+    pub name: String,
+    /// Records in the shard.
+    pub records: u64,
+    /// Size of the file in bytes (compressed, if compressed).
+    pub bytes: u64,
+    /// CRC32C (Castagnoli, unmasked) of the whole file.
+    pub crc32c: u32,
+}
+
+struct Open {
+    temp: String,
+    writer: RecordWriter<HashWriter<Box<dyn ShardWrite>>>,
+    framed: u64,
+}
+
+/// A closed shard under its temporary name.
+#[derive(Clone, Debug)]
+pub(crate) struct Closed {
+    pub temp: String,
+    pub records: u64,
+    pub bytes: u64,
+    pub crc32c: u32,
+}
+
+/// Writes records into shards of a bounded size under temporary names.
+pub(crate) struct ShardWriter {
+    sink: Arc<dyn ShardSink>,
+    stem: String,
+    compression: Compression,
+    limit: ShardLimit,
+    open: Option<Open>,
+    closed: Vec<Closed>,
+}
+
+impl ShardWriter {
+    pub fn new(
+        sink: Arc<dyn ShardSink>,
+        stem: String,
+        compression: Compression,
+        limit: ShardLimit,
+    ) -> Self {
+        ShardWriter {
+            sink,
+            stem,
+            compression,
+            limit,
+            open: None,
+            closed: Vec::new(),
+        }
+    }
+
+    fn full(&self, open: &Open, next_len: usize) -> bool {
+        let records = open.writer.records();
+        if records == 0 {
+            return false;
+        }
+        match self.limit {
+            ShardLimit::Records(n) => records >= n,
+            ShardLimit::Bytes(n) => open.framed + (HEADER_LEN + next_len + FOOTER_LEN) as u64 > n,
+        }
+    }
+
+    /// Writes one serialized Example.
+    pub fn write(&mut self, payload: &[u8]) -> Result<(), ConvertError> {
+        if let Some(open) = &self.open
+            && self.full(open, payload.len())
+        {
+            self.close_open()?;
+        }
+        if self.open.is_none() {
+            let temp = temp_name(&self.stem, self.closed.len());
+            let object = self
+                .sink
+                .create(&temp)
+                .map_err(|e| ConvertError::output(self.sink.location(&temp), e))?;
+            let hashed = HashWriter {
+                inner: object,
+                bytes: 0,
+                crc: 0,
+            };
+            self.open = Some(Open {
+                temp,
+                writer: RecordWriter::new(hashed, self.compression),
+                framed: 0,
+            });
+        }
+        let location = |sink: &Arc<dyn ShardSink>, temp: &str| sink.location(temp);
+        if let Some(open) = &mut self.open {
+            open.writer
+                .write_record(payload)
+                .map_err(|e| ConvertError::output(location(&self.sink, &open.temp), e))?;
+            open.framed += (HEADER_LEN + payload.len() + FOOTER_LEN) as u64;
+        }
+        Ok(())
+    }
+
+    fn close_open(&mut self) -> Result<(), ConvertError> {
+        let Some(open) = self.open.take() else {
+            return Ok(());
+        };
+        let records = open.writer.records();
+        let loc = self.sink.location(&open.temp);
+        let hashed = open
+            .writer
+            .finish()
+            .map_err(|e| ConvertError::output(&loc, e))?;
+        let (bytes, crc32c) = (hashed.bytes, hashed.crc);
+        hashed
+            .inner
+            .close()
+            .map_err(|e| ConvertError::output(&loc, e))?;
+        self.closed.push(Closed {
+            temp: open.temp,
+            records,
+            bytes,
+            crc32c,
+        });
+        Ok(())
+    }
+
+    /// Closes the last shard; gives the closed shards, in order.
+    pub fn finish(mut self) -> Result<Vec<Closed>, ConvertError> {
+        self.close_open()?;
+        Ok(std::mem::take(&mut self.closed))
+    }
+
+    /// Removes every temporary object written so far.
+    pub fn abort(mut self) {
+        if let Some(open) = self.open.take() {
+            drop(open);
+        }
+        for i in 0..=self.closed.len() {
+            let _ = self.sink.remove(&temp_name(&self.stem, i));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            shard_name(Naming::Tf, "train", 3, 16, 9, Compression::None),
+            "train-00003-of-00016.tfrecord"
+        );
+        assert_eq!(
+            shard_name(Naming::Hf, "dataset", 3, 16, 5000, Compression::Gzip),
+            "dataset-3-5000.tfrecord.gz"
+        );
+        assert!(is_shard_of(
+            Naming::Tf,
+            "train",
+            "train-00003-of-00016.tfrecord.zz"
+        ));
+        assert!(!is_shard_of(
+            Naming::Tf,
+            "train",
+            "train-task00001-00003-of-00016.tfrecord"
+        ));
+        assert!(!is_shard_of(Naming::Tf, "train", "train-3-5.tfrecord"));
+        assert!(is_shard_of(
+            Naming::Hf,
+            "dataset",
+            "dataset-3-5000.tfrecord"
+        ));
+        assert!(!is_shard_of(
+            Naming::Hf,
+            "dataset",
+            "dataset-task00001-3-5000.tfrecord"
+        ));
+        assert!(!is_shard_of(
+            Naming::Hf,
+            "dataset",
+            "dataset-3-5000.tfrecord.tmp"
+        ));
+        assert_eq!(temp_name("train", 2), ".train-00002.tmp");
+        assert!(is_temp_of("train", ".train-00002.tmp"));
+        assert!(!is_temp_of("train", ".train-task00001-00002.tmp"));
+    }
+}

@@ -1,0 +1,169 @@
+//! Where shards go. A [`ShardSink`] writes each shard under a temporary
+//! name and commits it under its final name at the end (an atomic rename on
+//! a local disk; a completed multipart upload, or copy + delete, on an object
+//! store), so a crashed or retried task never leaves a half-written shard
+//! under a final name. [`LocalSink`] writes to a local folder; a cloud sink
+//! (gs://, s3://, az://) implements the same trait.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// An object being written; bytes are durable once [`ShardWrite::close`] returns.
+pub trait ShardWrite: Write + Send {
+    /// Flushes and makes the object durable (fsync, or completes an upload).
+    fn close(self: Box<Self>) -> io::Result<()>;
+}
+
+/// A place for shards: a folder or a bucket prefix.
+pub trait ShardSink: Send + Sync {
+    /// Starts writing the object `name` (replacing any object of that name).
+    /// Used for temporary names only; see [`ShardSink::commit`].
+    fn create(&self, name: &str) -> io::Result<Box<dyn ShardWrite>>;
+    /// Atomically renames the closed object `temp` to `name`, replacing `name`.
+    fn commit(&self, temp: &str, name: &str) -> io::Result<()>;
+    /// Removes an object; a missing one is not an error.
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// Names of the objects whose names start with `prefix`.
+    fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
+    /// Writes a small object atomically (the manifest).
+    fn put(&self, name: &str, data: &[u8]) -> io::Result<()> {
+        let temp = format!(".{name}.tmp");
+        let mut w = self.create(&temp)?;
+        w.write_all(data)?;
+        w.close()?;
+        self.commit(&temp, name)
+    }
+    /// Where `name` is, for messages (a path or URL).
+    fn location(&self, name: &str) -> String;
+    /// Makes committed renames durable (fsync of the folder); no-op by default.
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A local folder (created if missing).
+#[derive(Clone, Debug)]
+pub struct LocalSink {
+    dir: PathBuf,
+}
+
+impl LocalSink {
+    /// A sink writing into `dir`, creating it (and its parents) if needed.
+    pub fn new(dir: impl AsRef<Path>) -> io::Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        fs::create_dir_all(&dir)?;
+        Ok(LocalSink { dir })
+    }
+
+    fn path(&self, name: &str) -> io::Result<PathBuf> {
+        if name.is_empty()
+            || name.contains('/')
+            || name.contains('\\')
+            || name == "."
+            || name == ".."
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} is not a plain file name"),
+            ));
+        }
+        Ok(self.dir.join(name))
+    }
+}
+
+struct LocalWrite {
+    file: BufWriter<File>,
+}
+
+impl Write for LocalWrite {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.file.write_all(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl ShardWrite for LocalWrite {
+    fn close(self: Box<Self>) -> io::Result<()> {
+        let file = self.file.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()
+    }
+}
+
+impl ShardSink for LocalSink {
+    fn create(&self, name: &str) -> io::Result<Box<dyn ShardWrite>> {
+        let file = File::create(self.path(name)?)?;
+        Ok(Box::new(LocalWrite {
+            file: BufWriter::with_capacity(1 << 20, file),
+        }))
+    }
+
+    fn commit(&self, temp: &str, name: &str) -> io::Result<()> {
+        fs::rename(self.path(temp)?, self.path(name)?)
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        match fs::remove_file(self.path(name)?) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if let Some(name) = entry.file_name().to_str()
+                && name.starts_with(prefix)
+                && entry.file_type()?.is_file()
+            {
+                names.push(name.to_string());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn location(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_sink_commits_by_rename_and_lists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = LocalSink::new(dir.path().join("out")).expect("sink");
+        let mut w = sink.create(".t0").expect("create");
+        w.write_all(b"abc").expect("write");
+        w.close().expect("close");
+        assert_eq!(sink.list("a").expect("list"), Vec::<String>::new());
+        sink.commit(".t0", "a.rec").expect("commit");
+        assert_eq!(
+            fs::read(dir.path().join("out/a.rec")).expect("read"),
+            b"abc"
+        );
+        assert_eq!(sink.list("a").expect("list"), vec!["a.rec".to_string()]);
+        sink.put("m.json", b"{}").expect("put");
+        assert_eq!(
+            fs::read(dir.path().join("out/m.json")).expect("read"),
+            b"{}"
+        );
+        sink.remove("a.rec").expect("remove");
+        sink.remove("a.rec").expect("remove missing is fine");
+        assert!(sink.create("../x").is_err());
+        sink.sync().expect("sync");
+    }
+}

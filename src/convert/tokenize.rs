@@ -1,0 +1,96 @@
+//! Tokenization with a Hugging Face `tokenizer.json` (the `tokenizers`
+//! crate, pure Rust: `fancy-regex` instead of Oniguruma).
+//!
+//! Like `tokenizer(texts)` in the Hugging Face TPU example, each text is
+//! encoded with the tokenizer's special tokens (its post-processor), giving
+//! `input_ids` and `attention_mask`. `--max-length` truncates as
+//! `truncation=True, max_length=LEN` does (special tokens kept); `--group-to`
+//! concatenates the tokens of a block of records and cuts chunks of exactly
+//! LEN, dropping the remainder of each block, as the example's `group_texts`
+//! does with `map(batched=True, batch_size=1000)`.
+
+use std::path::Path;
+
+use tokenizers::Tokenizer;
+use tokenizers::utils::truncation::TruncationParams;
+
+use super::error::ConvertError;
+
+/// What to do with the token ids of each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenMode {
+    /// Every record's ids, whole.
+    Full,
+    /// At most this many ids per record.
+    Truncate(usize),
+    /// Concatenate the ids of each block of `block` records and cut chunks of `len`.
+    Group {
+        /// Ids per output record.
+        len: usize,
+        /// Input records per block.
+        block: u64,
+    },
+}
+
+/// Tokenization settings.
+#[derive(Clone, Debug)]
+pub struct TokenizeOptions {
+    /// The `tokenizer.json` file.
+    pub tokenizer: std::path::PathBuf,
+    /// The input column holding the text.
+    pub text_column: String,
+    /// Whole, truncated or grouped.
+    pub mode: TokenMode,
+    /// Add the tokenizer's special tokens (default true, like Hugging Face).
+    pub add_special_tokens: bool,
+}
+
+/// A loaded tokenizer, shared by the worker threads.
+pub(crate) struct Tok {
+    tokenizer: Tokenizer,
+    add_special: bool,
+}
+
+impl Tok {
+    pub fn load(path: &Path, mode: TokenMode, add_special: bool) -> Result<Tok, ConvertError> {
+        let err = |message: String| ConvertError::Tokenizer {
+            path: path.display().to_string(),
+            message,
+        };
+        let mut tokenizer = Tokenizer::from_file(path).map_err(|e| err(e.to_string()))?;
+        if let TokenMode::Truncate(max_length) = mode {
+            tokenizer
+                .with_truncation(Some(TruncationParams {
+                    max_length,
+                    ..TruncationParams::default()
+                }))
+                .map_err(|e| err(e.to_string()))?;
+        } else {
+            tokenizer
+                .with_truncation(None)
+                .map_err(|e| err(e.to_string()))?;
+        }
+        // Padding would change the values; a tokenizer.json may carry it.
+        tokenizer.with_padding(None);
+        Ok(Tok {
+            tokenizer,
+            add_special,
+        })
+    }
+
+    /// Appends the ids and attention mask of `text`.
+    pub fn encode(
+        &self,
+        text: &str,
+        ids: &mut Vec<i64>,
+        mask: &mut Vec<i64>,
+    ) -> Result<(), String> {
+        let encoding = self
+            .tokenizer
+            .encode_fast(text, self.add_special)
+            .map_err(|e| e.to_string())?;
+        ids.extend(encoding.get_ids().iter().map(|&i| i64::from(i)));
+        mask.extend(encoding.get_attention_mask().iter().map(|&m| i64::from(m)));
+        Ok(())
+    }
+}
