@@ -7,7 +7,10 @@
 //! - [`example`]: `tf.train.Example` / `SequenceExample` types and the fast
 //!   schema-directed batch parser.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
+//! - [`source`]: shard discovery (globs by prefix listing) and reading of
+//!   local files and gs://, s3://, az:// objects with readahead and retries.
 
 pub mod example;
 pub mod record;
+pub mod source;
 pub mod spec;

@@ -1,0 +1,402 @@
+//! Reading a shard as a stream of large, in-order chunks, with `readahead`
+//! range reads in flight and retries that resume at the exact byte where
+//! the data stopped.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures::Stream;
+use tokio::task::JoinHandle;
+
+use super::error::SourceError;
+use super::store::{Backend, Store, io_runtime};
+use super::{ShardInfo, SourceOptions};
+
+/// Counters of a source's work, shared by every reader given the same `Arc`
+/// (the pipeline reports them per stage). All counts only grow.
+#[derive(Debug, Default)]
+pub struct ReadStats {
+    /// Payload bytes delivered by successful reads (bytes of a failed
+    /// attempt that were kept count too: they are not read again).
+    pub bytes: AtomicU64,
+    /// Requests issued: range GETs, HEADs, LIST pages (local: reads, stats,
+    /// directory listings).
+    pub requests: AtomicU64,
+    /// Requests that failed and were retried (a request that is given up on
+    /// is not a retry).
+    pub retries: AtomicU64,
+    /// Failures that were timeouts: no response, or no data, for
+    /// `request_timeout` (a stalled body).
+    pub timeouts: AtomicU64,
+    /// Range reads finished (one per chunk delivered).
+    pub chunks: AtomicU64,
+    /// Entries (objects and common prefixes, or directory entries) returned by
+    /// listings: proof that a glob listed only what it had to.
+    pub listed: AtomicU64,
+}
+
+impl ReadStats {
+    /// A fresh set of counters, ready to share.
+    pub fn new() -> Arc<ReadStats> {
+        Arc::new(ReadStats::default())
+    }
+}
+
+/// Reads the bytes of `shard` from `start` to its end (its listed size), in
+/// order, as chunks of `opts.chunk_size` bytes (the last may be shorter).
+///
+/// Up to `opts.readahead` range reads are in flight at once, on infeed's I/O
+/// runtime ([`super::io_runtime`]), so one slow request does not stall the
+/// stream and the stream can be polled from any executor. A request that
+/// fails with a transient error (5xx, 408, 429, reset, cut body) or that
+/// delivers no data for `opts.request_timeout` is retried with exponential
+/// backoff, asking only for the bytes not yet received: no byte is lost or
+/// repeated. After `opts.max_retries` consecutive failures without progress
+/// the stream yields [`SourceError::Read`] naming the URL and the first
+/// missing byte, then ends. Dropping the stream cancels its requests.
+pub fn read_chunks(
+    shard: &ShardInfo,
+    start: u64,
+    opts: &SourceOptions,
+    stats: Arc<ReadStats>,
+) -> ChunkStream {
+    match Store::for_url(&shard.url) {
+        Ok(store) => store.read_chunks(shard, start, opts, stats),
+        Err(e) => ChunkStream::failed(e),
+    }
+}
+
+impl Store {
+    /// [`read_chunks`] through this store (see [`Store::with_config`]).
+    pub fn read_chunks(
+        &self,
+        shard: &ShardInfo,
+        start: u64,
+        opts: &SourceOptions,
+        stats: Arc<ReadStats>,
+    ) -> ChunkStream {
+        let parsed = match self.parse_own(&shard.url) {
+            Ok(p) => p,
+            Err(e) => return ChunkStream::failed(e),
+        };
+        if start > shard.size {
+            return ChunkStream::failed(SourceError::BadOffset {
+                url: shard.url.clone(),
+                offset: start,
+                size: shard.size,
+            });
+        }
+        let handle = match io_runtime() {
+            Ok(h) => h.clone(),
+            Err(e) => return ChunkStream::failed(e),
+        };
+        let target = match &self.inner.backend {
+            Backend::Local => Target::Local(PathBuf::from(&parsed.key)),
+            #[cfg(feature = "cloud")]
+            Backend::Cloud { objects, .. } => Target::Cloud(
+                objects.clone(),
+                object_store::path::Path::from(parsed.key.as_str()),
+            ),
+        };
+        ChunkStream {
+            job: Some(Arc::new(Job {
+                url: shard.url.clone(),
+                size: shard.size,
+                target,
+                opts: opts.clone(),
+                stats,
+            })),
+            handle: Some(handle),
+            next: start,
+            in_flight: VecDeque::new(),
+            error: None,
+        }
+    }
+}
+
+/// Where the bytes come from.
+enum Target {
+    Local(PathBuf),
+    #[cfg(feature = "cloud")]
+    Cloud(Arc<dyn object_store::ObjectStore>, object_store::path::Path),
+}
+
+/// What every range read of one stream shares.
+struct Job {
+    url: String,
+    size: u64,
+    target: Target,
+    opts: SourceOptions,
+    stats: Arc<ReadStats>,
+}
+
+/// A spawned range read, aborted when dropped (so dropping the stream
+/// cancels its requests).
+struct Fetch(JoinHandle<Result<Bytes, SourceError>>, u64);
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The stream [`read_chunks`] returns: `Result<Bytes, SourceError>` items,
+/// in file order, ending after the last byte or the first error.
+pub struct ChunkStream {
+    /// `None` once finished.
+    job: Option<Arc<Job>>,
+    handle: Option<tokio::runtime::Handle>,
+    /// The first byte not yet requested.
+    next: u64,
+    in_flight: VecDeque<Fetch>,
+    /// An error to yield before ending (set at creation).
+    error: Option<SourceError>,
+}
+
+impl ChunkStream {
+    fn failed(e: SourceError) -> ChunkStream {
+        ChunkStream {
+            job: None,
+            handle: None,
+            next: 0,
+            in_flight: VecDeque::new(),
+            error: Some(e),
+        }
+    }
+
+    /// Starts range reads until `readahead` are in flight or all are started.
+    fn fill(&mut self) {
+        let (Some(job), Some(handle)) = (&self.job, &self.handle) else {
+            return;
+        };
+        let chunk = job.opts.chunk_size.max(1) as u64;
+        let depth = job.opts.readahead.max(1);
+        while self.in_flight.len() < depth && self.next < job.size {
+            let range = self.next..job.size.min(self.next.saturating_add(chunk));
+            self.next = range.end;
+            let job2 = job.clone();
+            let start = range.start;
+            let task = match &job.target {
+                Target::Local(path) => {
+                    let path = path.clone();
+                    handle.spawn_blocking(move || read_local(&job2, &path, range))
+                }
+                #[cfg(feature = "cloud")]
+                Target::Cloud(store, path) => {
+                    let (store, path) = (store.clone(), path.clone());
+                    handle
+                        .spawn(async move { read_cloud(&job2, store.as_ref(), &path, range).await })
+                }
+            };
+            self.in_flight.push_back(Fetch(task, start));
+        }
+    }
+
+    fn finish(&mut self) {
+        self.job = None;
+        self.in_flight.clear();
+    }
+}
+
+impl Stream for ChunkStream {
+    type Item = Result<Bytes, SourceError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(e) = this.error.take() {
+            this.finish();
+            return Poll::Ready(Some(Err(e)));
+        }
+        this.fill();
+        let Some(front) = this.in_flight.front_mut() else {
+            this.finish();
+            return Poll::Ready(None);
+        };
+        let result = match Pin::new(&mut front.0).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(r) => r,
+        };
+        let offset = front.1;
+        this.in_flight.pop_front();
+        let url = this.job.as_ref().map(|j| j.url.clone()).unwrap_or_default();
+        match result {
+            Ok(Ok(bytes)) => {
+                this.fill();
+                Poll::Ready(Some(Ok(bytes)))
+            }
+            Ok(Err(e)) => {
+                this.finish();
+                Poll::Ready(Some(Err(e)))
+            }
+            Err(join) => {
+                this.finish();
+                Poll::Ready(Some(Err(SourceError::Read {
+                    url,
+                    offset,
+                    message: format!("read task failed: {join}"),
+                    retries: 0,
+                })))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for ChunkStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkStream")
+            .field("url", &self.job.as_ref().map(|j| j.url.as_str()))
+            .field("next", &self.next)
+            .field("in_flight", &self.in_flight.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A local range: one seek and read into a fresh buffer, on the blocking pool.
+fn read_local(job: &Job, path: &std::path::Path, range: Range<u64>) -> Result<Bytes, SourceError> {
+    use std::io::{Read, Seek, SeekFrom};
+    job.stats.requests.fetch_add(1, Relaxed);
+    let fail = |offset: u64, e: std::io::Error| SourceError::Read {
+        url: job.url.clone(),
+        offset,
+        message: e.to_string(),
+        retries: 0,
+    };
+    let mut file = std::fs::File::open(path).map_err(|e| fail(range.start, e))?;
+    file.seek(SeekFrom::Start(range.start))
+        .map_err(|e| fail(range.start, e))?;
+    let len = (range.end - range.start) as usize;
+    // `read_to_end` on `Take` fills the spare capacity without zeroing it
+    // first and retries `Interrupted`.
+    let mut buf = Vec::with_capacity(len);
+    if let Err(e) = (&mut file).take(len as u64).read_to_end(&mut buf) {
+        return Err(fail(range.start + buf.len() as u64, e));
+    }
+    if buf.len() < len {
+        return Err(SourceError::Truncated {
+            url: job.url.clone(),
+            offset: range.start + buf.len() as u64,
+            size: job.size,
+        });
+    }
+    job.stats.bytes.fetch_add(len as u64, Relaxed);
+    job.stats.chunks.fetch_add(1, Relaxed);
+    Ok(Bytes::from(buf))
+}
+
+/// A cloud range: GET `range`, resuming after the last byte received when a
+/// request fails, until the range is complete or the retries are spent.
+#[cfg(feature = "cloud")]
+async fn read_cloud(
+    job: &Job,
+    store: &dyn object_store::ObjectStore,
+    path: &object_store::path::Path,
+    range: Range<u64>,
+) -> Result<Bytes, SourceError> {
+    use super::store::{Class, backoff, classify};
+    use futures::StreamExt;
+    use object_store::{GetOptions, GetRange};
+
+    let opts = &job.opts;
+    let stats = &job.stats;
+    let len = (range.end - range.start) as usize;
+    let mut buf = BytesMut::with_capacity(len);
+    // Consecutive failures without a byte of progress, and all retries.
+    let mut failures = 0u32;
+    let mut retries = 0u32;
+    loop {
+        let pos = range.start + buf.len() as u64;
+        let before = buf.len();
+        stats.requests.fetch_add(1, Relaxed);
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(pos..range.end)),
+            ..GetOptions::default()
+        };
+        // Each wait (for the response, then for each piece of body) is timed
+        // on its own: a slow but moving transfer is never cut.
+        let failure: (Class, String) =
+            match tokio::time::timeout(opts.request_timeout, store.get_opts(path, options)).await {
+                Err(_) => {
+                    stats.timeouts.fetch_add(1, Relaxed);
+                    (
+                        Class::Transient,
+                        format!("no response within {:?}", opts.request_timeout),
+                    )
+                }
+                Ok(Err(e)) => (classify(&e), e.to_string()),
+                Ok(Ok(result)) => {
+                    let mut body = result.into_stream();
+                    loop {
+                        match tokio::time::timeout(opts.request_timeout, body.next()).await {
+                            Err(_) => {
+                                stats.timeouts.fetch_add(1, Relaxed);
+                                break (
+                                    Class::Transient,
+                                    format!("no data for {:?} (stalled)", opts.request_timeout),
+                                );
+                            }
+                            Ok(None) => {
+                                break (
+                                    Class::Transient,
+                                    format!("response ended after {} of {len} bytes", buf.len()),
+                                );
+                            }
+                            Ok(Some(Err(e))) => break (classify(&e), e.to_string()),
+                            Ok(Some(Ok(piece))) => {
+                                let room = len - buf.len();
+                                let take = piece.len().min(room);
+                                buf.extend_from_slice(&piece[..take]);
+                                stats.bytes.fetch_add(take as u64, Relaxed);
+                                if buf.len() == len {
+                                    stats.chunks.fetch_add(1, Relaxed);
+                                    return Ok(buf.freeze());
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+        let (class, message) = failure;
+        let at = range.start + buf.len() as u64;
+        match class {
+            Class::Transient | Class::Connect => {}
+            Class::NotFound => {
+                return Err(SourceError::Read {
+                    url: job.url.clone(),
+                    offset: at,
+                    message: format!("the object is gone: {message}"),
+                    retries,
+                });
+            }
+            Class::Denied | Class::Permanent => {
+                return Err(SourceError::Read {
+                    url: job.url.clone(),
+                    offset: at,
+                    message,
+                    retries,
+                });
+            }
+        }
+        if buf.len() > before {
+            failures = 0;
+        }
+        if failures >= opts.max_retries {
+            return Err(SourceError::Read {
+                url: job.url.clone(),
+                offset: at,
+                message,
+                retries,
+            });
+        }
+        failures += 1;
+        retries += 1;
+        stats.retries.fetch_add(1, Relaxed);
+        tokio::time::sleep(backoff(opts, failures)).await;
+    }
+}
