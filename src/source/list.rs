@@ -2,6 +2,9 @@
 //! listed with the longest literal prefix and a `/` delimiter, so only the
 //! directories the pattern can match are ever listed.
 
+// Without the `cloud` feature the retry options go unused.
+#![cfg_attr(not(feature = "cloud"), allow(unused_variables))]
+
 use std::path::Path as FsPath;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;

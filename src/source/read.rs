@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::Stream;
 use tokio::task::JoinHandle;
 
@@ -300,6 +300,7 @@ async fn read_cloud(
     range: Range<u64>,
 ) -> Result<Bytes, SourceError> {
     use super::store::{Class, backoff, classify};
+    use bytes::BytesMut;
     use futures::StreamExt;
     use object_store::{GetOptions, GetRange};
 

@@ -356,6 +356,7 @@ where
 /// The wait before retry number `n` (1-based): `retry_backoff · 2^(n-1)`,
 /// capped at `max_backoff`, with "equal jitter" (a random point in the upper
 /// half) so that many readers failing together do not retry together.
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))]
 pub(crate) fn backoff(opts: &SourceOptions, n: u32) -> Duration {
     let base = opts.retry_backoff.as_secs_f64() * 2f64.powi(n.saturating_sub(1).min(30) as i32);
     let capped = base.min(opts.max_backoff.as_secs_f64()).max(0.0);
@@ -364,6 +365,7 @@ pub(crate) fn backoff(opts: &SourceOptions, n: u32) -> Duration {
 
 /// A number in [0, 1) from a cheap per-thread generator (splitmix64): jitter
 /// needs no cryptographic or reproducible randomness.
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))]
 fn jitter() -> f64 {
     use std::cell::Cell;
     thread_local! {
