@@ -105,12 +105,12 @@ pub async fn list_shards_with_stats(
     opts: &SourceOptions,
     stats: &Arc<ReadStats>,
 ) -> Result<Vec<ShardInfo>, SourceError> {
+    let patterns: Vec<&str> = pattern.split(',').map(str::trim).collect();
+    if patterns.iter().any(|p| p.is_empty()) {
+        return Err(SourceError::bad_url(pattern, "empty pattern in the list"));
+    }
     let mut shards = Vec::new();
-    for one in pattern.split(',') {
-        let one = one.trim();
-        if one.is_empty() {
-            return Err(SourceError::bad_url(pattern, "empty pattern in the list"));
-        }
+    for one in patterns {
         let store = Store::for_url(one)?;
         shards.extend(store.list(one, opts, stats).await?);
     }

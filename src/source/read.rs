@@ -299,7 +299,7 @@ async fn read_cloud(
     path: &object_store::path::Path,
     range: Range<u64>,
 ) -> Result<Bytes, SourceError> {
-    use super::store::{Class, backoff, classify};
+    use super::store::{Class, backoff, classify, one_line};
     use bytes::BytesMut;
     use futures::StreamExt;
     use object_store::{GetOptions, GetRange};
@@ -330,7 +330,7 @@ async fn read_cloud(
                         format!("no response within {:?}", opts.request_timeout),
                     )
                 }
-                Ok(Err(e)) => (classify(&e), e.to_string()),
+                Ok(Err(e)) => (classify(&e), one_line(&e.to_string())),
                 Ok(Ok(result)) => {
                     let mut body = result.into_stream();
                     loop {
@@ -348,7 +348,7 @@ async fn read_cloud(
                                     format!("response ended after {} of {len} bytes", buf.len()),
                                 );
                             }
-                            Ok(Some(Err(e))) => break (classify(&e), e.to_string()),
+                            Ok(Some(Err(e))) => break (classify(&e), one_line(&e.to_string())),
                             Ok(Some(Ok(piece))) => {
                                 let room = len - buf.len();
                                 let take = piece.len().min(room);

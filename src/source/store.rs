@@ -330,7 +330,7 @@ where
         stats.requests.fetch_add(1, Relaxed);
         let (class, message) = match tokio::time::timeout(opts.request_timeout, attempt()).await {
             Ok(Ok(v)) => return Ok(v),
-            Ok(Err(e)) => (classify(&e), e.to_string()),
+            Ok(Err(e)) => (classify(&e), one_line(&e.to_string())),
             Err(_) => {
                 stats.timeouts.fetch_add(1, Relaxed);
                 (
@@ -351,6 +351,24 @@ where
         stats.retries.fetch_add(1, Relaxed);
         tokio::time::sleep(backoff(opts, failures)).await;
     }
+}
+
+/// An error message on one line, at most 1000 bytes: object_store quotes
+/// whole (XML) response bodies, which would otherwise span many lines.
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))]
+pub(crate) fn one_line(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(1000));
+    for word in message.split_whitespace() {
+        if out.len() + word.len() + 1 > 1000 {
+            out.push_str(" …");
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 /// The wait before retry number `n` (1-based): `retry_backoff · 2^(n-1)`,
@@ -532,6 +550,15 @@ mod tests {
             let b_huge = backoff(&opts, u32::MAX);
             assert!(b_huge <= Duration::from_secs(1), "{b_huge:?}");
         }
+    }
+
+    #[test]
+    fn messages_are_put_on_one_bounded_line() {
+        assert_eq!(one_line("a\n  <b>\n\tc  "), "a <b> c");
+        let long = "word ".repeat(1000);
+        let short = one_line(&long);
+        assert!(short.len() <= 1004, "{}", short.len());
+        assert!(short.ends_with(" …"));
     }
 
     #[cfg(feature = "cloud")]
