@@ -35,10 +35,17 @@ async fn round_trip(scheme: &str) {
         upload(&base, &format!("{prefix}/shards/{name}"), &file_bytes(name)).await;
     }
     upload(&base, &format!("{prefix}/shards/notes.txt"), b"not a shard").await;
-    upload(&base, &format!("{prefix}/shards/nested/lm-sample.tfrecord"), b"deeper").await;
+    upload(
+        &base,
+        &format!("{prefix}/shards/nested/lm-sample.tfrecord"),
+        b"deeper",
+    )
+    .await;
 
     let pattern = format!("{base}/{prefix}/shards/*.tfrecord*");
-    let shards = list_shards(&pattern, &SourceOptions::default()).await.expect("list");
+    let shards = list_shards(&pattern, &SourceOptions::default())
+        .await
+        .expect("list");
     let expected: Vec<ShardInfo> = FIXTURES
         .iter()
         .map(|name| ShardInfo {
@@ -50,10 +57,18 @@ async fn round_trip(scheme: &str) {
 
     for (shard, name) in shards.iter().zip(FIXTURES) {
         // Small chunks: many range reads, several in flight.
-        let opts = SourceOptions { chunk_size: 10_000, readahead: 4, ..SourceOptions::default() };
+        let opts = SourceOptions {
+            chunk_size: 10_000,
+            readahead: 4,
+            ..SourceOptions::default()
+        };
         let stats = ReadStats::new();
         let records = stream_records(read_chunks(shard, 0, &opts, stats.clone()), &shard.url).await;
-        assert!(records == local_records(name), "{}: records differ", shard.url);
+        assert!(
+            records == local_records(name),
+            "{}: records differ",
+            shard.url
+        );
         assert_eq!(stats.bytes.load(Relaxed), shard.size);
         assert_eq!(stats.chunks.load(Relaxed), shard.size.div_ceil(10_000));
         assert_eq!(stats.requests.load(Relaxed), shard.size.div_ceil(10_000));
@@ -61,8 +76,14 @@ async fn round_trip(scheme: &str) {
 
         // From an offset, byte-exact.
         let start = shard.size / 3;
-        let (bytes, _) = read_all(None, shard, start, &opts, ReadStats::new()).await.expect("read");
-        assert!(bytes == file_bytes(name)[start as usize..], "{}: bytes from {start} differ", shard.url);
+        let (bytes, _) = read_all(None, shard, start, &opts, ReadStats::new())
+            .await
+            .expect("read");
+        assert!(
+            bytes == file_bytes(name)[start as usize..],
+            "{}: bytes from {start} differ",
+            shard.url
+        );
 
         // Blocking, as the CLI reads.
         let url = shard.url.clone();
@@ -74,7 +95,11 @@ async fn round_trip(scheme: &str) {
         })
         .await
         .expect("blocking task");
-        assert!(blocking == local_records(name), "{}: blocking records differ", shard.url);
+        assert!(
+            blocking == local_records(name),
+            "{}: blocking records differ",
+            shard.url
+        );
     }
 
     // The CLI on the same glob.
@@ -82,7 +107,11 @@ async fn round_trip(scheme: &str) {
         .args(["count", &pattern])
         .output()
         .expect("run infeed");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         format!(
@@ -107,11 +136,20 @@ async fn lists_by_prefix_only(scheme: &str) {
     upload(&base, &format!("{prefix}/d/train-dir/x.tfrecord"), b"x").await;
 
     let stats = ReadStats::new();
-    let shards = list_shards_with_stats(&format!("{base}/{prefix}/d/train-*"), &SourceOptions::default(), &stats)
-        .await
-        .expect("list");
+    let shards = list_shards_with_stats(
+        &format!("{base}/{prefix}/d/train-*"),
+        &SourceOptions::default(),
+        &stats,
+    )
+    .await
+    .expect("list");
     let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
-    assert_eq!(urls, (0..3).map(|i| format!("{base}/{prefix}/d/train-{i}.tfrecord")).collect::<Vec<_>>());
+    assert_eq!(
+        urls,
+        (0..3)
+            .map(|i| format!("{base}/{prefix}/d/train-{i}.tfrecord"))
+            .collect::<Vec<_>>()
+    );
     // One LIST with prefix "d/train-" and delimiter "/": the three objects and
     // the common prefix "d/train-dir/"; nothing from other-* or sibling/.
     assert_eq!(stats.requests.load(Relaxed), 1);
@@ -120,12 +158,26 @@ async fn lists_by_prefix_only(scheme: &str) {
     // A wildcard directory level lists the directory names, then only those
     // that match.
     let stats = ReadStats::new();
-    let shards = list_shards_with_stats(&format!("{base}/{prefix}/d*/train-1*"), &SourceOptions::default(), &stats)
-        .await
-        .expect("list");
-    assert_eq!(shards, vec![ShardInfo { url: format!("{base}/{prefix}/d/train-1.tfrecord"), size: 1 }]);
+    let shards = list_shards_with_stats(
+        &format!("{base}/{prefix}/d*/train-1*"),
+        &SourceOptions::default(),
+        &stats,
+    )
+    .await
+    .expect("list");
+    assert_eq!(
+        shards,
+        vec![ShardInfo {
+            url: format!("{base}/{prefix}/d/train-1.tfrecord"),
+            size: 1
+        }]
+    );
     assert_eq!(stats.requests.load(Relaxed), 2);
-    assert_eq!(stats.listed.load(Relaxed), 1 + 1, "d/ itself, then d/train-1.tfrecord");
+    assert_eq!(
+        stats.listed.load(Relaxed),
+        1 + 1,
+        "d/ itself, then d/train-1.tfrecord"
+    );
 }
 
 /// Missing objects, empty globs and missing buckets are typed errors that
@@ -134,7 +186,10 @@ async fn errors_name_the_url(scheme: &str) {
     let base = format!("{scheme}://{}", bucket());
     let prefix = unique_prefix("errors");
     upload(&base, &format!("{prefix}/a.tfrecord"), b"a").await;
-    let opts = SourceOptions { max_retries: 2, ..fast_options() };
+    let opts = SourceOptions {
+        max_retries: 2,
+        ..fast_options()
+    };
 
     let pattern = format!("{base}/{prefix}/b*");
     match list_shards(&pattern, &opts).await {
@@ -147,9 +202,11 @@ async fn errors_name_the_url(scheme: &str) {
         other => panic!("{other:?}"),
     }
     let missing_clone = missing.clone();
-    let result = tokio::task::spawn_blocking(move || open_blocking(&missing_clone, &SourceOptions::default()).map(|_| ()))
-        .await
-        .expect("task");
+    let result = tokio::task::spawn_blocking(move || {
+        open_blocking(&missing_clone, &SourceOptions::default()).map(|_| ())
+    })
+    .await
+    .expect("task");
     match result {
         Err(SourceError::NotFound { url }) => assert_eq!(url, missing),
         other => panic!("{other:?}"),
@@ -165,16 +222,28 @@ async fn errors_name_the_url(scheme: &str) {
         }
         other => panic!("{other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     // S3 and Azure answer 404: no retry. fake-gcs-server answers a missing
     // bucket with 500 (real GCS says 404), which is retried like any 5xx.
     let expected_retries = if scheme == "gs" { 2 } else { 0 };
     assert_eq!(stats.retries.load(Relaxed), expected_retries);
 
     // An object that disappears between listing and reading.
-    let ghost = ShardInfo { url: format!("{base}/{prefix}/ghost.tfrecord"), size: 100 };
+    let ghost = ShardInfo {
+        url: format!("{base}/{prefix}/ghost.tfrecord"),
+        size: 100,
+    };
     match read_all(None, &ghost, 0, &opts, ReadStats::new()).await {
-        Err(SourceError::Read { url, offset, message, retries }) => {
+        Err(SourceError::Read {
+            url,
+            offset,
+            message,
+            retries,
+        }) => {
             assert_eq!((url.as_str(), offset, retries), (ghost.url.as_str(), 0, 0));
             assert!(message.contains("gone"), "{message}");
         }
@@ -244,7 +313,11 @@ fn refused_store(url: &str, port: u16) -> Store {
 
 #[tokio::test]
 async fn a_refused_port_is_unreachable_quickly_for_every_cloud() {
-    for url in ["gs://b/x/*.tfrecord", "s3://b/x/*.tfrecord", "az://b/x/*.tfrecord"] {
+    for url in [
+        "gs://b/x/*.tfrecord",
+        "s3://b/x/*.tfrecord",
+        "az://b/x/*.tfrecord",
+    ] {
         let store = refused_store(url, closed_port());
         // The default budget: connection failures on metadata requests stop early.
         let opts = SourceOptions::default();
@@ -257,7 +330,11 @@ async fn a_refused_port_is_unreachable_quickly_for_every_cloud() {
             }
             other => panic!("{url}: {other:?}"),
         }
-        assert!(started.elapsed() < Duration::from_secs(3), "{url}: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{url}: {:?}",
+            started.elapsed()
+        );
         assert_eq!(stats.retries.load(Relaxed), 2, "{url}");
         assert_eq!(stats.requests.load(Relaxed), 3, "{url}");
     }
@@ -265,22 +342,49 @@ async fn a_refused_port_is_unreachable_quickly_for_every_cloud() {
 
 #[tokio::test]
 async fn reading_from_a_refused_port_gives_up_after_max_retries_naming_url_and_offset() {
-    for url in ["gs://b/x.tfrecord", "s3://b/x.tfrecord", "az://b/x.tfrecord"] {
+    for url in [
+        "gs://b/x.tfrecord",
+        "s3://b/x.tfrecord",
+        "az://b/x.tfrecord",
+    ] {
         let store = refused_store(url, closed_port());
-        let opts = SourceOptions { readahead: 1, chunk_size: 100, ..fast_options() };
-        let shard = ShardInfo { url: url.to_owned(), size: 1000 };
+        let opts = SourceOptions {
+            readahead: 1,
+            chunk_size: 100,
+            ..fast_options()
+        };
+        let shard = ShardInfo {
+            url: url.to_owned(),
+            size: 1000,
+        };
         let stats = ReadStats::new();
         let started = Instant::now();
         let result = collect_chunks(store.read_chunks(&shard, 250, &opts, stats.clone())).await;
         match result {
             Err(e @ SourceError::Read { .. }) => {
-                let SourceError::Read { url: u, offset, retries, .. } = &e else { unreachable!() };
+                let SourceError::Read {
+                    url: u,
+                    offset,
+                    retries,
+                    ..
+                } = &e
+                else {
+                    unreachable!()
+                };
                 assert_eq!((u.as_str(), *offset, *retries), (url, 250, 3));
-                assert!(e.to_string().starts_with(&format!("{url}: byte 250: read failed after 3 retries: ")), "{e}");
+                assert!(
+                    e.to_string()
+                        .starts_with(&format!("{url}: byte 250: read failed after 3 retries: ")),
+                    "{e}"
+                );
             }
             other => panic!("{url}: {other:?}"),
         }
-        assert!(started.elapsed() < Duration::from_secs(3), "{url}: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{url}: {:?}",
+            started.elapsed()
+        );
         assert_eq!(stats.retries.load(Relaxed), 3);
         assert_eq!(stats.requests.load(Relaxed), 4);
         assert_eq!(stats.bytes.load(Relaxed), 0);
@@ -295,7 +399,8 @@ fn open_blocking_on_a_missing_cloud_object_fails_at_open() {
         Err(SourceError::BadUrl { url, .. }) => assert_eq!(url, "gs://bucket/a*.tfrecord"),
         other => panic!("{:?}", other.map(|r| r.size())),
     }
-    let mut reader = open_blocking("testdata/examples.tfrecord", &SourceOptions::default()).expect("local");
+    let mut reader =
+        open_blocking("testdata/examples.tfrecord", &SourceOptions::default()).expect("local");
     let mut first = [0u8; 12];
     reader.read_exact(&mut first).expect("read");
     assert_eq!(first[..], file_bytes("examples.tfrecord")[..12]);

@@ -69,7 +69,9 @@ impl Proxy {
         let seen2 = seen.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((client, _)) = listener.accept().await else { return };
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
                 let (seen, gets, schedule) = (seen2.clone(), gets.clone(), schedule.clone());
                 tokio::spawn(async move { serve(client, upstream, &gets, &schedule, &seen).await });
             }
@@ -113,7 +115,11 @@ async fn serve(
     let text = String::from_utf8_lossy(&head[..end]).into_owned();
     let mut lines = text.split("\r\n");
     let request_line = lines.next().expect("request line").to_owned();
-    let method = request_line.split(' ').next().unwrap_or_default().to_owned();
+    let method = request_line
+        .split(' ')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let mut out_head = format!("{request_line}\r\n");
     let mut range = None;
     for line in lines {
@@ -123,7 +129,10 @@ async fn serve(
         }
         if let Some(spec) = lower.strip_prefix("range: bytes=") {
             let (a, b) = spec.trim().split_once('-').expect("range a-b");
-            range = Some((a.parse::<u64>().expect("a"), b.parse::<u64>().expect("b") + 1));
+            range = Some((
+                a.parse::<u64>().expect("a"),
+                b.parse::<u64>().expect("b") + 1,
+            ));
         }
         out_head.push_str(line);
         out_head.push_str("\r\n");
@@ -138,7 +147,12 @@ async fn serve(
     } else {
         Fault::None
     };
-    let mut seen = Seen { method, range, fault, body_sent: 0 };
+    let mut seen = Seen {
+        method,
+        range,
+        fault,
+        body_sent: 0,
+    };
     let record = |seen: &Seen| log.lock().expect("lock").push(seen.clone());
     match fault {
         Fault::Status500 => {
@@ -159,10 +173,18 @@ async fn serve(
         }
         _ => {}
     }
-    let mut server = TcpStream::connect(upstream).await.expect("connect upstream");
-    server.write_all(out_head.as_bytes()).await.expect("forward request");
+    let mut server = TcpStream::connect(upstream)
+        .await
+        .expect("connect upstream");
+    server
+        .write_all(out_head.as_bytes())
+        .await
+        .expect("forward request");
     let mut response = Vec::new();
-    server.read_to_end(&mut response).await.expect("read upstream response");
+    server
+        .read_to_end(&mut response)
+        .await
+        .expect("read upstream response");
     let body_at = find(&response, b"\r\n\r\n").expect("response head") + 4;
     let body_len = response.len() - body_at;
     match fault {
@@ -202,7 +224,10 @@ fn reset(stream: TcpStream) {
 
 fn gcs_upstream() -> SocketAddr {
     let endpoint = std::env::var("INFEED_GCS_ENDPOINT").expect("INFEED_GCS_ENDPOINT");
-    endpoint.trim_start_matches("http://").parse().expect("host:port")
+    endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .expect("host:port")
 }
 
 /// A gs:// store whose requests go through the proxy.
@@ -224,7 +249,10 @@ async fn fixture(name: &str) -> ShardInfo {
     let key = format!("{}/{name}", unique_prefix("faults"));
     let data = file_bytes(name);
     upload(&base, &key, &data).await;
-    ShardInfo { url: format!("{base}/{key}"), size: data.len() as u64 }
+    ShardInfo {
+        url: format!("{base}/{key}"),
+        size: data.len() as u64,
+    }
 }
 
 #[tokio::test]
@@ -235,8 +263,18 @@ async fn every_byte_arrives_once_through_500s_resets_and_stalls() {
     }
     use Fault::*;
     let schedule = vec![
-        Status500, None, ResetMidBody, None, StallMidBody, ResetBeforeResponse, None, Status500,
-        ResetMidBody, None, None, StallMidBody,
+        Status500,
+        None,
+        ResetMidBody,
+        None,
+        StallMidBody,
+        ResetBeforeResponse,
+        None,
+        Status500,
+        ResetMidBody,
+        None,
+        None,
+        StallMidBody,
     ];
     let injected = schedule.iter().filter(|f| **f != None).count() as u64;
     let shard = fixture("lm-sample.tfrecord").await;
@@ -252,21 +290,35 @@ async fn every_byte_arrives_once_through_500s_resets_and_stalls() {
         request_timeout: Duration::from_secs(2),
     };
     let stats = ReadStats::new();
-    let (bytes, lens) = read_all(Some(&store), &shard, 0, &opts, stats.clone()).await.expect("read through faults");
+    let (bytes, lens) = read_all(Some(&store), &shard, 0, &opts, stats.clone())
+        .await
+        .expect("read through faults");
 
     let data = file_bytes("lm-sample.tfrecord");
     assert!(bytes == data, "bytes differ from the file");
     let ranges = shard.size.div_ceil(16_384);
     assert_eq!(lens.len() as u64, ranges);
-    let records: Vec<_> = RecordReader::new(&bytes[..], "x", infeed::record::Compression::None, &ReadOptions::default())
-        .map(|r| r.map(|r| (r.offset, r.data)).expect("record"))
-        .collect();
-    assert!(records == local_records("lm-sample.tfrecord"), "records differ");
+    let records: Vec<_> = RecordReader::new(
+        &bytes[..],
+        "x",
+        infeed::record::Compression::None,
+        &ReadOptions::default(),
+    )
+    .map(|r| r.map(|r| (r.offset, r.data)).expect("record"))
+    .collect();
+    assert!(
+        records == local_records("lm-sample.tfrecord"),
+        "records differ"
+    );
     assert_eq!(records.len(), 256);
 
     assert_eq!(stats.retries.load(Relaxed), injected);
     assert_eq!(stats.timeouts.load(Relaxed), 2);
-    assert_eq!(stats.bytes.load(Relaxed), shard.size, "no byte counted twice");
+    assert_eq!(
+        stats.bytes.load(Relaxed),
+        shard.size,
+        "no byte counted twice"
+    );
     assert_eq!(stats.chunks.load(Relaxed), ranges);
 
     let seen = proxy.seen();
@@ -284,11 +336,17 @@ async fn every_byte_arrives_once_through_500s_resets_and_stalls() {
             .collect();
         match faulted.fault {
             Status500 | ResetBeforeResponse => {
-                assert!(resumed.iter().filter(|&&ra| ra == a).count() >= 2, "{faulted:?}: not retried whole");
+                assert!(
+                    resumed.iter().filter(|&&ra| ra == a).count() >= 2,
+                    "{faulted:?}: not retried whole"
+                );
             }
             StallMidBody => {
                 let at = a + faulted.body_sent as u64;
-                assert!(resumed.contains(&at), "{faulted:?}: not resumed at byte {at}: {resumed:?}");
+                assert!(
+                    resumed.contains(&at),
+                    "{faulted:?}: not resumed at byte {at}: {resumed:?}"
+                );
             }
             ResetMidBody => {
                 let sent_end = a + faulted.body_sent as u64;
@@ -314,11 +372,22 @@ async fn progress_resets_the_retry_budget() {
     let proxy = Proxy::start(gcs_upstream(), vec![Fault::ResetMidBody; 100]).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
     let store = store_via(&proxy, &shard.url, &key_file);
-    let opts = SourceOptions { chunk_size: 1 << 20, readahead: 1, max_retries: 2, ..fast_options() };
+    let opts = SourceOptions {
+        chunk_size: 1 << 20,
+        readahead: 1,
+        max_retries: 2,
+        ..fast_options()
+    };
     let stats = ReadStats::new();
-    let (bytes, _) = read_all(Some(&store), &shard, 0, &opts, stats.clone()).await.expect("read");
+    let (bytes, _) = read_all(Some(&store), &shard, 0, &opts, stats.clone())
+        .await
+        .expect("read");
     assert!(bytes == file_bytes("examples.tfrecord"));
-    let gets = proxy.seen().into_iter().filter(|s| s.method == "GET").count() as u64;
+    let gets = proxy
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "GET")
+        .count() as u64;
     // 1822 bytes, halved per attempt: 911, 456, 228, 114, 57, 28, 14, 7, 4, 2, 1;
     // the last attempt's half is the whole rest, so it completes.
     assert_eq!(gets, 11);
@@ -335,11 +404,24 @@ async fn a_server_that_keeps_failing_is_given_up_on_naming_url_and_offset() {
     let proxy = Proxy::start(gcs_upstream(), vec![Fault::Status500; 100]).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
     let store = store_via(&proxy, &shard.url, &key_file);
-    let opts = SourceOptions { chunk_size: 50_000, readahead: 1, max_retries: 4, ..fast_options() };
+    let opts = SourceOptions {
+        chunk_size: 50_000,
+        readahead: 1,
+        max_retries: 4,
+        ..fast_options()
+    };
     let stats = ReadStats::new();
     match read_all(Some(&store), &shard, 123_456, &opts, stats.clone()).await {
-        Err(SourceError::Read { url, offset, message, retries }) => {
-            assert_eq!((url.as_str(), offset, retries), (shard.url.as_str(), 123_456, 4));
+        Err(SourceError::Read {
+            url,
+            offset,
+            message,
+            retries,
+        }) => {
+            assert_eq!(
+                (url.as_str(), offset, retries),
+                (shard.url.as_str(), 123_456, 4)
+            );
             assert!(message.contains("500"), "{message}");
         }
         other => panic!("{other:?}"),

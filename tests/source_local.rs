@@ -47,18 +47,33 @@ async fn a_glob_lists_exactly_the_matching_files_sorted_with_sizes() {
     assert_eq!(
         shards,
         vec![
-            ShardInfo { url: format!("{root}/a/train-00000.tfrecord"), size: 10 },
-            ShardInfo { url: format!("{root}/a/train-00001.tfrecord.gz"), size: 20 },
-            ShardInfo { url: format!("{root}/a/train-00002.tfrecord"), size: 30 },
+            ShardInfo {
+                url: format!("{root}/a/train-00000.tfrecord"),
+                size: 10
+            },
+            ShardInfo {
+                url: format!("{root}/a/train-00001.tfrecord.gz"),
+                size: 20
+            },
+            ShardInfo {
+                url: format!("{root}/a/train-00002.tfrecord"),
+                size: 30
+            },
         ]
     );
-    let shards = list_shards(&format!("{root}/a/train-0000[02].tfrecord"), &SourceOptions::default())
-        .await
-        .expect("list");
+    let shards = list_shards(
+        &format!("{root}/a/train-0000[02].tfrecord"),
+        &SourceOptions::default(),
+    )
+    .await
+    .expect("list");
     let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
     assert_eq!(
         urls,
-        vec![format!("{root}/a/train-00000.tfrecord"), format!("{root}/a/train-00002.tfrecord")]
+        vec![
+            format!("{root}/a/train-00000.tfrecord"),
+            format!("{root}/a/train-00002.tfrecord")
+        ]
     );
 }
 
@@ -67,26 +82,41 @@ async fn wildcards_in_directories_match_directories_only() {
     let dir = tree();
     let root = s(dir.path());
     write(&dir.path().join("b").join("train-00000.tfrecord"), 3);
-    let shards = list_shards(&format!("{root}/*/train-00000.tfrecord"), &SourceOptions::default())
-        .await
-        .expect("list");
+    let shards = list_shards(
+        &format!("{root}/*/train-00000.tfrecord"),
+        &SourceOptions::default(),
+    )
+    .await
+    .expect("list");
     let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
     assert_eq!(
         urls,
-        vec![format!("{root}/a/train-00000.tfrecord"), format!("{root}/b/train-00000.tfrecord")]
+        vec![
+            format!("{root}/a/train-00000.tfrecord"),
+            format!("{root}/b/train-00000.tfrecord")
+        ]
     );
     let shards = list_shards(&format!("{root}/a/train-s*/*"), &SourceOptions::default())
         .await
         .expect("list");
-    assert_eq!(shards, vec![ShardInfo { url: format!("{root}/a/train-sub/x.tfrecord"), size: 1 }]);
+    assert_eq!(
+        shards,
+        vec![ShardInfo {
+            url: format!("{root}/a/train-sub/x.tfrecord"),
+            size: 1
+        }]
+    );
 }
 
 #[tokio::test]
 async fn comma_separated_patterns_are_merged_sorted_and_deduplicated() {
     let dir = tree();
     let root = s(dir.path());
-    let pattern = format!("{root}/a/train-00002.tfrecord, {root}/a/eval-*,{root}/a/train-0000[12]*");
-    let shards = list_shards(&pattern, &SourceOptions::default()).await.expect("list");
+    let pattern =
+        format!("{root}/a/train-00002.tfrecord, {root}/a/eval-*,{root}/a/train-0000[12]*");
+    let shards = list_shards(&pattern, &SourceOptions::default())
+        .await
+        .expect("list");
     let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
     assert_eq!(
         urls,
@@ -97,7 +127,12 @@ async fn comma_separated_patterns_are_merged_sorted_and_deduplicated() {
         ]
     );
     // Every pattern of the list must match something.
-    match list_shards(&format!("{root}/a/eval-*,{root}/a/nothing-*"), &SourceOptions::default()).await {
+    match list_shards(
+        &format!("{root}/a/eval-*,{root}/a/nothing-*"),
+        &SourceOptions::default(),
+    )
+    .await
+    {
         Err(SourceError::NoMatch { pattern }) => assert_eq!(pattern, format!("{root}/a/nothing-*")),
         other => panic!("{other:?}"),
     }
@@ -107,7 +142,11 @@ async fn comma_separated_patterns_are_merged_sorted_and_deduplicated() {
 async fn an_empty_glob_is_no_match_and_a_missing_file_is_not_found() {
     let dir = tree();
     let root = s(dir.path());
-    for pattern in [format!("{root}/a/nothing-*"), format!("{root}/missing-dir/*"), format!("{root}/a/*/none*")] {
+    for pattern in [
+        format!("{root}/a/nothing-*"),
+        format!("{root}/missing-dir/*"),
+        format!("{root}/a/*/none*"),
+    ] {
         match list_shards(&pattern, &SourceOptions::default()).await {
             Err(SourceError::NoMatch { pattern: p }) => assert_eq!(p, pattern),
             other => panic!("{pattern}: {other:?}"),
@@ -137,7 +176,9 @@ async fn bad_patterns_are_bad_urls() {
         ("a,,b", "empty pattern"),
     ] {
         match list_shards(pattern, &SourceOptions::default()).await {
-            Err(SourceError::BadUrl { reason: r, .. }) => assert!(r.contains(reason), "{pattern}: {r}"),
+            Err(SourceError::BadUrl { reason: r, .. }) => {
+                assert!(r.contains(reason), "{pattern}: {r}")
+            }
             other => panic!("{pattern}: {other:?}"),
         }
     }
@@ -155,9 +196,13 @@ async fn a_glob_lists_only_under_its_literal_prefix() {
         std::fs::write(sibling.join(format!("train-{i:05}.tfrecord")), b"x").expect("write");
     }
     let stats = ReadStats::new();
-    let shards = list_shards_with_stats(&format!("{root}/a/train-*"), &SourceOptions::default(), &stats)
-        .await
-        .expect("list");
+    let shards = list_shards_with_stats(
+        &format!("{root}/a/train-*"),
+        &SourceOptions::default(),
+        &stats,
+    )
+    .await
+    .expect("list");
     assert_eq!(shards.len(), 3);
     // One directory read, of a/ alone: its 5 entries.
     assert_eq!(stats.requests.load(Relaxed), 1);
@@ -167,9 +212,13 @@ async fn a_glob_lists_only_under_its_literal_prefix() {
     std::fs::create_dir_all(dir.path().join("a2")).expect("mkdir");
     write(&dir.path().join("a2").join("train-7.tfrecord"), 4);
     let stats = ReadStats::new();
-    let shards = list_shards_with_stats(&format!("{root}/a*/train-*.tfrecord"), &SourceOptions::default(), &stats)
-        .await
-        .expect("list");
+    let shards = list_shards_with_stats(
+        &format!("{root}/a*/train-*.tfrecord"),
+        &SourceOptions::default(),
+        &stats,
+    )
+    .await
+    .expect("list");
     let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
     assert_eq!(
         urls,
@@ -186,19 +235,35 @@ async fn a_glob_lists_only_under_its_literal_prefix() {
 #[tokio::test]
 async fn relative_and_file_url_patterns_keep_their_spelling() {
     // Integration tests run in the package root.
-    let shards = list_shards("testdata/examples.tfrecord*", &SourceOptions::default()).await.expect("list");
+    let shards = list_shards("testdata/examples.tfrecord*", &SourceOptions::default())
+        .await
+        .expect("list");
     assert_eq!(
         shards,
         vec![
-            ShardInfo { url: "testdata/examples.tfrecord".into(), size: 1822 },
-            ShardInfo { url: "testdata/examples.tfrecord.gz".into(), size: 1422 },
-            ShardInfo { url: "testdata/examples.tfrecord.json".into(), size: 3490 },
-            ShardInfo { url: "testdata/examples.tfrecord.zz".into(), size: 1410 },
+            ShardInfo {
+                url: "testdata/examples.tfrecord".into(),
+                size: 1822
+            },
+            ShardInfo {
+                url: "testdata/examples.tfrecord.gz".into(),
+                size: 1422
+            },
+            ShardInfo {
+                url: "testdata/examples.tfrecord.json".into(),
+                size: 3490
+            },
+            ShardInfo {
+                url: "testdata/examples.tfrecord.zz".into(),
+                size: 1410
+            },
         ]
     );
     let abs = testdata("lm-sample.tfrecord*");
     let url = format!("file://{}", abs.display());
-    let shards = list_shards(&url, &SourceOptions::default()).await.expect("list");
+    let shards = list_shards(&url, &SourceOptions::default())
+        .await
+        .expect("list");
     let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
     let base = testdata("").display().to_string();
     assert_eq!(
@@ -219,13 +284,24 @@ async fn read_chunks_delivers_the_bytes_from_any_offset_exactly_in_chunks() {
         .expect("head")
         .remove(0);
     assert_eq!(shard.size, data.len() as u64);
-    let opts = SourceOptions { chunk_size: 10_000, readahead: 3, ..SourceOptions::default() };
+    let opts = SourceOptions {
+        chunk_size: 10_000,
+        readahead: 3,
+        ..SourceOptions::default()
+    };
     for start in [0u64, 1, 12_345, 250_000, shard.size - 1, shard.size] {
         let stats = ReadStats::new();
-        let (bytes, lens) = read_all(None, &shard, start, &opts, stats.clone()).await.expect("read");
-        assert!(bytes == data[start as usize..], "start {start}: bytes differ");
+        let (bytes, lens) = read_all(None, &shard, start, &opts, stats.clone())
+            .await
+            .expect("read");
+        assert!(
+            bytes == data[start as usize..],
+            "start {start}: bytes differ"
+        );
         let rest = data.len() - start as usize;
-        let expected: Vec<usize> = (0..rest.div_ceil(10_000)).map(|i| (rest - i * 10_000).min(10_000)).collect();
+        let expected: Vec<usize> = (0..rest.div_ceil(10_000))
+            .map(|i| (rest - i * 10_000).min(10_000))
+            .collect();
         assert_eq!(lens, expected, "start {start}");
         assert_eq!(stats.bytes.load(Relaxed), rest as u64);
         assert_eq!(stats.chunks.load(Relaxed), expected.len() as u64);
@@ -233,7 +309,10 @@ async fn read_chunks_delivers_the_bytes_from_any_offset_exactly_in_chunks() {
     }
     match read_all(None, &shard, shard.size + 1, &opts, ReadStats::new()).await {
         Err(SourceError::BadOffset { url, offset, size }) => {
-            assert_eq!((url.as_str(), offset, size), ("testdata/lm-sample.tfrecord", shard.size + 1, shard.size));
+            assert_eq!(
+                (url.as_str(), offset, size),
+                ("testdata/lm-sample.tfrecord", shard.size + 1, shard.size)
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -241,10 +320,21 @@ async fn read_chunks_delivers_the_bytes_from_any_offset_exactly_in_chunks() {
 
 #[tokio::test]
 async fn records_from_chunks_equal_the_local_reader_for_plain_and_gzip() {
-    for name in ["lm-sample.tfrecord", "lm-sample.tfrecord.gz", "examples.tfrecord.zz"] {
+    for name in [
+        "lm-sample.tfrecord",
+        "lm-sample.tfrecord.gz",
+        "examples.tfrecord.zz",
+    ] {
         let url = format!("testdata/{name}");
-        let shard = list_shards(&url, &SourceOptions::default()).await.expect("head").remove(0);
-        let opts = SourceOptions { chunk_size: 777, readahead: 5, ..SourceOptions::default() };
+        let shard = list_shards(&url, &SourceOptions::default())
+            .await
+            .expect("head")
+            .remove(0);
+        let opts = SourceOptions {
+            chunk_size: 777,
+            readahead: 5,
+            ..SourceOptions::default()
+        };
         let records = stream_records(read_chunks(&shard, 0, &opts, ReadStats::new()), &url).await;
         let expected = local_records(name);
         assert!(!expected.is_empty());
@@ -254,9 +344,17 @@ async fn records_from_chunks_equal_the_local_reader_for_plain_and_gzip() {
 
 #[test]
 fn read_chunks_can_be_polled_without_a_tokio_runtime() {
-    let shard = ShardInfo { url: "testdata/examples.tfrecord".into(), size: 1822 };
-    let opts = SourceOptions { chunk_size: 100, ..SourceOptions::default() };
-    let (bytes, lens) = futures::executor::block_on(read_all(None, &shard, 0, &opts, ReadStats::new())).expect("read");
+    let shard = ShardInfo {
+        url: "testdata/examples.tfrecord".into(),
+        size: 1822,
+    };
+    let opts = SourceOptions {
+        chunk_size: 100,
+        ..SourceOptions::default()
+    };
+    let (bytes, lens) =
+        futures::executor::block_on(read_all(None, &shard, 0, &opts, ReadStats::new()))
+            .expect("read");
     assert_eq!(bytes, file_bytes("examples.tfrecord"));
     assert_eq!(lens.len(), 19);
 }
@@ -266,8 +364,15 @@ fn a_shard_that_shrank_is_truncated_at_its_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("x.tfrecord");
     write(&path, 1000);
-    let shard = ShardInfo { url: s(&path), size: 1500 };
-    let opts = SourceOptions { chunk_size: 400, readahead: 1, ..SourceOptions::default() };
+    let shard = ShardInfo {
+        url: s(&path),
+        size: 1500,
+    };
+    let opts = SourceOptions {
+        chunk_size: 400,
+        readahead: 1,
+        ..SourceOptions::default()
+    };
     let mut chunks = read_chunks(&shard, 0, &opts, ReadStats::new());
     let mut got = 0;
     let err = futures::executor::block_on(async {
@@ -281,25 +386,40 @@ fn a_shard_that_shrank_is_truncated_at_its_end() {
     });
     assert_eq!(got, 800);
     match err {
-        SourceError::Truncated { url, offset, size } => assert_eq!((url, offset, size), (s(&path), 1000, 1500)),
+        SourceError::Truncated { url, offset, size } => {
+            assert_eq!((url, offset, size), (s(&path), 1000, 1500))
+        }
         other => panic!("{other:?}"),
     }
-    assert!(futures::executor::block_on(chunks.next()).is_none(), "the stream ends after its error");
+    assert!(
+        futures::executor::block_on(chunks.next()).is_none(),
+        "the stream ends after its error"
+    );
 }
 
 #[test]
 fn dropping_a_stream_midway_returns_promptly() {
-    let shard = ShardInfo { url: "testdata/lm-sample.tfrecord".into(), size: 255_884 };
-    let opts = SourceOptions { chunk_size: 1000, readahead: 8, ..SourceOptions::default() };
+    let shard = ShardInfo {
+        url: "testdata/lm-sample.tfrecord".into(),
+        size: 255_884,
+    };
+    let opts = SourceOptions {
+        chunk_size: 1000,
+        readahead: 8,
+        ..SourceOptions::default()
+    };
     let mut chunks = read_chunks(&shard, 0, &opts, ReadStats::new());
-    let first = futures::executor::block_on(chunks.next()).expect("a chunk").expect("ok");
+    let first = futures::executor::block_on(chunks.next())
+        .expect("a chunk")
+        .expect("ok");
     assert_eq!(first.len(), 1000);
     drop(chunks);
 }
 
 #[test]
 fn open_blocking_reads_local_files_and_names_missing_ones() {
-    let mut reader = open_blocking("testdata/examples.tfrecord.gz", &SourceOptions::default()).expect("open");
+    let mut reader =
+        open_blocking("testdata/examples.tfrecord.gz", &SourceOptions::default()).expect("open");
     assert_eq!(reader.size(), 1422);
     let mut all = Vec::new();
     reader.read_to_end(&mut all).expect("read");
@@ -309,7 +429,9 @@ fn open_blocking_reads_local_files_and_names_missing_ones() {
         other => panic!("{other:?}"),
     }
     match open_blocking("testdata/*.tfrecord", &SourceOptions::default()) {
-        Err(SourceError::BadUrl { reason, .. }) => assert!(reason.contains("list_shards"), "{reason}"),
+        Err(SourceError::BadUrl { reason, .. }) => {
+            assert!(reason.contains("list_shards"), "{reason}")
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -323,20 +445,43 @@ fn the_cli_counts_globs_and_comma_lists_in_sorted_order() {
             .output()
             .expect("run infeed")
     };
-    let out = run(&["count", "testdata/examples.tfrecord.[gz]*", "testdata/lm-sample.tfrecord,testdata/sequence.tfrecord"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&[
+        "count",
+        "testdata/examples.tfrecord.[gz]*",
+        "testdata/lm-sample.tfrecord,testdata/sequence.tfrecord",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "testdata/examples.tfrecord.gz\t6\ntestdata/examples.tfrecord.zz\t6\ntestdata/lm-sample.tfrecord\t256\ntestdata/sequence.tfrecord\t3\ntotal\t271\n"
     );
     let out = run(&["count", "testdata/nothing-*"]);
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "infeed: testdata/nothing-*: no shard matches\n");
-    let out = run(&["verify", "file://{}".replace("{}", &testdata("examples.tfrecord").display().to_string()).as_str()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "infeed: testdata/nothing-*: no shard matches\n"
+    );
+    let out = run(&[
+        "verify",
+        "file://{}"
+            .replace("{}", &testdata("examples.tfrecord").display().to_string())
+            .as_str(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("file://{}: ok, 6 records\n", testdata("examples.tfrecord").display())
+        format!(
+            "file://{}: ok, 6 records\n",
+            testdata("examples.tfrecord").display()
+        )
     );
 }
 
@@ -345,7 +490,10 @@ fn stats_are_shared_between_readers() {
     let stats: Arc<ReadStats> = ReadStats::new();
     let opts = SourceOptions::default();
     for name in ["examples.tfrecord", "sequence.tfrecord"] {
-        let shard = ShardInfo { url: format!("testdata/{name}"), size: file_bytes(name).len() as u64 };
+        let shard = ShardInfo {
+            url: format!("testdata/{name}"),
+            size: file_bytes(name).len() as u64,
+        };
         futures::executor::block_on(read_all(None, &shard, 0, &opts, stats.clone())).expect("read");
     }
     assert_eq!(stats.bytes.load(Relaxed), 1822 + 777);

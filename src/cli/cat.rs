@@ -71,7 +71,10 @@ fn record_json(message: SequenceExample, force_sequence: bool) -> Value {
                 .feature_list
                 .into_iter()
                 .map(|(name, list)| {
-                    (name, Value::Array(list.feature.into_iter().map(feature_json).collect()))
+                    (
+                        name,
+                        Value::Array(list.feature.into_iter().map(feature_json).collect()),
+                    )
                 })
                 .collect();
             let mut object = Map::new();
@@ -83,7 +86,13 @@ fn record_json(message: SequenceExample, force_sequence: bool) -> Value {
 }
 
 fn features_json(features: Features) -> Value {
-    Value::Object(features.feature.into_iter().map(|(name, f)| (name, feature_json(f))).collect())
+    Value::Object(
+        features
+            .feature
+            .into_iter()
+            .map(|(name, f)| (name, feature_json(f)))
+            .collect(),
+    )
 }
 
 /// `{"int64": [...]}`, `{"float": [...]}`, `{"bytes": [base64...]}`, or `{}`
@@ -93,9 +102,13 @@ fn feature_json(feature: Feature) -> Value {
         None => return Value::Object(Map::new()),
         Some(Kind::Int64List(list)) => ("int64", list.value.into_iter().map(Value::from).collect()),
         Some(Kind::FloatList(list)) => ("float", list.value.into_iter().map(float_json).collect()),
-        Some(Kind::BytesList(list)) => {
-            ("bytes", list.value.iter().map(|b| Value::String(BASE64.encode(b))).collect())
-        }
+        Some(Kind::BytesList(list)) => (
+            "bytes",
+            list.value
+                .iter()
+                .map(|b| Value::String(BASE64.encode(b)))
+                .collect(),
+        ),
     };
     let mut object = Map::new();
     object.insert(tag.into(), Value::Array(values));

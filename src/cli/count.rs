@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use clap::Args;
 use super::{CliError, InputArgs, open_records};
+use clap::Args;
 
 #[derive(Args)]
 pub struct CountArgs {

@@ -48,7 +48,10 @@ struct CompressionArg(Option<Compression>);
 
 impl InputArgs {
     fn read_options(&self) -> ReadOptions {
-        ReadOptions { compression: self.compression.0, ..ReadOptions::default() }
+        ReadOptions {
+            compression: self.compression.0,
+            ..ReadOptions::default()
+        }
     }
 
     /// Every shard the arguments name, in order: a plain local path as given

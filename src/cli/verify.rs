@@ -36,7 +36,11 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write) -> Result<i32, CliError> {
         }
         corrupt_files += 1;
         for event in &skipped.events {
-            writeln!(out, "{name}: byte {}: {} ({} bytes skipped)", event.offset, event.kind, event.bytes)?;
+            writeln!(
+                out,
+                "{name}: byte {}: {} ({} bytes skipped)",
+                event.offset, event.kind, event.bytes
+            )?;
         }
         let unlisted = skipped.records - skipped.events.len() as u64;
         if unlisted > 0 {

@@ -13,7 +13,9 @@ use infeed::source::{ReadStats, ShardInfo, SourceError, SourceOptions, Store};
 
 /// The path of a file in testdata/.
 pub fn testdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name)
 }
 
 pub fn file_bytes(name: &str) -> Vec<u8> {
@@ -61,7 +63,9 @@ pub async fn collect_chunks(
 pub fn emulators() -> bool {
     let on = std::env::var("INFEED_EMULATORS").is_ok_and(|v| v == "1");
     if !on {
-        eprintln!("INFEED_EMULATORS is not 1: start them with scripts/emulators.sh and eval its env");
+        eprintln!(
+            "INFEED_EMULATORS is not 1: start them with scripts/emulators.sh and eval its env"
+        );
     }
     on
 }
@@ -83,7 +87,10 @@ pub fn unique_prefix(name: &str) -> String {
 /// connection. Returns the status and the raw rest of the response.
 pub fn http(method: &str, url: &str, content_type: &str, body: &[u8]) -> (u16, String) {
     let rest = url.strip_prefix("http://").expect("http:// URL");
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
     let mut stream = std::net::TcpStream::connect(host).expect("connect to test server");
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -134,6 +141,7 @@ pub async fn upload(base: &str, key: &str, data: &[u8]) {
             .expect("upload task");
             assert_eq!(status, 200, "upload {key}: {text}");
         }
+        #[cfg(feature = "cloud")]
         "s3" | "az" => {
             use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
             let store: Arc<dyn ObjectStore> = if scheme == "s3" {
@@ -152,7 +160,10 @@ pub async fn upload(base: &str, key: &str, data: &[u8]) {
                 )
             };
             store
-                .put(&object_store::path::Path::from(key), PutPayload::from(data.to_vec()))
+                .put(
+                    &object_store::path::Path::from(key),
+                    PutPayload::from(data.to_vec()),
+                )
                 .await
                 .unwrap_or_else(|e| panic!("upload {key}: {e}"));
         }
