@@ -16,8 +16,10 @@
 //! ([`Store::for_url`]), one per bucket, with object_store's own retries off:
 //! infeed retries itself so that it can resume at the byte and count every
 //! retry in [`ReadStats`]. All I/O runs on infeed's own small tokio runtime
-//! ([`io_runtime`]); local files are read with plain positional reads on its
-//! blocking pool.
+//! ([`io_runtime`]); local files are read directly with std (one open file,
+//! sequential reads into fresh buffers, one in flight, on its blocking pool),
+//! not through object_store's `LocalFileSystem`: measured on a cached 512 MiB
+//! file with 8 MiB chunks, 11 GB/s against 5.6 GB/s.
 
 mod blocking;
 mod error;
@@ -52,9 +54,10 @@ pub struct SourceOptions {
     /// Bytes per range read and per chunk handed on (default 8 MiB): large
     /// pieces keep per-request overhead and cross-thread hand-offs rare.
     pub chunk_size: usize,
-    /// Range reads in flight per shard (default 4), so that one slow request
-    /// does not stall the stream. Memory per shard is about
-    /// `readahead × chunk_size`.
+    /// Range reads in flight per cloud shard (default 4), so that one slow
+    /// request does not stall the stream. Memory per shard is about
+    /// `readahead × chunk_size`. Local files always have one read in flight:
+    /// more only slows them down.
     pub readahead: usize,
     /// Retries of one request without progress before giving up (default 8).
     /// Metadata requests that cannot connect at all (refused, unknown host)
