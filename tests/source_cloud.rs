@@ -102,6 +102,43 @@ async fn round_trip(scheme: &str) {
         );
     }
 
+    // fake-gcs-server also serves objects at plain URLs: read one as http://.
+    if scheme == "gs" {
+        let endpoint = std::env::var("INFEED_GCS_ENDPOINT").expect("INFEED_GCS_ENDPOINT");
+        let url = format!(
+            "{endpoint}/{}/{prefix}/shards/lm-sample.tfrecord.gz",
+            bucket()
+        );
+        let shard = list_shards(&url, &SourceOptions::default())
+            .await
+            .expect("http HEAD");
+        assert_eq!(
+            shard[0].size,
+            file_bytes("lm-sample.tfrecord.gz").len() as u64
+        );
+        let opts = SourceOptions {
+            chunk_size: 30_000,
+            ..SourceOptions::default()
+        };
+        let records =
+            stream_records(read_chunks(&shard[0], 0, &opts, ReadStats::new()), &url).await;
+        assert!(
+            records == local_records("lm-sample.tfrecord.gz"),
+            "{url}: records differ"
+        );
+        match list_shards(
+            &format!("{endpoint}/{}/{prefix}/shards/*", bucket()),
+            &SourceOptions::default(),
+        )
+        .await
+        {
+            Err(SourceError::BadUrl { reason, .. }) => {
+                assert!(reason.contains("cannot list"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     // The CLI on the same glob.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_infeed"))
         .args(["count", &pattern])
@@ -404,4 +441,28 @@ fn open_blocking_on_a_missing_cloud_object_fails_at_open() {
     let mut first = [0u8; 12];
     reader.read_exact(&mut first).expect("read");
     assert_eq!(first[..], file_bytes("examples.tfrecord")[..12]);
+}
+
+#[tokio::test]
+async fn a_plain_http_endpoint_without_allow_http_fails_at_once_and_says_why() {
+    let url = "s3://b/x/*.tfrecord";
+    let endpoint = format!("http://127.0.0.1:{}", closed_port());
+    let config = [
+        ("aws_endpoint", endpoint.as_str()),
+        ("aws_allow_http", "false"),
+        ("aws_access_key_id", "x"),
+        ("aws_secret_access_key", "x"),
+        ("aws_region", "us-east-1"),
+    ];
+    let store = Store::with_config(url, &config).expect("store");
+    let stats = ReadStats::new();
+    match store.list(url, &SourceOptions::default(), &stats).await {
+        Err(SourceError::Unreachable { url: u, message }) => {
+            assert_eq!(u, url);
+            assert!(message.contains("needs allow_http"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stats.retries.load(Relaxed), 0);
+    assert_eq!(stats.requests.load(Relaxed), 1);
 }

@@ -280,6 +280,11 @@ fn classify_chain(e: &(dyn std::error::Error + 'static)) -> Class {
         if let Some(http) = err.downcast_ref::<HttpError>() {
             return match http.kind() {
                 HttpErrorKind::Connect => Class::Connect,
+                // reqwest refused to build the request: configuration (e.g. a
+                // plain http:// endpoint without allow_http), not the network.
+                HttpErrorKind::Unknown if http.to_string().contains("builder error") => {
+                    Class::Permanent
+                }
                 _ => Class::Transient,
             };
         }
@@ -358,6 +363,11 @@ where
 #[cfg_attr(not(feature = "cloud"), allow(dead_code))]
 pub(crate) fn one_line(message: &str) -> String {
     let mut out = String::with_capacity(message.len().min(1000));
+    if message.contains("builder error") {
+        out.push_str(
+            "the HTTP client refused the request (an http:// endpoint needs allow_http, e.g. AWS_ALLOW_HTTP=true):",
+        );
+    }
     for word in message.split_whitespace() {
         if out.len() + word.len() + 1 > 1000 {
             out.push_str(" …");
@@ -505,6 +515,10 @@ mod cloud {
                     .with_retry(no_retry());
                 for (k, v) in CLIENT_DEFAULTS {
                     b = b.with_config(k, v);
+                }
+                if parsed.base.to_ascii_lowercase().starts_with("http://") {
+                    // The user wrote http://: that is consent to plain HTTP.
+                    b = b.with_config(ClientConfigKey::AllowHttp, "true");
                 }
                 for (k, v) in config {
                     b = b.with_config(k.parse().map_err(|e| key_err(k, e))?, *v);
