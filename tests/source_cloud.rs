@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use infeed::record::{ReadOptions, RecordReader};
 use infeed::source::{
     ReadStats, ShardInfo, SourceError, SourceOptions, Store, list_shards, list_shards_with_stats,
-    open_blocking, read_chunks,
+    open_blocking, open_blocking_at, read_chunks, read_range,
 };
 use source_common::*;
 
@@ -82,6 +82,33 @@ async fn round_trip(scheme: &str) {
         assert!(
             bytes == file_bytes(name)[start as usize..],
             "{}: bytes from {start} differ",
+            shard.url
+        );
+
+        // A range in one buffer, e.g. the first bytes for compression detection.
+        let head = read_range(shard, 0..64, &opts, ReadStats::new())
+            .await
+            .expect("range");
+        assert_eq!(head[..], file_bytes(name)[..64]);
+        let middle = read_range(shard, 1000..1400, &opts, ReadStats::new())
+            .await
+            .expect("range");
+        assert_eq!(middle[..], file_bytes(name)[1000..1400]);
+
+        // Blocking from an offset.
+        let url = shard.url.clone();
+        let tail = tokio::task::spawn_blocking(move || {
+            let mut reader =
+                open_blocking_at(&url, 1001, &SourceOptions::default()).expect("open_blocking_at");
+            let mut tail = Vec::new();
+            reader.read_to_end(&mut tail).expect("read");
+            tail
+        })
+        .await
+        .expect("blocking task");
+        assert!(
+            tail[..] == file_bytes(name)[1001..],
+            "{}: tail differs",
             shard.url
         );
 

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use futures::StreamExt;
 use infeed::source::{
     ReadStats, ShardInfo, SourceError, SourceOptions, list_shards, list_shards_with_stats,
-    open_blocking, read_chunks,
+    open_blocking, open_blocking_at, read_chunks, read_range,
 };
 use source_common::*;
 
@@ -499,4 +499,58 @@ fn stats_are_shared_between_readers() {
     assert_eq!(stats.bytes.load(Relaxed), 1822 + 777);
     assert_eq!(stats.chunks.load(Relaxed), 2);
     assert_eq!(stats.requests.load(Relaxed), 2);
+}
+
+#[tokio::test]
+async fn read_range_gives_exactly_the_bytes_asked_for() {
+    let data = file_bytes("lm-sample.tfrecord");
+    let shard = ShardInfo {
+        url: "testdata/lm-sample.tfrecord".into(),
+        size: data.len() as u64,
+    };
+    let opts = SourceOptions::default();
+    for (a, b) in [
+        (0u64, 12u64),
+        (100, 100),
+        (5_000, 130_001),
+        (255_000, 255_884),
+    ] {
+        let bytes = read_range(&shard, a..b, &opts, ReadStats::new())
+            .await
+            .expect("range");
+        assert_eq!(bytes[..], data[a as usize..b as usize], "{a}..{b}");
+    }
+    match read_range(&shard, 255_000..255_885, &opts, ReadStats::new()).await {
+        Err(SourceError::BadOffset { offset, size, .. }) => {
+            assert_eq!((offset, size), (255_885, 255_884))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn open_blocking_at_starts_at_the_byte() {
+    let data = file_bytes("lm-sample.tfrecord");
+    let mut reader = open_blocking_at(
+        "testdata/lm-sample.tfrecord",
+        77_777,
+        &SourceOptions::default(),
+    )
+    .expect("open");
+    let mut rest = Vec::new();
+    reader.read_to_end(&mut rest).expect("read");
+    assert!(rest[..] == data[77_777..]);
+    match open_blocking_at(
+        "testdata/lm-sample.tfrecord",
+        255_885,
+        &SourceOptions::default(),
+    ) {
+        Err(SourceError::BadOffset { url, offset, size }) => {
+            assert_eq!(
+                (url.as_str(), offset, size),
+                ("testdata/lm-sample.tfrecord", 255_885, 255_884)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }

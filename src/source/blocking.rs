@@ -10,7 +10,7 @@ use futures::StreamExt;
 
 use super::error::SourceError;
 use super::glob;
-use super::read::{ReadStats, read_chunks};
+use super::read::ReadStats;
 use super::store::{Store, io_runtime};
 use super::url::{Parsed, Scheme};
 use super::{ShardInfo, SourceOptions};
@@ -23,6 +23,17 @@ use super::{ShardInfo, SourceOptions};
 /// here, so a missing object or bucket fails now, not on the first read.
 /// Do not call it from inside an async task: it blocks.
 pub fn open_blocking(url: &str, opts: &SourceOptions) -> Result<ShardReader, SourceError> {
+    open_blocking_at(url, 0, opts)
+}
+
+/// [`open_blocking`], reading from byte `start` (at most the shard's size:
+/// past it is [`SourceError::BadOffset`]). For resuming an uncompressed shard
+/// at a record boundary.
+pub fn open_blocking_at(
+    url: &str,
+    start: u64,
+    opts: &SourceOptions,
+) -> Result<ShardReader, SourceError> {
     let parsed = Parsed::new(url)?;
     if glob::has_wildcard(&parsed.key) {
         return Err(SourceError::bad_url(
@@ -31,13 +42,20 @@ pub fn open_blocking(url: &str, opts: &SourceOptions) -> Result<ShardReader, Sou
         ));
     }
     if parsed.scheme == Scheme::Local {
-        return open_local(url, &parsed.key);
+        return open_local(url, &parsed.key, start);
     }
     let store = Store::for_url(url)?;
     let stats = ReadStats::new();
     let shard: ShardInfo = futures::executor::block_on(store.head(url, opts, &stats))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Message>(1);
-    let mut chunks = read_chunks(&shard, 0, opts, stats.clone());
+    if start > shard.size {
+        return Err(SourceError::BadOffset {
+            url: url.to_owned(),
+            offset: start,
+            size: shard.size,
+        });
+    }
+    let mut chunks = store.read_chunks(&shard, start, opts, stats.clone());
     let task = io_runtime()?.spawn(async move {
         while let Some(item) = chunks.next().await {
             let failed = item.is_err();
@@ -64,7 +82,8 @@ pub fn open_blocking(url: &str, opts: &SourceOptions) -> Result<ShardReader, Sou
     })
 }
 
-fn open_local(url: &str, path: &str) -> Result<ShardReader, SourceError> {
+fn open_local(url: &str, path: &str, start: u64) -> Result<ShardReader, SourceError> {
+    use std::io::{Seek, SeekFrom};
     let fail = |e: io::Error| match e.kind() {
         io::ErrorKind::NotFound => SourceError::NotFound {
             url: url.to_owned(),
@@ -74,10 +93,20 @@ fn open_local(url: &str, path: &str) -> Result<ShardReader, SourceError> {
             message: e.to_string(),
         },
     };
-    let file = File::open(path).map_err(fail)?;
+    let mut file = File::open(path).map_err(fail)?;
     let meta = file.metadata().map_err(fail)?;
     if !meta.is_file() {
         return Err(SourceError::bad_url(url, "not a file"));
+    }
+    if start > meta.len() {
+        return Err(SourceError::BadOffset {
+            url: url.to_owned(),
+            offset: start,
+            size: meta.len(),
+        });
+    }
+    if start > 0 {
+        file.seek(SeekFrom::Start(start)).map_err(fail)?;
     }
     Ok(ShardReader {
         url: url.to_owned(),

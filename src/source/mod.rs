@@ -32,9 +32,9 @@ mod url;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use blocking::{ShardReader, open_blocking};
+pub use blocking::{ShardReader, open_blocking, open_blocking_at};
 pub use error::SourceError;
-pub use read::{ChunkStream, ReadStats, read_chunks};
+pub use read::{ChunkStream, ReadStats, read_chunks, read_range};
 pub use store::{Store, io_runtime};
 
 /// One shard: where it is and how big it is.

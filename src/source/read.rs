@@ -73,6 +73,20 @@ pub fn read_chunks(
     }
 }
 
+/// The bytes `range` of `shard` in one buffer: for a file's first bytes
+/// (compression detection), an index, or a footer. Same retries as
+/// [`read_chunks`]; a range past the shard's end is [`SourceError::BadOffset`].
+pub async fn read_range(
+    shard: &ShardInfo,
+    range: Range<u64>,
+    opts: &SourceOptions,
+    stats: Arc<ReadStats>,
+) -> Result<Bytes, SourceError> {
+    Store::for_url(&shard.url)?
+        .read_range(shard, range, opts, stats)
+        .await
+}
+
 impl Store {
     /// [`read_chunks`] through this store (see [`Store::with_config`]).
     pub fn read_chunks(
@@ -82,14 +96,59 @@ impl Store {
         opts: &SourceOptions,
         stats: Arc<ReadStats>,
     ) -> ChunkStream {
+        self.read_range_chunks(shard, start..shard.size, opts, stats)
+    }
+
+    /// [`read_range`] through this store.
+    pub async fn read_range(
+        &self,
+        shard: &ShardInfo,
+        range: Range<u64>,
+        opts: &SourceOptions,
+        stats: Arc<ReadStats>,
+    ) -> Result<Bytes, SourceError> {
+        use futures::StreamExt;
+        let len = range.end.saturating_sub(range.start);
+        let opts = SourceOptions {
+            chunk_size: usize::try_from(len).unwrap_or(usize::MAX).max(1),
+            readahead: 1,
+            ..opts.clone()
+        };
+        let mut chunks = self.read_range_chunks(shard, range, &opts, stats);
+        let mut out = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk?;
+            if out.is_empty() {
+                // The usual case: the whole range in one chunk, no copy.
+                if chunk.len() as u64 == len {
+                    return Ok(chunk);
+                }
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// Like [`Store::read_chunks`], for the bytes `range` only.
+    pub fn read_range_chunks(
+        &self,
+        shard: &ShardInfo,
+        range: Range<u64>,
+        opts: &SourceOptions,
+        stats: Arc<ReadStats>,
+    ) -> ChunkStream {
         let parsed = match self.parse_own(&shard.url) {
             Ok(p) => p,
             Err(e) => return ChunkStream::failed(e),
         };
-        if start > shard.size {
+        if range.start > range.end || range.end > shard.size {
             return ChunkStream::failed(SourceError::BadOffset {
                 url: shard.url.clone(),
-                offset: start,
+                offset: if range.end > shard.size {
+                    range.end
+                } else {
+                    range.start
+                },
                 size: shard.size,
             });
         }
@@ -112,12 +171,13 @@ impl Store {
             job: Some(Arc::new(Job {
                 url: shard.url.clone(),
                 size: shard.size,
+                end: range.end,
                 target,
                 opts: opts.clone(),
                 stats,
             })),
             handle: Some(handle),
-            next: start,
+            next: range.start,
             in_flight: VecDeque::new(),
             error: None,
         }
@@ -139,7 +199,10 @@ enum Target {
 /// What every range read of one stream shares.
 struct Job {
     url: String,
+    /// The shard's size (for errors).
     size: u64,
+    /// Where this stream stops.
+    end: u64,
     target: Target,
     opts: SourceOptions,
     stats: Arc<ReadStats>,
@@ -197,8 +260,8 @@ impl ChunkStream {
             #[cfg(feature = "cloud")]
             Target::Cloud(..) => job.opts.readahead.max(1),
         };
-        while self.in_flight.len() < depth && self.next < job.size {
-            let range = self.next..job.size.min(self.next.saturating_add(chunk));
+        while self.in_flight.len() < depth && self.next < job.end {
+            let range = self.next..job.end.min(self.next.saturating_add(chunk));
             self.next = range.end;
             let job2 = job.clone();
             let start = range.start;
@@ -277,6 +340,8 @@ impl std::fmt::Debug for ChunkStream {
 /// A local range: a read into a fresh buffer, on the blocking pool.
 fn read_local(job: &Job, range: Range<u64>) -> Result<Bytes, SourceError> {
     use std::io::{Read, Seek, SeekFrom};
+    // Irrefutable without the `cloud` feature (no other target then).
+    #[cfg_attr(not(feature = "cloud"), allow(irrefutable_let_patterns))]
     let Target::Local { path, file } = &job.target else {
         return Err(SourceError::Read {
             url: job.url.clone(),
