@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Sets up and runs every test of infeed, including the TensorFlow interop tests:
+# Sets up and runs every test of infeed, including the TensorFlow interop tests and the
+# cloud-storage emulator tests:
 #   bash scripts/test.sh
 # Creates .venv (python3 -m venv) with tensorflow-cpu pinned below, unless it already has
-# it; checks that testdata/ is exactly what testdata/make_testdata.py writes; then runs
-# `cargo test --all-features -- --include-ignored` with INFEED_PYTHON pointing at the venv,
-# so the tests marked #[ignore = "needs TensorFlow..."] run too.
-# Needs: a Rust toolchain and python3 (3.10 to 3.13). Set PYTHON to pick another python3.
+# it; checks that testdata/ is exactly what testdata/make_testdata.py writes; installs and
+# starts the storage emulators (scripts/emulators.sh: fake-gcs-server, moto, azurite, on
+# 127.0.0.1; stopped by PID when this script exits); then runs
+# `cargo test --all-features -- --include-ignored` with INFEED_PYTHON pointing at the venv
+# and the emulators' environment, so the tests marked #[ignore = "needs TensorFlow..."] and
+# #[ignore = "needs emulators..."] run too.
+# Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+). Set PYTHON to pick
+# another python3.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,4 +37,10 @@ INFEED_PYTHON="$(pwd)/$VPY"
 export INFEED_PYTHON
 
 "$INFEED_PYTHON" testdata/make_testdata.py --check
+
+bash scripts/emulators.sh install
+trap 'bash scripts/emulators.sh stop' EXIT
+bash scripts/emulators.sh start
+eval "$(bash scripts/emulators.sh env)"
+
 cargo test --all-features -- --include-ignored

@@ -10,10 +10,13 @@
 //!   aligned pooled buffers.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
 //! - [`convert`]: JSONL, CSV, Parquet and text to TFRecord shards (`infeed convert`).
+//! - [`source`]: shard discovery (globs by prefix listing) and reading of
+//!   local files and gs://, s3://, az:// objects with readahead and retries.
 
 pub mod batch;
 pub mod convert;
 pub mod example;
 pub mod pipeline;
 pub mod record;
+pub mod source;
 pub mod spec;

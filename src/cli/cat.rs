@@ -6,11 +6,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use clap::Args;
 use infeed::example::proto::{Feature, Features, SequenceExample, feature::Kind};
-use infeed::record::RecordReader;
 use prost::Message;
 use serde_json::{Map, Value};
 
-use super::{CliError, InputArgs};
+use super::{CliError, InputArgs, open_records};
 
 #[derive(Args)]
 pub struct CatArgs {
@@ -35,8 +34,8 @@ pub fn run(args: &CatArgs, out: &mut impl Write) -> Result<i32, CliError> {
     let options = args.input.read_options();
     let mut to_skip = args.skip;
     let mut left = args.limit.unwrap_or(u64::MAX);
-    for path in &args.input.files {
-        for record in RecordReader::open(path, &options)? {
+    for path in &args.input.shards()? {
+        for record in open_records(path, &options)? {
             if left == 0 {
                 return Ok(0);
             }
@@ -49,8 +48,7 @@ pub fn run(args: &CatArgs, out: &mut impl Write) -> Result<i32, CliError> {
             // so one decode serves both kinds.
             let message = SequenceExample::decode(record.data.as_ref()).map_err(|e| {
                 CliError::Message(format!(
-                    "{}: byte {}: not a tf.train.Example or SequenceExample: {e}",
-                    path.display(),
+                    "{path}: byte {}: not a tf.train.Example or SequenceExample: {e}",
                     record.offset
                 ))
             })?;

@@ -2,10 +2,8 @@
 
 use std::io::Write;
 
+use super::{CliError, InputArgs, open_records};
 use clap::Args;
-use infeed::record::RecordReader;
-
-use super::{CliError, InputArgs};
 
 #[derive(Args)]
 pub struct CountArgs {
@@ -17,13 +15,13 @@ pub struct CountArgs {
 pub fn run(args: &CountArgs, out: &mut impl Write) -> Result<i32, CliError> {
     let options = args.input.read_options();
     let mut total = 0u64;
-    for path in &args.input.files {
+    for path in &args.input.shards()? {
         let mut count = 0u64;
-        for record in RecordReader::open(path, &options)? {
+        for record in open_records(path, &options)? {
             record?;
             count += 1;
         }
-        writeln!(out, "{}\t{count}", path.display())?;
+        writeln!(out, "{path}\t{count}")?;
         total += count;
     }
     writeln!(out, "total\t{total}")?;

@@ -11,11 +11,10 @@ use std::io::Write;
 
 use clap::Args;
 use infeed::example::proto::{SequenceExample, feature::Kind};
-use infeed::record::RecordReader;
 use prost::Message;
 use serde_json::json;
 
-use super::{CliError, InputArgs};
+use super::{CliError, InputArgs, open_records};
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -73,13 +72,11 @@ pub fn run(args: &InspectArgs, out: &mut impl Write) -> Result<i32, CliError> {
     let mut features: BTreeMap<String, Stats> = BTreeMap::new();
     let mut files = Vec::new();
     let (mut total, mut total_bytes, mut sequences) = (0u64, 0u64, 0u64);
-    for path in &args.input.files {
-        let name = path.display().to_string();
-        let bytes = std::fs::metadata(path)
-            .map_err(|e| CliError::Message(format!("{name}: {e}")))?
-            .len();
+    for name in &args.input.shards()? {
+        let name = name.clone();
         let mut records = 0u64;
-        for record in RecordReader::open(path, &options)? {
+        let mut reader = open_records(&name, &options)?;
+        for record in reader.by_ref() {
             let record = record?;
             let message = SequenceExample::decode(record.data.as_ref()).map_err(|e| {
                 CliError::Message(format!(
@@ -114,6 +111,7 @@ pub fn run(args: &InspectArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             records += 1;
         }
+        let bytes = reader.bytes_read();
         files.push((name, records, bytes));
         total += records;
         total_bytes += bytes;

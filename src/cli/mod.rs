@@ -9,10 +9,10 @@ mod inspect;
 mod verify;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use infeed::record::{Compression, ReadOptions};
+use infeed::record::{Compression, ReadOptions, RecordReader};
+use infeed::source::{ShardReader, SourceOptions, list_shards_blocking, open_blocking};
 
 /// infeed: TFRecord tools and input pipelines that keep XLA accelerators fed.
 #[derive(Parser)]
@@ -43,9 +43,11 @@ enum Command {
 /// Input files and how to read them; shared by the reading subcommands.
 #[derive(Args)]
 struct InputArgs {
-    /// TFRecord files to read.
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
+    /// TFRecord files to read: local paths or gs://, s3://, az://, file://
+    /// URLs; globs (`*`, `?`, `[..]`, quoted) and comma-separated lists name
+    /// every matching shard, in sorted order.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<String>,
     /// Compression of the files: none, gzip, zlib or auto (from the
     /// extension and the first bytes).
     #[arg(long, default_value = "auto", value_parser = parse_compression)]
@@ -63,6 +65,29 @@ impl InputArgs {
             ..ReadOptions::default()
         }
     }
+
+    /// Every shard the arguments name, in order: a plain local path as given
+    /// (a missing one fails when opened), a glob or URL through the listing.
+    fn shards(&self) -> Result<Vec<String>, CliError> {
+        let mut shards = Vec::new();
+        for arg in &self.files {
+            let plain_local = !arg.contains("://") && !arg.contains(['*', '?', '[', ',']);
+            if plain_local {
+                shards.push(arg.clone());
+            } else {
+                let listed = list_shards_blocking(arg, &SourceOptions::default())?;
+                shards.extend(listed.into_iter().map(|s| s.url));
+            }
+        }
+        Ok(shards)
+    }
+}
+
+/// Opens one shard (local or cloud) as a record reader; the compression is
+/// detected from the name and first bytes unless `--compression` says.
+fn open_records(url: &str, options: &ReadOptions) -> Result<RecordReader<ShardReader>, CliError> {
+    let reader = open_blocking(url, &SourceOptions::default())?;
+    Ok(RecordReader::with_options(reader, url, options))
 }
 
 fn parse_compression(s: &str) -> Result<CompressionArg, String> {
@@ -80,6 +105,8 @@ enum CliError {
     Pipeline(#[from] infeed::pipeline::PipelineError),
     #[error(transparent)]
     Convert(#[from] infeed::convert::ConvertError),
+    #[error(transparent)]
+    Source(#[from] infeed::source::SourceError),
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("{0}")]

@@ -3,9 +3,9 @@
 use std::io::Write;
 
 use clap::Args;
-use infeed::record::{CorruptPolicy, RecordReader};
+use infeed::record::CorruptPolicy;
 
-use super::{CliError, InputArgs};
+use super::{CliError, InputArgs, open_records};
 
 #[derive(Args)]
 pub struct VerifyArgs {
@@ -21,15 +21,15 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write) -> Result<i32, CliError> {
         ..args.input.read_options()
     };
     let mut corrupt_files = 0usize;
-    for path in &args.input.files {
-        let mut reader = RecordReader::open(path, &options)?;
+    for path in &args.input.shards()? {
+        let mut reader = open_records(path, &options)?;
         let mut good = 0u64;
         for record in reader.by_ref() {
             record?;
             good += 1;
         }
         let skipped = reader.skipped();
-        let name = path.display();
+        let name = path;
         if skipped.records == 0 {
             writeln!(out, "{name}: ok, {good} records")?;
             continue;

@@ -1,0 +1,212 @@
+//! A blocking `std::io::Read` over one shard, for the CLI and other
+//! synchronous callers.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures::StreamExt;
+
+use super::error::SourceError;
+use super::glob;
+use super::read::ReadStats;
+use super::store::{Store, io_runtime};
+use super::url::{Parsed, Scheme};
+use super::{ShardInfo, SourceOptions};
+
+/// Opens one shard (a local path or a URL, no wildcards) for blocking reads.
+///
+/// Local files are plain `std::fs::File`s. Cloud objects are read by
+/// [`read_chunks`] on infeed's I/O runtime (readahead, retries and all) and
+/// handed over chunk by chunk; the object's size comes from a HEAD made
+/// here, so a missing object or bucket fails now, not on the first read.
+/// Do not call it from inside an async task: it blocks.
+pub fn open_blocking(url: &str, opts: &SourceOptions) -> Result<ShardReader, SourceError> {
+    open_blocking_at(url, 0, opts)
+}
+
+/// [`open_blocking`], reading from byte `start` (at most the shard's size:
+/// past it is [`SourceError::BadOffset`]). For resuming an uncompressed shard
+/// at a record boundary.
+pub fn open_blocking_at(
+    url: &str,
+    start: u64,
+    opts: &SourceOptions,
+) -> Result<ShardReader, SourceError> {
+    let parsed = Parsed::new(url)?;
+    if glob::has_wildcard(&parsed.key) {
+        return Err(SourceError::bad_url(
+            url,
+            "wildcards name many shards: list them with list_shards first",
+        ));
+    }
+    if parsed.scheme == Scheme::Local {
+        return open_local(url, &parsed.key, start);
+    }
+    let store = Store::for_url(url)?;
+    let stats = ReadStats::new();
+    let shard: ShardInfo = futures::executor::block_on(store.head(url, opts, &stats))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Message>(1);
+    if start > shard.size {
+        return Err(SourceError::BadOffset {
+            url: url.to_owned(),
+            offset: start,
+            size: shard.size,
+        });
+    }
+    let mut chunks = store.read_chunks(&shard, start, opts, stats.clone());
+    let task = io_runtime()?.spawn(async move {
+        while let Some(item) = chunks.next().await {
+            let failed = item.is_err();
+            let message = match item {
+                Ok(bytes) => Message::Data(bytes),
+                Err(e) => Message::Error(e),
+            };
+            if tx.send(message).await.is_err() || failed {
+                return; // the reader was dropped, or the read failed
+            }
+        }
+        let _ = tx.send(Message::End).await;
+    });
+    Ok(ShardReader {
+        url: url.to_owned(),
+        size: shard.size,
+        stats,
+        inner: Inner::Remote {
+            rx,
+            current: Bytes::new(),
+            ended: false,
+            task,
+        },
+    })
+}
+
+fn open_local(url: &str, path: &str, start: u64) -> Result<ShardReader, SourceError> {
+    use std::io::{Seek, SeekFrom};
+    let fail = |e: io::Error| match e.kind() {
+        io::ErrorKind::NotFound => SourceError::NotFound {
+            url: url.to_owned(),
+        },
+        _ => SourceError::Unreachable {
+            url: url.to_owned(),
+            message: e.to_string(),
+        },
+    };
+    let mut file = File::open(path).map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
+    if !meta.is_file() {
+        return Err(SourceError::bad_url(url, "not a file"));
+    }
+    if start > meta.len() {
+        return Err(SourceError::BadOffset {
+            url: url.to_owned(),
+            offset: start,
+            size: meta.len(),
+        });
+    }
+    if start > 0 {
+        file.seek(SeekFrom::Start(start)).map_err(fail)?;
+    }
+    Ok(ShardReader {
+        url: url.to_owned(),
+        size: meta.len(),
+        stats: ReadStats::new(),
+        inner: Inner::File(file),
+    })
+}
+
+enum Message {
+    Data(Bytes),
+    Error(SourceError),
+    End,
+}
+
+enum Inner {
+    File(File),
+    Remote {
+        rx: tokio::sync::mpsc::Receiver<Message>,
+        current: Bytes,
+        ended: bool,
+        task: tokio::task::JoinHandle<()>,
+    },
+}
+
+/// A blocking reader over one shard; see [`open_blocking`]. Read errors
+/// are `std::io::Error`s wrapping the [`SourceError`] (URL and offset).
+pub struct ShardReader {
+    url: String,
+    size: u64,
+    stats: Arc<ReadStats>,
+    inner: Inner,
+}
+
+impl ShardReader {
+    /// The URL (or path) as given.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The shard's size in bytes, when opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Requests, retries and bytes of a cloud read (all zero for local files).
+    pub fn stats(&self) -> &Arc<ReadStats> {
+        &self.stats
+    }
+}
+
+impl Read for ShardReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match &mut self.inner {
+            Inner::File(f) => f.read(buf),
+            Inner::Remote {
+                rx, current, ended, ..
+            } => {
+                while current.is_empty() {
+                    if *ended {
+                        return Ok(0);
+                    }
+                    match futures::executor::block_on(rx.recv()) {
+                        Some(Message::Data(bytes)) => *current = bytes,
+                        Some(Message::Error(e)) => {
+                            *ended = true;
+                            return Err(e.into());
+                        }
+                        Some(Message::End) => *ended = true,
+                        None => {
+                            *ended = true;
+                            return Err(io::Error::other(format!(
+                                "{}: the reading task ended unexpectedly",
+                                self.url
+                            )));
+                        }
+                    }
+                }
+                let n = buf.len().min(current.len());
+                buf[..n].copy_from_slice(&current[..n]);
+                current.advance(n);
+                Ok(n)
+            }
+        }
+    }
+}
+
+impl Drop for ShardReader {
+    fn drop(&mut self) {
+        if let Inner::Remote { task, .. } = &self.inner {
+            task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for ShardReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardReader")
+            .field("url", &self.url)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}

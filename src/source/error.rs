@@ -1,0 +1,120 @@
+//! Typed errors of the source layer: each names the URL (and the byte offset
+//! when reading), so a failing shard can be found and retried by hand.
+
+/// An error finding or reading shards.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The URL or pattern cannot be used: unknown scheme, missing bucket, a
+    /// wildcard where none is allowed, a cloud URL in a build without the
+    /// `cloud` feature, or a client that cannot be configured from it.
+    #[error("{url}: bad URL: {reason}")]
+    BadUrl {
+        /// The URL or pattern as given.
+        url: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A glob matched no object. An empty glob is an error, not an empty
+    /// dataset: it is almost always a typo.
+    #[error("{pattern}: no shard matches")]
+    NoMatch {
+        /// The pattern as given.
+        pattern: String,
+    },
+    /// A single object (a URL without wildcards) does not exist.
+    #[error("{url}: no such object")]
+    NotFound {
+        /// The URL as given.
+        url: String,
+    },
+    /// The store cannot be reached or refuses us: a missing bucket, a refused
+    /// connection, a failed name lookup, bad credentials or no permission.
+    #[error("{url}: unreachable: {message}")]
+    Unreachable {
+        /// The URL or pattern being resolved.
+        url: String,
+        /// What the store (or the network) said.
+        message: String,
+    },
+    /// Reading a shard failed, after `retries` retries (or at once for an
+    /// error that retrying cannot fix).
+    #[error("{url}: byte {offset}: read failed after {retries} retries: {message}")]
+    Read {
+        /// The shard.
+        url: String,
+        /// The first byte that could not be read.
+        offset: u64,
+        /// What the last attempt failed with.
+        message: String,
+        /// Retries made for this byte range before giving up.
+        retries: u32,
+    },
+    /// The shard is shorter than its listed size: it changed while being read.
+    #[error("{url}: byte {offset}: the object ended before its listed size {size}")]
+    Truncated {
+        /// The shard.
+        url: String,
+        /// Where the data ended.
+        offset: u64,
+        /// The size the listing (or HEAD) gave.
+        size: u64,
+    },
+    /// A read was asked to start past the end of the shard.
+    #[error("{url}: start offset {offset} is past the end of the shard ({size} bytes)")]
+    BadOffset {
+        /// The shard.
+        url: String,
+        /// The requested start.
+        offset: u64,
+        /// The shard's size.
+        size: u64,
+    },
+}
+
+impl SourceError {
+    /// The URL (or pattern) the error is about.
+    pub fn url(&self) -> &str {
+        match self {
+            SourceError::BadUrl { url, .. }
+            | SourceError::NotFound { url }
+            | SourceError::Unreachable { url, .. }
+            | SourceError::Read { url, .. }
+            | SourceError::Truncated { url, .. }
+            | SourceError::BadOffset { url, .. } => url,
+            SourceError::NoMatch { pattern } => pattern,
+        }
+    }
+
+    /// The byte offset the error happened at, for read errors.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            SourceError::Read { offset, .. }
+            | SourceError::Truncated { offset, .. }
+            | SourceError::BadOffset { offset, .. } => Some(*offset),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn bad_url(url: &str, reason: impl Into<String>) -> Self {
+        SourceError::BadUrl {
+            url: url.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<SourceError> for std::io::Error {
+    fn from(e: SourceError) -> Self {
+        let kind = match &e {
+            SourceError::NotFound { .. } | SourceError::NoMatch { .. } => {
+                std::io::ErrorKind::NotFound
+            }
+            SourceError::BadUrl { .. } | SourceError::BadOffset { .. } => {
+                std::io::ErrorKind::InvalidInput
+            }
+            SourceError::Truncated { .. } => std::io::ErrorKind::UnexpectedEof,
+            SourceError::Unreachable { .. } | SourceError::Read { .. } => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
+}

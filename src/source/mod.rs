@@ -1,0 +1,132 @@
+//! Shard discovery and reading: local files and cloud objects (gs://, s3://,
+//! az://, http(s)://) through one interface.
+//!
+//! - [`list_shards`]: a glob (`*`, `?`, `[..]` in any path segment below the
+//!   bucket), a plain URL, or a comma-separated list of them → the matching
+//!   shards with their sizes, sorted by URL. A glob is resolved one level at
+//!   a time, each level listed with its longest literal prefix and a `/`
+//!   delimiter: never a walk of the whole bucket. A glob that matches nothing
+//!   is an error ([`SourceError::NoMatch`]).
+//! - [`read_chunks`]: a shard's bytes from any offset as a stream of large
+//!   chunks, `readahead` range reads in flight, transient failures retried
+//!   with backoff and resumed at the exact byte.
+//! - [`open_blocking`]: a `std::io::Read` over one shard, for the CLI.
+//!
+//! Cloud clients come from object_store, configured from the environment
+//! ([`Store::for_url`]), one per bucket, with object_store's own retries off:
+//! infeed retries itself so that it can resume at the byte and count every
+//! retry in [`ReadStats`]. All I/O runs on infeed's own small tokio runtime
+//! ([`io_runtime`]); local files are read directly with std (one open file,
+//! sequential reads into fresh buffers, one in flight, on its blocking pool),
+//! not through object_store's `LocalFileSystem`: measured on a cached 512 MiB
+//! file with 8 MiB chunks, 11 GB/s against 5.6 GB/s.
+
+mod blocking;
+mod error;
+mod glob;
+mod list;
+mod read;
+mod store;
+mod url;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use blocking::{ShardReader, open_blocking, open_blocking_at};
+pub use error::SourceError;
+pub use read::{ChunkStream, ReadStats, read_chunks, read_range};
+pub use store::{Store, io_runtime};
+
+/// One shard: where it is and how big it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardInfo {
+    /// The shard as the user would write it: `gs://b/train-00001.tfrecord`,
+    /// `/abs/path`, `relative/path`, `file:///abs/path` (the spelling of the
+    /// pattern it was listed by).
+    pub url: String,
+    /// Its size in bytes (as stored, i.e. compressed for compressed shards).
+    pub size: u64,
+}
+
+/// How shards are read.
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    /// Bytes per range read and per chunk handed on (default 8 MiB): large
+    /// pieces keep per-request overhead and cross-thread hand-offs rare.
+    pub chunk_size: usize,
+    /// Range reads in flight per cloud shard (default 4), so that one slow
+    /// request does not stall the stream. Memory per shard is about
+    /// `readahead × chunk_size`. Local files always have one read in flight:
+    /// more only slows them down.
+    pub readahead: usize,
+    /// Retries of one request without progress before giving up (default 8).
+    /// Metadata requests that cannot connect at all (refused, unknown host)
+    /// are retried at most twice: that is a wrong endpoint, not a blip.
+    pub max_retries: u32,
+    /// The first backoff (default 100 ms); it doubles per retry, with jitter,
+    /// up to `max_backoff`.
+    pub retry_backoff: Duration,
+    /// The longest backoff (default 5 s).
+    pub max_backoff: Duration,
+    /// How long to wait for a response, and then for each piece of a
+    /// response body, before calling the request stalled and retrying it
+    /// (default 30 s). A slow transfer that keeps delivering is never cut.
+    pub request_timeout: Duration,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            chunk_size: 8 << 20,
+            readahead: 4,
+            max_retries: 8,
+            retry_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The shards matching `pattern`, sorted by URL, without duplicates.
+///
+/// `pattern` is a local path, `file://`, `gs://`, `s3://`, `az://`,
+/// `abfs[s]://` URL (or an `http(s)://` URL without wildcards), or several
+/// separated by commas. Wildcards `*`, `?`, `[..]` may appear in any path
+/// segment below the bucket (`**` is refused); each must match at least one
+/// shard ([`SourceError::NoMatch`]). A URL without wildcards is one shard,
+/// its size from a HEAD ([`SourceError::NotFound`] if it does not exist).
+pub async fn list_shards(
+    pattern: &str,
+    opts: &SourceOptions,
+) -> Result<Vec<ShardInfo>, SourceError> {
+    list_shards_with_stats(pattern, opts, &ReadStats::new()).await
+}
+
+/// [`list_shards`], counting requests, retries and listed entries in `stats`.
+pub async fn list_shards_with_stats(
+    pattern: &str,
+    opts: &SourceOptions,
+    stats: &Arc<ReadStats>,
+) -> Result<Vec<ShardInfo>, SourceError> {
+    let patterns: Vec<&str> = pattern.split(',').map(str::trim).collect();
+    if patterns.iter().any(|p| p.is_empty()) {
+        return Err(SourceError::bad_url(pattern, "empty pattern in the list"));
+    }
+    let mut shards = Vec::new();
+    for one in patterns {
+        let store = Store::for_url(one)?;
+        shards.extend(store.list(one, opts, stats).await?);
+    }
+    shards.sort();
+    shards.dedup_by(|a, b| a.url == b.url);
+    Ok(shards)
+}
+
+/// [`list_shards`] for synchronous callers (it blocks the calling thread;
+/// the requests run on [`io_runtime`]).
+pub fn list_shards_blocking(
+    pattern: &str,
+    opts: &SourceOptions,
+) -> Result<Vec<ShardInfo>, SourceError> {
+    futures::executor::block_on(list_shards(pattern, opts))
+}
