@@ -15,6 +15,10 @@ pub enum PipelineError {
         offset: u64,
         error: crate::example::ParseError,
     },
+    /// Listing or reaching the shards failed (bad URL, empty glob,
+    /// unreachable bucket).
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
     /// The pattern matched no file, or the file list is empty.
     #[error("no input files match {0:?}")]
     NoFiles(String),

@@ -59,6 +59,7 @@ pub use stream::BatchStream;
 use crate::batch::{Assembler, Batch, BatchPlan, BatchShape, LengthPolicy, TensorType, Truncation};
 use crate::example::{ExampleParser, ParsedBatch};
 use crate::record::ReadOptions;
+use crate::source::{SourceOptions, list_shards_blocking};
 use crate::spec::FeatureSpec;
 use exec::ExecConfig;
 use records::{RecordStream, StreamConfig};
@@ -101,26 +102,15 @@ impl Pipeline {
         Ok(Self::with_files(source, files))
     }
 
-    /// A pipeline over the local files matching a glob (`*`, `?`, `[…]`),
-    /// in sorted order. A comma separates several patterns.
+    /// A pipeline over the shards matching a glob (`*`, `?`, `[…]`) of local
+    /// paths or gs://, s3://, az:// URLs, in sorted order; listed by prefix,
+    /// never by a walk of the whole bucket. A comma separates several
+    /// patterns.
     pub fn from_glob(pattern: &str) -> Result<Self, PipelineError> {
-        let mut files = Vec::new();
-        for one in pattern.split(',').filter(|p| !p.is_empty()) {
-            let paths = glob::glob(one)
-                .map_err(|e| PipelineError::Config(format!("bad glob {one:?}: {e}")))?;
-            let mut matched = Vec::new();
-            for path in paths {
-                let path = path.map_err(|e| PipelineError::Open {
-                    path: e.path().display().to_string(),
-                    message: e.error().to_string(),
-                })?;
-                if path.is_file() {
-                    matched.push(path.display().to_string());
-                }
-            }
-            matched.sort();
-            files.extend(matched);
-        }
+        let files: Vec<String> = list_shards_blocking(pattern, &SourceOptions::default())?
+            .into_iter()
+            .map(|shard| shard.url)
+            .collect();
         if files.is_empty() {
             return Err(PipelineError::NoFiles(pattern.to_owned()));
         }

@@ -6,8 +6,7 @@
 //! framing and CRC checks run on this thread, in parallel with the other
 //! open shards.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
@@ -15,6 +14,7 @@ use std::thread::JoinHandle;
 use crate::record::{Compression, ErrorKind, ReadOptions, Record, RecordError, RecordReader};
 
 use super::stats::StageStats;
+use crate::source::{SourceOptions, open_blocking_at};
 
 /// Blocks in flight per shard: one being filled, one waiting.
 const BLOCKS_IN_FLIGHT: usize = 2;
@@ -69,27 +69,44 @@ fn io_error(path: &str, offset: u64, e: &std::io::Error) -> RecordError {
     }
 }
 
-/// Opens `path` positioned to read records from `start`.
-fn open_at(path: &str, start: u64, opts: &ReadOptions) -> Result<RecordReader<File>, RecordError> {
-    let mut file = File::open(path).map_err(|e| io_error(path, 0, &e))?;
-    let compression = match opts.compression {
-        Some(c) => c,
+/// Opens the shard `url` (local path or gs://, s3://, az:// object)
+/// positioned to read records from `start`.
+fn open_at(
+    url: &str,
+    start: u64,
+    opts: &ReadOptions,
+) -> Result<RecordReader<Box<dyn Read + Send>>, RecordError> {
+    let source_opts = SourceOptions::default();
+    let open = |at: u64| {
+        open_blocking_at(url, at, &source_opts).map_err(|e| RecordError {
+            path: url.to_owned(),
+            offset: at,
+            kind: ErrorKind::from_io(&e.into()),
+        })
+    };
+    let known = opts
+        .compression
+        .or_else(|| Compression::from_extension(url));
+    let (compression, reader): (Compression, Box<dyn Read + Send>) = match known {
+        Some(Compression::None) => (Compression::None, Box::new(open(start)?)),
+        Some(c) => (c, Box::new(open(0)?)),
         None => {
+            // Detect from the first bytes, then read on from them.
+            let mut head_reader = open(0)?;
             let mut head = Vec::with_capacity(64);
-            (&mut file)
+            (&mut head_reader)
                 .take(64)
                 .read_to_end(&mut head)
-                .map_err(|e| io_error(path, 0, &e))?;
-            file.seek(SeekFrom::Start(0))
-                .map_err(|e| io_error(path, 0, &e))?;
-            Compression::detect(path, &head)
+                .map_err(|e| io_error(url, 0, &e))?;
+            let c = Compression::detect(url, &head);
+            if c == Compression::None && start > 0 {
+                (c, Box::new(open(start)?))
+            } else {
+                (c, Box::new(std::io::Cursor::new(head).chain(head_reader)))
+            }
         }
     };
-    if compression == Compression::None {
-        file.seek(SeekFrom::Start(start))
-            .map_err(|e| io_error(path, start, &e))?;
-    }
-    Ok(RecordReader::resume(file, path, compression, opts, start))
+    Ok(RecordReader::resume(reader, url, compression, opts, start))
 }
 
 /// Reads `path` from `start`, sending a block per chunk's worth of records;
