@@ -3,7 +3,7 @@
 //!
 //! The work is a pipeline: the calling thread reads the inputs and cuts them
 //! into chunks of whole records ([`input`]); worker threads parse, check,
-//! tokenize and encode each chunk ([`row`], [`encode`], [`tokenize`]); one
+//! tokenize and encode each chunk (`row`, [`encode`], [`tokenize`]); one
 //! writer thread puts the encoded records back in input order and cuts
 //! shards ([`shard`]) into a [`ShardSink`]. Channels are bounded, so memory
 //! is a few chunks per thread whatever the input size. The output is the same

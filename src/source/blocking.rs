@@ -18,7 +18,7 @@ use super::{ShardInfo, SourceOptions};
 /// Opens one shard (a local path or a URL, no wildcards) for blocking reads.
 ///
 /// Local files are plain `std::fs::File`s. Cloud objects are read by
-/// [`read_chunks`] on infeed's I/O runtime (readahead, retries and all) and
+/// [`read_chunks`](super::read_chunks) on infeed's I/O runtime (readahead, retries and all) and
 /// handed over chunk by chunk; the object's size comes from a HEAD made
 /// here, so a missing object or bucket fails now, not on the first read.
 /// Do not call it from inside an async task: it blocks.
