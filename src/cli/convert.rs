@@ -21,9 +21,9 @@ pub struct ConvertArgs {
     /// optionally compressed (.gz or .zst, detected from the first bytes).
     #[arg(required = true)]
     inputs: Vec<String>,
-    /// Output folder (created if missing).
+    /// Output folder (created if missing), or a bucket prefix: gs://, s3://, az://.
     #[arg(long, short)]
-    output: PathBuf,
+    output: String,
     /// Input format, instead of detecting it from each file name: jsonl, csv, tsv, parquet or text.
     #[arg(long)]
     format: Option<String>,
@@ -299,7 +299,7 @@ fn options(args: &ConvertArgs) -> Result<ConvertOptions, CliError> {
 /// Converts, then prints a summary: records, bytes, speed, shards, skipped records.
 pub fn run(args: &ConvertArgs, out: &mut impl Write) -> Result<i32, CliError> {
     let opts = options(args)?;
-    let sink = convert::local_sink(&args.output)?;
+    let sink = convert::output_sink(&args.output)?;
     let progress = CliProgress::new(args.quiet);
     let result = convert::convert(&opts, sink.clone(), &progress);
     progress.done();

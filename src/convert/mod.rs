@@ -17,6 +17,8 @@
 pub mod encode;
 pub mod error;
 pub mod input;
+#[cfg(feature = "cloud")]
+mod object_sink;
 mod row;
 pub mod schema;
 pub mod shard;
@@ -38,6 +40,8 @@ use crate::record::Compression;
 pub use encode::{ColBuf, encode_example};
 pub use error::{BadKind, BadRecord, ConvertError, Location};
 pub use input::{Format, InputFile};
+#[cfg(feature = "cloud")]
+pub use object_sink::ObjectSink;
 pub use schema::{Column, ColumnSelect, FeatureArg, Schema, Shape, ValueType};
 pub use shard::{Naming, ShardInfo, ShardLimit};
 pub use sink::{LocalSink, ShardSink, ShardWrite};
@@ -1134,6 +1138,17 @@ pub fn convert(
         removed,
         elapsed: started.elapsed(),
     })
+}
+
+/// The sink for an output given on the command line: a bucket URL
+/// (gs://, s3://, az://) or a local folder.
+pub fn output_sink(output: &str) -> Result<Arc<dyn ShardSink>, ConvertError> {
+    #[cfg(feature = "cloud")]
+    if output.contains("://") && !output.starts_with("file://") {
+        let sink = ObjectSink::new(output).map_err(|e| ConvertError::output(output, e))?;
+        return Ok(Arc::new(sink));
+    }
+    local_sink(output.strip_prefix("file://").unwrap_or(output))
 }
 
 /// Where a local output folder is: a helper for callers that take a path.

@@ -149,6 +149,16 @@ impl Store {
         &self.inner.base
     }
 
+    /// The object_store client of a cloud store (`None` for local files):
+    /// for writers such as `infeed convert`'s cloud output.
+    #[cfg(feature = "cloud")]
+    pub fn object_store(&self) -> Option<Arc<dyn ObjectStore>> {
+        match &self.inner.backend {
+            Backend::Local => None,
+            Backend::Cloud { objects, .. } => Some(objects.clone()),
+        }
+    }
+
     /// Parses `url` and checks that it lives in this store.
     pub(crate) fn parse_own(&self, url: &str) -> Result<Parsed, SourceError> {
         let parsed = Parsed::new(url)?;
