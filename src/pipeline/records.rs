@@ -325,6 +325,7 @@ impl RecordStream {
             }
             self.s.emitted += 1;
             self.stats.add_records(1);
+            self.stats.add_bytes(item.data.len() as u64);
             return Ok(Some(item));
         }
     }
