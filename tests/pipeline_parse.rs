@@ -134,3 +134,40 @@ fn static_shape_batches_are_padded_masked_and_listed_ahead() {
         }
     }
 }
+
+#[test]
+fn padding_batches_of_a_host_that_ran_dry_are_fully_masked_with_the_static_shape() {
+    use infeed::batch::TensorType;
+    use infeed::pipeline::EqualBatches;
+    // 3 files: host 0 reads lm-sample twice (512 records), host 1 once (256).
+    let files = [
+        testdata("lm-sample.tfrecord"),
+        testdata("lm-sample.tfrecord.gz"),
+        testdata("lm-sample.tfrecord"),
+    ];
+    let host1 = Pipeline::from_files(files)
+        .unwrap()
+        .shard(1, 2)
+        .equal_batches(EqualBatches::Pad)
+        .parse(lm_spec())
+        .pad_to_multiple_of(64)
+        .max_length(512)
+        .cast(TensorType::I32)
+        .batch(128, true);
+    let shapes = host1.shapes().unwrap();
+    let batches: Vec<_> = host1.build().unwrap().map(Result::unwrap).collect();
+    assert_eq!(
+        batches.iter().map(|b| b.real_rows).collect::<Vec<_>>(),
+        [128, 128, 0, 0]
+    );
+    for b in &batches[2..] {
+        assert!(shapes.contains(&b.shape()));
+        assert!(
+            b["input_ids_mask"]
+                .values::<i32>()
+                .unwrap()
+                .iter()
+                .all(|&m| m == 0)
+        );
+    }
+}

@@ -389,3 +389,56 @@ fn unordered_output_holds_the_same_records() {
     let unordered = run(&p.clone().unordered(), 5, false);
     assert_eq!(sorted(unordered), sorted(ordered));
 }
+
+#[test]
+fn equal_batches_give_every_host_the_same_count() {
+    use infeed::pipeline::EqualBatches;
+    let dir = tempfile::tempdir().unwrap();
+    // By file: host 0 reads 5+7+9 = 21 records, host 1 reads 6+8 = 14.
+    let files = write_files(dir.path(), &[5, 6, 7, 8, 9], Compression::None);
+    let host = |i: u64, how| {
+        Pipeline::from_files(files.clone())
+            .unwrap()
+            .shard(i, 2)
+            .seed(1)
+            .shuffle(8)
+            .equal_batches(how)
+    };
+    let sizes = |p: Pipeline| -> Vec<usize> {
+        p.build_raw(4, false)
+            .unwrap()
+            .map(|b| b.unwrap().records.len())
+            .collect()
+    };
+    assert_eq!(sizes(host(0, EqualBatches::Drop)), [4, 4, 4]);
+    assert_eq!(sizes(host(1, EqualBatches::Drop)), [4, 4, 4]);
+    assert_eq!(sizes(host(0, EqualBatches::Pad)), [4, 4, 4, 4, 4, 1]);
+    assert_eq!(sizes(host(1, EqualBatches::Pad)), [4, 4, 4, 2, 0, 0]);
+    // By record (fewer files than hosts), over 2 epochs: 17 records → 6, 6, 5 per epoch.
+    let dir2 = tempfile::tempdir().unwrap();
+    let few = write_files(dir2.path(), &[13, 4], Compression::None);
+    for i in 0..3 {
+        let p = Pipeline::from_files(few.clone())
+            .unwrap()
+            .shard(i, 3)
+            .repeat(Some(2))
+            .equal_batches(EqualBatches::Drop);
+        assert_eq!(sizes(p), [4, 4], "host {i}");
+    }
+    // A restore inside the padding tail keeps the count.
+    let p = host(1, EqualBatches::Pad);
+    let mut first = p.build_raw(4, false).unwrap();
+    for _ in 0..5 {
+        first.next_batch().unwrap();
+    }
+    let state = first.state();
+    drop(first);
+    assert_eq!(sizes(p.clone().resume_from(&state)), [0]);
+    let err = Pipeline::from_files(files)
+        .unwrap()
+        .filter(|_| true)
+        .equal_batches(EqualBatches::Pad)
+        .build_raw(2, false)
+        .err();
+    assert!(matches!(err, Some(PipelineError::Config(_))), "{err:?}");
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use infeed::batch::{Batch, TensorType, Truncation};
 use infeed::example::{Column, ParsedBatch, Values};
-use infeed::pipeline::{Batches, Pipeline, PipelineStats, RawBatch, StageFigures};
+use infeed::pipeline::{Batches, EqualBatches, Pipeline, PipelineStats, RawBatch, StageFigures};
 use infeed::record::{CorruptPolicy, ReadOptions};
 use infeed::spec::FeatureSpec;
 use serde_json::{Value, json};
@@ -66,6 +66,9 @@ pub struct BenchArgs {
     /// This host's part, as INDEX/COUNT.
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(u64, u64)>,
+    /// Make every host emit the same number of batches: drop or pad.
+    #[arg(long, value_parser = parse_equal)]
+    equal_batches: Option<EqualBatches>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -130,6 +133,14 @@ fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((name.to_owned(), shape))
+}
+
+fn parse_equal(s: &str) -> Result<EqualBatches, String> {
+    match s {
+        "drop" => Ok(EqualBatches::Drop),
+        "pad" => Ok(EqualBatches::Pad),
+        _ => Err("expected drop or pad".into()),
+    }
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
@@ -228,6 +239,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
     }
     if args.shuffle_files {
         p = p.shuffle_files();
+    }
+    if let Some(how) = args.equal_batches {
+        p = p.equal_batches(how);
     }
     if args.unordered {
         p = p.unordered();

@@ -57,6 +57,9 @@ pub(crate) struct ExecConfig {
     pub batches_before: u64,
     /// Deliver batches as workers finish them rather than in order.
     pub unordered: bool,
+    /// Exactly this many batches in all (counting those before a restore):
+    /// stop there, or pad with empty batches up to it.
+    pub total_batches: Option<u64>,
 }
 
 /// A numbered batch (or error) with the record stream's state after it.
@@ -286,18 +289,25 @@ fn cut_batches(
     stats: &StageStats,
 ) {
     let mut seq = 0u64;
+    let limit = cfg
+        .total_batches
+        .map(|n| n.saturating_sub(cfg.batches_before));
+    let mut data_done = false;
     loop {
+        if limit.is_some_and(|n| seq >= n) {
+            return;
+        }
         let timer = stats.busy_timer();
         let mut records = Vec::with_capacity(cfg.batch_size);
         let mut provenance = Vec::with_capacity(cfg.batch_size);
         let mut error = None;
-        while records.len() < cfg.batch_size {
+        while !data_done && records.len() < cfg.batch_size {
             match stream.next_item() {
                 Ok(Some(item)) => {
                     records.push(item.data);
                     provenance.push((item.file, item.offset));
                 }
-                Ok(None) => break,
+                Ok(None) => data_done = true,
                 Err(e) => {
                     error = Some(e);
                     break;
@@ -305,7 +315,10 @@ fn cut_batches(
             }
         }
         let full = records.len() == cfg.batch_size;
-        let message = if !records.is_empty() && (full || !cfg.drop_remainder) {
+        // Past the end of the data, a host that must reach `total_batches`
+        // sends empty batches: the workers pad them to fully masked ones.
+        let padding = data_done && records.is_empty() && limit.is_some();
+        let message = if (!records.is_empty() && (full || !cfg.drop_remainder)) || padding {
             let state = Arc::new(stream.state());
             Some(Ok((
                 RawBatch {
@@ -329,7 +342,7 @@ fn cut_batches(
             let _ = tx.send((seq, Err(e)));
             return;
         }
-        if !full {
+        if data_done && limit.is_none() {
             return;
         }
     }

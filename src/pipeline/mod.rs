@@ -65,6 +65,18 @@ use exec::ExecConfig;
 use records::{RecordStream, StreamConfig};
 use stats::StageStats;
 
+/// How hosts reading disjoint parts of the data come to emit the same number
+/// of batches, so that an SPMD step never waits on a host that ran dry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EqualBatches {
+    /// Every host stops after as many full batches as the poorest host has.
+    Drop,
+    /// Every host emits as many batches as the richest host (a last partial
+    /// batch is kept); hosts that run out send fully masked padding batches
+    /// (`real_rows == 0`).
+    Pad,
+}
+
 /// A description of an input pipeline; `build` starts it.
 #[derive(Clone)]
 pub struct Pipeline {
@@ -86,6 +98,7 @@ pub struct Pipeline {
     workers: usize,
     prefetch: usize,
     unordered: bool,
+    equal_batches: Option<EqualBatches>,
     resume: Option<Vec<u8>>,
 }
 
@@ -137,6 +150,7 @@ impl Pipeline {
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             prefetch: 2,
             unordered: false,
+            equal_batches: None,
             resume: None,
         }
     }
@@ -222,6 +236,17 @@ impl Pipeline {
     /// Batches prepared ahead of the consumer (default 2).
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches.max(1);
+        self
+    }
+
+    /// Makes every host of [`Pipeline::shard`] emit the same number of
+    /// batches over a finite run (`repeat(Some(n))` or none). It counts the
+    /// records of every shard once when the pipeline is built (a read of the
+    /// whole dataset); it cannot be combined with `filter`, whose effect is
+    /// unknown in advance. With `repeat(None)` no host runs dry and it does
+    /// nothing.
+    pub fn equal_batches(mut self, how: EqualBatches) -> Self {
+        self.equal_batches = Some(how);
         self
     }
 
@@ -327,6 +352,7 @@ impl Pipeline {
             prefetch: self.prefetch,
             batches_before,
             unordered: self.unordered,
+            total_batches: self.total_batches(batch_size, drop_remainder)?,
         };
         Ok(Batches::start(
             stream,
@@ -337,6 +363,55 @@ impl Pipeline {
             work,
             fingerprint as u64,
         ))
+    }
+
+    /// With [`Pipeline::equal_batches`]: how many batches every host emits.
+    fn total_batches(
+        &self,
+        batch_size: usize,
+        drop_remainder: bool,
+    ) -> Result<Option<u64>, PipelineError> {
+        let Some(how) = self.equal_batches else {
+            return Ok(None);
+        };
+        let epochs = match self.repeat {
+            None => 1,
+            Some(Some(n)) => n,
+            Some(None) => return Ok(None),
+        };
+        if self.filter.is_some() {
+            return Err(PipelineError::Config(
+                "equal_batches cannot be combined with filter".into(),
+            ));
+        }
+        let counts = count_records(&self.files, &self.read)?;
+        let (index_count, total): (u64, u64) =
+            (self.host.map_or(1, |(_, n)| n), counts.iter().sum());
+        let per_host: Vec<u64> = (0..index_count)
+            .map(|i| {
+                let records = if counts.len() as u64 >= index_count {
+                    counts
+                        .iter()
+                        .skip(i as usize)
+                        .step_by(index_count as usize)
+                        .sum()
+                } else {
+                    (total + index_count - 1 - i) / index_count
+                };
+                let epoch = records
+                    .saturating_sub(self.skip)
+                    .min(self.take.unwrap_or(u64::MAX));
+                epoch * epochs
+            })
+            .collect();
+        let b = batch_size as u64;
+        Ok(Some(match how {
+            EqualBatches::Drop => per_host.iter().map(|r| r / b).min().unwrap_or(0),
+            EqualBatches::Pad if drop_remainder => {
+                per_host.iter().map(|r| r / b).max().unwrap_or(0)
+            }
+            EqualBatches::Pad => per_host.iter().map(|r| r.div_ceil(b)).max().unwrap_or(0),
+        }))
     }
 
     /// Cuts batches of serialized records (no parsing).
@@ -351,7 +426,7 @@ impl Pipeline {
     /// A stable fingerprint of everything that decides the output order.
     fn fingerprint(&self, files: &[String], batch_size: usize, drop_remainder: bool) -> u32 {
         let description = format!(
-            "{files:?}|{:?}|{}|{}|{}|{}|{}|{:?}|{}|{:?}|{}|{batch_size}|{drop_remainder}|{}|{}",
+            "{files:?}|{:?}|{}|{}|{}|{}|{}|{:?}|{}|{:?}|{}|{batch_size}|{drop_remainder}|{}|{}|{:?}",
             self.host,
             self.seed,
             self.shuffle_files,
@@ -364,6 +439,7 @@ impl Pipeline {
             self.repeat_before_shuffle,
             self.filter.is_some(),
             self.map.is_some(),
+            self.equal_batches,
         );
         crc32c::crc32c(description.as_bytes())
     }
@@ -388,6 +464,41 @@ impl<T: Send + 'static> Batches<T> {
         let state = self.last_state().unwrap_or(&fresh);
         state::encode(state, self.batches_delivered(), fingerprint)
     }
+}
+
+/// Counts the records of every file, several files at a time.
+fn count_records(files: &[String], read: &ReadOptions) -> Result<Vec<u64>, PipelineError> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
+    let mut counts = vec![0u64; files.len()];
+    for (chunk_files, chunk_counts) in files.chunks(workers).zip(counts.chunks_mut(workers)) {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk_files
+                .iter()
+                .map(|file| {
+                    scope.spawn(move || -> Result<u64, PipelineError> {
+                        let reader = crate::source::open_blocking(file, &SourceOptions::default())?;
+                        let mut n = 0;
+                        for record in
+                            crate::record::RecordReader::with_options(reader, file.as_str(), read)
+                        {
+                            record?;
+                            n += 1;
+                        }
+                        Ok(n)
+                    })
+                })
+                .collect();
+            for (slot, handle) in chunk_counts.iter_mut().zip(handles) {
+                *slot = handle
+                    .join()
+                    .map_err(|_| PipelineError::Worker("record counting".into()))??;
+            }
+            Ok::<(), PipelineError>(())
+        })?;
+    }
+    Ok(counts)
 }
 
 /// A pipeline that parses its records by a feature spec and assembles
