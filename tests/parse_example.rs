@@ -13,31 +13,11 @@ use infeed::example::{
 use infeed::spec::{DType, DefaultValue, FeatureSpec, WireKind};
 use prost::Message;
 
+mod wire_common;
+
 /// Protobuf wire bytes by hand, to build encodings prost never writes.
 mod enc {
-    pub fn varint(v: u64) -> Vec<u8> {
-        let mut v = v;
-        let mut out = Vec::new();
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-        out
-    }
-
-    pub fn tag(field: u64, wire: u64) -> Vec<u8> {
-        varint(field << 3 | wire)
-    }
-
-    pub fn ld(field: u64, payload: &[u8]) -> Vec<u8> {
-        [
-            tag(field, 2),
-            varint(payload.len() as u64),
-            payload.to_vec(),
-        ]
-        .concat()
-    }
+    pub use super::wire_common::{ld, tag, varint};
 
     /// Int64List body, packed.
     pub fn i64_packed(vals: &[i64]) -> Vec<u8> {

@@ -15,30 +15,10 @@ use infeed::example::{
 use infeed::spec::{DType, DefaultValue, FeatureSpec, SequenceSpec, WireKind};
 use prost::Message;
 
+mod wire_common;
+
 mod enc {
-    pub fn varint(v: u64) -> Vec<u8> {
-        let mut v = v;
-        let mut out = Vec::new();
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-        out
-    }
-
-    pub fn tag(field: u64, wire: u64) -> Vec<u8> {
-        varint(field << 3 | wire)
-    }
-
-    pub fn ld(field: u64, payload: &[u8]) -> Vec<u8> {
-        [
-            tag(field, 2),
-            varint(payload.len() as u64),
-            payload.to_vec(),
-        ]
-        .concat()
-    }
+    pub use super::wire_common::{ld, tag, varint};
 
     /// A Feature holding a packed Int64List.
     pub fn ints(vals: &[i64]) -> Vec<u8> {

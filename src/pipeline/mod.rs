@@ -618,17 +618,20 @@ impl ParsedPipeline {
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
             ExampleParser::new(&spec)
                 .parse(&raw.records)
-                .map_err(|error| {
-                    let (path, offset) = raw.origin(error.record);
-                    PipelineError::Parse {
-                        path: path.to_owned(),
-                        offset,
-                        error,
-                    }
-                })
+                .map_err(|error| parse_error(&raw, error))
         });
         self.pipeline
             .build_with(self.batch_size, self.drop_remainder, work)
+    }
+}
+
+/// A parse error, placed at the file and offset of the record it names.
+fn parse_error(raw: &RawBatch, error: crate::example::ParseError) -> PipelineError {
+    let (path, offset) = raw.origin(error.record);
+    PipelineError::Parse {
+        path: path.to_owned(),
+        offset,
+        error,
     }
 }
 
@@ -665,14 +668,7 @@ impl ParserPool {
         });
         let result = match parser.parse_into(&raw.records, &mut parsed) {
             Ok(()) => f(&parsed),
-            Err(error) => {
-                let (path, offset) = raw.origin(error.record);
-                Err(PipelineError::Parse {
-                    path: path.to_owned(),
-                    offset,
-                    error,
-                })
-            }
+            Err(error) => Err(parse_error(raw, error)),
         };
         self.idle
             .lock()
