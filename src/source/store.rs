@@ -470,55 +470,30 @@ mod cloud {
         let key_err = |key: &str, e: object_store::Error| {
             SourceError::bad_url(url, format!("configuration key {key:?}: {e}"))
         };
+        // The three bucket clients differ only in their builder and config
+        // key types.
+        macro_rules! bucket_backend {
+            ($builder:ident, $key:ident) => {{
+                let mut b = $builder::from_env()
+                    .with_url(parsed.base.as_str())
+                    .with_retry(no_retry());
+                for (k, v) in CLIENT_DEFAULTS {
+                    b = b.with_config($key::Client(k), v);
+                }
+                for (k, v) in config {
+                    b = b.with_config(k.parse().map_err(|e| key_err(k, e))?, *v);
+                }
+                let s = Arc::new(b.build().map_err(bad)?);
+                Ok(Backend::Cloud {
+                    objects: s.clone(),
+                    lister: Some(s),
+                })
+            }};
+        }
         match parsed.scheme {
-            Scheme::Gcs => {
-                let mut b = GoogleCloudStorageBuilder::from_env()
-                    .with_url(parsed.base.as_str())
-                    .with_retry(no_retry());
-                for (k, v) in CLIENT_DEFAULTS {
-                    b = b.with_config(GoogleConfigKey::Client(k), v);
-                }
-                for (k, v) in config {
-                    b = b.with_config(k.parse().map_err(|e| key_err(k, e))?, *v);
-                }
-                let s = Arc::new(b.build().map_err(bad)?);
-                Ok(Backend::Cloud {
-                    objects: s.clone(),
-                    lister: Some(s),
-                })
-            }
-            Scheme::S3 => {
-                let mut b = AmazonS3Builder::from_env()
-                    .with_url(parsed.base.as_str())
-                    .with_retry(no_retry());
-                for (k, v) in CLIENT_DEFAULTS {
-                    b = b.with_config(AmazonS3ConfigKey::Client(k), v);
-                }
-                for (k, v) in config {
-                    b = b.with_config(k.parse().map_err(|e| key_err(k, e))?, *v);
-                }
-                let s = Arc::new(b.build().map_err(bad)?);
-                Ok(Backend::Cloud {
-                    objects: s.clone(),
-                    lister: Some(s),
-                })
-            }
-            Scheme::Azure => {
-                let mut b = MicrosoftAzureBuilder::from_env()
-                    .with_url(parsed.base.as_str())
-                    .with_retry(no_retry());
-                for (k, v) in CLIENT_DEFAULTS {
-                    b = b.with_config(AzureConfigKey::Client(k), v);
-                }
-                for (k, v) in config {
-                    b = b.with_config(k.parse().map_err(|e| key_err(k, e))?, *v);
-                }
-                let s = Arc::new(b.build().map_err(bad)?);
-                Ok(Backend::Cloud {
-                    objects: s.clone(),
-                    lister: Some(s),
-                })
-            }
+            Scheme::Gcs => bucket_backend!(GoogleCloudStorageBuilder, GoogleConfigKey),
+            Scheme::S3 => bucket_backend!(AmazonS3Builder, AmazonS3ConfigKey),
+            Scheme::Azure => bucket_backend!(MicrosoftAzureBuilder, AzureConfigKey),
             Scheme::Http => {
                 let mut b = HttpBuilder::new()
                     .with_url(parsed.base.as_str())
