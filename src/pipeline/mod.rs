@@ -37,6 +37,7 @@
 //! whether the shuffle buffer mixes epochs (before) or drains at the end of
 //! each epoch (after, as tf.data's `shuffle().repeat()`).
 
+mod counts;
 mod error;
 mod exec;
 mod records;
@@ -384,7 +385,7 @@ impl Pipeline {
                 "equal_batches cannot be combined with filter".into(),
             ));
         }
-        let counts = count_records(&self.files, &self.read)?;
+        let counts = counts::count_records(&self.files, &self.read)?;
         let (index_count, total): (u64, u64) =
             (self.host.map_or(1, |(_, n)| n), counts.iter().sum());
         let per_host: Vec<u64> = (0..index_count)
@@ -464,41 +465,6 @@ impl<T: Send + 'static> Batches<T> {
         let state = self.last_state().unwrap_or(&fresh);
         state::encode(state, self.batches_delivered(), fingerprint)
     }
-}
-
-/// Counts the records of every file, several files at a time.
-fn count_records(files: &[String], read: &ReadOptions) -> Result<Vec<u64>, PipelineError> {
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .max(2);
-    let mut counts = vec![0u64; files.len()];
-    for (chunk_files, chunk_counts) in files.chunks(workers).zip(counts.chunks_mut(workers)) {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = chunk_files
-                .iter()
-                .map(|file| {
-                    scope.spawn(move || -> Result<u64, PipelineError> {
-                        let reader = crate::source::open_blocking(file, &SourceOptions::default())?;
-                        let mut n = 0;
-                        for record in
-                            crate::record::RecordReader::with_options(reader, file.as_str(), read)
-                        {
-                            record?;
-                            n += 1;
-                        }
-                        Ok(n)
-                    })
-                })
-                .collect();
-            for (slot, handle) in chunk_counts.iter_mut().zip(handles) {
-                *slot = handle
-                    .join()
-                    .map_err(|_| PipelineError::Worker("record counting".into()))??;
-            }
-            Ok::<(), PipelineError>(())
-        })?;
-    }
-    Ok(counts)
 }
 
 /// A pipeline that parses its records by a feature spec and assembles
