@@ -232,6 +232,13 @@ impl ParsedPipeline {
         self
     }
 
+    /// Continues from a state taken with [`Batches::state`] of the same
+    /// pipeline (see [`Pipeline::resume_from`]).
+    pub fn resume_from(mut self, state: &[u8]) -> Self {
+        self.pipeline = self.pipeline.resume_from(state);
+        self
+    }
+
     fn has_filter(&self) -> bool {
         self.ops.iter().any(|op| matches!(op, ParsedOp::Filter(_)))
     }
