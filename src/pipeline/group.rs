@@ -52,6 +52,9 @@ pub(crate) type MeasureFn = Arc<dyn Fn(&Item) -> Result<usize, PipelineError> + 
 pub(crate) type PrefilterFn =
     Arc<dyn Fn(&RawBatch) -> Result<Vec<Option<usize>>, PipelineError> + Send + Sync>;
 
+/// A prefilter thread's answer for one chunk, by chunk number.
+type Verdicts = (u64, Result<Vec<Option<usize>>, PipelineError>);
+
 /// How records are grouped into batches.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum GroupMode {
@@ -521,7 +524,7 @@ impl RecordThread {
         sender: &mut GroupSender<'_>,
         stats: &StageStats,
         job_tx: &Sender<(u64, RawBatch)>,
-        res_rx: &crossbeam_channel::Receiver<(u64, Result<Vec<Option<usize>>, PipelineError>)>,
+        res_rx: &crossbeam_channel::Receiver<Verdicts>,
     ) -> Result<Flow, PipelineError> {
         let in_flight_max = self.workers.max(1) * 2;
         let mut in_flight: VecDeque<(u64, Chunk)> = VecDeque::new();
