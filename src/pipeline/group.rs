@@ -458,18 +458,25 @@ impl RecordThread {
             if sender.full() {
                 return Ok(Flow::Stop);
             }
+            // Pull records until a group is complete (one timer per group,
+            // not per record).
             let timer = stats.busy_timer();
-            let Some((item, skip)) = self.next()? else {
-                return Ok(Flow::Go);
+            let end = loop {
+                let Some((item, skip)) = self.next()? else {
+                    break true;
+                };
+                let len = match &self.measure {
+                    Some(measure) => measure(&item).map_err(|e| self.locate(e, item.file))?,
+                    None => 0,
+                };
+                let file = item.file;
+                grouper
+                    .push(item, len, skip, &mut out)
+                    .map_err(|e| self.locate(e, file))?;
+                if !out.is_empty() {
+                    break false;
+                }
             };
-            let len = match &self.measure {
-                Some(measure) => measure(&item).map_err(|e| self.locate(e, item.file))?,
-                None => 0,
-            };
-            let file = item.file;
-            grouper
-                .push(item, len, skip, &mut out)
-                .map_err(|e| self.locate(e, file))?;
             drop(timer);
             if !out.is_empty() {
                 let state = Arc::new(self.stream.state());
@@ -479,6 +486,9 @@ impl RecordThread {
                         return Ok(Flow::Stop);
                     }
                 }
+            }
+            if end {
+                return Ok(Flow::Go);
             }
         }
     }
