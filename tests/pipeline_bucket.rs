@@ -319,8 +319,8 @@ fn the_state_holds_waiting_records_as_positions_and_stays_small() {
         .unwrap()
         .seed(3)
         .interleave(4, 1)
-        .shuffle(10_000)
         .repeat(None)
+        .shuffle(10_000) // after repeat: the buffer spans epochs and fills
         .parse(spec())
         .max_length(512)
         .bucket_by_length("ids", &[64, 128, 256], &[512, 256, 128, 64])
@@ -328,6 +328,7 @@ fn the_state_holds_waiting_records_as_positions_and_stays_small() {
     // 400 distinct records repeated: after 30 batches the buffer is full.
     let (first, state) = digests_then_state(p.build().unwrap(), 30);
     assert_eq!(first.len(), 30);
+    eprintln!("state with buckets: {} bytes", state.len());
     assert!(state.len() < 64 * 1024, "{} bytes", state.len());
     let (next, _) = digests_then_state(p.clone().build().unwrap(), 35);
     let (resumed, _) = digests_then_state(p.resume_from(&state).build().unwrap(), 5);

@@ -36,6 +36,14 @@
 //! the shuffle, and whether it is called before or after `shuffle` decides
 //! whether the shuffle buffer mixes epochs (before) or drains at the end of
 //! each epoch (after, as tf.data's `shuffle().repeat()`).
+//!
+//! After parsing: `map_batch` and `filter_rows` (on parsed records, in
+//! builder order), then the grouping into batches — fixed-size
+//! ([`ParsedPipeline::batch`]), by length
+//! ([`ParsedPipeline::bucket_by_length`]) or packed
+//! ([`ParsedPipeline::pack`]) — then padding and assembly. The record thread
+//! decides the grouping (see `group.rs`), so it is deterministic and its
+//! waiting records are part of the checkpoint, as positions.
 
 mod error;
 mod exec;
