@@ -249,3 +249,41 @@ proptest! {
         prop_assert_eq!(&tail[..], &all[head.len()..]);
     }
 }
+
+#[test]
+fn a_panic_in_a_parsed_op_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[LENS.to_vec()]);
+    let panicking_filter = Pipeline::from_files(files.clone())
+        .unwrap()
+        .parse(spec())
+        .filter_rows(|b, r| {
+            if len_of(b, r) == 9 {
+                panic!("bad row")
+            } else {
+                true
+            }
+        })
+        .max_length(16)
+        .batch(2, false);
+    let panicking_map = Pipeline::from_files(files)
+        .unwrap()
+        .threads(2)
+        .parse(spec())
+        .map_batch(|b| {
+            if b.num_records == 2 {
+                panic!("bad batch")
+            } else {
+                Ok(b)
+            }
+        })
+        .max_length(16)
+        .batch(5, false);
+    for (p, message) in [(panicking_filter, "bad row"), (panicking_map, "bad batch")] {
+        let results: Vec<_> = p.build().unwrap().collect();
+        match results.last() {
+            Some(Err(PipelineError::Worker(m))) => assert_eq!(m, message),
+            other => panic!("{:?}", other.map(|r| r.as_ref().map(|b| b.shape()))),
+        }
+    }
+}

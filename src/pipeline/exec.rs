@@ -293,7 +293,9 @@ fn run_worker<T>(
             let _busy = stats.busy_timer();
             let n = raw.records.len() as u64;
             let bytes: usize = raw.records.iter().map(Bytes::len).sum();
-            let batch = work(raw)?;
+            // A panic in a user's function (map_batch) must become an error
+            // in its place: a lost batch would leave the consumer waiting.
+            let batch = catch_panic(|| work(raw))?;
             stats.add_records(n);
             stats.add_bytes(bytes as u64);
             Ok((batch, state))
@@ -302,4 +304,18 @@ fn run_worker<T>(
             return;
         }
     }
+}
+
+/// Runs `f`, turning a panic into [`PipelineError::Worker`].
+pub(crate) fn catch_panic<T>(
+    f: impl FnOnce() -> Result<T, PipelineError>,
+) -> Result<T, PipelineError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        Err(PipelineError::Worker(message))
+    })
 }

@@ -512,7 +512,8 @@ impl RecordThread {
                 let (job_rx, res_tx, prefilter) = (job_rx.clone(), res_tx.clone(), &prefilter);
                 scope.spawn(move || {
                     while let Ok((seq, raw)) = job_rx.recv() {
-                        if res_tx.send((seq, prefilter(&raw))).is_err() {
+                        let verdicts = super::exec::catch_panic(|| prefilter(&raw));
+                        if res_tx.send((seq, verdicts)).is_err() {
                             return;
                         }
                     }
@@ -662,9 +663,16 @@ impl GroupSender<'_> {
             replay,
             replay_skip: group.replay_skip,
         };
+        // Move the records out (no reference-count traffic per record).
+        let mut records = Vec::with_capacity(group.items.len());
+        let mut provenance = Vec::with_capacity(group.items.len());
+        for item in group.items {
+            records.push(item.data);
+            provenance.push((item.file, item.offset));
+        }
         let raw = RawBatch {
-            records: group.items.iter().map(|i| i.data.clone()).collect(),
-            provenance: group.items.iter().map(|i| (i.file, i.offset)).collect(),
+            records,
+            provenance,
             files: self.files.clone(),
             layout: group.layout,
         };
