@@ -107,6 +107,13 @@ impl<T> Bucketer<T> {
         self.pending.iter().map(Vec::len).collect()
     }
 
+    /// The rows waiting, bucket by bucket, each in arrival order: pushed
+    /// again in this order into an empty bucketer, they rebuild this state
+    /// (how a pipeline checkpoint restores its buckets).
+    pub fn pending_items(&self) -> impl Iterator<Item = &T> {
+        self.pending.iter().flatten()
+    }
+
     /// Adds a row of `length`; returns its bucket's group when that is full.
     pub fn push(&mut self, item: T, length: usize) -> Option<BucketGroup<T>> {
         let bucket = self.bucket_of(length);

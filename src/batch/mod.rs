@@ -23,7 +23,9 @@ mod tensor;
 pub use assemble::{BatchError, BatchErrorKind};
 pub use bucket::{BucketError, BucketGroup, Bucketer, Remainder};
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, Element, PoolConfig, PoolStats};
-pub use pack::{Overflow, POSITIONS, PackPlan, Packer, SEGMENT_IDS};
+pub use pack::{
+    Overflow, POSITIONS, PackPlan, Packer, Placement, RowPlanner, SEGMENT_IDS, kept_span,
+};
 pub use plan::{
     Assembler, BatchPlan, LengthPolicy, MAX_SHAPES, MaskType, PlanError, Scalar, Truncation,
 };

@@ -41,6 +41,7 @@ pub struct PackPlan {
     cast: Option<TensorType>,
     overflow: Overflow,
     pad_value: Scalar,
+    masks: bool,
     pool: Option<BufferPool>,
 }
 
@@ -62,8 +63,17 @@ impl PackPlan {
             cast: None,
             overflow: Overflow::Error,
             pad_value: Scalar::Int(0),
+            masks: false,
             pool: None,
         }
+    }
+
+    /// Also emits `<feature>_mask` per packed feature (1 on values, 0 on
+    /// padding; the feature's type, u8 for f32), as padded batches have, so
+    /// a training step reads packed and padded batches alike.
+    pub fn masks(mut self, masks: bool) -> Self {
+        self.masks = masks;
+        self
     }
 
     /// Emits integer features as `dtype` (i32 or i64).
@@ -147,10 +157,31 @@ impl PackPlan {
             if name == SEGMENT_IDS || name == POSITIONS {
                 return Err(PlanError::DuplicateName { name: name.clone() });
             }
+            let mask = self.masks.then(|| {
+                (
+                    format!("{name}_mask"),
+                    match dtype {
+                        TensorType::I64 | TensorType::I32 => dtype,
+                        TensorType::F32 | TensorType::U8 => TensorType::U8,
+                    },
+                )
+            });
             features.push(PackFeature {
                 name: name.clone(),
                 dtype,
                 pad,
+                mask,
+            });
+        }
+        let mut names: Vec<&str> = vec![SEGMENT_IDS, POSITIONS];
+        for f in &features {
+            names.push(&f.name);
+            names.extend(f.mask.as_ref().map(|(m, _)| m.as_str()));
+        }
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(PlanError::DuplicateName {
+                name: w[0].to_string(),
             });
         }
         self.row_length
@@ -166,6 +197,7 @@ impl PackPlan {
             features,
             overflow: self.overflow,
             pool: self.pool.unwrap_or_default(),
+            rows: RowPlanner::new(self.row_length, self.batch_size),
             current: None,
         })
     }
@@ -176,6 +208,110 @@ struct PackFeature {
     name: String,
     dtype: TensorType,
     pad: Fill,
+    /// The mask tensor's name and type, when masks are on.
+    mask: Option<(String, TensorType)>,
+}
+
+/// Where one piece of a sequence goes: [`RowPlanner::place`]'s answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The batch being filled had no room: it is complete, and this piece
+    /// begins a new batch.
+    pub closed: bool,
+    /// Row of the batch.
+    pub row: usize,
+    /// Offset of the piece in the row.
+    pub at: usize,
+}
+
+/// The packer's placement rule on lengths alone, so that a pipeline can
+/// plan which records make up each packed batch before any is parsed, and
+/// get exactly the batches the [`Packer`] builds from them.
+///
+/// First-fit: a piece goes into the first row of the current batch with
+/// room for it, else into a new row; when all `batch_size` rows are open and
+/// none has room, the batch is complete and a new one begins.
+#[derive(Clone, Debug)]
+pub struct RowPlanner {
+    row_length: usize,
+    batch_size: usize,
+    /// Values used in each opened row of the current batch.
+    used: Vec<usize>,
+    open: bool,
+}
+
+impl RowPlanner {
+    /// A planner for batches of `batch_size` rows of `row_length`.
+    pub fn new(row_length: usize, batch_size: usize) -> Self {
+        Self {
+            row_length,
+            batch_size,
+            used: Vec::with_capacity(batch_size),
+            open: false,
+        }
+    }
+
+    /// Places a piece of `n` values (`1 ..= row_length`).
+    pub fn place(&mut self, n: usize) -> Placement {
+        let l = self.row_length;
+        if self.open {
+            if let Some(row) = self.used.iter().position(|&u| l - u >= n) {
+                let at = self.used[row];
+                self.used[row] += n;
+                return Placement {
+                    closed: false,
+                    row,
+                    at,
+                };
+            }
+            if self.used.len() < self.batch_size {
+                self.used.push(n);
+                return Placement {
+                    closed: false,
+                    row: self.used.len() - 1,
+                    at: 0,
+                };
+            }
+        }
+        let closed = self.open;
+        self.open = true;
+        self.used.clear();
+        self.used.push(n);
+        Placement {
+            closed,
+            row: 0,
+            at: 0,
+        }
+    }
+
+    /// Rows holding at least one piece in the current batch (0 when none
+    /// is open).
+    pub fn rows(&self) -> usize {
+        if self.open { self.used.len() } else { 0 }
+    }
+
+    /// Ends the current batch; true when one was open.
+    pub fn finish(&mut self) -> bool {
+        let open = self.open;
+        self.open = false;
+        self.used.clear();
+        open
+    }
+}
+
+/// How many values of a sequence of `len` a packer keeps under `overflow`
+/// with rows of `row_length`, and how many it skips first; `None` when the
+/// sequence is too long and `overflow` is [`Overflow::Error`].
+pub fn kept_span(len: usize, row_length: usize, overflow: Overflow) -> Option<(usize, usize)> {
+    if len <= row_length {
+        return Some((0, len));
+    }
+    match overflow {
+        Overflow::Error => None,
+        Overflow::KeepStart => Some((0, row_length)),
+        Overflow::KeepEnd => Some((len - row_length, row_length)),
+        Overflow::Split => Some((0, len)),
+    }
 }
 
 /// A packed feature's column in one parsed batch.
@@ -187,10 +323,9 @@ struct Src<'p> {
 /// The batch being filled.
 struct Current {
     values: Vec<AlignedBuf>,
+    masks: Vec<Option<AlignedBuf>>,
     segment_ids: AlignedBuf,
     positions: AlignedBuf,
-    /// Values used in each opened row.
-    used: Vec<usize>,
     /// Sequences in each opened row.
     segments: Vec<i32>,
 }
@@ -200,16 +335,19 @@ struct Current {
 /// Placement is greedy first-fit in arrival order: a sequence goes into the
 /// first row of the current batch with room for it, else a new row; when all
 /// `batch_size` rows are open and none has room, the batch is emitted and a
-/// new one begun. A row's sequences keep their arrival order. Empty
-/// sequences take no room and are left out. Output per batch: each feature
-/// `[B, L]`, [`SEGMENT_IDS`] and [`POSITIONS`] `[B, L]` i32; `real_rows` is
-/// the number of rows holding at least one sequence.
+/// new one begun ([`RowPlanner`] is this rule on lengths alone). A row's
+/// sequences keep their arrival order. Empty sequences take no room and are
+/// left out. Output per batch: each feature `[B, L]` (with
+/// [`PackPlan::masks`], its `<feature>_mask` after it), [`SEGMENT_IDS`] and
+/// [`POSITIONS`] `[B, L]` i32; `real_rows` is the number of rows holding at
+/// least one sequence.
 pub struct Packer {
     row_length: usize,
     batch_size: usize,
     features: Vec<PackFeature>,
     overflow: Overflow,
     pool: BufferPool,
+    rows: RowPlanner,
     current: Option<Current>,
 }
 
@@ -217,15 +355,21 @@ impl Packer {
     /// The one shape every batch has.
     pub fn shapes(&self) -> Vec<BatchShape> {
         let shape = vec![self.batch_size, self.row_length];
-        let mut tensors: Vec<TensorShape> = self
-            .features
-            .iter()
-            .map(|f| TensorShape {
+        let mut tensors: Vec<TensorShape> = Vec::new();
+        for f in &self.features {
+            tensors.push(TensorShape {
                 name: f.name.clone(),
                 dtype: f.dtype,
                 shape: shape.clone(),
-            })
-            .collect();
+            });
+            if let Some((m, t)) = &f.mask {
+                tensors.push(TensorShape {
+                    name: m.clone(),
+                    dtype: *t,
+                    shape: shape.clone(),
+                });
+            }
+        }
         for name in [SEGMENT_IDS, POSITIONS] {
             tensors.push(TensorShape {
                 name: name.to_string(),
@@ -245,7 +389,7 @@ impl Packer {
         out: &mut Vec<Batch>,
     ) -> Result<(), BatchError> {
         let srcs = self.resolve(parsed)?;
-        (0..parsed.num_records).try_for_each(|r| self.push_resolved(&srcs, r, out))
+        (0..parsed.num_records).try_for_each(|r| self.push_resolved(&srcs, r, None, out))
     }
 
     /// Packs record `record` of `parsed`, appending any finished batch to
@@ -266,7 +410,36 @@ impl Packer {
             ));
         }
         let srcs = self.resolve(parsed)?;
-        self.push_resolved(&srcs, record, out)
+        self.push_resolved(&srcs, record, None, out)
+    }
+
+    /// Packs only the pieces of record `record` that cover `part` of its kept
+    /// values (see [`kept_span`]): how a pipeline packs a record split
+    /// across two batches, one part in each. `part` must start at a multiple
+    /// of the row length.
+    pub fn push_part(
+        &mut self,
+        parsed: &ParsedBatch,
+        record: usize,
+        part: std::ops::Range<usize>,
+        out: &mut Vec<Batch>,
+    ) -> Result<(), BatchError> {
+        if record >= parsed.num_records {
+            return Err(BatchError::new(
+                Some(record),
+                None,
+                BatchErrorKind::RecordOutOfRange {
+                    num_records: parsed.num_records,
+                },
+            ));
+        }
+        let srcs = self.resolve(parsed)?;
+        self.push_resolved(&srcs, record, Some(part), out)
+    }
+
+    /// Rows holding a sequence in the batch being filled.
+    pub fn rows_used(&self) -> usize {
+        self.rows.rows()
     }
 
     /// Finds and checks the packed features' columns in `parsed`.
@@ -307,6 +480,7 @@ impl Packer {
         &mut self,
         srcs: &[Src<'_>],
         record: usize,
+        part: Option<std::ops::Range<usize>>,
         out: &mut Vec<Batch>,
     ) -> Result<(), BatchError> {
         // Check everything before changing any state.
@@ -337,23 +511,27 @@ impl Packer {
             }
         }
         let l = self.row_length;
-        let (skip, keep) = if len <= l {
-            (0, len)
-        } else {
-            match self.overflow {
-                Overflow::Error => {
-                    return Err(BatchError::new(
-                        Some(record),
-                        Some(&self.features[0].name),
-                        BatchErrorKind::TooLong {
-                            length: len,
-                            limit: l,
-                        },
-                    ));
-                }
-                Overflow::KeepStart => (0, l),
-                Overflow::KeepEnd => (len - l, l),
-                Overflow::Split => (0, len),
+        let Some((skip, keep)) = kept_span(len, l, self.overflow) else {
+            return Err(BatchError::new(
+                Some(record),
+                Some(&self.features[0].name),
+                BatchErrorKind::TooLong {
+                    length: len,
+                    limit: l,
+                },
+            ));
+        };
+        let (first, end) = match part {
+            None => (0, keep),
+            Some(p) if p.start <= p.end && p.end <= keep => (p.start, p.end),
+            Some(_) => {
+                return Err(BatchError::new(
+                    Some(record),
+                    Some(&self.features[0].name),
+                    BatchErrorKind::ColumnMismatch {
+                        reason: "the packed part is outside the record",
+                    },
+                ));
             }
         };
         for (i, (src, f)) in srcs.iter().zip(&self.features).enumerate() {
@@ -361,9 +539,9 @@ impl Packer {
                 .map_err(|e| e.into_error(record, &f.name))?;
         }
 
-        let mut done = 0;
-        while done < keep {
-            let n = (keep - done).min(l);
+        let mut done = first;
+        while done < end {
+            let n = (end - done).min(l);
             let (row, at) = self.place(n, out);
             let Some(cur) = self.current.as_mut() else {
                 break;
@@ -375,6 +553,11 @@ impl Packer {
                     .copy(src.values, start + skip + done, n, off)
                     .map_err(|e| e.into_error(record, &f.name))?;
             }
+            for (mask, f) in cur.masks.iter_mut().zip(&self.features) {
+                if let (Some(buf), Some((_, t))) = (mask.as_mut(), &f.mask) {
+                    Dst::new(buf, *t).fill(off, n, Fill::one_or_zero(*t, true));
+                }
+            }
             cur.segments[row] += 1;
             let seg = cur.segments[row];
             if let Some(s) = cur.segment_ids.as_mut_slice::<i32>().get_mut(off..off + n) {
@@ -383,7 +566,6 @@ impl Packer {
             if let Some(p) = cur.positions.as_mut_slice::<i32>().get_mut(off..off + n) {
                 p.iter_mut().zip(0i32..).for_each(|(p, i)| *p = i);
             }
-            cur.used[row] += n;
             done += n;
         }
         Ok(())
@@ -391,25 +573,19 @@ impl Packer {
 
     /// Finds room for `n <= row_length` values: (row, offset in the row).
     fn place(&mut self, n: usize, out: &mut Vec<Batch>) -> (usize, usize) {
-        let l = self.row_length;
-        if let Some(cur) = &mut self.current {
-            if let Some(row) = cur.used.iter().position(|&u| l - u >= n) {
-                return (row, cur.used[row]);
-            }
-            if cur.used.len() < self.batch_size {
-                cur.used.push(0);
-                cur.segments.push(0);
-                return (cur.used.len() - 1, 0);
-            }
+        let p = self.rows.place(n);
+        if p.closed || self.current.is_none() {
             if let Some(batch) = self.emit() {
                 out.push(batch);
             }
+            self.current = Some(self.begin());
         }
-        let mut cur = self.begin();
-        cur.used.push(0);
-        cur.segments.push(0);
-        self.current = Some(cur);
-        (0, 0)
+        if let Some(cur) = self.current.as_mut() {
+            if cur.segments.len() <= p.row {
+                cur.segments.resize(p.row + 1, 0);
+            }
+        }
+        (p.row, p.at)
     }
 
     fn begin(&self) -> Current {
@@ -423,29 +599,40 @@ impl Packer {
                 buf
             })
             .collect();
+        let masks = self
+            .features
+            .iter()
+            .map(|f| {
+                f.mask.as_ref().map(|(_, t)| {
+                    let mut buf = self.pool.take_stale(n * t.size());
+                    Dst::new(&mut buf, *t).fill(0, n, Fill::zero(*t));
+                    buf
+                })
+            })
+            .collect();
         Current {
             values,
+            masks,
             segment_ids: self.pool.take_filled(n, 0i32),
             positions: self.pool.take_filled(n, 0i32),
-            used: Vec::with_capacity(self.batch_size),
             segments: Vec::with_capacity(self.batch_size),
         }
     }
 
     fn emit(&mut self) -> Option<Batch> {
         let cur = self.current.take()?;
+        let rows = cur.segments.len();
         let shape = vec![self.batch_size, self.row_length];
-        let mut tensors: Vec<(String, Tensor)> = self
-            .features
-            .iter()
-            .zip(cur.values)
-            .map(|(f, buf)| {
-                (
-                    f.name.clone(),
-                    Tensor::from_parts(f.dtype, shape.clone(), buf),
-                )
-            })
-            .collect();
+        let mut tensors: Vec<(String, Tensor)> = Vec::new();
+        for ((f, buf), mask) in self.features.iter().zip(cur.values).zip(cur.masks) {
+            tensors.push((
+                f.name.clone(),
+                Tensor::from_parts(f.dtype, shape.clone(), buf),
+            ));
+            if let (Some((m, t)), Some(buf)) = (&f.mask, mask) {
+                tensors.push((m.clone(), Tensor::from_parts(*t, shape.clone(), buf)));
+            }
+        }
         tensors.push((
             SEGMENT_IDS.to_string(),
             Tensor::from_parts(TensorType::I32, shape.clone(), cur.segment_ids),
@@ -456,13 +643,14 @@ impl Packer {
         ));
         Some(Batch {
             tensors,
-            real_rows: cur.used.len(),
+            real_rows: rows,
         })
     }
 
     /// Ends the input: the batch being filled, padded, unless `remainder` is
     /// [`Remainder::Drop`] or it holds nothing.
     pub fn finish(&mut self, remainder: Remainder) -> Option<Batch> {
+        self.rows.finish();
         let batch = self.emit()?;
         (remainder == Remainder::Pad).then_some(batch)
     }

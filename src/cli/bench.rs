@@ -1,11 +1,12 @@
 //! `infeed bench`: run a pipeline described by flags, print one JSON line.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use infeed::batch::{Batch, TensorType, Truncation};
+use clap::{Args, CommandFactory};
+use infeed::batch::{Batch, Overflow, TensorType, Truncation};
 use infeed::example::{Column, ParsedBatch, Values};
 use infeed::pipeline::{Batches, EqualBatches, Pipeline, PipelineStats, RawBatch, StageFigures};
 use infeed::record::{CorruptPolicy, ReadOptions};
@@ -17,9 +18,15 @@ use super::{CliError, CompressionArg, parse_compression};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Files to read: paths or globs (quoted, or comma-separated).
-    #[arg(required = true)]
+    /// Files to read: paths or globs (quoted, or comma-separated); or the
+    /// `inputs` key of --config.
     inputs: Vec<String>,
+    /// Read the pipeline from a TOML file whose keys are these flags' names
+    /// (`pad-to-multiple-of = 64`, `bucket-by = "input_ids"`,
+    /// `boundaries = [64, 128]`, `shuffle-files = true`, `inputs = [...]`);
+    /// flags given on the command line override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Features to parse, e.g. `input_ids:var_len:int32,label:fixed_len[1]:int64`;
     /// without it records are batched unparsed.
     #[arg(long)]
@@ -42,9 +49,28 @@ pub struct BenchArgs {
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
-    /// Records per batch.
+    /// Records per batch (with --pack: rows per batch).
     #[arg(long, default_value_t = 256)]
     batch: usize,
+    /// Bucket records by the length of this variable-length feature; needs
+    /// --boundaries, --bucket-batch-sizes and --max-length (the last
+    /// bucket's length). --batch does not apply.
+    #[arg(long, requires_all = ["boundaries", "bucket_batch_sizes"], conflicts_with = "pack")]
+    bucket_by: Option<String>,
+    /// Longest length of each bucket but the last, increasing, e.g. 64,128,256.
+    #[arg(long, value_delimiter = ',', requires = "bucket_by")]
+    boundaries: Vec<usize>,
+    /// Rows per batch of each bucket: one more than --boundaries, e.g.
+    /// 512,256,128,64.
+    #[arg(long, value_delimiter = ',', requires = "bucket_by")]
+    bucket_batch_sizes: Vec<usize>,
+    /// Pack the variable-length features into rows of N values, with
+    /// segment_ids and positions (--batch rows per batch).
+    #[arg(long)]
+    pack: Option<usize>,
+    /// A record longer than a --pack row: error, keep-start, keep-end or split.
+    #[arg(long, value_parser = parse_overflow, requires = "pack")]
+    pack_overflow: Option<Overflow>,
     /// Drop a last batch smaller than --batch.
     #[arg(long)]
     drop_remainder: bool,
@@ -117,6 +143,129 @@ fn parse_truncation(s: &str) -> Result<Truncation, String> {
     }
 }
 
+fn parse_overflow(s: &str) -> Result<Overflow, String> {
+    match s {
+        "error" => Ok(Overflow::Error),
+        "keep-start" => Ok(Overflow::KeepStart),
+        "keep-end" => Ok(Overflow::KeepEnd),
+        "split" => Ok(Overflow::Split),
+        _ => Err("expected error, keep-start, keep-end or split".into()),
+    }
+}
+
+/// The arguments of `infeed bench` alone, to parse a command line again.
+#[derive(clap::Parser)]
+#[command(name = "bench")]
+struct BenchOnly {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+/// Expands `infeed bench … --config FILE …`: the file's keys become flags,
+/// except those the command line gives itself, which override them (a list
+/// flag given on the command line replaces the file's list; files on the
+/// command line replace the file's `inputs`). Any other command line is
+/// returned as it is.
+pub fn expand_config(argv: Vec<OsString>) -> Result<Vec<OsString>, String> {
+    if argv.get(1).and_then(|a| a.to_str()) != Some("bench") {
+        return Ok(argv);
+    }
+    let rest = &argv[2..];
+    let mut path = None;
+    for (i, arg) in rest.iter().enumerate() {
+        match arg.to_str() {
+            Some("--config") => path = rest.get(i + 1).cloned(),
+            Some(a) if a.starts_with("--config=") => path = Some(a["--config=".len()..].into()),
+            Some("--") => break,
+            _ => {}
+        }
+    }
+    let Some(path) = path else {
+        return Ok(argv);
+    };
+    let shown = PathBuf::from(&path).display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{shown}: {e}"))?;
+    let table: toml::Table = text.parse().map_err(|e| format!("{shown}: {e}"))?;
+    // Whether the command line names inputs of its own (then the file's are
+    // not used).
+    let cli_inputs = BenchOnly::command()
+        .ignore_errors(true)
+        .try_get_matches_from(std::iter::once(OsString::from("bench")).chain(rest.iter().cloned()))
+        .ok()
+        .and_then(|m| m.get_many::<String>("inputs").map(|v| v.count() > 0))
+        .unwrap_or(false);
+    let command = BenchOnly::command();
+    let mut tokens: Vec<OsString> = Vec::new();
+    for (key, value) in &table {
+        let flag = key.replace('_', "-");
+        let bad = |what: &str| format!("{shown}: key {key:?}: {what}");
+        if flag == "inputs" {
+            if !cli_inputs {
+                for v in scalars(value).map_err(|e| bad(&e))? {
+                    tokens.push(v.into());
+                }
+            }
+            continue;
+        }
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some(flag.as_str()) && flag != "config")
+            .ok_or_else(|| {
+                bad("not a bench flag (keys are the flags' names, e.g. pad-to-multiple-of)")
+            })?;
+        let on_command_line = rest.iter().any(|a| {
+            a.to_str().is_some_and(|a| {
+                a.strip_prefix("--")
+                    .and_then(|a| a.strip_prefix(flag.as_str()))
+                    .is_some_and(|tail| tail.is_empty() || tail.starts_with('='))
+            })
+        });
+        if on_command_line {
+            continue;
+        }
+        let switch = matches!(arg.get_action(), clap::ArgAction::SetTrue);
+        let repeated = matches!(arg.get_action(), clap::ArgAction::Append)
+            && arg.get_value_delimiter().is_none();
+        match value {
+            toml::Value::Boolean(on) if switch => {
+                if *on {
+                    tokens.push(format!("--{flag}").into());
+                }
+            }
+            _ if switch => return Err(bad("expected true or false")),
+            toml::Value::Array(_) if repeated => {
+                for v in scalars(value).map_err(|e| bad(&e))? {
+                    tokens.push(format!("--{flag}").into());
+                    tokens.push(v.into());
+                }
+            }
+            _ => {
+                tokens.push(format!("--{flag}").into());
+                tokens.push(scalars(value).map_err(|e| bad(&e))?.join(",").into());
+            }
+        }
+    }
+    let mut out: Vec<OsString> = argv[..2].to_vec();
+    out.extend(tokens);
+    out.extend(rest.iter().cloned());
+    Ok(out)
+}
+
+/// A TOML value as flag values: a scalar, or an array of scalars.
+fn scalars(value: &toml::Value) -> Result<Vec<String>, String> {
+    let one = |v: &toml::Value| match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        _ => Err("expected a string, number or boolean, or an array of them".to_string()),
+    };
+    match value {
+        toml::Value::Array(items) => items.iter().map(one).collect(),
+        v => one(v).map(|s| vec![s]),
+    }
+}
+
 fn parse_tensor_type(s: &str) -> Result<TensorType, String> {
     match s {
         "int32" => Ok(TensorType::I32),
@@ -177,7 +326,18 @@ impl Measured for RawBatch {
 
 impl Measured for Batch {
     fn records(&self) -> usize {
-        self.real_rows
+        // A packed batch holds several sequences per row: count them (a
+        // record split across rows counts once per piece).
+        match self
+            .get(infeed::batch::SEGMENT_IDS)
+            .and_then(|t| Some((t.values::<i32>()?, *t.shape().get(1)?)))
+        {
+            Some((ids, width)) if width > 0 => ids
+                .chunks(width)
+                .map(|row| row.iter().copied().max().unwrap_or(0).max(0) as usize)
+                .sum(),
+            _ => self.real_rows,
+        }
     }
     fn hash_into(&self, h: &mut Xxh3) {
         h.update(&self.digest().to_le_bytes());
@@ -233,6 +393,11 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         },
         ..ReadOptions::default()
     };
+    if args.inputs.is_empty() {
+        return Err(CliError::Message(
+            "give the files to read (or an `inputs` key in --config)".into(),
+        ));
+    }
     let mut p = Pipeline::from_glob(&args.inputs.join(","))?
         .read_options(read)
         .seed(args.seed)
@@ -270,10 +435,27 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         ));
     }
     let report = match &args.spec {
+        None if args.bucket_by.is_some() || args.pack.is_some() => {
+            return Err(CliError::Message(
+                "--bucket-by and --pack need --spec (they parse the records)".into(),
+            ));
+        }
         None => measure(p.build_raw(args.batch, args.drop_remainder)?, args)?,
         Some(spec) => {
-            let mut parsed = p.parse(spec.clone()).batch(args.batch, args.drop_remainder);
-            let static_shapes = args.pad_to_multiple_of.is_some()
+            let mut parsed = p.parse(spec.clone());
+            parsed = match (&args.bucket_by, args.pack) {
+                (Some(feature), _) => parsed
+                    .bucket_by_length(feature, &args.boundaries, &args.bucket_batch_sizes)
+                    .drop_remainder(args.drop_remainder),
+                (None, Some(row_length)) => parsed
+                    .pack(row_length)
+                    .pack_overflow(args.pack_overflow.unwrap_or_default())
+                    .batch(args.batch, args.drop_remainder),
+                (None, None) => parsed.batch(args.batch, args.drop_remainder),
+            };
+            let static_shapes = args.bucket_by.is_some()
+                || args.pack.is_some()
+                || args.pad_to_multiple_of.is_some()
                 || args.max_length.is_some()
                 || args.fixed_length.is_some()
                 || args.cast.is_some()

@@ -1,10 +1,12 @@
 //! `tf.train.Example` and `SequenceExample`: prost types for the general API
 //! and a schema-directed batch parser for the hot path.
 
+mod length;
 pub mod parse;
 pub mod proto;
 mod wire;
 
+pub use length::{LengthError, feature_length};
 pub use parse::{
     BytesValues, Column, ExampleParser, ParseError, ParseErrorKind, ParsedBatch, SequenceBatch,
     SequenceParser, Values, parse_examples, parse_sequence_examples,

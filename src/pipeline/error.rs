@@ -36,6 +36,24 @@ pub enum PipelineError {
         offset: u64,
         error: crate::batch::BatchError,
     },
+    /// A record's length could not be read for bucketing or packing.
+    #[error("{path}: record at byte {offset}: length of feature {feature:?}: {error}")]
+    Length {
+        path: String,
+        offset: u64,
+        feature: String,
+        error: crate::example::LengthError,
+    },
+    /// A `map_batch` function failed, or changed the number of records.
+    #[error("{path}: batch starting with the record at byte {offset}: map_batch: {message}")]
+    Map {
+        path: String,
+        offset: u64,
+        message: String,
+    },
+    /// Bucket boundaries or batch sizes are unusable.
+    #[error("invalid buckets: {0}")]
+    Bucket(#[from] crate::batch::BucketError),
     /// The batch plan cannot give static shapes.
     #[error("invalid batch plan: {0}")]
     Plan(#[from] crate::batch::PlanError),

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::error::PipelineError;
-use super::records::{RecordStream, StreamState};
+use super::group::{Layout, RecordThread, Snapshot};
 use super::stats::{StageFigures, StageStats};
 
 /// A batch of serialized records as the record thread cut it.
@@ -29,9 +29,17 @@ pub struct RawBatch {
     pub(crate) provenance: Vec<(u32, u64)>,
     /// The host's files, to name them in errors.
     pub(crate) files: Arc<Vec<String>>,
+    /// How the worker lays the records out (rows, a bucket, packed rows).
+    pub(crate) layout: Layout,
 }
 
 impl RawBatch {
+    /// How the records are to be laid out: one row each, padded to a
+    /// bucket's length, or packed.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
     /// File and byte offset of record `i` of the batch.
     pub fn origin(&self, i: usize) -> (&str, u64) {
         match self.provenance.get(i) {
@@ -49,21 +57,16 @@ pub type BatchFn<T> = Arc<dyn Fn(RawBatch) -> Result<T, PipelineError> + Send + 
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
-    pub batch_size: usize,
-    pub drop_remainder: bool,
     pub workers: usize,
     pub prefetch: usize,
     /// Batches already delivered before this run (a restore).
     pub batches_before: u64,
     /// Deliver batches as workers finish them rather than in order.
     pub unordered: bool,
-    /// Exactly this many batches in all (counting those before a restore):
-    /// stop there, or pad with empty batches up to it.
-    pub total_batches: Option<u64>,
 }
 
-/// A numbered batch (or error) with the record stream's state after it.
-type Delivery<T> = (u64, Result<(T, Arc<StreamState>), PipelineError>);
+/// A numbered batch (or error) with the pipeline's state after it.
+pub(crate) type Delivery<T> = (u64, Result<(T, Arc<Snapshot>), PipelineError>);
 
 /// Figures of a running pipeline, per stage.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,9 +88,9 @@ pub struct PipelineStats {
 /// The running pipeline: a blocking iterator of batches.
 pub struct Batches<T> {
     rx: Option<Receiver<Delivery<T>>>,
-    pending: BTreeMap<u64, Result<(T, Arc<StreamState>), PipelineError>>,
+    pending: BTreeMap<u64, Result<(T, Arc<Snapshot>), PipelineError>>,
     next_seq: u64,
-    last_state: Option<Arc<StreamState>>,
+    last_state: Option<Arc<Snapshot>>,
     threads: Vec<JoinHandle<()>>,
     read_stats: Arc<StageStats>,
     stream_stats: Arc<StageStats>,
@@ -101,21 +104,21 @@ pub struct Batches<T> {
     /// Unordered mode: sequence numbers delivered past `next_seq`.
     delivered_ahead: std::collections::BTreeSet<u64>,
     /// Unordered mode: states of those batches, until the prefix closes.
-    states_ahead: BTreeMap<u64, Arc<StreamState>>,
+    states_ahead: BTreeMap<u64, Arc<Snapshot>>,
     pub(crate) fingerprint: u64,
 }
 
 impl<T: Send + 'static> Batches<T> {
     pub(crate) fn start(
-        stream: RecordStream,
-        files: Arc<Vec<String>>,
+        records: RecordThread,
+        initial_state: Snapshot,
         read_stats: Arc<StageStats>,
         stream_stats: Arc<StageStats>,
         cfg: ExecConfig,
         work: BatchFn<T>,
         fingerprint: u64,
     ) -> Self {
-        let initial_state = Arc::new(stream.state());
+        let initial_state = Arc::new(initial_state);
         let batches_before = cfg.batches_before;
         let unordered = cfg.unordered;
         let prefetch = cfg.prefetch;
@@ -128,7 +131,7 @@ impl<T: Send + 'static> Batches<T> {
         threads.push(
             std::thread::Builder::new()
                 .name("infeed-records".into())
-                .spawn(move || cut_batches(stream, files, &cfg, &raw_tx, &stats))
+                .spawn(move || records.run(&raw_tx, &stats))
                 .expect("spawn the record thread"),
         );
         for _ in 0..workers {
@@ -219,11 +222,11 @@ impl<T: Send + 'static> Batches<T> {
         self.batches_before + self.next_seq
     }
 
-    pub(crate) fn last_state(&self) -> Option<&StreamState> {
+    pub(crate) fn last_state(&self) -> Option<&Snapshot> {
         self.last_state.as_deref()
     }
 
-    pub(crate) fn last_state_arc(&self) -> Arc<StreamState> {
+    pub(crate) fn last_state_arc(&self) -> Arc<Snapshot> {
         self.last_state.clone().unwrap_or_default()
     }
 
@@ -279,75 +282,6 @@ impl<T: Send + 'static> Iterator for Batches<T> {
     }
 }
 
-/// The record thread: pulls records, cuts batches, snapshots the state
-/// after each cut (so a checkpoint taken after batch k resumes at k + 1).
-fn cut_batches(
-    mut stream: RecordStream,
-    files: Arc<Vec<String>>,
-    cfg: &ExecConfig,
-    tx: &Sender<Delivery<RawBatch>>,
-    stats: &StageStats,
-) {
-    let mut seq = 0u64;
-    let limit = cfg
-        .total_batches
-        .map(|n| n.saturating_sub(cfg.batches_before));
-    let mut data_done = false;
-    loop {
-        if limit.is_some_and(|n| seq >= n) {
-            return;
-        }
-        let timer = stats.busy_timer();
-        let mut records = Vec::with_capacity(cfg.batch_size);
-        let mut provenance = Vec::with_capacity(cfg.batch_size);
-        let mut error = None;
-        while !data_done && records.len() < cfg.batch_size {
-            match stream.next_item() {
-                Ok(Some(item)) => {
-                    records.push(item.data);
-                    provenance.push((item.file, item.offset));
-                }
-                Ok(None) => data_done = true,
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
-        }
-        let full = records.len() == cfg.batch_size;
-        // Past the end of the data, a host that must reach `total_batches`
-        // sends empty batches: the workers pad them to fully masked ones.
-        let padding = data_done && records.is_empty() && limit.is_some();
-        let message = if (!records.is_empty() && (full || !cfg.drop_remainder)) || padding {
-            let state = Arc::new(stream.state());
-            Some(Ok((
-                RawBatch {
-                    records,
-                    provenance,
-                    files: files.clone(),
-                },
-                state,
-            )))
-        } else {
-            None
-        };
-        drop(timer);
-        if let Some(message) = message {
-            if tx.send((seq, message)).is_err() {
-                return;
-            }
-            seq += 1;
-        }
-        if let Some(e) = error {
-            let _ = tx.send((seq, Err(e)));
-            return;
-        }
-        if data_done && limit.is_none() {
-            return;
-        }
-    }
-}
-
 fn run_worker<T>(
     rx: &Receiver<Delivery<RawBatch>>,
     tx: &Sender<Delivery<T>>,
@@ -359,7 +293,9 @@ fn run_worker<T>(
             let _busy = stats.busy_timer();
             let n = raw.records.len() as u64;
             let bytes: usize = raw.records.iter().map(Bytes::len).sum();
-            let batch = work(raw)?;
+            // A panic in a user's function (map_batch) must become an error
+            // in its place: a lost batch would leave the consumer waiting.
+            let batch = catch_panic(|| work(raw))?;
             stats.add_records(n);
             stats.add_bytes(bytes as u64);
             Ok((batch, state))
@@ -368,4 +304,18 @@ fn run_worker<T>(
             return;
         }
     }
+}
+
+/// Runs `f`, turning a panic into [`PipelineError::Worker`].
+pub(crate) fn catch_panic<T>(
+    f: impl FnOnce() -> Result<T, PipelineError>,
+) -> Result<T, PipelineError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        Err(PipelineError::Worker(message))
+    })
 }

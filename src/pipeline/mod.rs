@@ -36,10 +36,21 @@
 //! the shuffle, and whether it is called before or after `shuffle` decides
 //! whether the shuffle buffer mixes epochs (before) or drains at the end of
 //! each epoch (after, as tf.data's `shuffle().repeat()`).
+//!
+//! After parsing: `map_batch` and `filter_rows` (on parsed records, in
+//! builder order), then the grouping into batches — fixed-size
+//! ([`ParsedPipeline::batch`]), by length
+//! ([`ParsedPipeline::bucket_by_length`]) or packed
+//! ([`ParsedPipeline::pack`]) — then padding and assembly. The record thread
+//! decides the grouping (see `group.rs`), so it is deterministic and its
+//! waiting records are part of the checkpoint, as positions.
 
 mod counts;
 mod error;
 mod exec;
+mod group;
+mod parsed;
+mod parsed_pipeline;
 mod records;
 mod rng;
 mod shard_reader;
@@ -47,24 +58,38 @@ mod state;
 mod stats;
 mod stream;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 pub use error::PipelineError;
 pub use exec::{BatchFn, Batches, PipelineStats, RawBatch};
+pub use group::Layout;
+pub use parsed::{MapError, ParsedMap, RowFilter, select_rows};
+pub use parsed_pipeline::ParsedPipeline;
 pub use records::{RecordFilter, RecordMap};
 pub use stats::StageFigures;
 pub use stream::BatchStream;
 
-use crate::batch::{Assembler, Batch, BatchPlan, BatchShape, LengthPolicy, TensorType, Truncation};
-use crate::example::{ExampleParser, ParsedBatch};
 use crate::record::ReadOptions;
 use crate::source::{SourceOptions, list_shards_blocking};
-use crate::spec::FeatureSpec;
 use exec::ExecConfig;
+use group::{GroupMode, MeasureFn, PrefilterFn, RecordThread, Snapshot};
+use records::StreamState;
 use records::{RecordStream, StreamConfig};
 use stats::StageStats;
+
+/// Records per chunk that the prefilter threads parse for `filter_rows`.
+const PREFILTER_CHUNK: usize = 256;
+
+/// How a pipeline groups its records, with what the record thread needs.
+struct Grouping {
+    mode: GroupMode,
+    measure: Option<MeasureFn>,
+    prefilter: Option<PrefilterFn>,
+    /// What else decides the output (for the checkpoint's fingerprint).
+    description: String,
+}
 
 /// How hosts reading disjoint parts of the data come to emit the same number
 /// of batches, so that an SPMD step never waits on a host that ran dry.
@@ -268,19 +293,6 @@ impl Pipeline {
         self
     }
 
-    /// Parses each batch of records by `spec`.
-    pub fn parse(self, spec: FeatureSpec) -> ParsedPipeline {
-        ParsedPipeline {
-            pipeline: self,
-            spec,
-            batch_size: 1,
-            drop_remainder: false,
-            length: None,
-            cast: None,
-            decode: Vec::new(),
-        }
-    }
-
     /// Cuts batches of `batch_size` serialized records and hands each to
     /// `work` on the worker pool; the base of every other output.
     pub fn build_with<T: Send + 'static>(
@@ -292,6 +304,27 @@ impl Pipeline {
         if batch_size == 0 {
             return Err(PipelineError::Config("batch size 0".into()));
         }
+        self.start(
+            Grouping {
+                mode: GroupMode::Fixed {
+                    batch_size,
+                    drop_remainder,
+                },
+                measure: None,
+                prefilter: None,
+                description: String::new(),
+            },
+            work,
+        )
+    }
+
+    /// Starts the threads: records grouped as `grouping` says, each group
+    /// handed to `work` on the worker pool.
+    fn start<T: Send + 'static>(
+        &self,
+        grouping: Grouping,
+        work: BatchFn<T>,
+    ) -> Result<Batches<T>, PipelineError> {
         if let Some((index, count)) = self.host {
             if count == 0 || index >= count {
                 return Err(PipelineError::Config(format!("host {index} of {count}")));
@@ -330,34 +363,68 @@ impl Pipeline {
                 Some(epochs) => epochs,
             },
         });
-        let fingerprint = self.fingerprint(&files, batch_size, drop_remainder);
+        let total_batches = match &grouping.mode {
+            GroupMode::Fixed {
+                batch_size,
+                drop_remainder,
+            } if grouping.prefilter.is_none() => {
+                self.total_batches(*batch_size, *drop_remainder)?
+            }
+            _ if self.equal_batches.is_some() && self.repeat != Some(None) => {
+                return Err(PipelineError::Config(
+                    "equal_batches cannot be combined with bucket_by_length, pack or \
+                     filter_rows, whose batch counts are unknown in advance"
+                        .into(),
+                ));
+            }
+            _ => None,
+        };
+        let description = format!("{:?}|{}", grouping.mode, grouping.description);
+        let fingerprint = self.fingerprint(&files, &description);
         let read_stats = Arc::new(StageStats::default());
         let stream_stats = Arc::new(StageStats::default());
-        let (stream, batches_before) = match &self.resume {
-            None => (
-                RecordStream::new(cfg, read_stats.clone(), stream_stats.clone())?,
-                0,
-            ),
+        let (stream, snapshot, batches_before) = match &self.resume {
+            None => {
+                let stream = RecordStream::new(cfg, read_stats.clone(), stream_stats.clone())?;
+                let snapshot = Snapshot {
+                    stream: Arc::new(stream.state()),
+                    ..Snapshot::default()
+                };
+                (stream, snapshot, 0)
+            }
             Some(bytes) => {
-                let (state, batches) = state::decode(bytes, fingerprint)?;
-                (
-                    RecordStream::restore(cfg, read_stats.clone(), stream_stats.clone(), state)?,
-                    batches,
-                )
+                let (snapshot, batches) = state::decode(bytes, fingerprint)?;
+                let stream = RecordStream::restore(
+                    cfg,
+                    read_stats.clone(),
+                    stream_stats.clone(),
+                    StreamState::clone(&snapshot.stream),
+                )?;
+                (stream, snapshot, batches)
             }
         };
+        let replay = stream.read_again(&snapshot.replay)?.into();
+        let records = RecordThread {
+            stream,
+            files: Arc::new(files),
+            mode: grouping.mode,
+            measure: grouping.measure,
+            prefilter: grouping.prefilter,
+            replay,
+            replay_skip: usize::try_from(snapshot.replay_skip).unwrap_or(usize::MAX),
+            workers: self.workers,
+            chunk: PREFILTER_CHUNK,
+            limit: total_batches.map(|n| n.saturating_sub(batches_before)),
+        };
         let exec = ExecConfig {
-            batch_size,
-            drop_remainder,
             workers: self.workers,
             prefetch: self.prefetch,
             batches_before,
             unordered: self.unordered,
-            total_batches: self.total_batches(batch_size, drop_remainder)?,
         };
         Ok(Batches::start(
-            stream,
-            Arc::new(files),
+            records,
+            snapshot,
             read_stats,
             stream_stats,
             exec,
@@ -425,9 +492,9 @@ impl Pipeline {
     }
 
     /// A stable fingerprint of everything that decides the output order.
-    fn fingerprint(&self, files: &[String], batch_size: usize, drop_remainder: bool) -> u32 {
+    fn fingerprint(&self, files: &[String], grouping: &str) -> u32 {
         let description = format!(
-            "{files:?}|{:?}|{}|{}|{}|{}|{}|{:?}|{}|{:?}|{}|{batch_size}|{drop_remainder}|{}|{}|{:?}",
+            "{files:?}|{:?}|{}|{}|{}|{}|{}|{:?}|{}|{:?}|{}|{grouping}|{}|{}|{:?}",
             self.host,
             self.seed,
             self.shuffle_files,
@@ -461,185 +528,9 @@ impl<T: Send + 'static> Batches<T> {
     /// and counters, not data. [`Pipeline::resume_from`] continues from it.
     pub fn state(&self) -> Vec<u8> {
         let fingerprint = self.fingerprint as u32;
-        let fresh = records::StreamState::default();
+        let fresh = Snapshot::default();
         let state = self.last_state().unwrap_or(&fresh);
         state::encode(state, self.batches_delivered(), fingerprint)
     }
 }
 
-/// A pipeline that parses its records by a feature spec and assembles
-/// static-shape batches.
-#[derive(Clone)]
-pub struct ParsedPipeline {
-    pipeline: Pipeline,
-    spec: FeatureSpec,
-    batch_size: usize,
-    drop_remainder: bool,
-    length: Option<LengthPolicy>,
-    cast: Option<TensorType>,
-    decode: Vec<(String, Vec<usize>)>,
-}
-
-impl ParsedPipeline {
-    /// Batches of `batch_size` records. A last, smaller batch is dropped
-    /// with `drop_remainder`; otherwise it keeps the static shape, filled
-    /// with fully masked padding rows ([`Batch::real_rows`] says how many
-    /// are real).
-    pub fn batch(mut self, batch_size: usize, drop_remainder: bool) -> Self {
-        self.batch_size = batch_size;
-        self.drop_remainder = drop_remainder;
-        self
-    }
-
-    fn length(mut self, f: impl FnOnce(LengthPolicy) -> LengthPolicy) -> Self {
-        self.length = Some(f(self.length.take().unwrap_or_default()));
-        self
-    }
-
-    /// Pads every variable-length feature of a batch to the longest row,
-    /// rounded up to a multiple of `n`; a `<name>_mask` marks real values.
-    pub fn pad_to_multiple_of(self, n: usize) -> Self {
-        self.length(|l| l.pad_to_multiple_of(n))
-    }
-
-    /// Caps the padded length at `len`; longer rows follow the truncation
-    /// policy (default: an error naming the record).
-    pub fn max_length(self, len: usize) -> Self {
-        self.length(|l| l.max_length(len))
-    }
-
-    /// Pads (or truncates) every variable-length feature to exactly `len`.
-    pub fn fixed_length(self, len: usize) -> Self {
-        self.length(|l| l.fixed_length(len))
-    }
-
-    /// What to do with a row longer than the length cap.
-    pub fn truncation(self, truncation: Truncation) -> Self {
-        self.length(|l| l.truncation(truncation))
-    }
-
-    /// Casts every integer feature to `dtype` (an overflow is an error).
-    pub fn cast(mut self, dtype: TensorType) -> Self {
-        self.cast = Some(dtype);
-        self
-    }
-
-    /// Decodes a fixed-length bytes feature as raw u8 of `shape` per record
-    /// (e.g. an image of `[32, 32, 3]`).
-    pub fn decode_raw(mut self, feature: &str, shape: &[usize]) -> Self {
-        self.decode.push((feature.to_owned(), shape.to_vec()));
-        self
-    }
-
-    fn assembler(&self) -> Result<Assembler, PipelineError> {
-        let mut plan = BatchPlan::new(&self.spec, self.batch_size);
-        let has_var_len = self
-            .spec
-            .features()
-            .iter()
-            .any(|f| f.fixed_count().is_none());
-        if let (Some(length), true) = (&self.length, has_var_len) {
-            plan = plan.pad_all(length.clone());
-        }
-        if let Some(dtype) = self.cast {
-            plan = plan.cast_ints(dtype);
-        }
-        for (feature, shape) in &self.decode {
-            plan = plan.decode_raw(feature, shape);
-        }
-        Ok(plan.build()?)
-    }
-
-    /// Every shape a batch of this pipeline can have, known before the
-    /// first batch, so an XLA program can be compiled for each ahead of time.
-    pub fn shapes(&self) -> Result<Vec<BatchShape>, PipelineError> {
-        Ok(self.assembler()?.shapes())
-    }
-
-    /// Starts the pipeline: static-shape, 64-byte aligned batches whose
-    /// buffers return to a pool when dropped.
-    pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
-        let assembler = self.assembler()?;
-        let parsers = ParserPool::new(&self.spec);
-        let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
-            parsers.with(&raw, |parsed| {
-                assembler.assemble(parsed).map_err(|error| {
-                    let (path, offset) = raw.origin(error.record.unwrap_or(0));
-                    PipelineError::Batch {
-                        path: path.to_owned(),
-                        offset,
-                        error,
-                    }
-                })
-            })
-        });
-        self.pipeline
-            .build_with(self.batch_size, self.drop_remainder, work)
-    }
-
-    /// Starts the pipeline, giving the parsed columns as they are (ragged
-    /// features as values plus row splits), without padding or assembly.
-    pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
-        let spec = self.spec.clone();
-        let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
-            ExampleParser::new(&spec)
-                .parse(&raw.records)
-                .map_err(|error| parse_error(&raw, error))
-        });
-        self.pipeline
-            .build_with(self.batch_size, self.drop_remainder, work)
-    }
-}
-
-/// A parse error, placed at the file and offset of the record it names.
-fn parse_error(raw: &RawBatch, error: crate::example::ParseError) -> PipelineError {
-    let (path, offset) = raw.origin(error.record);
-    PipelineError::Parse {
-        path: path.to_owned(),
-        offset,
-        error,
-    }
-}
-
-/// Parsers with reusable column buffers, one per worker at a time: writing
-/// fresh memory costs more than parsing here (page faults on this VM), so
-/// each batch reuses the buffers of an earlier one.
-struct ParserPool {
-    spec: FeatureSpec,
-    idle: Mutex<Vec<(ExampleParser, ParsedBatch)>>,
-}
-
-impl ParserPool {
-    fn new(spec: &FeatureSpec) -> Self {
-        ParserPool {
-            spec: spec.clone(),
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn with<T>(
-        &self,
-        raw: &RawBatch,
-        f: impl FnOnce(&ParsedBatch) -> Result<T, PipelineError>,
-    ) -> Result<T, PipelineError> {
-        let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let (mut parser, mut parsed) = taken.unwrap_or_else(|| {
-            (
-                ExampleParser::new(&self.spec),
-                ParsedBatch {
-                    num_records: 0,
-                    columns: Vec::new(),
-                },
-            )
-        });
-        let result = match parser.parse_into(&raw.records, &mut parsed) {
-            Ok(()) => f(&parsed),
-            Err(error) => Err(parse_error(raw, error)),
-        };
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((parser, parsed));
-        result
-    }
-}

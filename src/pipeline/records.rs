@@ -376,7 +376,7 @@ impl RecordStream {
 
     /// Reads the records at the given (file, offset) positions again, in
     /// the given order, for a restored shuffle buffer.
-    fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {
+    pub(crate) fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {
         let mut by_file: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for &(file, offset) in positions {
             by_file.entry(file).or_default().push(offset);

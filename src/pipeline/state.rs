@@ -4,11 +4,16 @@
 //! new fields without breaking old checkpoints. The shuffle buffer is stored
 //! as (file, offset) positions: sorted and delta-coded, plus the slot order
 //! as indices into that sorted list — about 4 bytes per buffered record, so
-//! a 10 000-record buffer takes ~40 KB whatever the records' size.
+//! a 10 000-record buffer takes ~40 KB whatever the records' size. The
+//! records waiting in length buckets or in an open packed batch (the replay
+//! list, see [`group`](super::group)) are stored the same way.
+
+use std::sync::Arc;
 
 use prost::Message;
 
 use super::error::PipelineError;
+use super::group::Snapshot;
 use super::records::StreamState;
 
 /// Bumped when the meaning of a field changes.
@@ -60,36 +65,96 @@ struct StateProto {
     draining: bool,
     #[prost(bool, tag = "19")]
     finished: bool,
+    /// The replay list (records waiting in buckets or an open packed
+    /// batch), coded as the buffer is.
+    #[prost(uint32, repeated, tag = "20")]
+    replay_files: Vec<u32>,
+    #[prost(uint32, repeated, tag = "21")]
+    replay_counts: Vec<u32>,
+    #[prost(uint64, repeated, tag = "22")]
+    replay_deltas: Vec<u64>,
+    #[prost(uint32, repeated, tag = "23")]
+    replay_order: Vec<u32>,
+    /// Values of the first replayed record already packed.
+    #[prost(uint64, tag = "24")]
+    replay_skip: u64,
 }
 
-/// Serializes the state after `batches` delivered batches.
-pub(crate) fn encode(state: &StreamState, batches: u64, fingerprint: u32) -> Vec<u8> {
-    let mut sorted: Vec<(u32, u64, u32)> = state
-        .buffer
+/// Positions coded compactly: sorted (file, count) runs with offset deltas,
+/// and each original slot's rank in the sorted list.
+#[derive(Default)]
+struct Coded {
+    files: Vec<u32>,
+    counts: Vec<u32>,
+    deltas: Vec<u64>,
+    order: Vec<u32>,
+}
+
+fn code_positions(positions: &[(u32, u64)]) -> Coded {
+    let mut sorted: Vec<(u32, u64, u32)> = positions
         .iter()
         .enumerate()
         .map(|(slot, &(file, offset))| (file, offset, slot as u32))
         .collect();
     sorted.sort_unstable();
-    let mut buffer_order = vec![0u32; sorted.len()];
-    let (mut buffer_files, mut buffer_counts, mut buffer_deltas) =
-        (Vec::new(), Vec::new(), Vec::new());
+    let mut c = Coded {
+        order: vec![0u32; sorted.len()],
+        ..Coded::default()
+    };
     let mut previous: Option<(u32, u64)> = None;
     for (rank, &(file, offset, slot)) in sorted.iter().enumerate() {
-        buffer_order[slot as usize] = rank as u32;
-        match previous {
-            Some((f, o)) if f == file => {
-                *buffer_counts.last_mut().expect("a run is open") += 1;
-                buffer_deltas.push(offset - o);
+        c.order[slot as usize] = rank as u32;
+        match (previous, c.counts.last_mut()) {
+            (Some((f, o)), Some(count)) if f == file => {
+                *count += 1;
+                c.deltas.push(offset - o);
             }
             _ => {
-                buffer_files.push(file);
-                buffer_counts.push(1);
-                buffer_deltas.push(offset);
+                c.files.push(file);
+                c.counts.push(1);
+                c.deltas.push(offset);
             }
         }
         previous = Some((file, offset));
     }
+    c
+}
+
+fn decode_positions(c: &Coded, what: &str) -> Result<Vec<(u32, u64)>, PipelineError> {
+    let bad = |m: &str| PipelineError::BadState(format!("{what}: {m}"));
+    if c.files.len() != c.counts.len()
+        || c.deltas.len() != c.order.len()
+        || c.counts.iter().map(|&n| n as usize).sum::<usize>() != c.deltas.len()
+    {
+        return Err(bad("its lists have inconsistent lengths"));
+    }
+    let mut sorted = Vec::with_capacity(c.deltas.len());
+    let mut deltas = c.deltas.iter();
+    for (&file, &count) in c.files.iter().zip(&c.counts) {
+        let mut offset = 0u64;
+        for _ in 0..count {
+            offset = offset
+                .checked_add(*deltas.next().ok_or_else(|| bad("truncated"))?)
+                .ok_or_else(|| bad("offset overflow"))?;
+            sorted.push((file, offset));
+        }
+    }
+    c.order
+        .iter()
+        .map(|&rank| {
+            sorted
+                .get(rank as usize)
+                .copied()
+                .ok_or_else(|| bad("order out of range"))
+        })
+        .collect()
+}
+
+/// Serializes the state after `batches` delivered batches.
+pub(crate) fn encode(snapshot: &Snapshot, batches: u64, fingerprint: u32) -> Vec<u8> {
+    let state = &*snapshot.stream;
+    let buffer = code_positions(&state.buffer);
+    let replay = code_positions(&snapshot.replay);
     StateProto {
         version: VERSION,
         fingerprint,
@@ -112,18 +177,23 @@ pub(crate) fn encode(state: &StreamState, batches: u64, fingerprint: u32) -> Vec
             .iter()
             .map(|s| s.map_or(0, |(_, o)| o))
             .collect(),
-        buffer_files,
-        buffer_counts,
-        buffer_deltas,
-        buffer_order,
+        buffer_files: buffer.files,
+        buffer_counts: buffer.counts,
+        buffer_deltas: buffer.deltas,
+        buffer_order: buffer.order,
         draining: state.draining,
         finished: state.finished,
+        replay_files: replay.files,
+        replay_counts: replay.counts,
+        replay_deltas: replay.deltas,
+        replay_order: replay.order,
+        replay_skip: snapshot.replay_skip,
     }
     .encode_to_vec()
 }
 
 /// Reads a state back; returns it with the number of batches delivered.
-pub(crate) fn decode(bytes: &[u8], fingerprint: u32) -> Result<(StreamState, u64), PipelineError> {
+pub(crate) fn decode(bytes: &[u8], fingerprint: u32) -> Result<(Snapshot, u64), PipelineError> {
     let bad = |m: &str| PipelineError::BadState(m.to_owned());
     let p = StateProto::decode(bytes)
         .map_err(|e| PipelineError::BadState(format!("not a pipeline state: {e}")))?;
@@ -138,34 +208,27 @@ pub(crate) fn decode(bytes: &[u8], fingerprint: u32) -> Result<(StreamState, u64
             "it was taken from a different pipeline (files, seed or settings differ)",
         ));
     }
-    if p.slot_files.len() != p.slot_offsets.len()
-        || p.buffer_files.len() != p.buffer_counts.len()
-        || p.buffer_deltas.len() != p.buffer_order.len()
-        || p.buffer_counts.iter().map(|&c| c as usize).sum::<usize>() != p.buffer_deltas.len()
-    {
+    if p.slot_files.len() != p.slot_offsets.len() {
         return Err(bad("its lists have inconsistent lengths"));
     }
-    let mut sorted = Vec::with_capacity(p.buffer_deltas.len());
-    let mut deltas = p.buffer_deltas.iter();
-    for (&file, &count) in p.buffer_files.iter().zip(&p.buffer_counts) {
-        let mut offset = 0u64;
-        for _ in 0..count {
-            offset = offset
-                .checked_add(*deltas.next().ok_or_else(|| bad("buffer truncated"))?)
-                .ok_or_else(|| bad("offset overflow"))?;
-            sorted.push((file, offset));
-        }
-    }
-    let buffer = p
-        .buffer_order
-        .iter()
-        .map(|&rank| {
-            sorted
-                .get(rank as usize)
-                .copied()
-                .ok_or_else(|| bad("buffer order out of range"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let buffer = decode_positions(
+        &Coded {
+            files: p.buffer_files,
+            counts: p.buffer_counts,
+            deltas: p.buffer_deltas,
+            order: p.buffer_order,
+        },
+        "shuffle buffer",
+    )?;
+    let replay = decode_positions(
+        &Coded {
+            files: p.replay_files,
+            counts: p.replay_counts,
+            deltas: p.replay_deltas,
+            order: p.replay_order,
+        },
+        "waiting records",
+    )?;
     let slots = p
         .slot_files
         .iter()
@@ -186,7 +249,12 @@ pub(crate) fn decode(bytes: &[u8], fingerprint: u32) -> Result<(StreamState, u64
         draining: p.draining,
         finished: p.finished,
     };
-    Ok((state, p.batches))
+    let snapshot = Snapshot {
+        stream: Arc::new(state),
+        replay,
+        replay_skip: p.replay_skip,
+    };
+    Ok((snapshot, p.batches))
 }
 
 #[cfg(test)]
@@ -215,9 +283,18 @@ mod tests {
             draining: false,
             finished: false,
         };
-        let bytes = encode(&state, 42, 0xfeed);
-        assert!(bytes.len() < 48 * 1024, "{} bytes", bytes.len());
-        assert_eq!(decode(&bytes, 0xfeed).unwrap(), (state, 42));
+        // And 960 records waiting in buckets (512 + 256 + 128 + 64).
+        let replay: Vec<(u32, u64)> = (0..960u64)
+            .map(|i| ((i % 4) as u32, 60_000_000 + i * 1_300))
+            .collect();
+        let snapshot = Snapshot {
+            stream: Arc::new(state),
+            replay,
+            replay_skip: 17,
+        };
+        let bytes = encode(&snapshot, 42, 0xfeed);
+        assert!(bytes.len() < 52 * 1024, "{} bytes", bytes.len());
+        assert_eq!(decode(&bytes, 0xfeed).unwrap(), (snapshot, 42));
         assert!(matches!(
             decode(&bytes, 0xbeef),
             Err(PipelineError::BadState(_))

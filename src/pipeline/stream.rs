@@ -14,15 +14,15 @@ use tokio::sync::mpsc;
 
 use super::error::PipelineError;
 use super::exec::Batches;
-use super::records::StreamState;
+use super::group::Snapshot;
 use super::state;
 
-type Item<T> = Result<(T, Arc<StreamState>, u64), PipelineError>;
+type Item<T> = Result<(T, Arc<Snapshot>, u64), PipelineError>;
 
 /// Batches as an async stream; see [`Batches::into_stream`].
 pub struct BatchStream<T> {
     rx: mpsc::Receiver<Item<T>>,
-    last: Option<(Arc<StreamState>, u64)>,
+    last: Option<(Arc<Snapshot>, u64)>,
     initial: Vec<u8>,
     fingerprint: u32,
     thread: Option<JoinHandle<()>>,

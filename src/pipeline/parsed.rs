@@ -1,0 +1,296 @@
+//! Map and filter on parsed batches, and picking rows out of a parsed batch.
+//!
+//! The ops run on the worker pool, on whole parsed batches. A filter decides
+//! which records reach the output batches, so it runs before grouping: a
+//! pool of prefilter threads parses chunks of records and runs the ops, the
+//! record thread groups the survivors in order (see [`group`](super::group)),
+//! and the workers parse each group again and run the maps on it before
+//! assembly. Batches therefore stay full and static in shape, and the output
+//! is the same for any number of threads.
+
+use std::sync::Arc;
+
+use crate::example::{BytesValues, Column, ParsedBatch, Values};
+
+/// The error a [`ParsedMap`] may return.
+pub type MapError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A map on parsed batches: it must keep the number of records, treat each
+/// record independently of the others in the batch, and be deterministic —
+/// the pipeline may run it on different groupings of the same records (once
+/// to filter or measure, again to assemble; again after a restore).
+pub type ParsedMap = Arc<dyn Fn(ParsedBatch) -> Result<ParsedBatch, MapError> + Send + Sync>;
+
+/// A filter on parsed records: `keep(batch, row)` decides record `row` of
+/// `batch`. It must depend on that record alone and be deterministic.
+pub type RowFilter = Arc<dyn Fn(&ParsedBatch, usize) -> bool + Send + Sync>;
+
+/// One parsed op, in builder order.
+#[derive(Clone)]
+pub(crate) enum ParsedOp {
+    Map(ParsedMap),
+    Filter(RowFilter),
+}
+
+/// A parsed op failed on a batch.
+#[derive(Debug)]
+pub(crate) enum OpError {
+    /// The map returned an error.
+    Map(MapError),
+    /// The map changed the number of records.
+    Count { before: usize, after: usize },
+}
+
+/// Runs every map of `ops` on `batch` (filters are skipped: the records
+/// given here already passed them).
+pub(crate) fn apply_maps(ops: &[ParsedOp], mut batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
+    for op in ops {
+        if let ParsedOp::Map(f) = op {
+            batch = run_map(f, batch)?;
+        }
+    }
+    Ok(batch)
+}
+
+fn run_map(f: &ParsedMap, batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
+    let before = batch.num_records;
+    let out = f(batch).map_err(OpError::Map)?;
+    if out.num_records != before {
+        return Err(OpError::Count {
+            before,
+            after: out.num_records,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs `ops` in order on `batch`, dropping the records a filter rejects
+/// before the next op sees them. Returns the surviving batch and, for each
+/// of its records, its index in the input.
+pub(crate) fn apply_all(
+    ops: &[ParsedOp],
+    mut batch: ParsedBatch,
+) -> Result<(ParsedBatch, Vec<usize>), OpError> {
+    let mut origin: Vec<usize> = (0..batch.num_records).collect();
+    for op in ops {
+        match op {
+            ParsedOp::Map(f) => batch = run_map(f, batch)?,
+            ParsedOp::Filter(keep) => {
+                let rows: Vec<usize> = (0..batch.num_records)
+                    .filter(|&r| keep(&batch, r))
+                    .collect();
+                if rows.len() != batch.num_records {
+                    batch = select_rows(&batch, &rows);
+                    origin = rows.iter().map(|&r| origin[r]).collect();
+                }
+            }
+        }
+    }
+    Ok((batch, origin))
+}
+
+/// Number of values of record `row` in a ragged column (steps, for a
+/// feature list); `None` for a dense column or a row out of range.
+pub(crate) fn row_length(column: &Column, row: usize) -> Option<usize> {
+    let splits = match column {
+        Column::Ragged { row_splits, .. } => row_splits,
+        Column::Ragged2 { outer_splits, .. } => outer_splits,
+        Column::Dense { .. } => return None,
+    };
+    let (a, b) = (*splits.get(row)?, *splits.get(row + 1)?);
+    b.checked_sub(a)
+}
+
+/// The records `rows` of `batch` (in that order) as a batch of their own.
+pub fn select_rows(batch: &ParsedBatch, rows: &[usize]) -> ParsedBatch {
+    let columns = batch
+        .columns
+        .iter()
+        .map(|(name, column)| (name.clone(), select_column(column, rows)))
+        .collect();
+    ParsedBatch {
+        num_records: rows.len(),
+        columns,
+    }
+}
+
+fn select_column(column: &Column, rows: &[usize]) -> Column {
+    match column {
+        Column::Dense { shape, values } => {
+            let per_row: usize = shape.iter().skip(1).product();
+            let ranges: Vec<(usize, usize)> = rows
+                .iter()
+                .map(|&r| (r * per_row, (r + 1) * per_row))
+                .collect();
+            let mut shape = shape.clone();
+            if let Some(first) = shape.first_mut() {
+                *first = rows.len();
+            }
+            Column::Dense {
+                shape,
+                values: gather(values, &ranges),
+            }
+        }
+        Column::Ragged {
+            values,
+            row_splits,
+            inner_shape,
+        } => {
+            let per: usize = inner_shape.iter().product();
+            let mut splits = Vec::with_capacity(rows.len() + 1);
+            splits.push(0);
+            let mut ranges = Vec::with_capacity(rows.len());
+            for &r in rows {
+                let (a, b) = span(row_splits, r);
+                ranges.push((a * per, b * per));
+                splits.push(splits.last().copied().unwrap_or(0) + (b - a));
+            }
+            Column::Ragged {
+                values: gather(values, &ranges),
+                row_splits: splits,
+                inner_shape: inner_shape.clone(),
+            }
+        }
+        Column::Ragged2 {
+            values,
+            outer_splits,
+            inner_splits,
+        } => {
+            let mut outer = vec![0];
+            let mut inner = vec![0];
+            let mut ranges = Vec::new();
+            for &r in rows {
+                let (a, b) = span(outer_splits, r);
+                for step in a..b {
+                    let (va, vb) = span(inner_splits, step);
+                    ranges.push((va, vb));
+                    inner.push(inner.last().copied().unwrap_or(0) + (vb - va));
+                }
+                outer.push(outer.last().copied().unwrap_or(0) + (b - a));
+            }
+            Column::Ragged2 {
+                values: gather(values, &ranges),
+                outer_splits: outer,
+                inner_splits: inner,
+            }
+        }
+    }
+}
+
+/// `splits[r]..splits[r + 1]`, empty when out of range.
+fn span(splits: &[usize], r: usize) -> (usize, usize) {
+    match (splits.get(r), splits.get(r + 1)) {
+        (Some(&a), Some(&b)) if a <= b => (a, b),
+        _ => (0, 0),
+    }
+}
+
+/// The values in `ranges`, end to end (ranges past the end are cut).
+fn gather(values: &Values, ranges: &[(usize, usize)]) -> Values {
+    fn take<T: Copy>(v: &[T], ranges: &[(usize, usize)]) -> Vec<T> {
+        let mut out = Vec::new();
+        for &(a, b) in ranges {
+            out.extend_from_slice(v.get(a..b.min(v.len())).unwrap_or_default());
+        }
+        out
+    }
+    match values {
+        Values::Int64(v) => Values::Int64(take(v, ranges)),
+        Values::Int32(v) => Values::Int32(take(v, ranges)),
+        Values::Float32(v) => Values::Float32(take(v, ranges)),
+        Values::Bytes(b) => {
+            let mut out = BytesValues::new();
+            for &(a, end) in ranges {
+                for i in a..end.min(b.offsets.len().saturating_sub(1)) {
+                    let (s, e) = (b.offsets[i], b.offsets[i + 1]);
+                    out.data
+                        .extend_from_slice(b.data.get(s..e).unwrap_or_default());
+                    out.offsets.push(out.data.len());
+                }
+            }
+            Values::Bytes(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_rows_keeps_every_layout_exact() {
+        let batch = ParsedBatch {
+            num_records: 3,
+            columns: vec![
+                (
+                    "d".into(),
+                    Column::Dense {
+                        shape: vec![3, 2],
+                        values: Values::Int64(vec![1, 2, 3, 4, 5, 6]),
+                    },
+                ),
+                (
+                    "r".into(),
+                    Column::Ragged {
+                        values: Values::Float32(vec![0.5, 1.5, 2.5]),
+                        row_splits: vec![0, 1, 1, 3],
+                        inner_shape: vec![],
+                    },
+                ),
+                (
+                    "b".into(),
+                    Column::Ragged {
+                        values: Values::Bytes(
+                            [b"a".as_slice(), b"bc", b"", b"def"].into_iter().collect(),
+                        ),
+                        row_splits: vec![0, 2, 3, 4],
+                        inner_shape: vec![],
+                    },
+                ),
+                (
+                    "s".into(),
+                    Column::Ragged2 {
+                        values: Values::Int32(vec![7, 8, 9]),
+                        outer_splits: vec![0, 2, 2, 3],
+                        inner_splits: vec![0, 1, 2, 3],
+                    },
+                ),
+            ],
+        };
+        let picked = select_rows(&batch, &[2, 0]);
+        assert_eq!(picked.num_records, 2);
+        assert_eq!(
+            picked.get("d"),
+            Some(&Column::Dense {
+                shape: vec![2, 2],
+                values: Values::Int64(vec![5, 6, 1, 2]),
+            })
+        );
+        assert_eq!(
+            picked.get("r"),
+            Some(&Column::Ragged {
+                values: Values::Float32(vec![1.5, 2.5, 0.5]),
+                row_splits: vec![0, 2, 3],
+                inner_shape: vec![],
+            })
+        );
+        assert_eq!(
+            picked.get("b"),
+            Some(&Column::Ragged {
+                values: Values::Bytes([b"def".as_slice(), b"a", b"bc"].into_iter().collect()),
+                row_splits: vec![0, 1, 3],
+                inner_shape: vec![],
+            })
+        );
+        assert_eq!(
+            picked.get("s"),
+            Some(&Column::Ragged2 {
+                values: Values::Int32(vec![9, 7, 8]),
+                outer_splits: vec![0, 1, 3],
+                inner_splits: vec![0, 1, 2, 3],
+            })
+        );
+        assert_eq!(row_length(picked.get("r").unwrap(), 0), Some(2));
+        assert_eq!(row_length(picked.get("d").unwrap(), 0), None);
+    }
+}

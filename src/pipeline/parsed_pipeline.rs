@@ -1,0 +1,789 @@
+//! The parsing half of the builder: feature spec, parsed ops, and how parsed
+//! records become static-shape batches (rows, length buckets, or packed
+//! rows).
+
+use std::sync::{Arc, Mutex};
+
+use super::group::{GroupMode, Layout, MeasureFn, PrefilterFn};
+use super::parsed::{self, OpError, ParsedOp};
+use super::{BatchFn, Batches, Grouping, Pipeline, PipelineError, RawBatch};
+use crate::batch::{
+    Assembler, Batch, BatchError, BatchErrorKind, BatchPlan, BatchShape, BucketGroup, Bucketer,
+    LengthPolicy, Overflow, PackPlan, Packer, PlanError, Remainder, TensorType, Truncation,
+};
+use crate::example::{ExampleParser, ParsedBatch, feature_length};
+use crate::spec::{FeatureKind, FeatureSpec, WireKind};
+
+/// How parsed records are grouped into batches.
+#[derive(Clone, Debug, PartialEq)]
+enum ParsedGrouping {
+    /// `batch` records per batch.
+    Rows,
+    /// By the length of `feature` into buckets.
+    Bucket {
+        feature: String,
+        boundaries: Vec<usize>,
+        batch_sizes: Vec<usize>,
+    },
+    /// Packed into rows of `row_length`.
+    Pack {
+        row_length: usize,
+        overflow: Overflow,
+    },
+}
+
+/// A pipeline that parses its records by a feature spec and assembles
+/// static-shape batches.
+#[derive(Clone)]
+pub struct ParsedPipeline {
+    pipeline: Pipeline,
+    spec: FeatureSpec,
+    batch_size: Option<usize>,
+    drop_remainder: bool,
+    length: Option<LengthPolicy>,
+    cast: Option<TensorType>,
+    decode: Vec<(String, Vec<usize>)>,
+    grouping: ParsedGrouping,
+    ops: Vec<ParsedOp>,
+}
+
+/// A checked description of the batches: how a worker makes each one.
+enum Plan {
+    Rows(Assembler),
+    Bucket {
+        assembler: Assembler,
+        /// Per bucket: rows, and the length to pad to (`None`: the bound).
+        buckets: Vec<(usize, Option<usize>)>,
+        shapes: Vec<BatchShape>,
+    },
+    Pack {
+        plan: PackPlan,
+        shapes: Vec<BatchShape>,
+    },
+}
+
+impl Pipeline {
+    /// Parses each batch of records by `spec`.
+    pub fn parse(self, spec: FeatureSpec) -> ParsedPipeline {
+        ParsedPipeline {
+            pipeline: self,
+            spec,
+            batch_size: None,
+            drop_remainder: false,
+            length: None,
+            cast: None,
+            decode: Vec::new(),
+            grouping: ParsedGrouping::Rows,
+            ops: Vec::new(),
+        }
+    }
+}
+
+impl ParsedPipeline {
+    /// Batches of `batch_size` records (with [`pack`](Self::pack): rows). A
+    /// last, smaller batch is dropped with `drop_remainder`; otherwise it
+    /// keeps the static shape, filled with fully masked padding rows
+    /// ([`Batch::real_rows`] says how many are real).
+    pub fn batch(mut self, batch_size: usize, drop_remainder: bool) -> Self {
+        self.batch_size = Some(batch_size);
+        self.drop_remainder = drop_remainder;
+        self
+    }
+
+    /// Whether the last, partial batch (of each bucket, with
+    /// [`bucket_by_length`](Self::bucket_by_length)) is dropped rather than
+    /// padded with masked rows.
+    pub fn drop_remainder(mut self, drop: bool) -> Self {
+        self.drop_remainder = drop;
+        self
+    }
+
+    fn length(mut self, f: impl FnOnce(LengthPolicy) -> LengthPolicy) -> Self {
+        self.length = Some(f(self.length.take().unwrap_or_default()));
+        self
+    }
+
+    /// Pads every variable-length feature of a batch to the longest row,
+    /// rounded up to a multiple of `n`; a `<name>_mask` marks real values.
+    /// With buckets, each bucket's length is rounded up to a multiple of `n`.
+    pub fn pad_to_multiple_of(self, n: usize) -> Self {
+        self.length(|l| l.pad_to_multiple_of(n))
+    }
+
+    /// Caps the padded length at `len`; longer rows follow the truncation
+    /// policy (default: an error naming the record). With buckets, the last
+    /// bucket is padded to `len`.
+    pub fn max_length(self, len: usize) -> Self {
+        self.length(|l| l.max_length(len))
+    }
+
+    /// Pads (or truncates) every variable-length feature to exactly `len`.
+    pub fn fixed_length(self, len: usize) -> Self {
+        self.length(|l| l.fixed_length(len))
+    }
+
+    /// What to do with a row longer than the length cap.
+    pub fn truncation(self, truncation: Truncation) -> Self {
+        self.length(|l| l.truncation(truncation))
+    }
+
+    /// Casts every integer feature to `dtype` (an overflow is an error).
+    pub fn cast(mut self, dtype: TensorType) -> Self {
+        self.cast = Some(dtype);
+        self
+    }
+
+    /// Decodes a fixed-length bytes feature as raw u8 of `shape` per record
+    /// (e.g. an image of `[32, 32, 3]`).
+    pub fn decode_raw(mut self, feature: &str, shape: &[usize]) -> Self {
+        self.decode.push((feature.to_owned(), shape.to_vec()));
+        self
+    }
+
+    /// Groups records by the length of `feature` (tf.data's
+    /// `bucket_by_sequence_length`, padded to the bucket boundary): bucket
+    /// `i` takes lengths in `(boundaries[i-1], boundaries[i]]` and makes
+    /// batches of `batch_sizes[i]` rows, every variable-length feature
+    /// padded to `boundaries[i]` (rounded up to
+    /// [`pad_to_multiple_of`](Self::pad_to_multiple_of)); the last bucket
+    /// takes longer rows and pads to [`max_length`](Self::max_length),
+    /// longer rows following the truncation policy. So each bucket has one
+    /// shape, and [`shapes`](Self::shapes) lists them all.
+    ///
+    /// A boundary here is the longest length a bucket holds, i.e. tf.data's
+    /// boundary minus one: `[64, 128]` here is `bucket_boundaries=[65, 129]`
+    /// with `pad_to_bucket_boundary=True` there. A bucket emits a batch as
+    /// soon as it is full; at the end of the data each partial bucket gives
+    /// a padded batch, in bucket order (or none with
+    /// [`drop_remainder`](Self::drop_remainder)). Leave out
+    /// [`batch`](Self::batch): the buckets set the batch sizes.
+    pub fn bucket_by_length(
+        mut self,
+        feature: &str,
+        boundaries: &[usize],
+        batch_sizes: &[usize],
+    ) -> Self {
+        self.grouping = ParsedGrouping::Bucket {
+            feature: feature.to_owned(),
+            boundaries: boundaries.to_vec(),
+            batch_sizes: batch_sizes.to_vec(),
+        };
+        self
+    }
+
+    /// Packs the variable-length features of each record end to end into
+    /// rows of `row_length` (first fit, in arrival order; see
+    /// [`Packer`]), [`batch`](Self::batch) rows per batch, with
+    /// [`SEGMENT_IDS`](crate::batch::SEGMENT_IDS) (1, 2, … per row, 0 on
+    /// padding), [`POSITIONS`](crate::batch::POSITIONS) and a
+    /// `<feature>_mask` per feature. Every variable-length feature of a
+    /// record must have the same length (e.g. `input_ids` and
+    /// `attention_mask`); the spec may hold no fixed-length feature. With
+    /// `drop_remainder` the last, partly filled batch is dropped.
+    pub fn pack(mut self, row_length: usize) -> Self {
+        let overflow = match self.grouping {
+            ParsedGrouping::Pack { overflow, .. } => overflow,
+            _ => Overflow::Error,
+        };
+        self.grouping = ParsedGrouping::Pack {
+            row_length,
+            overflow,
+        };
+        self
+    }
+
+    /// What [`pack`](Self::pack) does with a record longer than a row
+    /// (default [`Overflow::Error`], naming the file and offset).
+    pub fn pack_overflow(mut self, overflow: Overflow) -> Self {
+        if let ParsedGrouping::Pack { overflow: o, .. } = &mut self.grouping {
+            *o = overflow;
+        } else {
+            self.grouping = ParsedGrouping::Pack {
+                row_length: 0,
+                overflow,
+            };
+        }
+        self
+    }
+
+    /// Runs `f` on every parsed batch, on the worker pool, before padding,
+    /// bucketing or packing (which see its output). `f` must keep the number
+    /// of records, treat each record on its own and be deterministic: the
+    /// pipeline may call it on other groupings of the same records (see
+    /// [`ParsedMap`](super::ParsedMap)).
+    pub fn map_batch(
+        mut self,
+        f: impl Fn(ParsedBatch) -> Result<ParsedBatch, super::MapError> + Send + Sync + 'static,
+    ) -> Self {
+        self.ops.push(ParsedOp::Map(Arc::new(f)));
+        self
+    }
+
+    /// Keeps only the parsed records for which `keep(batch, row)` is true.
+    /// It runs on a pool of threads before records are grouped, so batches
+    /// stay full and static in shape; `keep` must look at record `row`
+    /// alone and be deterministic. Records are then parsed twice (once to
+    /// filter, once to assemble).
+    pub fn filter_rows(
+        mut self,
+        keep: impl Fn(&ParsedBatch, usize) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.ops.push(ParsedOp::Filter(Arc::new(keep)));
+        self
+    }
+
+    /// Continues from a state taken with [`Batches::state`] of the same
+    /// pipeline (see [`Pipeline::resume_from`]).
+    pub fn resume_from(mut self, state: &[u8]) -> Self {
+        self.pipeline = self.pipeline.resume_from(state);
+        self
+    }
+
+    fn has_filter(&self) -> bool {
+        self.ops.iter().any(|op| matches!(op, ParsedOp::Filter(_)))
+    }
+
+    fn has_map(&self) -> bool {
+        self.ops.iter().any(|op| matches!(op, ParsedOp::Map(_)))
+    }
+
+    fn assembler(&self, batch_size: usize) -> Result<Assembler, PipelineError> {
+        let mut plan = BatchPlan::new(&self.spec, batch_size);
+        let has_var_len = self
+            .spec
+            .features()
+            .iter()
+            .any(|f| f.fixed_count().is_none());
+        if let (Some(length), true) = (&self.length, has_var_len) {
+            plan = plan.pad_all(length.clone());
+        }
+        if let Some(dtype) = self.cast {
+            plan = plan.cast_ints(dtype);
+        }
+        for (feature, shape) in &self.decode {
+            plan = plan.decode_raw(feature, shape);
+        }
+        Ok(plan.build()?)
+    }
+
+    /// The variable-length feature `name`, checked for bucketing.
+    fn var_len_feature(&self, name: &str) -> Result<WireKind, PipelineError> {
+        let def = self
+            .spec
+            .get(name)
+            .ok_or_else(|| PlanError::UnknownFeature {
+                feature: name.to_owned(),
+            })?;
+        if let FeatureKind::FixedLen { .. } = def.kind {
+            return Err(PlanError::NotVarLen {
+                feature: name.to_owned(),
+            }
+            .into());
+        }
+        Ok(def.dtype.wire_kind())
+    }
+
+    fn plan(&self) -> Result<Plan, PipelineError> {
+        match &self.grouping {
+            ParsedGrouping::Rows => Ok(Plan::Rows(self.assembler(self.batch_size.unwrap_or(1))?)),
+            ParsedGrouping::Bucket {
+                feature,
+                boundaries,
+                batch_sizes,
+            } => {
+                if self.batch_size.is_some() {
+                    return Err(PipelineError::Config(
+                        "bucket_by_length sets a batch size per bucket: leave out batch() \
+                         (drop_remainder() says what to do with partial buckets)"
+                            .into(),
+                    ));
+                }
+                self.var_len_feature(feature)?;
+                let bucketer: Bucketer<()> =
+                    Bucketer::new(boundaries.clone(), batch_sizes.clone())?;
+                let policy = self.length.clone().unwrap_or_default();
+                if policy.fixed.is_some() {
+                    return Err(PipelineError::Config(
+                        "bucket_by_length pads each bucket to its boundary: it cannot be \
+                         combined with fixed_length"
+                            .into(),
+                    ));
+                }
+                let largest = batch_sizes.iter().copied().max().unwrap_or(1);
+                let assembler = self.assembler(largest)?;
+                let bound = policy.bound().ok_or_else(|| PlanError::Unbounded {
+                    feature: feature.clone(),
+                })?;
+                let multiple = policy.multiple.max(1);
+                let mut buckets = Vec::with_capacity(bucketer.num_buckets());
+                for bucket in 0..bucketer.num_buckets() {
+                    let pad = match bucketer.pad_to(bucket) {
+                        Some(b) if b > bound => {
+                            return Err(PlanError::BoundaryAboveBound {
+                                feature: feature.clone(),
+                                boundary: b,
+                                bound,
+                            }
+                            .into());
+                        }
+                        Some(b) => Some(b.div_ceil(multiple).saturating_mul(multiple).min(bound)),
+                        None => None,
+                    };
+                    buckets.push((bucketer.batch_size(bucket), pad));
+                }
+                let mut shapes: Vec<BatchShape> = buckets
+                    .iter()
+                    .map(|&(rows, pad)| {
+                        let lengths: Vec<usize> = assembler
+                            .groups
+                            .iter()
+                            .map(|g| pad.unwrap_or(g.bound))
+                            .collect();
+                        assembler.shape_for(rows, &lengths)
+                    })
+                    .collect();
+                shapes.sort();
+                shapes.dedup();
+                Ok(Plan::Bucket {
+                    assembler,
+                    buckets,
+                    shapes,
+                })
+            }
+            ParsedGrouping::Pack {
+                row_length,
+                overflow,
+            } => {
+                if self.length.is_some() || !self.decode.is_empty() {
+                    return Err(PipelineError::Config(
+                        "pack lays sequences into rows of its row length: padding \
+                         (pad_to_multiple_of, max_length, fixed_length, truncation) and \
+                         decode_raw do not apply"
+                            .into(),
+                    ));
+                }
+                if let Some(def) = self
+                    .spec
+                    .features()
+                    .iter()
+                    .find(|f| f.fixed_count().is_some())
+                {
+                    return Err(PipelineError::Config(format!(
+                        "pack lays variable-length features end to end; feature {:?} has a \
+                         fixed length (leave it out of the spec)",
+                        def.name
+                    )));
+                }
+                let names: Vec<&str> = self
+                    .spec
+                    .features()
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect();
+                let mut plan = PackPlan::new(
+                    &self.spec,
+                    &names,
+                    *row_length,
+                    self.batch_size.unwrap_or(1),
+                )
+                .overflow(*overflow)
+                .masks(true);
+                if let Some(dtype) = self.cast {
+                    plan = plan.cast_ints(dtype);
+                }
+                let shapes = plan.clone().build()?.shapes();
+                Ok(Plan::Pack { plan, shapes })
+            }
+        }
+    }
+
+    /// Every shape a batch of this pipeline can have, known before the
+    /// first batch, so an XLA program can be compiled for each ahead of time.
+    pub fn shapes(&self) -> Result<Vec<BatchShape>, PipelineError> {
+        Ok(match self.plan()? {
+            Plan::Rows(assembler) => assembler.shapes(),
+            Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes,
+        })
+    }
+
+    /// The feature whose length groups records, with its wire kind.
+    fn length_feature(&self) -> Result<Option<(String, WireKind)>, PipelineError> {
+        Ok(match &self.grouping {
+            ParsedGrouping::Rows => None,
+            ParsedGrouping::Bucket { feature, .. } => {
+                Some((feature.clone(), self.var_len_feature(feature)?))
+            }
+            ParsedGrouping::Pack { .. } => match self.spec.features().first() {
+                Some(f) => Some((f.name.clone(), f.dtype.wire_kind())),
+                None => return Err(PlanError::NoFeatures.into()),
+            },
+        })
+    }
+
+    /// How the record thread groups records for this pipeline.
+    fn grouping(&self) -> Result<Grouping, PipelineError> {
+        let drop_remainder = self.drop_remainder;
+        let mode = match &self.grouping {
+            ParsedGrouping::Rows => {
+                let batch_size = self.batch_size.unwrap_or(1);
+                if batch_size == 0 {
+                    return Err(PipelineError::Config("batch size 0".into()));
+                }
+                GroupMode::Fixed {
+                    batch_size,
+                    drop_remainder,
+                }
+            }
+            ParsedGrouping::Bucket {
+                boundaries,
+                batch_sizes,
+                ..
+            } => GroupMode::Bucket {
+                boundaries: boundaries.clone(),
+                batch_sizes: batch_sizes.clone(),
+                drop_remainder,
+            },
+            ParsedGrouping::Pack {
+                row_length,
+                overflow,
+            } => GroupMode::Pack {
+                row_length: *row_length,
+                batch_size: self.batch_size.unwrap_or(1),
+                overflow: *overflow,
+                feature: self.length_feature()?.map(|f| f.0).unwrap_or_default(),
+                drop_remainder,
+            },
+        };
+        let length = self.length_feature()?;
+        // Parsed ops decide which records survive or how long they are: a
+        // prefilter pass must run them before grouping.
+        let prefilter = self.has_filter() || (self.has_map() && length.is_some());
+        let (measure, prefilter) = if prefilter {
+            (None, Some(self.prefilter_fn(length)))
+        } else {
+            (length.map(|(f, kind)| self.measure_fn(f, kind)), None)
+        };
+        let description = format!(
+            "{:?}|{}|{:?}|{:?}|{:?}|{:?}",
+            self.spec,
+            self.ops
+                .iter()
+                .map(|op| match op {
+                    ParsedOp::Map(_) => 'm',
+                    ParsedOp::Filter(_) => 'f',
+                })
+                .collect::<String>(),
+            self.length,
+            self.cast,
+            self.decode,
+            self.grouping,
+        );
+        Ok(Grouping {
+            mode,
+            measure,
+            prefilter,
+            description,
+        })
+    }
+
+    /// Reads a record's length with the wire scan; a record it cannot read
+    /// is parsed to name what is wrong with it.
+    fn measure_fn(&self, feature: String, kind: WireKind) -> MeasureFn {
+        let spec = self.spec.clone();
+        Arc::new(
+            move |item| match feature_length(&item.data, &feature, kind) {
+                Ok(n) => Ok(n),
+                Err(error) => Err(
+                    match ExampleParser::new(&spec).parse(std::slice::from_ref(&item.data)) {
+                        Err(error) => PipelineError::Parse {
+                            path: String::new(),
+                            offset: item.offset,
+                            error,
+                        },
+                        Ok(_) => PipelineError::Length {
+                            path: String::new(),
+                            offset: item.offset,
+                            feature: feature.clone(),
+                            error,
+                        },
+                    },
+                ),
+            },
+        )
+    }
+
+    /// Parses a chunk, runs the parsed ops, and gives each record's fate.
+    fn prefilter_fn(&self, length: Option<(String, WireKind)>) -> PrefilterFn {
+        let parsers = Arc::new(ParserPool::new(&self.spec));
+        let ops = self.ops.clone();
+        let feature = length.map(|f| f.0);
+        Arc::new(move |raw: &RawBatch| {
+            let (parser, batch) = parsers.parse(raw)?;
+            let n = batch.num_records;
+            let (kept, origin) = parsed::apply_all(&ops, batch).map_err(|e| map_error(raw, e))?;
+            let mut verdicts = vec![None; n];
+            let column = match &feature {
+                Some(f) => Some(kept.get(f).ok_or_else(|| PipelineError::Batch {
+                    path: raw.origin(0).0.to_owned(),
+                    offset: raw.origin(0).1,
+                    error: BatchError {
+                        record: None,
+                        feature: Some(f.clone()),
+                        kind: BatchErrorKind::MissingColumn,
+                    },
+                })?),
+                None => None,
+            };
+            for (row, &i) in origin.iter().enumerate() {
+                let len = match column {
+                    Some(c) => parsed::row_length(c, row).unwrap_or(0),
+                    None => 0,
+                };
+                if let Some(v) = verdicts.get_mut(i) {
+                    *v = Some(len);
+                }
+            }
+            parsers.put(parser, kept);
+            Ok(verdicts)
+        })
+    }
+
+    /// Starts the pipeline: static-shape, 64-byte aligned batches whose
+    /// buffers return to a pool when dropped.
+    pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
+        let plan = self.plan()?;
+        let grouping = self.grouping()?;
+        let parsers = ParserPool::new(&self.spec);
+        let ops = self.ops.clone();
+        let work: BatchFn<Batch> = match plan {
+            Plan::Rows(assembler) if ops.is_empty() => Arc::new(move |raw: RawBatch| {
+                parsers.with(&raw, |parsed| {
+                    assembler
+                        .assemble(parsed)
+                        .map_err(|error| batch_error(&raw, error))
+                })
+            }),
+            Plan::Rows(assembler) => Arc::new(move |raw: RawBatch| {
+                let parsed = parsers.parse_mapped(&raw, &ops)?;
+                let out = assembler
+                    .assemble(&parsed.1)
+                    .map_err(|error| batch_error(&raw, error));
+                parsers.put(parsed.0, parsed.1);
+                out
+            }),
+            Plan::Bucket {
+                assembler, buckets, ..
+            } => Arc::new(move |raw: RawBatch| {
+                let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
+                let bucket = match raw.layout {
+                    Layout::Bucket(b) => b,
+                    _ => 0,
+                };
+                let (batch_size, pad_to) = buckets.get(bucket).copied().unwrap_or((1, None));
+                let group = BucketGroup {
+                    bucket,
+                    batch_size,
+                    pad_to,
+                    items: (0..parsed.num_records).map(|r| (&parsed, r)).collect(),
+                };
+                let out = assembler
+                    .assemble_bucket(&group)
+                    .map_err(|error| batch_error(&raw, error));
+                drop(group);
+                parsers.put(parser, parsed);
+                out
+            }),
+            Plan::Pack { plan, .. } => {
+                let packers = Arc::new(Mutex::new(Vec::<Packer>::new()));
+                Arc::new(move |raw: RawBatch| {
+                    let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
+                    let taken = packers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                    let mut packer = match taken {
+                        Some(p) => p,
+                        None => plan.clone().build()?,
+                    };
+                    let out = pack_group(&mut packer, &raw, &parsed);
+                    packers
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(packer);
+                    parsers.put(parser, parsed);
+                    out
+                })
+            }
+        };
+        self.pipeline.start(grouping, work)
+    }
+
+    /// Starts the pipeline, giving the parsed columns as they are (ragged
+    /// features as values plus row splits), without padding or assembly;
+    /// parsed ops apply. Not with buckets or packing, whose batches only
+    /// exist assembled.
+    pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
+        if self.grouping != ParsedGrouping::Rows {
+            return Err(PipelineError::Config(
+                "bucket_by_length and pack give assembled batches: use build()".into(),
+            ));
+        }
+        let grouping = self.grouping()?;
+        let spec = self.spec.clone();
+        let ops = self.ops.clone();
+        let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
+            let parsed = ExampleParser::new(&spec)
+                .parse(&raw.records)
+                .map_err(|error| parse_error(&raw, error))?;
+            parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))
+        });
+        self.pipeline.start(grouping, work)
+    }
+}
+
+/// Packs the records of a planned group into one batch.
+fn pack_group(
+    packer: &mut Packer,
+    raw: &RawBatch,
+    parsed: &ParsedBatch,
+) -> Result<Batch, PipelineError> {
+    let (parts, rows) = match &raw.layout {
+        Layout::Pack { parts, rows } => (parts.as_slice(), *rows),
+        _ => (&[][..], 0),
+    };
+    let mut out = Vec::new();
+    for r in 0..parsed.num_records {
+        let pushed = match parts.get(r) {
+            Some(part) => packer.push_part(parsed, r, part.clone(), &mut out),
+            None => packer.push(parsed, r, &mut out),
+        };
+        if let Err(error) = pushed {
+            packer.finish(Remainder::Drop);
+            return Err(batch_error(raw, error));
+        }
+    }
+    let batch = packer.finish(Remainder::Pad);
+    match batch {
+        Some(batch) if out.is_empty() && batch.real_rows == rows => Ok(batch),
+        _ => {
+            let (path, offset) = raw.origin(0);
+            Err(PipelineError::Batch {
+                path: path.to_owned(),
+                offset,
+                error: BatchError {
+                    record: None,
+                    feature: None,
+                    kind: BatchErrorKind::ColumnMismatch {
+                        reason: "parsed lengths differ from the lengths the records were \
+                                 planned by (packed features of unequal length?)",
+                    },
+                },
+            })
+        }
+    }
+}
+
+/// A batch error, placed at the file and offset of the record it names.
+fn batch_error(raw: &RawBatch, error: BatchError) -> PipelineError {
+    let (path, offset) = raw.origin(error.record.unwrap_or(0));
+    PipelineError::Batch {
+        path: path.to_owned(),
+        offset,
+        error,
+    }
+}
+
+/// A parse error, placed at the file and offset of the record it names.
+fn parse_error(raw: &RawBatch, error: crate::example::ParseError) -> PipelineError {
+    let (path, offset) = raw.origin(error.record);
+    PipelineError::Parse {
+        path: path.to_owned(),
+        offset,
+        error,
+    }
+}
+
+/// A parsed op's failure, placed at the batch's first record.
+fn map_error(raw: &RawBatch, error: OpError) -> PipelineError {
+    let (path, offset) = raw.origin(0);
+    let message = match error {
+        OpError::Map(e) => e.to_string(),
+        OpError::Count { before, after } => format!(
+            "it returned {after} records for {before}: a map must keep every record \
+             (filter_rows drops records)"
+        ),
+    };
+    PipelineError::Map {
+        path: path.to_owned(),
+        offset,
+        message,
+    }
+}
+
+/// Parsers with reusable column buffers, one per worker at a time: writing
+/// fresh memory costs more than parsing here (page faults on this VM), so
+/// each batch reuses the buffers of an earlier one.
+struct ParserPool {
+    spec: FeatureSpec,
+    idle: Mutex<Vec<(ExampleParser, ParsedBatch)>>,
+}
+
+impl ParserPool {
+    fn new(spec: &FeatureSpec) -> Self {
+        ParserPool {
+            spec: spec.clone(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn with<T>(
+        &self,
+        raw: &RawBatch,
+        f: impl FnOnce(&ParsedBatch) -> Result<T, PipelineError>,
+    ) -> Result<T, PipelineError> {
+        let (parser, parsed) = self.parse(raw)?;
+        let result = f(&parsed);
+        self.put(parser, parsed);
+        result
+    }
+
+    /// Parses `raw` into recycled buffers; give them back with
+    /// [`put`](Self::put).
+    fn parse(&self, raw: &RawBatch) -> Result<(ExampleParser, ParsedBatch), PipelineError> {
+        let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let (mut parser, mut parsed) = taken.unwrap_or_else(|| {
+            (
+                ExampleParser::new(&self.spec),
+                ParsedBatch {
+                    num_records: 0,
+                    columns: Vec::new(),
+                },
+            )
+        });
+        match parser.parse_into(&raw.records, &mut parsed) {
+            Ok(()) => Ok((parser, parsed)),
+            Err(error) => {
+                self.put(parser, parsed);
+                Err(parse_error(raw, error))
+            }
+        }
+    }
+
+    /// Parses `raw` and runs the maps of `ops` on it.
+    fn parse_mapped(
+        &self,
+        raw: &RawBatch,
+        ops: &[ParsedOp],
+    ) -> Result<(ExampleParser, ParsedBatch), PipelineError> {
+        let (parser, parsed) = self.parse(raw)?;
+        if ops.is_empty() {
+            return Ok((parser, parsed));
+        }
+        let mapped = parsed::apply_maps(ops, parsed).map_err(|e| map_error(raw, e))?;
+        Ok((parser, mapped))
+    }
+
+    fn put(&self, parser: ExampleParser, parsed: ParsedBatch) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((parser, parsed));
+    }
+}
