@@ -5,7 +5,9 @@ pub mod parse;
 pub mod proto;
 mod wire;
 
+pub(crate) use parse::PackedRuns;
 pub use parse::{
     BytesValues, Column, ExampleParser, ParseError, ParseErrorKind, ParsedBatch, SequenceBatch,
     SequenceParser, Values, parse_examples, parse_sequence_examples,
 };
+pub(crate) use wire::VarintTarget;

@@ -596,6 +596,12 @@ impl ParsedPipeline {
         let assembler = self.assembler()?;
         let parsers = ParserPool::new(&self.spec);
         let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
+            // Straight into the padded tensors when the plan allows (perf).
+            if let Some(batch) =
+                parsers.with_parser(|parser| assembler.assemble_direct(parser, &raw.records))
+            {
+                return Ok(batch);
+            }
             parsers.with(&raw, |parsed| {
                 assembler.assemble(parsed).map_err(|error| {
                     let (path, offset) = raw.origin(error.record.unwrap_or(0));
@@ -649,6 +655,26 @@ impl ParserPool {
             spec: spec.clone(),
             idle: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Runs `f` with an idle parser (its parsed buffers stay unused).
+    fn with_parser<T>(&self, f: impl FnOnce(&mut ExampleParser) -> T) -> T {
+        let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let (mut parser, parsed) = taken.unwrap_or_else(|| {
+            (
+                ExampleParser::new(&self.spec),
+                ParsedBatch {
+                    num_records: 0,
+                    columns: Vec::new(),
+                },
+            )
+        });
+        let result = f(&mut parser);
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((parser, parsed));
+        result
     }
 
     fn with<T>(
