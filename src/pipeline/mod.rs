@@ -42,6 +42,7 @@ mod exec;
 mod records;
 mod rng;
 mod shard_reader;
+mod shuffle_buffer;
 mod state;
 mod stats;
 mod stream;
