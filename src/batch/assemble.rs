@@ -1061,7 +1061,7 @@ mod tests {
             .unwrap();
         let mut parser = ExampleParser::new(&spec);
         let good = record(Some(vec![1, 2, 300]), Some(vec![1, 1, 1]));
-        assert!(a.assemble_direct(&mut parser, &[good.clone()]).is_some());
+        assert!(a.assemble_direct(&mut parser, std::slice::from_ref(&good)).is_some());
         // Unpacked values (field 1 as varints): the general parser's job.
         let mut unpacked = Vec::new();
         let list = [0x08u8, 0x05, 0x08, 0x06];
@@ -1083,7 +1083,7 @@ mod tests {
         assert!(a.assemble_direct(&mut parser, &[unpacked]).is_none());
         // A float list where ints are expected: an error, left to the general path.
         let floats = Example::from_features([("ids", Feature::floats(vec![1.0]))]).encode_to_vec();
-        assert!(two_step(&a, &spec, &[floats.clone()]).is_err());
+        assert!(two_step(&a, &spec, std::slice::from_ref(&floats)).is_err());
         assert!(a.assemble_direct(&mut parser, &[floats]).is_none());
         // A truncated packed run.
         let mut cut = good.clone();
