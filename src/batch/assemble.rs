@@ -1061,7 +1061,10 @@ mod tests {
             .unwrap();
         let mut parser = ExampleParser::new(&spec);
         let good = record(Some(vec![1, 2, 300]), Some(vec![1, 1, 1]));
-        assert!(a.assemble_direct(&mut parser, std::slice::from_ref(&good)).is_some());
+        assert!(
+            a.assemble_direct(&mut parser, std::slice::from_ref(&good))
+                .is_some()
+        );
         // Unpacked values (field 1 as varints): the general parser's job.
         let mut unpacked = Vec::new();
         let list = [0x08u8, 0x05, 0x08, 0x06];
