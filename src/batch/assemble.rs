@@ -11,7 +11,8 @@ use super::bucket::BucketGroup;
 use super::buffer::AlignedBuf;
 use super::plan::{Assembler, Fill, OutKind, PlanError, Truncation};
 use super::tensor::{Batch, BatchShape, Tensor, TensorType};
-use crate::example::{Column, ParsedBatch, Values};
+use crate::example::{Column, ExampleParser, PackedRuns, ParsedBatch, Values, VarintTarget};
+use crate::spec::DType;
 
 /// A batch that could not be assembled. `record` is the record's index in
 /// its [`ParsedBatch`] when the error is about one record.
@@ -717,6 +718,189 @@ impl Assembler {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Direct assembly: serialized records straight into padded tensors
+// ---------------------------------------------------------------------------
+
+impl Assembler {
+    /// Parses `records` with `parser` and assembles them in one pass, each
+    /// record's values decoded straight into its padded row (no parsed
+    /// columns, no second copy). Gives exactly the batch of
+    /// [`ExampleParser::parse`] then [`assemble`](Self::assemble) when it
+    /// applies: every feature of the spec a variable-length integer padded
+    /// by this plan (as in the lm pipeline), every list one packed run,
+    /// nothing to report. `None` otherwise: the caller takes the two-step
+    /// path, which also gives any error exactly.
+    pub(crate) fn assemble_direct<R: AsRef<[u8]>>(
+        &self,
+        parser: &mut ExampleParser,
+        records: &[R],
+    ) -> Option<Batch> {
+        let batch_size = self.batch_size;
+        let rows = records.len();
+        if rows > batch_size {
+            return None;
+        }
+        // The plan's outputs must be the spec's features, in order, each
+        // padded, with an integer output a plain decode gives exactly.
+        let features = parser.var_len_int_features()?;
+        if features.len() != self.outputs.len() {
+            return None;
+        }
+        for (out, &(name, dtype)) in self.outputs.iter().zip(&features) {
+            let supported = matches!(
+                (dtype, out.dtype),
+                (DType::Int64, TensorType::I64 | TensorType::I32) | (DType::Int32, TensorType::I32)
+            );
+            if out.name != name || !supported || !matches!(out.kind, OutKind::Ragged { .. }) {
+                return None;
+            }
+        }
+        let spec_i32: Vec<bool> = features.iter().map(|f| f.1 == DType::Int32).collect();
+        let runs = parser.locate_runs(records)?;
+
+        let mut longest = vec![0usize; self.groups.len()];
+        for (oi, out) in self.outputs.iter().enumerate() {
+            if let OutKind::Ragged { group, .. } = out.kind {
+                for r in 0..rows {
+                    longest[group] = longest[group].max(runs.count(r, oi));
+                }
+            }
+        }
+        let lengths: Vec<usize> = self
+            .groups
+            .iter()
+            .zip(&longest)
+            .map(|(g, &l)| g.policy.target(l))
+            .collect();
+        self.check_size(batch_size, PadTo::Policy).ok()?;
+
+        let mut tensors = Vec::with_capacity(self.outputs.len() * 2);
+        for (oi, out) in self.outputs.iter().enumerate() {
+            let OutKind::Ragged { group, pad, mask } = &out.kind else {
+                return None;
+            };
+            let len = lengths[*group];
+            let truncation = self.groups[*group].policy.truncation;
+            let spec_i32 = spec_i32.get(oi).copied().unwrap_or(false);
+            let mut buf = self.pool.take_stale(batch_size * len * out.dtype.size());
+            let mut mask_buf = mask
+                .as_ref()
+                .map(|(_, t)| (self.pool.take_stale(batch_size * len * t.size()), *t));
+            let ok = match out.dtype {
+                TensorType::I32 => direct_rows::<i32, R>(
+                    runs,
+                    records,
+                    oi,
+                    spec_i32,
+                    len,
+                    truncation,
+                    buf.as_mut_slice(),
+                ),
+                TensorType::I64 => direct_rows::<i64, R>(
+                    runs,
+                    records,
+                    oi,
+                    spec_i32,
+                    len,
+                    truncation,
+                    buf.as_mut_slice(),
+                ),
+                _ => false,
+            };
+            if !ok {
+                return None;
+            }
+            let mut dst = Dst::new(&mut buf, out.dtype);
+            let mut mdst = mask_buf.as_mut().map(|(b, t)| (Dst::new(b, *t), *t));
+            for r in 0..rows {
+                let n = runs.count(r, oi).min(len);
+                let at = r * len;
+                dst.fill(at + n, len - n, *pad);
+                if let Some((m, t)) = &mut mdst {
+                    m.fill(at, n, Fill::one_or_zero(*t, true));
+                    m.fill(at + n, len - n, Fill::zero(*t));
+                }
+            }
+            let tail = rows * len;
+            let pad_n = (batch_size - rows) * len;
+            dst.fill(tail, pad_n, *pad);
+            if let Some((m, t)) = &mut mdst {
+                m.fill(tail, pad_n, Fill::zero(*t));
+            }
+            tensors.push((
+                out.name.clone(),
+                Tensor::from_parts(out.dtype, vec![batch_size, len], buf),
+            ));
+            if let (Some((mname, _)), Some((mb, t))) = (mask, mask_buf) {
+                tensors.push((
+                    mname.clone(),
+                    Tensor::from_parts(t, vec![batch_size, len], mb),
+                ));
+            }
+        }
+        Some(Batch {
+            tensors,
+            real_rows: rows,
+        })
+    }
+}
+
+/// Decodes feature `feature` (`spec_i32`: an int32 spec feature) of each
+/// record into the first values of its row of `len` in `out` (rows longer
+/// than `len` cut by `truncation`).
+/// False when the two-step path must run instead (it reports the error).
+#[allow(clippy::too_many_arguments)]
+fn direct_rows<T: VarintTarget, R: AsRef<[u8]>>(
+    runs: &PackedRuns,
+    records: &[R],
+    feature: usize,
+    spec_i32: bool,
+    len: usize,
+    truncation: Truncation,
+    out: &mut [T],
+) -> bool {
+    let mut long: Vec<i64> = Vec::new();
+    for (r, rec) in records.iter().enumerate() {
+        let n = runs.count(r, feature);
+        let Some(row) = out.get_mut(r * len..(r + 1) * len) else {
+            return false;
+        };
+        if n <= len {
+            if !runs.decode(rec.as_ref(), r, feature, &mut row[..n]) {
+                return false;
+            }
+            continue;
+        }
+        // Longer than the row: decode it all as int64 (the general path
+        // parses every value too), keep one end, which must fit `T` (the
+        // cast checks only the kept values).
+        if truncation == Truncation::Error {
+            return false;
+        }
+        long.clear();
+        long.resize(n, 0);
+        if !runs.decode(rec.as_ref(), r, feature, &mut long) {
+            return false;
+        }
+        // An int32 spec feature: parsing checks every value.
+        if spec_i32 && !long.iter().all(|&v| i32::try_from(v).is_ok()) {
+            return false;
+        }
+        let kept = match truncation {
+            Truncation::KeepEnd => &long[n - len..],
+            _ => &long[..len],
+        };
+        for (d, &v) in row.iter_mut().zip(kept) {
+            if !T::fits(v as u64) {
+                return false;
+            }
+            *d = T::from_u64(v as u64);
+        }
+    }
+    true
+}
+
 /// Copies `count` bytes values starting at value `first`, each exactly
 /// `dcount` bytes, to `dst` (u8) at `at`.
 fn decode_row(
@@ -755,4 +939,161 @@ fn decode_row(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use prost::Message;
+
+    use super::*;
+    use crate::batch::plan::{BatchPlan, LengthPolicy, MaskType};
+    use crate::example::proto::{Example, Feature};
+    use crate::spec::FeatureSpec;
+
+    /// The two-step path: parse into columns, then assemble.
+    fn two_step(a: &Assembler, spec: &FeatureSpec, records: &[Vec<u8>]) -> Result<Batch, String> {
+        let parsed = ExampleParser::new(spec)
+            .parse(records)
+            .map_err(|e| e.to_string())?;
+        a.assemble(&parsed).map_err(|e| e.to_string())
+    }
+
+    fn record(ids: Option<Vec<i64>>, mask: Option<Vec<i64>>) -> Vec<u8> {
+        let mut features = Vec::new();
+        if let Some(ids) = ids {
+            features.push(("ids", Feature::int64s(ids)));
+        }
+        if let Some(mask) = mask {
+            features.push(("mask", Feature::int64s(mask)));
+        }
+        Example::from_features(features).encode_to_vec()
+    }
+
+    fn bytes_of_batch(b: &Batch) -> Vec<(String, Vec<usize>, Vec<u8>)> {
+        b.tensors
+            .iter()
+            .map(|(n, t)| (n.clone(), t.shape().to_vec(), t.bytes().to_vec()))
+            .collect()
+    }
+
+    fn values() -> impl Strategy<Value = Option<Vec<i64>>> {
+        proptest::option::weighted(
+            0.9,
+            proptest::collection::vec(
+                prop_oneof![
+                    8 => 0i64..50_000,
+                    2 => Just(1i64),
+                    1 => any::<i64>(),
+                    1 => (1i64 << 20)..(1 << 33),
+                ],
+                0..40,
+            ),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Direct assembly gives exactly the two-step batch, and runs
+        /// whenever the two-step path succeeds (it only declines errors).
+        #[test]
+        fn direct_matches_two_step(
+            rows in proptest::collection::vec((values(), values()), 0..9),
+            batch_size in 8usize..10,
+            multiple in 1usize..9,
+            max in 1usize..40,
+            truncation in prop_oneof![
+                Just(Truncation::Error),
+                Just(Truncation::KeepStart),
+                Just(Truncation::KeepEnd),
+            ],
+            cast in prop_oneof![Just(None), Just(Some(TensorType::I32)), Just(Some(TensorType::I64))],
+            mask in prop_oneof![
+                Just(MaskType::Auto),
+                Just(MaskType::None),
+                Just(MaskType::Type(TensorType::U8)),
+                Just(MaskType::Type(TensorType::F32)),
+            ],
+            spec_i32 in any::<bool>(),
+        ) {
+            let dtype = if spec_i32 { DType::Int32 } else { DType::Int64 };
+            let spec = FeatureSpec::new().var_len("ids", dtype).var_len("mask", dtype);
+            let policy = LengthPolicy::new()
+                .pad_to_multiple_of(multiple)
+                .max_length(max)
+                .truncation(truncation)
+                .mask(mask);
+            let mut plan = BatchPlan::new(&spec, batch_size).pad_all(policy);
+            if let Some(t) = cast {
+                plan = plan.cast_ints(t);
+            }
+            let a = plan.build().unwrap();
+            let records: Vec<Vec<u8>> =
+                rows.into_iter().map(|(i, m)| record(i, m)).collect();
+            let want = two_step(&a, &spec, &records);
+            let mut parser = ExampleParser::new(&spec);
+            let got = a.assemble_direct(&mut parser, &records);
+            // Int32 spec with an I64 output is left to the two-step path.
+            let declined = spec_i32 && cast == Some(TensorType::I64);
+            match (&want, got) {
+                (Ok(w), Some(g)) => {
+                    prop_assert!(!declined);
+                    prop_assert_eq!(bytes_of_batch(w), bytes_of_batch(&g));
+                    prop_assert_eq!(w.real_rows, g.real_rows);
+                    prop_assert_eq!(w.digest(), g.digest());
+                }
+                (Ok(_), None) => prop_assert!(declined, "direct path declined a good batch"),
+                (Err(_), None) => {}
+                (Err(e), Some(_)) => prop_assert!(false, "direct path hid the error {}", e),
+            }
+        }
+    }
+
+    #[test]
+    fn direct_declines_what_it_does_not_handle() {
+        let spec = FeatureSpec::new()
+            .var_len("ids", DType::Int64)
+            .var_len("mask", DType::Int64);
+        let a = BatchPlan::new(&spec, 4)
+            .pad_all(LengthPolicy::new().max_length(8))
+            .build()
+            .unwrap();
+        let mut parser = ExampleParser::new(&spec);
+        let good = record(Some(vec![1, 2, 300]), Some(vec![1, 1, 1]));
+        assert!(
+            a.assemble_direct(&mut parser, std::slice::from_ref(&good))
+                .is_some()
+        );
+        // Unpacked values (field 1 as varints): the general parser's job.
+        let mut unpacked = Vec::new();
+        let list = [0x08u8, 0x05, 0x08, 0x06];
+        let feature = [&[0x1a, list.len() as u8][..], &list].concat();
+        let entry = [
+            &[0x0a, 3][..],
+            b"ids",
+            &[0x12, feature.len() as u8],
+            &feature,
+        ]
+        .concat();
+        let features = [&[0x0a, entry.len() as u8][..], &entry].concat();
+        unpacked.extend([0x0a, features.len() as u8]);
+        unpacked.extend(&features);
+        assert_eq!(
+            two_step(&a, &spec, &[unpacked.clone()]).map(|b| b.real_rows),
+            Ok(1)
+        );
+        assert!(a.assemble_direct(&mut parser, &[unpacked]).is_none());
+        // A float list where ints are expected: an error, left to the general path.
+        let floats = Example::from_features([("ids", Feature::floats(vec![1.0]))]).encode_to_vec();
+        assert!(two_step(&a, &spec, std::slice::from_ref(&floats)).is_err());
+        assert!(a.assemble_direct(&mut parser, &[floats]).is_none());
+        // A truncated packed run.
+        let mut cut = good.clone();
+        let at = cut.len() - 1;
+        cut[at] = 0x80;
+        assert!(a.assemble_direct(&mut parser, &[cut]).is_none());
+        // More records than rows.
+        assert!(a.assemble_direct(&mut parser, &vec![good; 5]).is_none());
+    }
 }

@@ -547,6 +547,8 @@ fn stage_json(f: &StageFigures) -> Value {
         "wait_ms": f.wait_ns as f64 / 1e6,
         "skipped_records": f.skipped_records,
         "skipped_bytes": f.skipped_bytes,
+        "buffer_bytes": f.buffer_bytes,
+        "buffer_payload_bytes": f.buffer_payload_bytes,
     })
 }
 

@@ -7,7 +7,9 @@ pub mod proto;
 mod wire;
 
 pub use length::{LengthError, feature_length};
+pub(crate) use parse::PackedRuns;
 pub use parse::{
     BytesValues, Column, ExampleParser, ParseError, ParseErrorKind, ParsedBatch, SequenceBatch,
     SequenceParser, Values, parse_examples, parse_sequence_examples,
 };
+pub(crate) use wire::VarintTarget;

@@ -41,10 +41,12 @@
 //! the fast parser sometimes ignores trailing bytes.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 use super::wire::{
     Cursor, Span, TAG_1_FIXED32, TAG_1_LEN, TAG_1_VARINT, TAG_2_LEN, TAG_3_LEN, VarintTarget,
-    WireError, decode_packed_floats, decode_packed_varints,
+    WireError, count_terminal_bytes, decode_packed_floats, decode_packed_varints,
+    decode_varints_into,
 };
 use crate::spec::{
     DType, DefaultValue, FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind,
@@ -1062,6 +1064,8 @@ fn malformed(record: usize, feature: Option<&str>, e: WireError) -> ParseError {
 /// name lookup and keeps scratch space between batches.
 pub struct ExampleParser {
     set: FeatureSet,
+    /// Scratch of [`ExampleParser::locate_runs`], kept between batches.
+    runs: PackedRuns,
 }
 
 impl ExampleParser {
@@ -1069,7 +1073,76 @@ impl ExampleParser {
     pub fn new(spec: &FeatureSpec) -> Self {
         Self {
             set: FeatureSet::new(spec, true),
+            runs: PackedRuns::default(),
         }
+    }
+
+    /// The spec's features (name and dtype, in order) when all are
+    /// variable-length integers: the case [`locate_runs`](Self::locate_runs)
+    /// handles.
+    pub(crate) fn var_len_int_features(&self) -> Option<Vec<(&str, DType)>> {
+        self.set
+            .features
+            .iter()
+            .map(|f| {
+                let int = matches!(f.dtype, DType::Int64 | DType::Int32);
+                (f.fixed.is_none() && int).then_some((f.name.as_str(), f.dtype))
+            })
+            .collect()
+    }
+
+    /// Finds the values of every feature of every record without decoding
+    /// them, for direct assembly (decoding straight into padded tensors).
+    /// `None` when the spec is not all variable-length integers, or when
+    /// some record needs the general parser: anything but at most one
+    /// `Int64List` holding at most one packed run per feature, or bytes the
+    /// parser would report (the general path then gives the exact error).
+    pub(crate) fn locate_runs<R: AsRef<[u8]>>(&mut self, records: &[R]) -> Option<&PackedRuns> {
+        let features = self.set.features.len();
+        let ints = self
+            .set
+            .features
+            .iter()
+            .all(|f| f.fixed.is_none() && matches!(f.dtype, DType::Int64 | DType::Int32));
+        if !ints {
+            return None;
+        }
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.features = features;
+        runs.spans.clear();
+        runs.counts.clear();
+        let total = records.len().saturating_mul(features);
+        runs.spans.reserve(total);
+        runs.counts.reserve(total);
+        let mut ok = true;
+        'records: for rec in records {
+            let rec = rec.as_ref();
+            self.set.clear_slots();
+            if self.scan_example(rec).is_err() {
+                ok = false;
+                break;
+            }
+            for slot in &self.set.slots {
+                let run = match *slot {
+                    None => Some(Span::default()),
+                    Some(feature) => packed_run(rec, feature),
+                };
+                let Some(run) = run else {
+                    ok = false;
+                    break 'records;
+                };
+                let data = bytes_of(rec, run);
+                // A run must end its last varint (else: truncated, an error).
+                if data.last().is_some_and(|&b| b >= 0x80) {
+                    ok = false;
+                    break 'records;
+                }
+                runs.spans.push(run);
+                runs.counts.push(count_terminal_bytes(data));
+            }
+        }
+        self.runs = runs;
+        ok.then_some(&self.runs)
     }
 
     /// Parses a batch of serialized `Example`s into one column per spec
@@ -1119,6 +1192,83 @@ impl ExampleParser {
             }
         }
         Ok(())
+    }
+}
+
+/// The span of the packed run of a `Feature` (at `feature`) that holds one
+/// `Int64List` of at most one packed run, or no list at all (an empty span:
+/// zero values, as the general parser gives a variable-length feature).
+/// `None` for any other form, valid or not.
+fn packed_run(rec: &[u8], feature: Span) -> Option<Span> {
+    if feature.is_empty() {
+        return Some(Span::default());
+    }
+    let mut c = Cursor::over(rec, feature);
+    if c.tag().ok()? != TAG_3_LEN {
+        return None;
+    }
+    let list = c.len_delimited().ok()?;
+    if !c.at_end() {
+        return None;
+    }
+    if list.is_empty() {
+        return Some(Span::default());
+    }
+    let mut l = Cursor::over(rec, list);
+    if l.tag().ok()? != TAG_1_LEN {
+        return None;
+    }
+    let run = l.len_delimited().ok()?;
+    l.at_end().then_some(run)
+}
+
+/// Where the values of each feature of each record of a batch lie: what
+/// [`ExampleParser::locate_runs`] found.
+#[derive(Default)]
+pub(crate) struct PackedRuns {
+    features: usize,
+    /// Per record, per feature: the packed run's bytes in the record.
+    spans: Vec<Span>,
+    /// Per record, per feature: its number of values.
+    counts: Vec<usize>,
+}
+
+impl PackedRuns {
+    /// Number of values of `feature` (spec index) in `record`.
+    #[inline]
+    pub(crate) fn count(&self, record: usize, feature: usize) -> usize {
+        self.counts
+            .get(record * self.features + feature)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Decodes the values of `feature` in `record` (its bytes `rec`) into
+    /// `dst`, which must have exactly [`count`](Self::count) slots. False
+    /// when the general parser would report something (a malformed varint,
+    /// a value that does not fit `T`): the caller then takes that path.
+    #[inline]
+    pub(crate) fn decode<T: VarintTarget>(
+        &self,
+        rec: &[u8],
+        record: usize,
+        feature: usize,
+        dst: &mut [T],
+    ) -> bool {
+        let i = record * self.features + feature;
+        let (Some(&span), Some(&count)) = (self.spans.get(i), self.counts.get(i)) else {
+            return false;
+        };
+        if dst.len() != count {
+            return false;
+        }
+        // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the decoder only
+        // writes initialised values.
+        let room = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
+        matches!(
+            decode_varints_into(bytes_of(rec, span), span.start, room),
+            Ok((n, true)) if n == count
+        )
     }
 }
 

@@ -321,20 +321,31 @@ pub(crate) fn decode_packed_varints<T: VarintTarget>(
     base: usize,
     out: &mut Vec<T>,
 ) -> Result<bool, WireError> {
-    decode_packed_with(data, base, out, true)
+    decode_packed_with(data, base, out, Decoder::Best)
 }
 
 /// Values a block of [`decode_blocks`] may write.
 const BLOCK: usize = 64;
 
-/// [`decode_packed_varints`], with the BMI2 decoder allowed (when the CPU
-/// has it) or not (to test the portable one anywhere).
+/// [`decode_packed_varints`] with a chosen decoder (tests run each).
 fn decode_packed_with<T: VarintTarget>(
     data: &[u8],
     base: usize,
     out: &mut Vec<T>,
-    allow_bmi2: bool,
+    decoder: Decoder,
 ) -> Result<bool, WireError> {
+    #[cfg(target_arch = "x86_64")]
+    if decoder == Decoder::Best && simd::available() {
+        // Each varint has at least one byte: the data's length bounds the
+        // count, so no counting pass is needed to size the column.
+        out.reserve(data.len());
+        // SAFETY: `available` checked the CPU features.
+        let (n, fits) = unsafe { simd::decode(data, base, out.spare_capacity_mut()) }?;
+        // SAFETY: `decode` initialised the first `n` slots of the spare
+        // capacity, and `n` is at most its length.
+        unsafe { out.set_len(out.len() + n) };
+        return Ok(fits);
+    }
     // Each byte below 0x80 ends one varint: count them (a vectorised pass)
     // so the column grows by exactly what this list needs, and decode into
     // the spare capacity (`BLOCK` slots of slack let a block write without
@@ -343,7 +354,7 @@ fn decode_packed_with<T: VarintTarget>(
     out.reserve(count + BLOCK);
     let spare = out.spare_capacity_mut();
     #[cfg(target_arch = "x86_64")]
-    let decoded = if allow_bmi2 && std::arch::is_x86_feature_detected!("bmi2") {
+    let decoded = if decoder != Decoder::Portable && std::arch::is_x86_feature_detected!("bmi2") {
         // SAFETY: the CPU has the feature `decode_varints_bmi2` is compiled for.
         unsafe { decode_varints_bmi2(data, base, spare) }
     } else {
@@ -351,7 +362,7 @@ fn decode_packed_with<T: VarintTarget>(
     };
     #[cfg(not(target_arch = "x86_64"))]
     let decoded = {
-        let _ = allow_bmi2;
+        let _ = decoder;
         decode_blocks(data, base, spare, compress_7bit, terminal_bytes)
     };
     let (n, fits) = decoded?;
@@ -359,6 +370,278 @@ fn decode_packed_with<T: VarintTarget>(
     // capacity, and `n` is at most its length.
     unsafe { out.set_len(out.len() + n) };
     Ok(fits)
+}
+
+/// Which packed-varint decoder to run (tests pin each one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)]
+enum Decoder {
+    /// The best the CPU has: SSE4.1 shuffles, else BMI2 blocks, else portable.
+    Best,
+    /// The 64-byte block decoder with BMI2 `pext` (when the CPU has it).
+    Bmi2,
+    /// The 64-byte block decoder in portable code.
+    Portable,
+}
+
+/// Decodes the varints of `data` (at record offset `base`) into `dst`,
+/// which must have room for all of them: at least one slot per byte below
+/// 0x80 ([`count_terminal_bytes`]; `data.len()` slots always do). Returns
+/// how many were written (the first that many slots) and whether all fit
+/// `T`; errors (with their offsets) exactly as [`decode_packed_varints`].
+pub(crate) fn decode_varints_into<T: VarintTarget>(
+    data: &[u8],
+    base: usize,
+    dst: &mut [MaybeUninit<T>],
+) -> Result<(usize, bool), WireError> {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: `available` checked the CPU features.
+        return unsafe { simd::decode(data, base, dst) };
+    }
+    scalar_into(data, base, 0, dst, 0, true)
+}
+
+/// Number of varints that end in `data` (its bytes below 0x80): the number
+/// of values of a valid packed run.
+#[inline]
+pub(crate) fn count_terminal_bytes(data: &[u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: `available` checked the CPU features.
+        return unsafe { simd::count_terminal(data) };
+    }
+    count_varints(data)
+}
+
+/// One varint at a time from `data[p..]` into `dst[n..]` until the data or
+/// the room ends: the exact reference behaviour, used for the last bytes.
+#[inline]
+fn scalar_into<T: VarintTarget>(
+    data: &[u8],
+    base: usize,
+    mut p: usize,
+    dst: &mut [MaybeUninit<T>],
+    mut n: usize,
+    mut fits: bool,
+) -> Result<(usize, bool), WireError> {
+    while let Some(rest) = data.get(p..).filter(|r| !r.is_empty()) {
+        let (v, len) = decode_varint(rest).map_err(|k| WireError::at(base + p, k))?;
+        // With room for every terminal byte, bytes left once the room is
+        // full end in no terminal byte: `decode_varint` reported them.
+        let Some(slot) = dst.get_mut(n) else { break };
+        fits &= T::fits(v);
+        slot.write(T::from_u64(v));
+        n += 1;
+        p += len;
+    }
+    Ok((n, fits))
+}
+
+/// The SSE4.1 decoder: 16 bytes at a time. A run of 16 single-byte varints
+/// is widened at once; otherwise the terminal bytes among the first 12 pick
+/// a shuffle (from a table built at compile time) that spreads the next
+/// four varints of at most 3 bytes (values below 2^21, e.g. token ids below
+/// 2 million) into four 32-bit lanes, whose 7-bit groups are then joined
+/// with shifts and masks. Anything else (longer varints, errors) takes the
+/// scalar path one varint at a time, so results and errors are exactly the
+/// scalar decoder's.
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
+
+    use super::{VarintTarget, WireError, compress_7bit, decode_varint, scalar_into};
+
+    /// True when the CPU has what [`decode`] and [`count_terminal`] need.
+    #[inline]
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("sse4.1")
+            && std::arch::is_x86_feature_detected!("ssse3")
+            && std::arch::is_x86_feature_detected!("popcnt")
+    }
+
+    /// One table entry: a `pshufb` control putting varint `i` (at most 3
+    /// bytes) in lane `i`, zero-filled. Byte 3 is never a source index (its
+    /// top bit makes `pshufb` write zero), so it also carries the number of
+    /// bytes the four varints take (0x80 | n), or 0x80 when the first 12
+    /// bytes do not start with four varints of at most 3 bytes.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(16))]
+    struct Entry([u8; 16]);
+
+    /// Indexed by the terminal-byte flags of 12 bytes (bit `i`: byte `i` is
+    /// below 0x80).
+    static TABLE: [Entry; 4096] = build_table();
+
+    const fn build_table() -> [Entry; 4096] {
+        let mut table = [Entry([0x80; 16]); 4096];
+        let mut mask = 0usize;
+        while mask < 4096 {
+            let mut e = [0x80u8; 16];
+            let mut pos = 0usize;
+            let mut lane = 0usize;
+            let mut ok = true;
+            while lane < 4 && ok {
+                // End of the varint starting at `pos`: the next set bit.
+                let mut end = pos;
+                while end < 12 && (mask >> end) & 1 == 0 {
+                    end += 1;
+                }
+                if end >= 12 || end - pos >= 3 {
+                    ok = false;
+                } else {
+                    let mut k = 0;
+                    while k <= end - pos {
+                        e[lane * 4 + k] = (pos + k) as u8;
+                        k += 1;
+                    }
+                    pos = end + 1;
+                    lane += 1;
+                }
+            }
+            e[3] = if ok { 0x80 | pos as u8 } else { 0x80 };
+            table[mask] = Entry(e);
+            mask += 1;
+        }
+        table
+    }
+
+    /// Writes the four u32 lanes of `v` as `T`s at `out`.
+    ///
+    /// # Safety
+    /// `out` is valid for four writes of `T`; SSE4.1.
+    #[inline(always)]
+    unsafe fn store4<T: VarintTarget>(out: *mut MaybeUninit<T>, v: __m128i) {
+        // SAFETY: the caller's; `T` is i32 or i64 (the only VarintTargets).
+        unsafe {
+            if size_of::<T>() == 4 {
+                _mm_storeu_si128(out.cast(), v);
+            } else {
+                _mm_storeu_si128(out.cast(), _mm_cvtepu32_epi64(v));
+                _mm_storeu_si128(out.add(2).cast(), _mm_cvtepu32_epi64(_mm_srli_si128(v, 8)));
+            }
+        }
+    }
+
+    /// Writes the 16 bytes of `v` (each below 0x80) as 16 `T`s at `out`.
+    ///
+    /// # Safety
+    /// `out` is valid for 16 writes of `T`; SSE4.1.
+    #[inline(always)]
+    unsafe fn widen16<T: VarintTarget>(out: *mut MaybeUninit<T>, v: __m128i) {
+        // SAFETY: the caller's.
+        unsafe {
+            if size_of::<T>() == 4 {
+                _mm_storeu_si128(out.cast(), _mm_cvtepu8_epi32(v));
+                _mm_storeu_si128(out.add(4).cast(), _mm_cvtepu8_epi32(_mm_srli_si128(v, 4)));
+                _mm_storeu_si128(out.add(8).cast(), _mm_cvtepu8_epi32(_mm_srli_si128(v, 8)));
+                _mm_storeu_si128(out.add(12).cast(), _mm_cvtepu8_epi32(_mm_srli_si128(v, 12)));
+            } else {
+                _mm_storeu_si128(out.cast(), _mm_cvtepu8_epi64(v));
+                _mm_storeu_si128(out.add(2).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 2)));
+                _mm_storeu_si128(out.add(4).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 4)));
+                _mm_storeu_si128(out.add(6).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 6)));
+                _mm_storeu_si128(out.add(8).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 8)));
+                _mm_storeu_si128(out.add(10).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 10)));
+                _mm_storeu_si128(out.add(12).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 12)));
+                _mm_storeu_si128(out.add(14).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 14)));
+            }
+        }
+    }
+
+    /// See the module docs; the contract is [`super::decode_varints_into`]'s.
+    ///
+    /// # Safety
+    /// The CPU has SSSE3, SSE4.1 and POPCNT.
+    #[target_feature(enable = "ssse3,sse4.1,popcnt")]
+    pub(super) unsafe fn decode<T: VarintTarget>(
+        data: &[u8],
+        base: usize,
+        dst: &mut [MaybeUninit<T>],
+    ) -> Result<(usize, bool), WireError> {
+        let (mut p, mut n, mut fits) = (0usize, 0usize, true);
+        let cap = dst.len();
+        let out = dst.as_mut_ptr();
+        let low7 = _mm_set1_epi32(0x7f);
+        let mid7 = _mm_set1_epi32(0x7f << 7);
+        let high7 = _mm_set1_epi32(0x7f << 14);
+        while let Some(chunk) = data.get(p..p + 16) {
+            // SAFETY: `chunk` holds 16 readable bytes.
+            let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
+            // Bit i set: byte i continues a varint.
+            let more = _mm_movemask_epi8(v) as u32;
+            if more == 0 && n + 16 <= cap {
+                // SAFETY: 16 slots from `n` are within `dst`.
+                unsafe { widen16(out.add(n), v) };
+                n += 16;
+                p += 16;
+                continue;
+            }
+            let entry = &TABLE[(!more & 0xfff) as usize];
+            let used = usize::from(entry.0[3] & 0x7f);
+            if used != 0 && n + 4 <= cap {
+                // SAFETY: `Entry` is 16 bytes, 16-byte aligned.
+                let control = unsafe { _mm_load_si128(entry.0.as_ptr().cast()) };
+                let x = _mm_shuffle_epi8(v, control);
+                let joined = _mm_or_si128(
+                    _mm_or_si128(
+                        _mm_and_si128(x, low7),
+                        _mm_and_si128(_mm_srli_epi32(x, 1), mid7),
+                    ),
+                    _mm_and_si128(_mm_srli_epi32(x, 2), high7),
+                );
+                // SAFETY: 4 slots from `n` are within `dst`.
+                unsafe { store4(out.add(n), joined) };
+                n += 4;
+                p += used;
+                continue;
+            }
+            // One varint the slow way (longer than 3 bytes, or an error).
+            let Some(slot) = dst.get_mut(n) else { break };
+            let end = (!more).trailing_zeros() as usize;
+            let value = match chunk.first_chunk::<8>() {
+                Some(word) if end < 8 => {
+                    // Ends within the first 8 bytes: gather its 7-bit groups.
+                    let word = u64::from_le_bytes(*word);
+                    let keep = 8 * (end + 1);
+                    let word = if keep == 64 {
+                        word
+                    } else {
+                        word & ((1u64 << keep) - 1)
+                    };
+                    p += end + 1;
+                    compress_7bit(word)
+                }
+                _ => {
+                    let (value, len) =
+                        decode_varint(chunk).map_err(|k| WireError::at(base + p, k))?;
+                    p += len;
+                    value
+                }
+            };
+            fits &= T::fits(value);
+            slot.write(T::from_u64(value));
+            n += 1;
+        }
+        scalar_into(data, base, p, dst, n, fits)
+    }
+
+    /// Bytes below 0x80 in `data`, 16 at a time.
+    ///
+    /// # Safety
+    /// The CPU has SSE4.1 and POPCNT.
+    #[target_feature(enable = "sse4.1,popcnt")]
+    pub(super) unsafe fn count_terminal(data: &[u8]) -> usize {
+        let mut chunks = data.chunks_exact(16);
+        let mut total = 0usize;
+        for c in &mut chunks {
+            // SAFETY: `c` holds 16 readable bytes.
+            let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
+            total += 16 - (_mm_movemask_epi8(v) as u32).count_ones() as usize;
+        }
+        total + chunks.remainder().iter().filter(|&&b| b < 0x80).count()
+    }
 }
 
 /// Number of varints that end in `data` (bytes below 0x80), eight bytes at
@@ -725,7 +1008,7 @@ mod tests {
     /// The portable decoder, whatever the CPU (the dispatcher may pick BMI2).
     fn decode_portable(data: &[u8]) -> Result<(Vec<i64>, bool), WireError> {
         let mut out = Vec::new();
-        let fits = decode_packed_with(data, 0, &mut out, false)?;
+        let fits = decode_packed_with(data, 0, &mut out, Decoder::Portable)?;
         Ok((out, fits))
     }
 
@@ -766,14 +1049,16 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
 
-        /// The block decoders (portable and, where the CPU has it, BMI2)
-        /// agree with the scalar one on valid runs of varints.
+        /// Every decoder (SSE4.1, BMI2 and portable blocks, and the exact-room
+        /// `decode_varints_into` as i64 and i32) agrees with the scalar one
+        /// on valid runs of varints.
         #[test]
-        fn block_decoders_match_scalar(
+        fn decoders_match_scalar(
             values in proptest::collection::vec(
                 proptest::prop_oneof![
                     0u64..128,
                     0u64..50_000,
+                    0u64..(1 << 21),
                     proptest::prelude::any::<u64>(),
                     (0u32..64).prop_map(|s| 1u64 << s),
                 ],
@@ -782,16 +1067,54 @@ mod tests {
         ) {
             let data: Vec<u8> = values.iter().flat_map(|&v| encode_varint(v)).collect();
             let want: Vec<i64> = values.iter().map(|&v| v as i64).collect();
-            proptest::prop_assert_eq!(decode_portable(&data), Ok((want.clone(), true)));
-            let mut out: Vec<i64> = Vec::new();
-            proptest::prop_assert_eq!(decode_packed_varints(&data, 0, &mut out), Ok(true));
-            proptest::prop_assert_eq!(out, want);
+            for (name, got) in all_decoders(&data, 0) {
+                proptest::prop_assert_eq!(got, Ok((want.clone(), true)), "{}", name);
+            }
+            let fits = values.iter().all(|&v| i32::try_from(v as i64).is_ok());
+            let narrow: Vec<i32> = want.iter().map(|&v| v as i32).collect();
+            proptest::prop_assert_eq!(decode_into_i32(&data, 0), Ok((narrow, fits)));
         }
 
-        /// On any bytes, both block decoders give what the scalar decoder
-        /// gives: the same values, or the same error at the same offset.
+        /// Token-id-like runs: mostly 1 to 3 byte varints with runs of ones
+        /// (attention masks), which the SSE4.1 fast paths take.
         #[test]
-        fn block_decoders_match_scalar_on_any_bytes(
+        fn decoders_match_scalar_on_token_runs(
+            runs in proptest::collection::vec(
+                (0usize..40, proptest::prop_oneof![
+                    proptest::strategy::Just(1u64),
+                    0u64..128,
+                    0u64..50_000,
+                    0u64..(1 << 21),
+                    (1u64 << 21)..(1 << 35),
+                ]),
+                0..40,
+            ),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let mut x = seed | 1;
+            let mut values = Vec::new();
+            for (len, top) in runs {
+                for _ in 0..len {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    values.push(if top <= 1 { top } else { x % top });
+                }
+            }
+            let data: Vec<u8> = values.iter().flat_map(|&v| encode_varint(v)).collect();
+            let want: Vec<i64> = values.iter().map(|&v| v as i64).collect();
+            for (name, got) in all_decoders(&data, 7) {
+                proptest::prop_assert_eq!(got, Ok((want.clone(), true)), "{}", name);
+            }
+            let fits = want.iter().all(|&v| i32::try_from(v).is_ok());
+            let narrow: Vec<i32> = want.iter().map(|&v| v as i32).collect();
+            proptest::prop_assert_eq!(decode_into_i32(&data, 7), Ok((narrow, fits)));
+        }
+
+        /// On any bytes, every decoder gives what the scalar decoder gives:
+        /// the same values, or the same error at the same offset.
+        #[test]
+        fn decoders_match_scalar_on_any_bytes(
             data in proptest::collection::vec(
                 proptest::prop_oneof![
                     proptest::prelude::any::<u8>(),
@@ -803,13 +1126,85 @@ mod tests {
             base in 0usize..1000,
         ) {
             let want = decode_scalar(&data, base);
-            let mut portable: Vec<i64> = Vec::new();
-            let got = decode_packed_with(&data, base, &mut portable, false);
-            proptest::prop_assert_eq!(got.map(|_| portable), want.clone());
-            let mut fast: Vec<i64> = Vec::new();
-            let got = decode_packed_with(&data, base, &mut fast, true);
-            proptest::prop_assert_eq!(got.map(|_| fast), want);
+            for (name, got) in all_decoders(&data, base) {
+                proptest::prop_assert_eq!(got.map(|(v, _)| v), want.clone(), "{}", name);
+            }
+            let narrow = want.map(|v| v.iter().map(|&x| x as i32).collect::<Vec<_>>());
+            proptest::prop_assert_eq!(decode_into_i32(&data, base).map(|(v, _)| v), narrow);
         }
+    }
+
+    /// Each decoder's output on `data`: values as i64 and whether all fit.
+    #[allow(clippy::type_complexity)]
+    fn all_decoders(
+        data: &[u8],
+        base: usize,
+    ) -> Vec<(&'static str, Result<(Vec<i64>, bool), WireError>)> {
+        let mut out = Vec::new();
+        for (name, d) in [
+            ("best", Decoder::Best),
+            ("bmi2", Decoder::Bmi2),
+            ("portable", Decoder::Portable),
+        ] {
+            let mut v: Vec<i64> = vec![-9];
+            let got = decode_packed_with(data, base, &mut v, d).map(|fits| {
+                // The values are appended after what the column held.
+                assert_eq!(v[0], -9);
+                (v[1..].to_vec(), fits)
+            });
+            out.push((name, got));
+        }
+        let mut room = vec![MaybeUninit::<i64>::uninit(); data.len()];
+        let got = decode_varints_into(data, base, &mut room).map(|(n, fits)| {
+            let v = room[..n]
+                .iter()
+                // SAFETY: the first `n` slots were written.
+                .map(|s| unsafe { s.assume_init() })
+                .collect();
+            (v, fits)
+        });
+        out.push(("into", got));
+        out
+    }
+
+    /// `decode_varints_into` as i32, into exactly as many slots as varints.
+    fn decode_into_i32(data: &[u8], base: usize) -> Result<(Vec<i32>, bool), WireError> {
+        let mut room = vec![MaybeUninit::<i32>::uninit(); count_terminal_bytes(data)];
+        let (n, fits) = decode_varints_into(data, base, &mut room)?;
+        let v = room[..n]
+            .iter()
+            // SAFETY: the first `n` slots were written.
+            .map(|s| unsafe { s.assume_init() })
+            .collect();
+        Ok((v, fits))
+    }
+
+    #[test]
+    fn simd_table_entries() {
+        // Four 3-byte varints: lanes hold bytes 0-2, 3-5, 6-8, 9-11; 12 used.
+        let mut data = Vec::new();
+        for v in [1u64 << 20, 50_000, 16_384, (1 << 21) - 1] {
+            data.extend(encode_varint(v));
+        }
+        data.extend([0u8; 4]);
+        assert_eq!(data.len(), 16);
+        let (v, fits) = decode_into_i32(&data, 0).unwrap();
+        assert!(fits);
+        assert_eq!(v, vec![1 << 20, 50_000, 16_384, (1 << 21) - 1, 0, 0, 0, 0]);
+        // 16 single bytes, then a lone 2-byte varint in the scalar tail.
+        let mut data: Vec<u8> = (0..16).collect();
+        data.extend(encode_varint(300));
+        let (v, _) = decode_into_i32(&data, 0).unwrap();
+        let mut want: Vec<i32> = (0..16).collect();
+        want.push(300);
+        assert_eq!(v, want);
+    }
+
+    #[test]
+    fn decode_into_stops_when_the_room_is_full() {
+        let data = [1u8; 40];
+        let mut room = vec![MaybeUninit::<i32>::uninit(); 10];
+        assert_eq!(decode_varints_into(&data, 0, &mut room), Ok((10, true)));
     }
 
     #[test]

@@ -54,6 +54,7 @@ mod parsed_pipeline;
 mod records;
 mod rng;
 mod shard_reader;
+mod shuffle_buffer;
 mod state;
 mod stats;
 mod stream;

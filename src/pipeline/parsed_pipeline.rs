@@ -557,6 +557,13 @@ impl ParsedPipeline {
         let ops = self.ops.clone();
         let work: BatchFn<Batch> = match plan {
             Plan::Rows(assembler) if ops.is_empty() => Arc::new(move |raw: RawBatch| {
+                // Straight into the padded tensors when the plan allows;
+                // anything else (and every error) takes the two-step path.
+                if let Some(batch) =
+                    parsers.with_parser(|parser| assembler.assemble_direct(parser, &raw.records))
+                {
+                    return Ok(batch);
+                }
                 parsers.with(&raw, |parsed| {
                     assembler
                         .assemble(parsed)
@@ -731,6 +738,23 @@ impl ParserPool {
             spec: spec.clone(),
             idle: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Runs `f` with an idle parser (its parsed buffers stay unused).
+    fn with_parser<T>(&self, f: impl FnOnce(&mut ExampleParser) -> T) -> T {
+        let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let (mut parser, parsed) = taken.unwrap_or_else(|| {
+            (
+                ExampleParser::new(&self.spec),
+                ParsedBatch {
+                    num_records: 0,
+                    columns: Vec::new(),
+                },
+            )
+        });
+        let result = f(&mut parser);
+        self.put(parser, parsed);
+        result
     }
 
     fn with<T>(

@@ -16,6 +16,7 @@ use crate::record::{FOOTER_LEN, HEADER_LEN, ReadOptions, Record};
 use super::error::PipelineError;
 use super::rng::CounterRng;
 use super::shard_reader::ShardBlocks;
+use super::shuffle_buffer::ShuffleBuffer;
 use super::stats::StageStats;
 
 /// A record on its way through the pipeline, with where it came from.
@@ -124,7 +125,9 @@ pub(crate) struct RecordStream {
     stats: Arc<StageStats>,
     order: Vec<u32>,
     slots: Vec<Option<Slot>>,
-    buffer: Vec<Item>,
+    buffer: ShuffleBuffer,
+    /// Records out of the shuffle buffer (for sampling its memory).
+    out_count: u64,
     rng: CounterRng,
     s: StreamState,
 }
@@ -156,7 +159,8 @@ impl RecordStream {
             order: file_order(&cfg, state.epoch),
             rng: CounterRng::new(cfg.seed, SHUFFLE_STREAM, state.rng_counter),
             slots: (0..cycle).map(|_| None).collect(),
-            buffer: Vec::with_capacity(cfg.shuffle_buffer),
+            buffer: ShuffleBuffer::with_capacity(cfg.shuffle_buffer),
+            out_count: 0,
             cfg,
             read_stats,
             stats,
@@ -171,7 +175,9 @@ impl RecordStream {
                 }
             }
             let positions = std::mem::take(&mut stream.s.buffer);
-            stream.buffer = stream.read_again(&positions)?;
+            for item in stream.read_again(&positions)? {
+                stream.buffer.push(item);
+            }
         }
         Ok(stream)
     }
@@ -185,11 +191,7 @@ impl RecordStream {
                 .map(|s| s.as_ref().map(|s| (s.file, s.next_offset)))
                 .collect(),
             rng_counter: self.rng.counter,
-            buffer: self
-                .buffer
-                .iter()
-                .map(|item| (item.file, item.offset))
-                .collect(),
+            buffer: self.buffer.positions().to_vec(),
             ..self.s.clone()
         }
     }
@@ -256,7 +258,9 @@ impl RecordStream {
             if self.s.draining {
                 if !self.buffer.is_empty() {
                     let j = self.rng.below(self.buffer.len());
-                    return Ok(Some(self.buffer.swap_remove(j)));
+                    let item = self.buffer.swap_remove(j);
+                    self.buffer_stats();
+                    return Ok(item);
                 }
                 self.s.draining = false;
                 if !self.next_epoch()? {
@@ -266,16 +270,18 @@ impl RecordStream {
             }
             match self.next_input()? {
                 Some(item) if size == 0 => return Ok(Some(item)),
-                Some(mut item) => {
-                    // Copy into compact storage: a buffered record must not
-                    // pin the whole read chunk it was sliced from.
-                    item.data = Bytes::copy_from_slice(&item.data);
+                Some(item) => {
+                    // The buffer copies records into compact storage: a
+                    // buffered record must not pin the read chunk it was
+                    // sliced from.
                     if self.buffer.len() < size {
                         self.buffer.push(item);
                         continue;
                     }
                     let j = self.rng.below(size);
-                    return Ok(Some(std::mem::replace(&mut self.buffer[j], item)));
+                    let out = self.buffer.replace(j, item);
+                    self.buffer_stats();
+                    return Ok(out);
                 }
                 None => {
                     let last = self.cfg.epochs.is_some_and(|n| self.s.epoch + 1 >= n);
@@ -286,6 +292,17 @@ impl RecordStream {
                     }
                 }
             }
+        }
+    }
+
+    /// Publishes the shuffle buffer's memory (allocated and payload bytes)
+    /// every 256 records out.
+    #[inline]
+    fn buffer_stats(&mut self) {
+        self.out_count = self.out_count.wrapping_add(1);
+        if self.out_count % 256 == 0 {
+            self.stats
+                .note_buffer(self.buffer.allocated_bytes(), self.buffer.payload_bytes());
         }
     }
 

@@ -12,6 +12,8 @@ pub struct StageStats {
     wait_ns: AtomicU64,
     skipped_records: AtomicU64,
     skipped_bytes: AtomicU64,
+    buffer_bytes: AtomicU64,
+    buffer_payload_bytes: AtomicU64,
 }
 
 /// A snapshot of one stage's counters.
@@ -26,6 +28,10 @@ pub struct StageFigures {
     /// Corrupt regions skipped (under the skip policy) and their bytes.
     pub skipped_records: u64,
     pub skipped_bytes: u64,
+    /// Peak bytes a buffering stage (the shuffle buffer) allocated, and
+    /// the peak payload it held, sampled: their ratio is its overhead.
+    pub buffer_bytes: u64,
+    pub buffer_payload_bytes: u64,
 }
 
 /// Adds the time from its creation to its drop to a counter.
@@ -55,6 +61,12 @@ impl StageStats {
         self.skipped_bytes.fetch_add(bytes, Relaxed);
     }
 
+    /// Records a sample of the stage's buffer memory (peaks are kept).
+    pub fn note_buffer(&self, allocated: usize, payload: usize) {
+        self.buffer_bytes.fetch_max(allocated as u64, Relaxed);
+        self.buffer_payload_bytes.fetch_max(payload as u64, Relaxed);
+    }
+
     /// Counts the time until the returned guard drops as busy.
     pub fn busy_timer(&self) -> Timer<'_> {
         Timer {
@@ -80,6 +92,8 @@ impl StageStats {
             wait_ns: self.wait_ns.load(Relaxed),
             skipped_records: self.skipped_records.load(Relaxed),
             skipped_bytes: self.skipped_bytes.load(Relaxed),
+            buffer_bytes: self.buffer_bytes.load(Relaxed),
+            buffer_payload_bytes: self.buffer_payload_bytes.load(Relaxed),
         }
     }
 }
