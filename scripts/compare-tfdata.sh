@@ -23,6 +23,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
 
 TF_PIN="tensorflow-cpu==2.21.0"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 VENV=.venv
 VPY="$VENV/bin/python"
 SCALE=1

@@ -76,7 +76,7 @@ def main():
     rows = []
     gcs_rows = []
     cat = {}
-    for cell in sorted(cells, key=lambda c: (c[0] != "lm", c[1], -c[2], STAGES.index(c[3]))):
+    for cell in sorted(cells, key=lambda c: (c[0] != "lm", c[1] != "plain", -c[2], STAGES.index(c[3]))):
         workload, files, cores, stage = cell
         for problem in check(cell, cells[cell], meta):
             failures.append(f"{workload}/{files}/{cores} cores/{stage}: {problem}")
@@ -97,17 +97,19 @@ def main():
             gb = res["records"] * per_record / 1e9
             return {"rps": res["records_per_sec"], "mbps": res["records_per_sec"] * per_record / 1e6,
                     "first": res["first_batch_ms"], "rss": res["peak_rss_bytes"] / 1e6,
+                    "rss_growth": (res["peak_rss_bytes"] - res["baseline_rss_bytes"]) / 1e6
+                    if "baseline_rss_bytes" in res else None,
                     "cpu_gb": res["cpu_seconds"] / gb if gb and res.get("cpu_seconds") is not None else None}
 
         a, b = figures("infeed"), figures("tf.data")
-        if "cat" in best:
+        if "cat" in best and files == "plain":
             cat[(workload, files, cores)] = best["cat"]["bytes"] / best["cat"]["seconds"] / 1e6
         if a and b:
             rows.append(f"| {workload} | {files} | {cores} | {stage} "
                         f"| {fmt_int(a['rps'])} | {fmt_int(b['rps'])} | **{ratio(a['rps'], b['rps'])}** "
                         f"| {a['mbps']:.0f} / {b['mbps']:.0f} "
                         f"| {a['first']:.0f} / {b['first']:.0f} "
-                        f"| {a['rss']:.0f} / {b['rss']:.0f} "
+                        f"| {a['rss']:.0f} / {b['rss']:.0f} (+{b['rss_growth']:.0f}) "
                         f"| {a['cpu_gb']:.2f} / {b['cpu_gb']:.2f} |")
         g, local = figures("infeed-gcs"), figures("infeed-local")
         if g and local:
@@ -115,7 +117,9 @@ def main():
                             f"| {fmt_int(local['rps'])} | {ratio(g['rps'], local['rps'])} "
                             f"| {g['first']:.0f} / {local['first']:.0f} |")
     rounds = max((r["round"] for r in runs), default=0)
-    print(f"Best of {rounds} round(s) per side (by records/s); cells are infeed / tf.data.\n")
+    print(f"Best of {rounds} round(s) per side (by records/s); cells are infeed / tf.data. "
+          "tf.data's peak RSS includes what TensorFlow holds after its import; (+N) is its "
+          "growth beyond that.\n")
     print("| workload | files | cores | stage | infeed rec/s | tf.data rec/s | ratio "
           "| MB/s | first batch ms | peak RSS MB | CPU s/GB |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
