@@ -97,8 +97,21 @@ infeed_flags() { # workload stage
 pin_of() { if [[ "$1" == 1 ]]; then echo 0; else echo 0,1; fi; }
 
 record() { # workload files cores stage side round json
-    printf '{"workload":"%s","files":"%s","cores":%s,"stage":"%s","side":"%s","round":%s,"result":%s}\n' \
-        "$@" >>"$RESULTS"
+    local load
+    read -r load _ </proc/loadavg
+    printf '{"workload":"%s","files":"%s","cores":%s,"stage":"%s","side":"%s","round":%s,"result":%s,"load":%s}\n' \
+        "$@" "$load" >>"$RESULTS"
+}
+
+run_cat() { # workload files cores round glob
+    local t0 t1 bytes
+    # shellcheck disable=SC2086 # the glob must expand
+    bytes=$(stat -c %s $5 | awk '{ s += $1 } END { print s }')
+    t0=$EPOCHREALTIME
+    # shellcheck disable=SC2086
+    taskset -c "$(pin_of "$3")" cat $5 >/dev/null
+    t1=$EPOCHREALTIME
+    record "$1" "$2" "$3" raw cat "$4" "{\"bytes\":$bytes,\"seconds\":$(awk "BEGIN { print $t1 - $t0 }")}"
 }
 
 run_side() { # side workload files cores stage round glob
@@ -121,16 +134,12 @@ for w in $WORKLOADS; do
     for f in plain gzip; do
         glob="$(glob_of "$w" "$f")"
         for c in 2 1; do
-            # The page cache floor for the raw stage: the same files through cat.
-            t0=$EPOCHREALTIME
-            # shellcheck disable=SC2086 # the glob must expand
-            bytes=$(taskset -c "$(pin_of "$c")" cat $glob | wc -c)
-            t1=$EPOCHREALTIME
-            record "$w" "$f" "$c" raw cat 1 "{\"bytes\":$bytes,\"seconds\":$(awk "BEGIN { print $t1 - $t0 }")}"
             for s in $STAGES; do
                 for ((r = 1; r <= ROUNDS; r++)); do
                     run_side tf.data "$w" "$f" "$c" "$s" "$r" "$glob"
                     run_side infeed "$w" "$f" "$c" "$s" "$r" "$glob"
+                    # The page cache floor of the raw stage: the same files through cat.
+                    if [[ "$s" == raw && "$f" == plain ]]; then run_cat "$w" "$f" "$c" "$r" "$glob"; fi
                 done
             done
         done
