@@ -18,6 +18,8 @@
 # prints a table (benches/compare/report.py: best round per side) and writes every run
 # as a JSON line to the results file. Exits non-zero if the two sides disagree on records
 # per epoch, records emitted or batch shapes.
+# Needs: a Rust toolchain, python3 (3.10 to 3.13), bash 5, taskset (util-linux); for the GCS
+# runs, what scripts/emulators.sh needs (node/npm 18+). ~1.6 GB of disk at the default scale.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
