@@ -44,7 +44,7 @@ while [[ $# -gt 0 ]]; do
         --rounds) ROUNDS="$2"; shift ;;
         --no-gcs) GCS=0 ;;
         --results) RESULTS="$2"; shift ;;
-        -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#'; exit 0 ;;
         *) echo "compare-tfdata.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
