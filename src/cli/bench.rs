@@ -310,6 +310,9 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
 trait Measured {
     fn records(&self) -> usize;
     fn hash_into(&self, h: &mut Xxh3);
+    /// `name → dims` of what the batch holds (`null` for a ragged dimension),
+    /// so a comparison can check that two pipelines emit the same shapes.
+    fn shape(&self) -> Value;
 }
 
 impl Measured for RawBatch {
@@ -321,6 +324,9 @@ impl Measured for RawBatch {
             h.update(&(r.len() as u64).to_le_bytes());
             h.update(r);
         }
+    }
+    fn shape(&self) -> Value {
+        json!({ "records": [self.records.len()] })
     }
 }
 
@@ -341,6 +347,13 @@ impl Measured for Batch {
     }
     fn hash_into(&self, h: &mut Xxh3) {
         h.update(&self.digest().to_le_bytes());
+    }
+    fn shape(&self) -> Value {
+        self.tensors
+            .iter()
+            .map(|(name, t)| (name.clone(), json!(t.shape())))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     }
 }
 
@@ -380,6 +393,25 @@ impl Measured for ParsedBatch {
                 }
             }
         }
+    }
+    fn shape(&self) -> Value {
+        let rows = self.num_records;
+        self.columns
+            .iter()
+            .map(|(name, column)| {
+                let dims = match column {
+                    Column::Dense { shape, .. } => json!(shape),
+                    Column::Ragged { inner_shape, .. } => {
+                        let mut dims = vec![json!(rows), Value::Null];
+                        dims.extend(inner_shape.iter().map(|d| json!(d)));
+                        json!(dims)
+                    }
+                    Column::Ragged2 { .. } => json!([rows, null, null]),
+                };
+                (name.clone(), dims)
+            })
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     }
 }
 
@@ -499,10 +531,14 @@ fn measure<T: Measured + Send + 'static>(
     let (mut records, mut count) = (0u64, 0u64);
     let mut all = Xxh3::new();
     let mut digests = Vec::new();
+    let mut shapes = std::collections::BTreeSet::new();
+    let mut finished = false;
     while args.batches.is_none_or(|n| count < n) && limit.is_none_or(|l| started.elapsed() < l) {
         let Some(batch) = batches.next_batch()? else {
+            finished = true;
             break;
         };
+        shapes.insert(batch.shape().to_string());
         if !args.no_digest {
             let mut h = Xxh3::new();
             batch.hash_into(&mut h);
@@ -532,6 +568,14 @@ fn measure<T: Measured + Send + 'static>(
         "peak_rss_bytes": peak_rss_bytes(),
         "stages": stages_json(&stats),
         "digest": (!args.no_digest).then(|| format!("{:016x}", all.digest())),
+        "cpu_seconds": cpu_seconds(),
+        // Exact only for a whole run from the start.
+        "records_per_epoch": (finished && args.epochs > 0 && args.state_in.is_none())
+            .then(|| stats.read.records / args.epochs),
+        "shapes": shapes
+            .iter()
+            .filter_map(|s| serde_json::from_str::<Value>(s).ok())
+            .collect::<Vec<_>>(),
     });
     if args.digests {
         report["digests"] = json!(digests);
@@ -567,4 +611,17 @@ fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// User + system CPU time of the whole process so far (all threads), where
+/// Linux tells it: `/proc/self/stat` counts in USER_HZ ticks (100 per second
+/// on every Linux ABI), so this is exact to 10 ms.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some((user + system) as f64 / 100.0)
 }

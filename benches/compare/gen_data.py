@@ -1,0 +1,96 @@
+"""Writes DESIGN.md's reference workloads with TensorFlow's own TFRecordWriter.
+
+    python gen_data.py OUT_DIR [--scale 1.0] [--seed 0]
+
+OUT_DIR/lm/train-0000N-of-00004.tfrecord     input_ids, attention_mask: Int64List, length uniform in 8..512
+OUT_DIR/img/train-0000N-of-00004.tfrecord    image: 3072 raw bytes (32x32x3), label: Int64 scalar
+and the same records GZIP-compressed as OUT_DIR/{lm,img}-gzip/*.tfrecord.gz. At --scale 1 each
+shard holds ~100 MB. OUT_DIR/meta.json records what was written (the generator's arguments,
+records and payload bytes per epoch), and a rerun with the same arguments writes nothing.
+Deterministic: the records depend only on --seed and --scale.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+SHARDS = 4
+LM_RECORDS = 100_000  # per shard at scale 1: ~98 MB
+IMG_RECORDS = 32_000  # per shard at scale 1: ~99 MB
+
+
+def feature_int64(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def lm_records(rng, n):
+    for _ in range(n):
+        length = int(rng.integers(8, 513))
+        ids = rng.integers(0, 50_000, length).tolist()
+        yield tf.train.Example(features=tf.train.Features(feature={
+            "input_ids": feature_int64(ids),
+            "attention_mask": feature_int64([1] * length),
+        })).SerializeToString()
+
+
+def img_records(rng, n):
+    for _ in range(n):
+        image = rng.integers(0, 256, 32 * 32 * 3, dtype=np.uint8).tobytes()
+        yield tf.train.Example(features=tf.train.Features(feature={
+            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+            "label": feature_int64([int(rng.integers(0, 10))]),
+        })).SerializeToString()
+
+
+def write(out, name, make, per_shard, seed):
+    """Writes one workload, plain and GZIP; returns its records and payload bytes per epoch."""
+    plain, gzip = os.path.join(out, name), os.path.join(out, name + "-gzip")
+    os.makedirs(plain, exist_ok=True)
+    os.makedirs(gzip, exist_ok=True)
+    records = payload = 0
+    for shard in range(SHARDS):
+        base = f"train-{shard:05d}-of-{SHARDS:05d}.tfrecord"
+        rng = np.random.default_rng([seed, shard])
+        with tf.io.TFRecordWriter(os.path.join(plain, base)) as p, \
+                tf.io.TFRecordWriter(os.path.join(gzip, base + ".gz"), options="GZIP") as g:
+            for record in make(rng, per_shard):
+                p.write(record)
+                g.write(record)
+                records += 1
+                payload += len(record)
+        print(f"gen_data: {name} shard {shard} written", file=sys.stderr)
+    return {"records_per_epoch": records, "payload_bytes_per_epoch": payload,
+            "shards": SHARDS}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    wanted = {"scale": args.scale, "seed": args.seed, "version": 1}
+    meta_path = os.path.join(args.out, "meta.json")
+    if os.path.exists(meta_path):
+        with open(meta_path) as f:
+            meta = json.load(f)
+        if meta.get("args") == wanted:
+            print(f"gen_data: {args.out} already holds this data", file=sys.stderr)
+            return
+    os.makedirs(args.out, exist_ok=True)
+    if os.path.exists(meta_path):
+        os.remove(meta_path)  # half-written data must never look complete
+    meta = {"args": wanted, "workloads": {
+        "lm": write(args.out, "lm", lm_records, max(1, round(LM_RECORDS * args.scale)), args.seed),
+        "img": write(args.out, "img", img_records, max(1, round(IMG_RECORDS * args.scale)), args.seed),
+    }}
+    with open(meta_path, "w") as f:
+        json.dump(meta, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""tf.data's side of the comparison: runs one pipeline, prints one JSON line.
+
+    python tfdata_bench.py WORKLOAD STAGE 'GLOB' [--epochs 2] [--seed 1]
+
+WORKLOAD is lm or img; STAGE is raw (read + CRC, batched), parse (read, batch,
+parse) or full (DESIGN.md's pipeline). Each is written the way tf.data runs it
+fastest: shuffle serialized records, batch, then parse the whole batch with
+tf.io.parse_example in a map with AUTOTUNE parallelism. Timing, CPU time and
+the first batch are measured in this process from the creation of the
+iterator, so TensorFlow's import and graph tracing are not counted; peak RSS
+(ru_maxrss) is the whole process's, TensorFlow's own import included
+(`baseline_rss_bytes` tells how much that is).
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf  # noqa: E402
+
+AUTOTUNE = tf.data.AUTOTUNE
+BATCH = 256
+SHUFFLE = 10_000
+LM_SPEC = {"input_ids": tf.io.RaggedFeature(tf.int64),
+           "attention_mask": tf.io.RaggedFeature(tf.int64)}
+IMG_SPEC = {"image": tf.io.FixedLenFeature([], tf.string),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+
+
+def pad_lm(batch):
+    """int32, padded to a multiple of 64 and capped at 512 (keep the start)."""
+    out = {}
+    for name, ragged in batch.items():
+        dense = tf.cast(ragged, tf.int32).to_tensor()[:, :512]
+        length = tf.shape(dense)[1]
+        out[name] = tf.pad(dense, [[0, 0], [0, (length + 63) // 64 * 64 - length]])
+    return out
+
+
+def decode_img(batch):
+    image = tf.reshape(tf.io.decode_raw(batch["image"], tf.uint8), [-1, 32, 32, 3])
+    return {"image": image, "label": batch["label"]}
+
+
+def build(workload, stage, files, compression, epochs, seed):
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    full = stage == "full"
+    if full and workload == "lm":
+        ds = ds.shuffle(len(files), seed=seed)  # a new file order each epoch
+    ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+                       cycle_length=4, num_parallel_calls=AUTOTUNE)
+    if full:
+        ds = ds.shuffle(SHUFFLE, seed=seed).repeat(epochs)
+    ds = ds.batch(BATCH, drop_remainder=full)
+    spec = LM_SPEC if workload == "lm" else IMG_SPEC
+    if stage == "parse":
+        ds = ds.map(lambda x: tf.io.parse_example(x, spec), num_parallel_calls=AUTOTUNE)
+    elif full:
+        after = pad_lm if workload == "lm" else decode_img
+        ds = ds.map(lambda x: after(tf.io.parse_example(x, spec)), num_parallel_calls=AUTOTUNE)
+    return ds.prefetch(AUTOTUNE)
+
+
+def shape_of(batch):
+    """name -> dims (None for a ragged dimension), as infeed bench reports it."""
+    if isinstance(batch, dict):
+        return {k: shape_of(v) for k, v in batch.items()}
+    if isinstance(batch, tf.RaggedTensor):
+        return [int(batch.nrows())] + [None] * (batch.shape.rank - 1)
+    return [int(d) for d in batch.shape]
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workload", choices=["lm", "img"])
+    ap.add_argument("stage", choices=["raw", "parse", "full"])
+    ap.add_argument("glob")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    files = sorted(tf.io.gfile.glob(args.glob))
+    if not files:
+        sys.exit(f"tfdata_bench: no files match {args.glob}")
+    compression = "GZIP" if files[0].endswith(".gz") else ""
+    epochs = args.epochs if args.stage == "full" else 1
+    ds = build(args.workload, args.stage, files, compression, epochs, args.seed)
+    baseline_rss = rss_bytes()
+
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    first = None
+    records = batches = 0
+    shapes = set()
+    for batch in ds:
+        if first is None:
+            first = time.perf_counter() - t0
+        if args.stage == "raw":
+            n = int(batch.shape[0])
+            shapes.add(json.dumps({"records": [n]}))
+        else:
+            n = int(batch["label" if args.workload == "img" else "input_ids"].shape[0])
+            shapes.add(json.dumps(shape_of(batch), sort_keys=True))
+        records += n
+        batches += 1
+    seconds = time.perf_counter() - t0
+    cpu = cpu_seconds() - cpu0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    # Records per epoch, counted apart and untimed: what this side's reader sees.
+    per_epoch = int(tf.data.TFRecordDataset(files, compression_type=compression)
+                    .batch(4096).reduce(0, lambda n, b: n + tf.shape(b)[0]))
+    print(json.dumps({
+        "side": "tf.data", "tf_version": tf.__version__,
+        "records": records, "batches": batches, "seconds": seconds,
+        "records_per_sec": records / seconds,
+        "first_batch_ms": None if first is None else first * 1e3,
+        "peak_rss_bytes": peak, "baseline_rss_bytes": baseline_rss,
+        "cpu_seconds": cpu, "records_per_epoch": per_epoch,
+        "shapes": [json.loads(s) for s in sorted(shapes)],
+    }))
+
+
+if __name__ == "__main__":
+    main()
