@@ -1,0 +1,1 @@
+//! The device feeder (placeholder while the core lands).
