@@ -464,37 +464,8 @@ impl Executable {
 
     /// Checks arguments (name and type of each) against the parameters:
     /// the error names the argument and both types.
-    pub fn check_args<'a>(
-        &self,
-        args: impl ExactSizeIterator<Item = (&'a str, &'a ArrayType)>,
-    ) -> Result<(), XlaError> {
-        let params = &self.signature.params;
-        if args.len() != params.len() {
-            return Err(XlaError::ArgumentCount {
-                expected: params.len(),
-                actual: args.len(),
-                signature: self.signature.to_string(),
-            });
-        }
-        for (index, ((name, actual), expected)) in args.zip(params).enumerate() {
-            if actual.dtype != expected.dtype {
-                return Err(XlaError::ArgumentType {
-                    index,
-                    name: name.to_owned(),
-                    expected: expected.to_string(),
-                    actual: actual.to_string(),
-                });
-            }
-            if actual.dims != expected.dims {
-                return Err(XlaError::ArgumentShape {
-                    index,
-                    name: name.to_owned(),
-                    expected: expected.to_string(),
-                    actual: actual.to_string(),
-                });
-            }
-        }
-        Ok(())
+    pub fn check_args(&self, args: &[(&str, &ArrayType)]) -> Result<(), XlaError> {
+        check_params(&self.signature, args)
     }
 
     /// Runs the program on `args` and waits for nothing: the outputs are
@@ -504,7 +475,9 @@ impl Executable {
         &self,
         args: &[&DeviceBuffer],
     ) -> Result<(Vec<DeviceBuffer>, Completion), XlaError> {
-        self.check_args(args.iter().map(|b| (b.name(), b.array_type())))?;
+        let named: Vec<(&str, &ArrayType)> =
+            args.iter().map(|b| (b.name(), b.array_type())).collect();
+        self.check_args(&named)?;
         if let Some(foreign) = args
             .iter()
             .position(|b| !Rc::ptr_eq(&b.client, &self.client))
@@ -585,4 +558,38 @@ unsafe fn slice_or_empty<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
         // SAFETY: the caller's contract.
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
+}
+
+/// Checks arguments (name and type of each) against a program's parameters;
+/// the error names the argument and both types.
+pub(crate) fn check_params(sig: &Signature, args: &[(&str, &ArrayType)]) -> Result<(), XlaError> {
+    if sig.params.len() != args.len() {
+        return Err(XlaError::ArgumentCount {
+            expected: sig.params.len(),
+            actual: args.len(),
+            signature: sig.to_string(),
+        });
+    }
+    for (index, (&(name, actual), expected)) in args.iter().zip(&sig.params).enumerate() {
+        let describe = || (name.to_owned(), expected.to_string(), actual.to_string());
+        if actual.dtype != expected.dtype {
+            let (name, expected, actual) = describe();
+            return Err(XlaError::ArgumentType {
+                index,
+                name,
+                expected,
+                actual,
+            });
+        }
+        if actual.dims != expected.dims {
+            let (name, expected, actual) = describe();
+            return Err(XlaError::ArgumentShape {
+                index,
+                name,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(())
 }

@@ -48,6 +48,7 @@ pub use buffer::DeviceBuffer;
 pub use client::{Client, ClientOptions, Executable, OptionValue};
 pub use error::XlaError;
 pub use event::Completion;
+pub use feeder::{DeviceFeeder, FeederConfig, FeederReport, LossPoint, StepProgram};
 
 pub use plugin::Plugin;
 pub use program::{ArrayType, ElementType, Program, Signature};
