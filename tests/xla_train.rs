@@ -149,3 +149,35 @@ fn missing_plugin_is_a_clear_error() {
         .unwrap_err();
     assert!(matches!(err, XlaError::PluginNotFound { .. }), "{err:?}");
 }
+
+#[test]
+fn a_slow_pipeline_shows_as_input_wait() {
+    // Each record takes 4 ms to "read" on one worker: ~130 ms per batch of
+    // 32, against a step of a few milliseconds. The device starves (after
+    // the few batches prepared while the step compiled).
+    let spec = infeed::spec::FeatureSpec::new()
+        .var_len("input_ids", infeed::spec::DType::Int64)
+        .var_len("attention_mask", infeed::spec::DType::Int64);
+    let pipeline = infeed::pipeline::Pipeline::from_files(files())
+        .unwrap()
+        .threads(1)
+        .prefetch(1)
+        .repeat(None)
+        .map(|record| {
+            std::thread::sleep(std::time::Duration::from_millis(4));
+            record
+        })
+        .parse(spec)
+        .fixed_length(64)
+        .truncation(infeed::batch::Truncation::KeepStart)
+        .cast(infeed::batch::TensorType::I32)
+        .batch(32, true);
+    let config = token_band::config(pipeline.shapes().unwrap(), Some(30), 100, false);
+    let report = DeviceFeeder::spawn(config, pipeline.build().unwrap())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(report.steps, 30);
+    assert!(report.input_wait_fraction > 0.5, "{report:?}");
+    assert!(report.input_wait_secs <= report.input_fetch_secs);
+}

@@ -55,8 +55,8 @@ pub struct FeederConfig {
     pub inputs: Option<Vec<String>>,
     /// Stop after this many steps (`None`: when the batches end).
     pub max_steps: Option<u64>,
-    /// Read the loss back every this many steps (and always at the first
-    /// and last step); reading waits for that step.
+    /// Read the loss back every this many steps (0: only at the first and
+    /// last step, which are always read); reading waits for that step.
     pub loss_every: u64,
     /// Run every step on the first batch, uploaded once: no input work, the
     /// device's own speed.
@@ -345,7 +345,7 @@ fn run(
     let mut previous: Option<Completion> = None;
     let mut step: u64 = 0;
     let loop_start = Instant::now();
-    let every = config.loss_every.max(1);
+    let every = config.loss_every;
     loop {
         let Some((shape, batch_buffers)) = current.take() else {
             break;
@@ -387,7 +387,7 @@ fn run(
             prev.wait()?;
         }
         let is_last = current.is_none();
-        if step % every == 0 || is_last {
+        if step == 0 || is_last || (every > 0 && step % every == 0) {
             let loss = loss_buffer
                 .to_vec::<f32>()?
                 .first()
