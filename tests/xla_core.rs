@@ -30,6 +30,24 @@ fn one_cpu_device_and_version() {
 }
 
 #[test]
+fn cpu_device_count_is_honoured() {
+    let plugin = Plugin::load_default().unwrap();
+    let options = infeed::xla::ClientOptions {
+        cpu_device_count: Some(3),
+        options: Vec::new(),
+    };
+    let c = Client::new(plugin, &options).unwrap();
+    assert_eq!(c.device_count(), 3);
+    // Programs still compile for, and run on, the first device.
+    let exe = c.compile(&Program::from_mlir(ADD_ONE).unwrap()).unwrap();
+    let x = c.upload_copy::<i32>("x", &[2, 3], &[7; 6]).unwrap();
+    assert_eq!(
+        exe.execute(&[&x]).unwrap()[0].to_vec::<i32>().unwrap(),
+        [8; 6]
+    );
+}
+
+#[test]
 fn add_one_round_trip() {
     let c = client();
     let exe = c.compile(&Program::from_mlir(ADD_ONE).unwrap()).unwrap();
