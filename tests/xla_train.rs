@@ -181,3 +181,18 @@ fn a_slow_pipeline_shows_as_input_wait() {
     assert!(report.input_wait_fraction > 0.5, "{report:?}");
     assert!(report.input_wait_secs <= report.input_fetch_secs);
 }
+
+#[test]
+fn reusing_a_batch_needs_a_step_limit() {
+    let pipeline = token_band::pipeline(&files(), 3, None, 32, 64).unwrap();
+    let config = token_band::config(pipeline.shapes().unwrap(), None, 1, true);
+    let err = DeviceFeeder::spawn(config, pipeline.build().unwrap())
+        .unwrap()
+        .join()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("reuse_first_batch needs max_steps"),
+        "{err}"
+    );
+}

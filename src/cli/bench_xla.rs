@@ -48,6 +48,11 @@ pub(super) fn run(
     max_steps: Option<u64>,
     out: &mut impl Write,
 ) -> Result<i32, CliError> {
+    if max_steps.is_none() {
+        return Err(CliError::Message(
+            "--program needs --batches (the number of steps to run)".into(),
+        ));
+    }
     let template = std::fs::read_to_string(path)
         .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))?;
     let shapes = parsed.shapes()?;

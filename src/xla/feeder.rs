@@ -59,7 +59,7 @@ pub struct FeederConfig {
     /// last step, which are always read); reading waits for that step.
     pub loss_every: u64,
     /// Run every step on the first batch, uploaded once: no input work, the
-    /// device's own speed.
+    /// device's own speed. Needs `max_steps`.
     pub reuse_first_batch: bool,
 }
 
@@ -296,6 +296,11 @@ fn run(
     progress: Sender<LossPoint>,
 ) -> Result<FeederReport, XlaError> {
     let start = Instant::now();
+    if config.reuse_first_batch && config.max_steps.is_none() {
+        return Err(XlaError::Program {
+            message: "reuse_first_batch needs max_steps (one batch reused never ends)".into(),
+        });
+    }
     let plugin = match &config.plugin {
         Some(p) => Plugin::load(p)?,
         None => Plugin::load_default()?,
