@@ -5,7 +5,8 @@
 # Creates .venv (python3 -m venv) with tensorflow-cpu pinned below, unless it already has
 # it; checks that testdata/ is exactly what testdata/make_testdata.py writes; installs and
 # starts the storage emulators (scripts/emulators.sh: fake-gcs-server, moto, azurite, on
-# 127.0.0.1; stopped by PID when this script exits); then runs
+# 127.0.0.1; stopped by PID when this script exits); fetches the XLA CPU PJRT plugin
+# (scripts/fetch-pjrt.sh, into .pjrt/) for the `xla` feature's tests; then runs
 # `cargo test --all-features -- --include-ignored` with INFEED_PYTHON pointing at the venv
 # and the emulators' environment, so the tests marked #[ignore = "needs TensorFlow..."] and
 # #[ignore = "needs emulators..."] run too.
@@ -42,5 +43,9 @@ bash scripts/emulators.sh install
 trap 'bash scripts/emulators.sh stop' EXIT
 bash scripts/emulators.sh start
 eval "$(bash scripts/emulators.sh env)"
+
+# The XLA CPU PJRT plugin for the `xla` feature's tests (pinned, checksum-verified,
+# into .pjrt/); those tests fail without it. PJRT_PLUGIN_PATH, when set, is used instead.
+[[ -n "${PJRT_PLUGIN_PATH:-}" ]] || bash scripts/fetch-pjrt.sh
 
 cargo test --all-features -- --include-ignored

@@ -12,6 +12,8 @@
 //! - [`convert`]: JSONL, CSV, Parquet and text to TFRecord shards (`infeed convert`).
 //! - [`source`]: shard discovery (globs by prefix listing) and reading of
 //!   local files and gs://, s3://, az:// objects with readahead and retries.
+//! - `xla` (feature `xla`): PJRT plugins, compiled StableHLO programs,
+//!   zero-copy upload of batches and a device feeder for training loops.
 
 pub mod batch;
 pub mod convert;
@@ -20,3 +22,5 @@ pub mod pipeline;
 pub mod record;
 pub mod source;
 pub mod spec;
+#[cfg(feature = "xla")]
+pub mod xla;

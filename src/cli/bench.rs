@@ -16,6 +16,10 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use super::{CliError, CompressionArg, parse_compression};
 
+#[cfg(feature = "xla")]
+#[path = "bench_xla.rs"]
+mod xla;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// Files to read: paths or globs (quoted, or comma-separated); or the
@@ -132,6 +136,17 @@ pub struct BenchArgs {
     /// Start from an iterator state written by --state-out.
     #[arg(long)]
     state_in: Option<PathBuf>,
+    /// Feed the batches to this StableHLO step (MLIR text; `$B`, `$L` become
+    /// each shape's batch size and length) on the PJRT plugin of
+    /// PJRT_PLUGIN_PATH or .pjrt/, and report steps/s, steps/s with one
+    /// batch reused and the input-wait fraction. `--batches` is the step count.
+    #[cfg(feature = "xla")]
+    #[arg(long, requires = "spec")]
+    program: Option<PathBuf>,
+    /// With --program: the batch tensors it takes, in order (default all).
+    #[cfg(feature = "xla")]
+    #[arg(long, value_delimiter = ',', requires = "program")]
+    program_inputs: Option<Vec<String>>,
 }
 
 fn parse_truncation(s: &str) -> Result<Truncation, String> {
@@ -509,6 +524,11 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             for (name, shape) in &args.decode_raw {
                 parsed = parsed.decode_raw(name, shape);
+            }
+            #[cfg(feature = "xla")]
+            if let Some(program) = &args.program {
+                let inputs = args.program_inputs.as_deref();
+                return xla::run(parsed, program, inputs, args.batches, out);
             }
             if static_shapes {
                 measure(parsed.build()?, args)?
