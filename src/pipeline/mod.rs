@@ -534,4 +534,3 @@ impl<T: Send + 'static> Batches<T> {
         state::encode(state, self.batches_delivered(), fingerprint)
     }
 }
-
