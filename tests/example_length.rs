@@ -78,3 +78,27 @@ proptest! {
         }
     }
 }
+
+/// Found by the property above: a malformed `Int64List` (a group tag) that
+/// a later `FloatList` overrides is never decoded by the parser, so the scan
+/// must not look into it either.
+#[test]
+fn a_malformed_list_that_loses_the_oneof_is_no_error() {
+    // features { feature { key "a" value {
+    //   int64_list { <tag 0x03: field 0, start group> 1 1 }
+    //   float_list { value: 0.5 } } } }
+    let record = [
+        0x0a, 0x14, 0x0a, 0x12, 0x0a, 0x01, b'a', 0x12, 0x0d, 0x1a, 0x03, 0x03, 0x01, 0x01, 0x12,
+        0x06, 0x0a, 0x04, 0x00, 0x00, 0x00, 0x3f,
+    ];
+    assert_eq!(parsed_len(&record, "a", DType::Float32), Some(1));
+    assert_eq!(
+        feature_length(&record, "a", DType::Float32.wire_kind()),
+        Ok(1)
+    );
+    // Asked as int64, it is the float list that decides: a kind mismatch.
+    assert!(matches!(
+        feature_length(&record, "a", DType::Int64.wire_kind()),
+        Err(LengthError::Kind { .. })
+    ));
+}

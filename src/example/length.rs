@@ -90,19 +90,24 @@ fn count_feature(
         3 => Some(WireKind::Int64List),
         _ => None,
     };
-    // The last list kind set wins; its final run of fields counts.
+    // The last list kind set wins and only its final run of fields counts;
+    // lists before that run are never looked into, as the parser never
+    // decodes them (a malformed list that loses the oneof is no error).
     let mut last: Option<WireKind> = None;
-    let mut count = 0usize;
+    let mut run_start = start;
     let mut feature = Reader::new(rec, start, end);
-    while let Some((field, wire)) = feature.tag()? {
+    loop {
+        let field_start = feature.pos;
+        let Some((field, wire)) = feature.tag()? else {
+            break;
+        };
         match kind_of(field) {
             Some(k) if wire == 2 => {
-                let (ls, le) = feature.len_delimited()?;
+                feature.len_delimited()?;
                 if last != Some(k) {
                     last = Some(k);
-                    count = 0;
+                    run_start = field_start;
                 }
-                count += count_list(rec, ls, le, k)?;
             }
             _ => feature.skip(wire)?,
         }
@@ -113,7 +118,19 @@ fn count_feature(
             expected: kind,
             actual,
         }),
-        Some(_) => Ok(count),
+        Some(_) => {
+            let mut count = 0usize;
+            let mut run = Reader::new(rec, run_start, end);
+            while let Some((field, wire)) = run.tag()? {
+                if kind_of(field) == Some(kind) && wire == 2 {
+                    let (ls, le) = run.len_delimited()?;
+                    count += count_list(rec, ls, le, kind)?;
+                } else {
+                    run.skip(wire)?;
+                }
+            }
+            Ok(count)
+        }
     }
 }
 
