@@ -691,23 +691,13 @@ impl Assembler {
                                 m.fill(at + n, len - n, Fill::zero(*t));
                             }
                         }
-                        let tail = rows.len() * len;
-                        let pad_n = (batch_size - rows.len()) * len;
-                        dst.fill(tail, pad_n, *pad);
-                        if let Some((m, t)) = &mut mdst {
-                            m.fill(tail, pad_n, Fill::zero(*t));
-                        }
                     }
-                    tensors.push((
-                        name.to_string(),
-                        Tensor::from_parts(out.dtype, vec![batch_size, len], buf),
-                    ));
-                    if let (Some((mname, _)), Some((mb, t))) = (mask, mask_buf) {
-                        tensors.push((
-                            mname.clone(),
-                            Tensor::from_parts(t, vec![batch_size, len], mb),
-                        ));
-                    }
+                    let shape = RowsShape {
+                        rows: rows.len(),
+                        batch_size,
+                        len,
+                    };
+                    push_padded(&mut tensors, out, mask, *pad, shape, buf, mask_buf);
                 }
             }
         }
@@ -822,27 +812,58 @@ impl Assembler {
                     m.fill(at + n, len - n, Fill::zero(*t));
                 }
             }
-            let tail = rows * len;
-            let pad_n = (batch_size - rows) * len;
-            dst.fill(tail, pad_n, *pad);
-            if let Some((m, t)) = &mut mdst {
-                m.fill(tail, pad_n, Fill::zero(*t));
-            }
-            tensors.push((
-                out.name.clone(),
-                Tensor::from_parts(out.dtype, vec![batch_size, len], buf),
-            ));
-            if let (Some((mname, _)), Some((mb, t))) = (mask, mask_buf) {
-                tensors.push((
-                    mname.clone(),
-                    Tensor::from_parts(t, vec![batch_size, len], mb),
-                ));
-            }
+            let shape = RowsShape {
+                rows,
+                batch_size,
+                len,
+            };
+            push_padded(&mut tensors, out, mask, *pad, shape, buf, mask_buf);
         }
         Some(Batch {
             tensors,
             real_rows: rows,
         })
+    }
+}
+
+/// Real rows, rows in all, and row length of a padded variable-length tensor.
+#[derive(Clone, Copy)]
+struct RowsShape {
+    rows: usize,
+    batch_size: usize,
+    len: usize,
+}
+
+/// Fills the padding rows after the real ones (values and mask) and adds
+/// the `[batch_size, len]` tensor and its mask to `tensors`.
+fn push_padded(
+    tensors: &mut Vec<(String, Tensor)>,
+    out: &super::plan::OutFeature,
+    mask: &Option<(String, TensorType)>,
+    pad: Fill,
+    shape: RowsShape,
+    mut buf: AlignedBuf,
+    mut mask_buf: Option<(AlignedBuf, TensorType)>,
+) {
+    let RowsShape {
+        rows,
+        batch_size,
+        len,
+    } = shape;
+    let (tail, pad_n) = (rows * len, (batch_size - rows) * len);
+    Dst::new(&mut buf, out.dtype).fill(tail, pad_n, pad);
+    if let Some((m, t)) = &mut mask_buf {
+        Dst::new(m, *t).fill(tail, pad_n, Fill::zero(*t));
+    }
+    tensors.push((
+        out.name.clone(),
+        Tensor::from_parts(out.dtype, vec![batch_size, len], buf),
+    ));
+    if let (Some((mname, _)), Some((mb, t))) = (mask, mask_buf) {
+        tensors.push((
+            mname.clone(),
+            Tensor::from_parts(t, vec![batch_size, len], mb),
+        ));
     }
 }
 

@@ -400,17 +400,7 @@ impl Packer {
         record: usize,
         out: &mut Vec<Batch>,
     ) -> Result<(), BatchError> {
-        if record >= parsed.num_records {
-            return Err(BatchError::new(
-                Some(record),
-                None,
-                BatchErrorKind::RecordOutOfRange {
-                    num_records: parsed.num_records,
-                },
-            ));
-        }
-        let srcs = self.resolve(parsed)?;
-        self.push_resolved(&srcs, record, None, out)
+        self.push_checked(parsed, record, None, out)
     }
 
     /// Packs only the pieces of record `record` that cover `part` of its kept
@@ -424,6 +414,18 @@ impl Packer {
         part: std::ops::Range<usize>,
         out: &mut Vec<Batch>,
     ) -> Result<(), BatchError> {
+        self.push_checked(parsed, record, Some(part), out)
+    }
+
+    /// [`push`](Self::push) or [`push_part`](Self::push_part), after
+    /// checking that `record` exists.
+    fn push_checked(
+        &mut self,
+        parsed: &ParsedBatch,
+        record: usize,
+        part: Option<std::ops::Range<usize>>,
+        out: &mut Vec<Batch>,
+    ) -> Result<(), BatchError> {
         if record >= parsed.num_records {
             return Err(BatchError::new(
                 Some(record),
@@ -434,7 +436,7 @@ impl Packer {
             ));
         }
         let srcs = self.resolve(parsed)?;
-        self.push_resolved(&srcs, record, Some(part), out)
+        self.push_resolved(&srcs, record, part, out)
     }
 
     /// Rows holding a sequence in the batch being filled.
