@@ -299,6 +299,44 @@ fn state_with_a_full_10k_shuffle_buffer_is_under_64_kib() {
     assert_eq!(resumed, rest);
 }
 
+/// DESIGN.md's bar: a full 10 000-record shuffle buffer of lm-sized records
+/// (40..2 056 bytes) takes at most 1.25x their payload, slot tables included,
+/// as the pipeline's own figures report it.
+#[test]
+fn a_full_shuffle_buffer_costs_at_most_a_quarter_over_its_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lm.tfrecord");
+    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+    let mut x = 7u64;
+    for i in 0..30_000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let record: Vec<u8> = (0..40 + 4 * (x % 505)).map(|k| (i + k) as u8).collect();
+        w.write_record(&record).unwrap();
+    }
+    w.finish().unwrap();
+    let p = Pipeline::from_files(vec![path.display().to_string()])
+        .unwrap()
+        .shuffle(10_000)
+        .seed(3);
+    let mut batches = p.build_raw(256, false).unwrap();
+    let mut records = 0;
+    while let Some(batch) = batches.next_batch().unwrap() {
+        records += batch.records.len();
+    }
+    assert_eq!(records, 30_000);
+    let shuffle = batches.stats().shuffle;
+    let (storage, payload) = (shuffle.buffer_bytes, shuffle.buffer_payload_bytes);
+    // 10 000 records of ~1 048 bytes on average.
+    assert!((9_500_000..11_500_000).contains(&payload), "{payload}");
+    let ratio = storage as f64 / payload as f64;
+    assert!(
+        ratio <= 1.25,
+        "storage {storage} / payload {payload} = {ratio:.3}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 

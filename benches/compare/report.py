@@ -144,6 +144,25 @@ def main():
                 raw = best_raw * w["payload_bytes_per_epoch"] / w["records_per_epoch"] / 1e6
             print(f"| {workload} | {files} | {cores} | {mbps:.0f} | "
                   f"{'–' if raw is None else f'{raw:.0f}'} | {ratio(raw, mbps)} |")
+    buffer_rows = []
+    for cell in sorted(cells, key=lambda c: (c[0] != "lm", c[1] != "plain", -c[2])):
+        workload, files, cores, stage = cell
+        shuffles = [r["result"]["stages"]["shuffle"] for r in cells[cell]
+                    if r["side"] == "infeed" and "stages" in r["result"]]
+        if stage != "full" or not shuffles:
+            continue
+        # The round whose buffer was fullest; storage and payload are each run's peaks.
+        s = max(shuffles, key=lambda st: st["buffer_payload_bytes"])
+        if s["buffer_payload_bytes"]:
+            buffer_rows.append(f"| {workload} | {files} | {cores} "
+                               f"| {s['buffer_bytes'] / 1e6:.1f} | {s['buffer_payload_bytes'] / 1e6:.1f} "
+                               f"| {s['buffer_bytes'] / s['buffer_payload_bytes']:.3f}× |")
+    if buffer_rows:
+        print("\ninfeed's shuffle buffer (10 000 records) in the full runs: peak storage beside "
+              "the peak of the serialized records it held:\n")
+        print("| workload | files | cores | storage MB | payload MB | storage / payload |")
+        print("| --- | --- | --- | ---: | ---: | ---: |")
+        print("\n".join(buffer_rows))
     if gcs_rows:
         print("\ninfeed reading gs:// from fake-gcs-server on loopback beside the same files on local disk:\n")
         print("| workload | files | cores | stage | gcs rec/s | local rec/s | gcs / local | first batch ms (gcs / local) |")
