@@ -9,6 +9,7 @@ use std::fmt;
 use bytes::{Buf, Bytes};
 use flate2::{Decompress, FlushDecompress, Status};
 
+use super::chunk_ring::ChunkRing;
 use super::crc::masked_crc32c;
 use super::deframe::HEADER_LEN;
 
@@ -125,6 +126,8 @@ pub struct Inflater {
     /// A stream (member) has started and not yet ended.
     in_stream: bool,
     out_chunk: usize,
+    /// Output chunks handed out, to inflate into again once released.
+    ring: ChunkRing,
     /// An error found after some output was already produced, reported next.
     error: Option<InflateError>,
     failed: bool,
@@ -160,6 +163,7 @@ impl Inflater {
             consumed: 0,
             in_stream: false,
             out_chunk: out_chunk.max(1),
+            ring: ChunkRing::default(),
             error: None,
             failed: false,
         }
@@ -223,7 +227,8 @@ impl Inflater {
                 continue;
             }
             if out.capacity() == 0 {
-                out.reserve_exact(self.out_chunk);
+                out = self.ring.take(self.out_chunk);
+                out.clear();
             }
             if out.len() == out.capacity() {
                 break;
@@ -262,7 +267,9 @@ impl Inflater {
         Ok(if out.is_empty() {
             None
         } else {
-            Some(Bytes::from(out))
+            let piece = Bytes::from(out);
+            self.ring.keep(&piece);
+            Some(piece)
         })
     }
 

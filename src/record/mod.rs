@@ -15,6 +15,7 @@
 //! stream. Both CRCs are verified by default; under [`CorruptPolicy::Skip`]
 //! corrupt regions are skipped and counted in a [`SkipReport`].
 
+mod chunk_ring;
 mod compression;
 mod crc;
 mod deframe;

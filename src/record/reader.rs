@@ -7,6 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
+use super::chunk_ring::ChunkRing;
 use super::compression::Compression;
 use super::deframe::Record;
 use super::error::{ErrorKind, RecordError};
@@ -16,8 +17,8 @@ use super::read_core::{ReadCore, Step};
 /// Reads records from a `std::io::Read`, as an iterator of
 /// `Result<Record, RecordError>`.
 ///
-/// It reads `chunk_size` blocks into fresh buffers and slices records out of
-/// them without copying. After the first error the iterator ends.
+/// It reads `chunk_size` blocks and slices records out of them without
+/// copying; a block is read into again once its records are dropped. After the first error the iterator ends.
 pub struct RecordReader<R> {
     reader: R,
     core: ReadCore,
@@ -25,6 +26,8 @@ pub struct RecordReader<R> {
     /// A read error, reported once the bytes read before it are used up.
     io_error: Option<std::io::Error>,
     ended: bool,
+    /// Chunks handed out, to read into again once released.
+    ring: ChunkRing,
 }
 
 impl RecordReader<File> {
@@ -44,6 +47,7 @@ impl RecordReader<File> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
+            ring: ChunkRing::default(),
         };
         if opts.compression.is_none() {
             // Read the first chunk now, so that `compression()` is known and
@@ -72,6 +76,7 @@ impl<R: Read> RecordReader<R> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
+            ring: ChunkRing::default(),
         }
     }
 
@@ -84,6 +89,7 @@ impl<R: Read> RecordReader<R> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
+            ring: ChunkRing::default(),
         }
     }
 
@@ -105,6 +111,7 @@ impl<R: Read> RecordReader<R> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
+            ring: ChunkRing::default(),
         }
     }
 
@@ -135,23 +142,35 @@ impl<R: Read> RecordReader<R> {
     }
 
     /// Reads one chunk (up to `chunk_size` bytes, fewer only at the end of the
-    /// input) into a fresh buffer and feeds it to the core. A read error is
-    /// kept in `io_error`, after feeding the bytes read before it.
+    /// input) and feeds it to the core. A read error is kept in `io_error`,
+    /// after feeding the bytes read before it.
     fn read_chunk(&mut self) {
-        let mut buf = Vec::with_capacity(self.chunk_size);
-        // `read_to_end` on `Take` fills the spare capacity without zeroing it
-        // first, retries `Interrupted`, and keeps the bytes read before an error.
-        let result = (&mut self.reader)
-            .take(self.chunk_size as u64)
-            .read_to_end(&mut buf);
-        let short = buf.len() < self.chunk_size;
+        let mut buf = self.ring.take(self.chunk_size);
+        buf.resize(self.chunk_size, 0);
+        let mut filled = 0;
+        let mut result = Ok(());
+        while filled < buf.len() {
+            match self.reader.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        buf.truncate(filled);
+        let short = filled < self.chunk_size;
         if !buf.is_empty() {
-            self.core.on_chunk(Bytes::from(buf));
+            let chunk = Bytes::from(buf);
+            self.ring.keep(&chunk);
+            self.core.on_chunk(chunk);
         }
         match result {
             Err(e) => self.io_error = Some(e),
-            Ok(_) if short => self.core.on_eof(),
-            Ok(_) => {}
+            Ok(()) if short => self.core.on_eof(),
+            Ok(()) => {}
         }
     }
 }
