@@ -633,11 +633,13 @@ impl ParsedPipeline {
             ));
         }
         let grouping = self.grouping()?;
-        let spec = self.spec.clone();
+        // The columns are handed over, so they are new for each batch; a
+        // reused parser sizes them from the last batch, so none regrows.
+        let parsers = ParserPool::new(&self.spec);
         let ops = self.ops.clone();
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
-            let parsed = ExampleParser::new(&spec)
-                .parse(&raw.records)
+            let parsed = parsers
+                .with_parser(|parser| parser.parse(&raw.records))
                 .map_err(|error| parse_error(&raw, error))?;
             parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))
         });
