@@ -8,13 +8,14 @@
 
 use std::io::Read;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
 use crate::record::{Compression, ErrorKind, ReadOptions, Record, RecordError, RecordReader};
 
 use super::stats::StageStats;
-use crate::source::{SourceOptions, open_blocking_at};
+use crate::source::{ReadStats, SourceOptions, open_blocking_at};
 
 /// Blocks in flight per shard: one being filled, one waiting.
 const BLOCKS_IN_FLIGHT: usize = 2;
@@ -71,18 +72,21 @@ fn io_error(path: &str, offset: u64, e: &std::io::Error) -> RecordError {
 
 /// Opens the shard `url` (local path or gs://, s3://, az:// object)
 /// positioned to read records from `start`.
-fn open_at(
-    url: &str,
-    start: u64,
-    opts: &ReadOptions,
-) -> Result<RecordReader<Box<dyn Read + Send>>, RecordError> {
+/// A shard's records from byte `start`, and the request counters of every
+/// source reader opened for it (for the retries they made).
+type Opened = (RecordReader<Box<dyn Read + Send>>, Vec<Arc<ReadStats>>);
+
+fn open_at(url: &str, start: u64, opts: &ReadOptions) -> Result<Opened, RecordError> {
     let source_opts = SourceOptions::default();
-    let open = |at: u64| {
-        open_blocking_at(url, at, &source_opts).map_err(|e| RecordError {
+    let mut sources = Vec::new();
+    let mut open = |at: u64| {
+        let reader = open_blocking_at(url, at, &source_opts).map_err(|e| RecordError {
             path: url.to_owned(),
             offset: at,
             kind: ErrorKind::from_io(&e.into()),
-        })
+        })?;
+        sources.push(reader.stats().clone());
+        Ok::<_, RecordError>(reader)
     };
     let known = opts
         .compression
@@ -106,7 +110,10 @@ fn open_at(
             }
         }
     };
-    Ok(RecordReader::resume(reader, url, compression, opts, start))
+    Ok((
+        RecordReader::resume(reader, url, compression, opts, start),
+        sources,
+    ))
 }
 
 /// Reads `path` from `start`, sending a block per chunk's worth of records;
@@ -118,9 +125,16 @@ fn read_shard(
     tx: &SyncSender<Result<Vec<Record>, RecordError>>,
     stats: &StageStats,
 ) -> Result<(), RecordError> {
-    let mut reader = open_at(path, start, opts)?;
+    let (mut reader, sources) = open_at(path, start, opts)?;
     let block_bytes = opts.chunk_size.max(1);
+    let mut retries_reported = 0;
+    let mut report_retries = || {
+        let retries: u64 = sources.iter().map(|s| s.retries.load(Relaxed)).sum();
+        stats.add_retries(retries - retries_reported);
+        retries_reported = retries;
+    };
     loop {
+        report_retries();
         let timer = stats.busy_timer();
         let mut block = Vec::new();
         let mut bytes = 0;
@@ -151,9 +165,11 @@ fn read_shard(
             }
         }
         if let Some(e) = failure {
+            report_retries();
             return Err(e);
         }
         if ended {
+            report_retries();
             let skipped = reader.skipped();
             stats.add_skipped(skipped.records, skipped.bytes);
             return Ok(());

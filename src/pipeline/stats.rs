@@ -14,6 +14,7 @@ pub struct StageStats {
     skipped_bytes: AtomicU64,
     buffer_bytes: AtomicU64,
     buffer_payload_bytes: AtomicU64,
+    retries: AtomicU64,
 }
 
 /// A snapshot of one stage's counters.
@@ -32,6 +33,9 @@ pub struct StageFigures {
     /// the peak payload it held, sampled: their ratio is its overhead.
     pub buffer_bytes: u64,
     pub buffer_payload_bytes: u64,
+    /// Cloud requests that failed transiently (5xx, reset, timeout) and
+    /// were retried, resuming at the byte where the data stopped.
+    pub retries: u64,
 }
 
 /// Adds the time from its creation to its drop to a counter.
@@ -59,6 +63,10 @@ impl StageStats {
     pub fn add_skipped(&self, records: u64, bytes: u64) {
         self.skipped_records.fetch_add(records, Relaxed);
         self.skipped_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn add_retries(&self, n: u64) {
+        self.retries.fetch_add(n, Relaxed);
     }
 
     /// Records a sample of the stage's buffer memory (peaks are kept).
@@ -94,6 +102,7 @@ impl StageStats {
             skipped_bytes: self.skipped_bytes.load(Relaxed),
             buffer_bytes: self.buffer_bytes.load(Relaxed),
             buffer_payload_bytes: self.buffer_payload_bytes.load(Relaxed),
+            retries: self.retries.load(Relaxed),
         }
     }
 }
