@@ -39,14 +39,7 @@ async fn every_record_arrives_once_through_500s_and_resets() {
     }
     let proxy = Proxy::start(gcs_upstream(), schedule).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
-    std::fs::write(
-        key_file.path(),
-        format!(
-            r#"{{"private_key": "x", "private_key_id": "x", "client_email": "x@example.com", "gcs_base_url": "http://{}", "disable_oauth": true}}"#,
-            proxy.addr
-        ),
-    )
-    .expect("write key");
+    proxy.write_gcs_key(key_file.path());
     // SAFETY: this binary's only test sets it before anything reads the
     // environment for GCS (no store exists yet); no other thread of the
     // process touches the environment.

@@ -21,14 +21,7 @@ use source_common::*;
 
 /// A gs:// store whose requests go through the proxy.
 fn store_via(proxy: &Proxy, url: &str, key_file: &tempfile::NamedTempFile) -> Store {
-    std::fs::write(
-        key_file.path(),
-        format!(
-            r#"{{"private_key": "x", "private_key_id": "x", "client_email": "x@example.com", "gcs_base_url": "http://{}", "disable_oauth": true}}"#,
-            proxy.addr
-        ),
-    )
-    .expect("write key");
+    proxy.write_gcs_key(key_file.path());
     let path = key_file.path().to_str().expect("utf-8").to_owned();
     Store::with_config(url, &[("google_service_account", path.as_str())]).expect("store")
 }

@@ -68,6 +68,19 @@ impl Proxy {
         Proxy { addr, seen, task }
     }
 
+    /// Writes a GCS service-account key file that sends object_store's
+    /// requests through this proxy, without OAuth.
+    pub fn write_gcs_key(&self, path: &std::path::Path) {
+        std::fs::write(
+            path,
+            format!(
+                r#"{{"private_key": "x", "private_key_id": "x", "client_email": "x@example.com", "gcs_base_url": "http://{}", "disable_oauth": true}}"#,
+                self.addr
+            ),
+        )
+        .expect("write key");
+    }
+
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().expect("lock").clone()
     }
