@@ -70,12 +70,12 @@ fn io_error(path: &str, offset: u64, e: &std::io::Error) -> RecordError {
     }
 }
 
-/// Opens the shard `url` (local path or gs://, s3://, az:// object)
-/// positioned to read records from `start`.
 /// A shard's records from byte `start`, and the request counters of every
 /// source reader opened for it (for the retries they made).
 type Opened = (RecordReader<Box<dyn Read + Send>>, Vec<Arc<ReadStats>>);
 
+/// Opens the shard `url` (local path or gs://, s3://, az:// object)
+/// positioned to read records from `start`.
 fn open_at(url: &str, start: u64, opts: &ReadOptions) -> Result<Opened, RecordError> {
     let source_opts = SourceOptions::default();
     let mut sources = Vec::new();
@@ -128,13 +128,7 @@ fn read_shard(
     let (mut reader, sources) = open_at(path, start, opts)?;
     let block_bytes = opts.chunk_size.max(1);
     let mut retries_reported = 0;
-    let mut report_retries = || {
-        let retries: u64 = sources.iter().map(|s| s.retries.load(Relaxed)).sum();
-        stats.add_retries(retries - retries_reported);
-        retries_reported = retries;
-    };
     loop {
-        report_retries();
         let timer = stats.busy_timer();
         let mut block = Vec::new();
         let mut bytes = 0;
@@ -157,6 +151,10 @@ fn read_shard(
         }
         stats.add_records(block.len() as u64);
         stats.add_bytes(bytes as u64);
+        // Retries happen while reading: count this block's once it is read.
+        let retries: u64 = sources.iter().map(|s| s.retries.load(Relaxed)).sum();
+        stats.add_retries(retries - retries_reported);
+        retries_reported = retries;
         drop(timer);
         if !block.is_empty() {
             let _wait = stats.wait_timer();
@@ -165,11 +163,9 @@ fn read_shard(
             }
         }
         if let Some(e) = failure {
-            report_retries();
             return Err(e);
         }
         if ended {
-            report_retries();
             let skipped = reader.skipped();
             stats.add_skipped(skipped.records, skipped.bytes);
             return Ok(());

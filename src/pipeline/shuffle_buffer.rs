@@ -205,7 +205,7 @@ impl ShuffleBuffer {
     }
 
     fn block_mut(&mut self, b: u32) -> &mut [u8] {
-        let (page, at) = (b as usize / PAGE_BLOCKS, b as usize % PAGE_BLOCKS * BLOCK);
+        let (page, at) = block_at(b);
         &mut self.pages[page][at..at + BLOCK]
     }
 
@@ -229,7 +229,7 @@ impl ShuffleBuffer {
         let mut last = END;
         while left > 0 && b != END {
             let n = left.min(BLOCK);
-            let (page, at) = (b as usize / PAGE_BLOCKS, b as usize % PAGE_BLOCKS * BLOCK);
+            let (page, at) = block_at(b);
             self.out.extend_from_slice(&self.pages[page][at..at + n]);
             left -= n;
             last = b;
@@ -258,6 +258,11 @@ impl ShuffleBuffer {
         next.reserve(OUT_CHUNK.max(len));
         self.out = next;
     }
+}
+
+/// Page and byte offset in it of block `b`.
+fn block_at(b: u32) -> (usize, usize) {
+    (b as usize / PAGE_BLOCKS, b as usize % PAGE_BLOCKS * BLOCK)
 }
 
 #[cfg(test)]

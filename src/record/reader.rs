@@ -18,7 +18,8 @@ use super::read_core::{ReadCore, Step};
 /// `Result<Record, RecordError>`.
 ///
 /// It reads `chunk_size` blocks and slices records out of them without
-/// copying; a block is read into again once its records are dropped. After the first error the iterator ends.
+/// copying; a block is read into again once its records are dropped. After
+/// the first error the iterator ends.
 pub struct RecordReader<R> {
     reader: R,
     core: ReadCore,
