@@ -101,13 +101,18 @@ class Pipeline:
     # Record-level steps --------------------------------------------------
 
     def seed(self, seed: int) -> Pipeline:
-        """The seed of every random choice (file order, shuffle buffer)."""
+        """The seed of every random choice (file order, shuffle buffer).
+        Under record-level ``shard`` the file order comes instead from a seed
+        all hosts share, so hosts may be seeded differently."""
         return self._with("seed", int(seed))
 
     def shard(self, index: int, count: int) -> Pipeline:
         """Reads only host ``index`` of ``count``'s part: every ``count``-th
         file when there are at least ``count`` files, else every
-        ``count``-th record."""
+        ``count``-th record of the interleaved stream, whose file order is
+        then drawn from a seed all hosts share. Either way the parts are
+        disjoint and cover the data every epoch, whatever each host's
+        ``seed``; the hosts must agree on the files and the interleave."""
         return self._with("shard", int(index), int(count))
 
     def shuffle_files(self) -> Pipeline:
