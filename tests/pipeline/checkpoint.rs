@@ -133,6 +133,19 @@ fn with_list(state: &[u8], tag: u64, values: &[u64]) -> Vec<u8> {
 }
 
 /// Field numbers of the state's body (see `pipeline/checkpoint.rs`).
+/// Asserts that `err` is `StateError::Invalid` for `field` holding `value`.
+#[track_caller]
+fn assert_invalid(err: &PipelineError, field: &str, value: u64) {
+    match err {
+        PipelineError::BadState(StateError::Invalid {
+            field: found,
+            value: v,
+            ..
+        }) => assert_eq!((*found, *v), (field, value), "{err:?}"),
+        other => panic!("expected StateError::Invalid for {field}, got {other:?}"),
+    }
+}
+
 const EPOCH: u64 = 4;
 const CURSOR: u64 = 6;
 const SLOT_FILES: u64 = 12;
@@ -251,17 +264,7 @@ fn a_cursor_of_2_pow_63_is_invalid_not_a_panic() {
     let p = pipeline(dir.path());
     let state = with_field(&state_after_3(&p), CURSOR, 1 << 63);
     let err = restore(&p, &state).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PipelineError::BadState(StateError::Invalid {
-                field: "interleave cursor",
-                value: 0x8000_0000_0000_0000,
-                ..
-            })
-        ),
-        "{err:?}"
-    );
+    assert_invalid(&err, "interleave cursor", 0x8000_0000_0000_0000);
 }
 
 #[test]
@@ -270,17 +273,7 @@ fn an_epoch_beyond_the_configured_count_is_invalid_not_a_longer_run() {
     let p = pipeline(dir.path());
     let state = with_field(&state_after_3(&p), EPOCH, u64::MAX);
     let err = restore(&p, &state).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PipelineError::BadState(StateError::Invalid {
-                field: "epoch",
-                value: u64::MAX,
-                ..
-            })
-        ),
-        "{err:?}"
-    );
+    assert_invalid(&err, "epoch", u64::MAX);
     assert!(
         err.to_string().contains("the pipeline reads 1 epochs"),
         "{err}"
@@ -296,17 +289,7 @@ fn a_file_index_beyond_the_files_is_invalid() {
     // The second slot names file 7 (stored + 1).
     let state = with_list(&state_after_3(&p), SLOT_FILES, &[1, 8]);
     let err = restore(&p, &state).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PipelineError::BadState(StateError::Invalid {
-                field: "file index of an interleave slot",
-                value: 7,
-                ..
-            })
-        ),
-        "{err:?}"
-    );
+    assert_invalid(&err, "file index of an interleave slot", 7);
     // A third slot: not this pipeline's interleave.
     let state = with_list(&state_after_3(&p), SLOT_FILES, &[1, 2, 1]);
     assert!(matches!(
@@ -575,17 +558,7 @@ fn an_empty_slot_while_files_remain_is_invalid_not_a_hang() {
     let state = with_list(&state_after_3(&p), SLOT_FILES, &[0, 2]);
     let state = with_field(&state, NEXT_FILE, 1);
     let err = crate::within(60, move || restore(&p, &state)).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PipelineError::BadState(StateError::Invalid {
-                field: "open interleave slots",
-                value: 1,
-                ..
-            })
-        ),
-        "{err:?}"
-    );
+    assert_invalid(&err, "open interleave slots", 1);
     assert!(
         err.to_string()
             .contains("1 of the epoch's 2 files are still to open"),

@@ -201,15 +201,7 @@ async fn lists_by_prefix_only(scheme: &str) {
     }
     upload(&base, &format!("{prefix}/d/train-dir/x.tfrecord"), b"x").await;
 
-    let stats = ReadStats::new();
-    let shards = list_shards_with_stats(
-        &format!("{base}/{prefix}/d/train-*"),
-        &SourceOptions::default(),
-        &stats,
-    )
-    .await
-    .expect("list");
-    let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
+    let (urls, stats) = listed_urls_with_stats(&format!("{base}/{prefix}/d/train-*")).await;
     assert_eq!(
         urls,
         (0..3)

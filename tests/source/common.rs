@@ -8,7 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use infeed::record::{ReadOptions, RecordReader};
-use infeed::source::{ReadStats, ShardInfo, SourceError, SourceOptions, Store};
+use infeed::source::{
+    ReadStats, ShardInfo, SourceError, SourceOptions, Store, list_shards_with_stats,
+};
 
 /// The path of a file in testdata/.
 pub fn testdata(name: &str) -> PathBuf {
@@ -67,4 +69,18 @@ pub async fn read_all(
         Some(store) => collect_chunks(store.read_chunks(shard, start, opts, stats)).await,
         None => collect_chunks(infeed::source::read_chunks(shard, start, opts, stats)).await,
     }
+}
+
+/// The URLs a glob lists (default options), in listing order.
+pub async fn listed_urls(glob: &str) -> Vec<String> {
+    listed_urls_with_stats(glob).await.0
+}
+
+/// The URLs a glob lists (default options), and the listing's request counts.
+pub async fn listed_urls_with_stats(glob: &str) -> (Vec<String>, Arc<ReadStats>) {
+    let stats = ReadStats::new();
+    let shards = list_shards_with_stats(glob, &SourceOptions::default(), &stats)
+        .await
+        .expect("list");
+    (shards.into_iter().map(|s| s.url).collect(), stats)
 }

@@ -59,13 +59,7 @@ async fn a_glob_lists_exactly_the_matching_files_sorted_with_sizes() {
             },
         ]
     );
-    let shards = list_shards(
-        &format!("{root}/a/train-0000[02].tfrecord"),
-        &SourceOptions::default(),
-    )
-    .await
-    .expect("list");
-    let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
+    let urls = listed_urls(&format!("{root}/a/train-0000[02].tfrecord")).await;
     assert_eq!(
         urls,
         vec![
@@ -80,13 +74,7 @@ async fn wildcards_in_directories_match_directories_only() {
     let dir = tree();
     let root = s(dir.path());
     write(&dir.path().join("b").join("train-00000.tfrecord"), 3);
-    let shards = list_shards(
-        &format!("{root}/*/train-00000.tfrecord"),
-        &SourceOptions::default(),
-    )
-    .await
-    .expect("list");
-    let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
+    let urls = listed_urls(&format!("{root}/*/train-00000.tfrecord")).await;
     assert_eq!(
         urls,
         vec![
@@ -112,10 +100,7 @@ async fn comma_separated_patterns_are_merged_sorted_and_deduplicated() {
     let root = s(dir.path());
     let pattern =
         format!("{root}/a/train-00002.tfrecord, {root}/a/eval-*,{root}/a/train-0000[12]*");
-    let shards = list_shards(&pattern, &SourceOptions::default())
-        .await
-        .expect("list");
-    let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
+    let urls = listed_urls(&pattern).await;
     assert_eq!(
         urls,
         vec![
@@ -209,15 +194,7 @@ async fn a_glob_lists_only_under_its_literal_prefix() {
     // A wildcard directory: the root (a, big) is read, then only a/.
     std::fs::create_dir_all(dir.path().join("a2")).expect("mkdir");
     write(&dir.path().join("a2").join("train-7.tfrecord"), 4);
-    let stats = ReadStats::new();
-    let shards = list_shards_with_stats(
-        &format!("{root}/a*/train-*.tfrecord"),
-        &SourceOptions::default(),
-        &stats,
-    )
-    .await
-    .expect("list");
-    let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
+    let (urls, stats) = listed_urls_with_stats(&format!("{root}/a*/train-*.tfrecord")).await;
     assert_eq!(
         urls,
         vec![
@@ -259,10 +236,7 @@ async fn relative_and_file_url_patterns_keep_their_spelling() {
     );
     let abs = testdata("lm-sample.tfrecord*");
     let url = format!("file://{}", abs.display());
-    let shards = list_shards(&url, &SourceOptions::default())
-        .await
-        .expect("list");
-    let urls: Vec<_> = shards.iter().map(|s| s.url.clone()).collect();
+    let urls = listed_urls(&url).await;
     let base = testdata("").display().to_string();
     assert_eq!(
         urls,
