@@ -175,6 +175,7 @@ def main():
                 "cpu_seconds": cpu,
                 "records_per_epoch": records_per_epoch(files),
                 "shapes": [json.loads(s) for s in sorted(shapes)],
+                "workers": args.workers if args.side == "grain" else 0,
             }
         )
     )

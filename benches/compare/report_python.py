@@ -60,7 +60,13 @@ def main():
                     f"the shards hold {expected}"
                 )
             if reference and side != "tf.data-numpy":
-                if res["records"] != reference["records"]:
+                # Grain's mp_prefetch workers each batch their own slice of the
+                # records and drop their own remainder: up to one batch fewer
+                # per extra worker.
+                short = reference["records"] - res["records"]
+                batch = max(s[n][0] for s in reference["shapes"] for n in s)
+                allowed = batch * max(res.get("workers", 0) - 1, 0)
+                if short != 0 and not (0 < short <= allowed and short % batch == 0):
                     failures.append(
                         f"{where} emitted {res['records']} records, tf.data {reference['records']}"
                     )
