@@ -114,6 +114,7 @@ fn column_part(column: &Option<String>) -> String {
 
 /// Everything `convert` can fail with.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConvertError {
     /// A bad input record (and `--skip-bad` was not given).
     #[error("{0}")]

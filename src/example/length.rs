@@ -14,6 +14,7 @@ use crate::spec::WireKind;
 
 /// The bytes are not a well-formed `Example` where the scan had to look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LengthError {
     /// A field runs past the end of its message, or a varint is too long.
     #[error("malformed protobuf at byte {at}")]

@@ -303,6 +303,7 @@ fn plural(n: usize) -> &'static str {
 
 /// What was wrong with a record.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ParseErrorKind {
     /// A fixed-length feature without a default is absent.
     #[error("required feature could not be found (data type: {dtype})")]

@@ -6,6 +6,7 @@ use crate::record::{Compression, RecordError};
 
 /// A pipeline error, naming the file and byte offset where data is at fault.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// Reading, decompressing or framing a shard failed.
     #[error(transparent)]
