@@ -66,7 +66,8 @@ def main():
                 short = reference["records"] - res["records"]
                 batch = max(s[n][0] for s in reference["shapes"] for n in s)
                 allowed = batch * max(res.get("workers", 0) - 1, 0)
-                if short != 0 and not (0 < short <= allowed and short % batch == 0):
+                whole_batches_short = 0 < short <= allowed and short % batch == 0
+                if short != 0 and not whole_batches_short:
                     failures.append(
                         f"{where} emitted {res['records']} records, tf.data {reference['records']}"
                     )

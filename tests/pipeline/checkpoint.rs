@@ -132,7 +132,6 @@ fn with_list(state: &[u8], tag: u64, values: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Field numbers of the state's body (see `pipeline/checkpoint.rs`).
 /// Asserts that `err` is `StateError::Invalid` for `field` holding `value`.
 #[track_caller]
 fn assert_invalid(err: &PipelineError, field: &str, value: u64) {
@@ -146,6 +145,7 @@ fn assert_invalid(err: &PipelineError, field: &str, value: u64) {
     }
 }
 
+/// Field numbers of the state's body (see `pipeline/checkpoint.rs`).
 const EPOCH: u64 = 4;
 const CURSOR: u64 = 6;
 const SLOT_FILES: u64 = 12;
