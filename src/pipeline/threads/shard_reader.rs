@@ -255,3 +255,189 @@ pub(crate) fn read_again(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Compression, RecordWriter};
+    use std::time::{Duration, Instant};
+
+    /// Records of 100 bytes, "f{f}-r{i}" padded with the file's letter.
+    fn record(f: usize, i: usize) -> Vec<u8> {
+        let mut r = format!("f{f}-r{i}-").into_bytes();
+        r.resize(100, b'a' + f as u8);
+        r
+    }
+
+    /// Writes `n` records to each of `files` GZIP shards.
+    fn gzip_shards(dir: &std::path::Path, files: usize, n: usize) -> Vec<String> {
+        (0..files)
+            .map(|f| {
+                let path = dir.join(format!("s{f}.tfrecord.gz"));
+                let mut w = RecordWriter::create(&path, Compression::Gzip).unwrap();
+                for i in 0..n {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                path.display().to_string()
+            })
+            .collect()
+    }
+
+    /// Waits (at most 20 s) until `f` gives the same value twice 200 ms apart.
+    fn settled(f: impl Fn() -> u64) -> u64 {
+        let until = Instant::now() + Duration::from_secs(20);
+        let mut last = f();
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = f();
+            if (now == last && now > 0) || Instant::now() > until {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    /// Interleaved GZIP shards inflate at once, each on its own thread and
+    /// ahead of the consumer, not in turn as the consumer asks: with no
+    /// block taken yet, every shard has inflated and framed exactly its
+    /// read-ahead (the block in the channel's slots and the one waiting to
+    /// be sent), and no more — read-ahead memory stays bounded.
+    #[test]
+    fn gzip_shards_inflate_at_once_each_ahead_of_the_consumer_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 4, 200);
+        // 116 framed bytes a record: a block closes at its 9th (1 044 bytes).
+        let opts = ReadOptions {
+            chunk_size: 1000,
+            ..ReadOptions::default()
+        };
+        let stats: Vec<Arc<StageStats>> = (0..4).map(|_| Arc::default()).collect();
+        let mut readers: Vec<ShardBlocks> = files
+            .iter()
+            .zip(&stats)
+            .map(|(f, s)| ShardBlocks::spawn(f.clone(), 0, opts.clone(), s.clone()))
+            .collect();
+        let ahead: Vec<u64> = stats
+            .iter()
+            .map(|s| settled(|| s.figures().records))
+            .collect();
+        let blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
+        assert_eq!(ahead, vec![blocks * 9; 4]);
+        // Taking one block of shard 2 lets shard 2 alone read one more.
+        let block = readers[2].next_block().unwrap().unwrap();
+        assert_eq!(block.len(), 9);
+        assert_eq!(&block[0].data[..], &record(2, 0)[..]);
+        let ahead: Vec<u64> = stats
+            .iter()
+            .map(|s| settled(|| s.figures().records))
+            .collect();
+        assert_eq!(
+            ahead,
+            [blocks * 9, blocks * 9, (blocks + 1) * 9, blocks * 9]
+        );
+    }
+
+    /// Read ahead on their threads, the shards still give exactly their
+    /// records, in order, with their offsets in the uncompressed stream.
+    #[test]
+    fn each_shard_gives_exactly_its_records_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 4, 300);
+        let opts = ReadOptions {
+            chunk_size: 1000,
+            ..ReadOptions::default()
+        };
+        let mut readers: Vec<ShardBlocks> = files
+            .iter()
+            .map(|f| ShardBlocks::spawn(f.clone(), 0, opts.clone(), Arc::default()))
+            .collect();
+        // Take blocks round robin, as the interleave does.
+        let mut got: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
+        let mut open = [true; 4];
+        while open.iter().any(|&o| o) {
+            for (f, reader) in readers.iter_mut().enumerate() {
+                if !open[f] {
+                    continue;
+                }
+                match reader.next_block() {
+                    Some(block) => got[f].extend(
+                        block
+                            .unwrap()
+                            .into_iter()
+                            .map(|r| (r.offset, r.data.to_vec())),
+                    ),
+                    None => open[f] = false,
+                }
+            }
+        }
+        for (f, records) in got.iter().enumerate() {
+            let want: Vec<(u64, Vec<u8>)> =
+                (0..300).map(|i| (i as u64 * 116, record(f, i))).collect();
+            assert_eq!(records, &want, "shard {f}");
+        }
+    }
+
+    /// A corrupt GZIP shard read ahead on its thread: its good records
+    /// first, then a typed error naming the file and the compressed offset;
+    /// the other shard is not affected.
+    #[test]
+    fn a_corrupt_gzip_shard_is_an_error_naming_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 2, 2000);
+        // Shard 1: one GZIP member of 1 000 records, then bytes that start
+        // no GZIP member.
+        let mut w = RecordWriter::new(Vec::new(), Compression::Gzip);
+        for i in 0..1000 {
+            w.write_record(&record(1, i)).unwrap();
+        }
+        let mut bytes = w.finish().unwrap();
+        let member = bytes.len() as u64;
+        bytes.extend_from_slice(b"these bytes start no GZIP member");
+        std::fs::write(&files[1], &bytes).unwrap();
+        let opts = ReadOptions {
+            chunk_size: 4096,
+            ..ReadOptions::default()
+        };
+        let mut good = ShardBlocks::spawn(files[0].clone(), 0, opts.clone(), Arc::default());
+        let mut bad = ShardBlocks::spawn(files[1].clone(), 0, opts, Arc::default());
+        let mut records = 0usize;
+        let error = loop {
+            match bad.next_block() {
+                Some(Ok(block)) => {
+                    for r in block {
+                        assert_eq!(&r.data[..], &record(1, records)[..]);
+                        records += 1;
+                    }
+                }
+                Some(Err(e)) => break e,
+                None => panic!("the corrupt shard ended without an error"),
+            }
+        };
+        assert_eq!(records, 1000);
+        assert_eq!(error.path, files[1]);
+        assert!(
+            matches!(
+                error.kind,
+                ErrorKind::Decompress {
+                    compression: Compression::Gzip,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        // The offset counts compressed bytes: in the bytes after the member.
+        assert!(
+            (member..=bytes.len() as u64).contains(&error.offset),
+            "{} not in {member}..={}",
+            error.offset,
+            bytes.len()
+        );
+        assert!(bad.next_block().is_none());
+        let mut n = 0;
+        while let Some(block) = good.next_block() {
+            n += block.unwrap().len();
+        }
+        assert_eq!(n, 2000);
+    }
+}
