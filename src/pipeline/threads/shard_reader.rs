@@ -200,6 +200,12 @@ pub(crate) fn record_index(
 /// again, in the given order (a restored shuffle buffer or grouping). Each
 /// record is copied out of its read chunk; a position that holds no record
 /// is an error.
+///
+/// The files are read at once, a few at a time ([`read_again_at_once`]),
+/// each on its own shard thread: a compressed file is inflated from its
+/// start up to its last wanted record, and a restore that waited for the
+/// files one after another would take their sum. Results and errors come
+/// in file order, as if they were read one by one.
 pub(crate) fn read_again(
     files: &[String],
     read: &ReadOptions,
@@ -210,8 +216,7 @@ pub(crate) fn read_again(
     for &(file, offset) in positions {
         by_file.entry(file).or_default().push(offset);
     }
-    let mut found: HashMap<(u32, u64), Bytes> = HashMap::with_capacity(positions.len());
-    for (file, mut offsets) in by_file {
+    let jobs = by_file.into_iter().map(|(file, mut offsets)| {
         offsets.sort_unstable();
         // With `repeat` before `shuffle` one record can be buffered twice.
         offsets.dedup();
@@ -222,31 +227,43 @@ pub(crate) fn read_again(
                 value: u64::from(file),
                 reason: format!("the pipeline has {} files", files.len()),
             })?;
-        let mut reader = ShardBlocks::spawn(path.clone(), offsets[0], read.clone(), stats.clone());
-        let mut wanted = offsets.iter().peekable();
-        'file: while let Some(block) = reader.next_block() {
-            for record in block? {
-                if wanted.peek().is_some_and(|&&o| o < record.offset) {
-                    break 'file; // not a record boundary: reported below
-                }
-                if wanted.peek() == Some(&&record.offset) {
-                    wanted.next();
-                    let data = Bytes::copy_from_slice(&record.data);
-                    found.insert((file, record.offset), data);
-                    if wanted.peek().is_none() {
-                        break 'file;
+        Ok::<_, PipelineError>((file, path, offsets))
+    });
+    let mut found: HashMap<(u32, u64), Bytes> = HashMap::with_capacity(positions.len());
+    in_order_ahead(
+        jobs,
+        read_again_at_once(),
+        |(file, path, offsets): (u32, &String, Vec<u64>)| {
+            let reader = ShardBlocks::spawn(path.clone(), offsets[0], read.clone(), stats.clone());
+            (file, path, offsets, reader)
+        },
+        |(file, path, offsets, mut reader)| -> Result<(), PipelineError> {
+            let mut wanted = offsets.iter().peekable();
+            'file: while let Some(block) = reader.next_block() {
+                for record in block.map_err(PipelineError::from)? {
+                    if wanted.peek().is_some_and(|&&o| o < record.offset) {
+                        break 'file; // not a record boundary: reported below
+                    }
+                    if wanted.peek() == Some(&&record.offset) {
+                        wanted.next();
+                        let data = Bytes::copy_from_slice(&record.data);
+                        found.insert((file, record.offset), data);
+                        if wanted.peek().is_none() {
+                            break 'file;
+                        }
                     }
                 }
             }
-        }
-        if let Some(&&offset) = wanted.peek() {
-            return Err(StateError::NoRecord {
-                path: path.clone(),
-                offset,
+            match wanted.peek() {
+                Some(&&offset) => Err(StateError::NoRecord {
+                    path: path.clone(),
+                    offset,
+                }
+                .into()),
+                None => Ok(()),
             }
-            .into());
-        }
-    }
+        },
+    )?;
     positions
         .iter()
         .map(|&(file, offset)| {
@@ -254,6 +271,40 @@ pub(crate) fn read_again(
             Ok(Item { data, file, offset })
         })
         .collect()
+}
+
+/// Files [`read_again`] reads at once: one per core (at least 2, at most
+/// 16), each with its bounded read-ahead.
+fn read_again_at_once() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16))
+}
+
+/// Runs `jobs` in order, each started (`start`) up to `ahead` jobs before it
+/// is finished (`finish`), so that up to `ahead` run at once. Stops at the
+/// first error, in job order: no job after a failed one (or after one that
+/// could not be made) is started.
+fn in_order_ahead<J, H, E>(
+    jobs: impl IntoIterator<Item = Result<J, E>>,
+    ahead: usize,
+    mut start: impl FnMut(J) -> H,
+    mut finish: impl FnMut(H) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut jobs = jobs.into_iter();
+    let mut started = std::collections::VecDeque::new();
+    let mut bad = None;
+    loop {
+        while bad.is_none() && started.len() < ahead.max(1) {
+            match jobs.next() {
+                Some(Ok(job)) => started.push_back(start(job)),
+                Some(Err(e)) => bad = Some(e),
+                None => break,
+            }
+        }
+        match started.pop_front() {
+            Some(handle) => finish(handle)?,
+            None => return bad.map_or(Ok(()), Err),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -439,5 +490,110 @@ mod tests {
             n += block.unwrap().len();
         }
         assert_eq!(n, 2000);
+    }
+
+    /// Up to `ahead` jobs run at once, finished in order; the first error
+    /// in job order stops it, and nothing after it is started.
+    #[test]
+    fn jobs_start_ahead_and_finish_in_order() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let run = |jobs: Vec<Result<u32, String>>, ahead: usize| {
+            log.borrow_mut().clear();
+            let r = in_order_ahead(
+                jobs,
+                ahead,
+                |j| {
+                    log.borrow_mut().push(format!("start {j}"));
+                    j
+                },
+                |j| {
+                    log.borrow_mut().push(format!("finish {j}"));
+                    if j == 9 {
+                        Err("job 9 failed".to_string())
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+            (r, log.borrow().join(", "))
+        };
+        assert_eq!(
+            run((0..5).map(Ok).collect(), 3),
+            (
+                Ok(()),
+                "start 0, start 1, start 2, finish 0, start 3, finish 1, start 4, finish 2, \
+                 finish 3, finish 4"
+                    .to_string()
+            )
+        );
+        // A job that cannot be made: the ones before it finish, none after.
+        let jobs = vec![Ok(0), Ok(1), Err("no job 2".to_string()), Ok(3)];
+        assert_eq!(
+            run(jobs, 3),
+            (
+                Err("no job 2".to_string()),
+                "start 0, start 1, finish 0, finish 1".to_string()
+            )
+        );
+        // A job that fails: the started ones after it are dropped unfinished.
+        let jobs = vec![Ok(0), Ok(9), Ok(2), Ok(3)];
+        assert_eq!(
+            run(jobs, 2),
+            (
+                Err("job 9 failed".to_string()),
+                "start 0, start 9, finish 0, start 2, finish 9".to_string()
+            )
+        );
+        assert_eq!(
+            run(vec![Ok(0), Ok(1)], 0).1,
+            "start 0, finish 0, start 1, finish 1"
+        );
+    }
+
+    /// A restore's records read again from several GZIP shards at once:
+    /// exactly the records at the positions, in the order asked (duplicates
+    /// too); a position that is no record names its file and offset, the
+    /// first such in file order.
+    #[test]
+    fn read_again_gives_the_records_at_the_positions_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 5, 400);
+        let opts = ReadOptions {
+            chunk_size: 2000,
+            ..ReadOptions::default()
+        };
+        let stats = Arc::default();
+        let positions: Vec<(u32, u64)> = (0..300u64)
+            .map(|k| ((k * 7 % 5) as u32, (k * 131 % 400) * 116))
+            .chain([(3, 0), (3, 0), (4, 399 * 116)])
+            .collect();
+        let items = read_again(&files, &opts, &stats, &positions).unwrap();
+        assert_eq!(items.len(), positions.len());
+        for (item, &(file, offset)) in items.iter().zip(&positions) {
+            assert_eq!((item.file, item.offset), (file, offset));
+            let want = record(file as usize, (offset / 116) as usize);
+            assert_eq!(&item.data[..], &want[..]);
+        }
+        // File 0 first: past its last record.
+        let bad = [(4, 5), (2, 117), (0, 400 * 116)];
+        match read_again(&files, &opts, &stats, &bad) {
+            Err(PipelineError::BadState(StateError::NoRecord { path, offset })) => {
+                assert_eq!((path.as_str(), offset), (files[0].as_str(), 400 * 116));
+            }
+            other => panic!("{other:?}"),
+        }
+        // File 2 before file 4: no record boundary, so no valid header.
+        match read_again(&files, &opts, &stats, &[(4, 5), (2, 117)]) {
+            Err(PipelineError::Record(e)) => {
+                assert_eq!((e.path.as_str(), e.offset), (files[2].as_str(), 117));
+            }
+            other => panic!("{other:?}"),
+        }
+        match read_again(&files, &opts, &stats, &[(1, 0), (7, 0)]) {
+            Err(PipelineError::BadState(StateError::Invalid { field, value, .. })) => {
+                assert_eq!((field, value), ("file index", 7));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
