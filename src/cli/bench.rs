@@ -574,6 +574,7 @@ fn measure<T: Measured + Send + 'static>(
         }
         records += batch.records() as u64;
         count += 1;
+        batches.recycle(batch);
     }
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = cpu_ticks()

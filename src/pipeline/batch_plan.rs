@@ -9,7 +9,7 @@ use super::error::PipelineError;
 use super::group::plan::{BatchFn, RawBatch};
 use super::group::plan::{GroupMode, Layout, MeasureFn, PrefilterFn};
 use super::ops::Item;
-use super::parsed::{self, OpError, ParsedOp};
+use super::parsed::{self, ColumnPool, OpError, ParsedOp};
 use super::plan::Grouping;
 use crate::batch::{
     Assembler, Batch, BatchError, BatchErrorKind, BatchPlan, BatchShape, BucketGroup, Bucketer,
@@ -504,25 +504,32 @@ impl ParsedSettings {
         Ok((grouping, work))
     }
 
-    /// The grouping and the workers' job for parsed columns.
-    pub(crate) fn columns(&self) -> Result<(Grouping, BatchFn<ParsedBatch>), PipelineError> {
+    /// The grouping and the workers' job for parsed columns, and the pool
+    /// the consumer gives batches back to for their columns to be reused.
+    pub(crate) fn columns(
+        &self,
+    ) -> Result<(Grouping, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
         if self.grouping != ParsedGrouping::Rows {
             return Err(PipelineError::Config(
                 "bucket_by_length and pack give assembled batches: use build()".into(),
             ));
         }
         let grouping = self.grouping(None)?;
-        // The columns are handed over, so they are new for each batch; a
-        // reused parser sizes them from the last batch, so none regrows.
+        // The columns are handed over: they are parsed into the buffers of
+        // a batch the consumer gave back, else new ones (a reused parser
+        // sizes them from the last batch, so none regrows).
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref());
+        let pool = ColumnPool::new(COLUMN_SPARES);
+        let spare = pool.clone();
         let ops = self.ops.clone();
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
-            let parsed = parsers
-                .with_parser(|parser| parser.parse(&raw.records))
+            let mut parsed = spare.take();
+            parsers
+                .with_parser(|parser| parser.parse_into(&raw.records, &mut parsed))
                 .map_err(|error| parse_error(&raw, error))?;
             parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))
         });
-        Ok((grouping, work))
+        Ok((grouping, work, pool))
     }
 }
 
@@ -609,6 +616,10 @@ fn map_error(raw: &RawBatch, error: OpError) -> PipelineError {
     }
 }
 
+/// Parsed batches given back that the pool keeps: enough for the workers
+/// and the batches in flight to find one.
+const COLUMN_SPARES: usize = 8;
+
 /// Parsers with reusable column buffers, one per worker at a time: writing
 /// fresh memory costs more than parsing here (page faults on this VM), so
 /// each batch reuses the buffers of an earlier one.
@@ -657,15 +668,6 @@ impl AnyParser {
                 Ok(())
             }
         }
-    }
-
-    fn parse<R: AsRef<[u8]>>(&mut self, records: &[R]) -> Result<ParsedBatch, ParseError> {
-        let mut out = ParsedBatch {
-            num_records: 0,
-            columns: Vec::new(),
-        };
-        self.parse_into(records, &mut out)?;
-        Ok(out)
     }
 }
 

@@ -69,7 +69,13 @@ pub struct Batches<T> {
     states_ahead: BTreeMap<u64, Arc<Snapshot>>,
     pub(crate) fingerprint: u32,
     read: crate::record::ReadOptions,
+    /// Takes batches given back ([`recycle`](Self::recycle)) for their
+    /// memory to be reused; `None`: they are dropped.
+    pub(crate) recycler: Option<Recycler<T>>,
 }
+
+/// Where [`Batches::recycle`] sends a batch.
+pub(crate) type Recycler<T> = Arc<dyn Fn(T) + Send + Sync>;
 
 impl<T: Send + 'static> Batches<T> {
     pub(crate) fn start(
@@ -118,6 +124,20 @@ impl<T: Send + 'static> Batches<T> {
             states_ahead: BTreeMap::new(),
             fingerprint,
             read,
+            recycler: None,
+        }
+    }
+
+    /// Gives a batch back once done with it, so that a later batch reuses
+    /// its memory: parsed columns ([`build_columns`]) are parsed into again
+    /// rather than into fresh pages. The output does not change. A batch
+    /// not given back is simply freed; assembled batches return their
+    /// buffers to their pool when dropped, so for them this is a drop.
+    ///
+    /// [`build_columns`]: super::ParsedPipeline::build_columns
+    pub fn recycle(&self, batch: T) {
+        if let Some(recycler) = &self.recycler {
+            recycler(batch);
         }
     }
 

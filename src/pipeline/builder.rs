@@ -473,9 +473,13 @@ impl ParsedPipeline {
     /// Starts the pipeline, giving the parsed columns as they are (ragged
     /// features as values plus row splits), without padding or assembly;
     /// parsed ops apply. Not with buckets or packing, whose batches only
-    /// exist assembled.
+    /// exist assembled. Give each batch back with
+    /// [`Batches::recycle`] once done with it, and the next batches are
+    /// parsed into its buffers instead of fresh memory.
     pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
-        let (grouping, work) = self.p.columns()?;
-        plan::start(&self.pipeline.s, grouping, work)
+        let (grouping, work, pool) = self.p.columns()?;
+        let mut batches = plan::start(&self.pipeline.s, grouping, work)?;
+        batches.recycler = Some(Arc::new(move |batch| pool.give(batch)));
+        Ok(batches)
     }
 }

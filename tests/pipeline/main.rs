@@ -8,6 +8,7 @@ mod pack;
 mod parse;
 mod parsed_ops;
 mod records;
+mod recycle;
 mod restore_props;
 mod sequence;
 mod tf_oracle;

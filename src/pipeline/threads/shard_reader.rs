@@ -200,6 +200,12 @@ pub(crate) fn record_index(
 /// again, in the given order (a restored shuffle buffer or grouping). Each
 /// record is copied out of its read chunk; a position that holds no record
 /// is an error.
+///
+/// The files are read at once, a few at a time ([`read_again_at_once`]),
+/// each on its own shard thread: a compressed file is inflated from its
+/// start up to its last wanted record, and a restore that waited for the
+/// files one after another would take their sum. Results and errors come
+/// in file order, as if they were read one by one.
 pub(crate) fn read_again(
     files: &[String],
     read: &ReadOptions,
@@ -210,8 +216,7 @@ pub(crate) fn read_again(
     for &(file, offset) in positions {
         by_file.entry(file).or_default().push(offset);
     }
-    let mut found: HashMap<(u32, u64), Bytes> = HashMap::with_capacity(positions.len());
-    for (file, mut offsets) in by_file {
+    let jobs = by_file.into_iter().map(|(file, mut offsets)| {
         offsets.sort_unstable();
         // With `repeat` before `shuffle` one record can be buffered twice.
         offsets.dedup();
@@ -222,31 +227,43 @@ pub(crate) fn read_again(
                 value: u64::from(file),
                 reason: format!("the pipeline has {} files", files.len()),
             })?;
-        let mut reader = ShardBlocks::spawn(path.clone(), offsets[0], read.clone(), stats.clone());
-        let mut wanted = offsets.iter().peekable();
-        'file: while let Some(block) = reader.next_block() {
-            for record in block? {
-                if wanted.peek().is_some_and(|&&o| o < record.offset) {
-                    break 'file; // not a record boundary: reported below
-                }
-                if wanted.peek() == Some(&&record.offset) {
-                    wanted.next();
-                    let data = Bytes::copy_from_slice(&record.data);
-                    found.insert((file, record.offset), data);
-                    if wanted.peek().is_none() {
-                        break 'file;
+        Ok::<_, PipelineError>((file, path, offsets))
+    });
+    let mut found: HashMap<(u32, u64), Bytes> = HashMap::with_capacity(positions.len());
+    in_order_ahead(
+        jobs,
+        read_again_at_once(),
+        |(file, path, offsets): (u32, &String, Vec<u64>)| {
+            let reader = ShardBlocks::spawn(path.clone(), offsets[0], read.clone(), stats.clone());
+            (file, path, offsets, reader)
+        },
+        |(file, path, offsets, mut reader)| -> Result<(), PipelineError> {
+            let mut wanted = offsets.iter().peekable();
+            'file: while let Some(block) = reader.next_block() {
+                for record in block.map_err(PipelineError::from)? {
+                    if wanted.peek().is_some_and(|&&o| o < record.offset) {
+                        break 'file; // not a record boundary: reported below
+                    }
+                    if wanted.peek() == Some(&&record.offset) {
+                        wanted.next();
+                        let data = Bytes::copy_from_slice(&record.data);
+                        found.insert((file, record.offset), data);
+                        if wanted.peek().is_none() {
+                            break 'file;
+                        }
                     }
                 }
             }
-        }
-        if let Some(&&offset) = wanted.peek() {
-            return Err(StateError::NoRecord {
-                path: path.clone(),
-                offset,
+            match wanted.peek() {
+                Some(&&offset) => Err(StateError::NoRecord {
+                    path: path.clone(),
+                    offset,
+                }
+                .into()),
+                None => Ok(()),
             }
-            .into());
-        }
-    }
+        },
+    )?;
     positions
         .iter()
         .map(|&(file, offset)| {
@@ -254,4 +271,329 @@ pub(crate) fn read_again(
             Ok(Item { data, file, offset })
         })
         .collect()
+}
+
+/// Files [`read_again`] reads at once: one per core (at least 2, at most
+/// 16), each with its bounded read-ahead.
+fn read_again_at_once() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16))
+}
+
+/// Runs `jobs` in order, each started (`start`) up to `ahead` jobs before it
+/// is finished (`finish`), so that up to `ahead` run at once. Stops at the
+/// first error, in job order: no job after a failed one (or after one that
+/// could not be made) is started.
+fn in_order_ahead<J, H, E>(
+    jobs: impl IntoIterator<Item = Result<J, E>>,
+    ahead: usize,
+    mut start: impl FnMut(J) -> H,
+    mut finish: impl FnMut(H) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut jobs = jobs.into_iter();
+    let mut started = std::collections::VecDeque::new();
+    let mut bad = None;
+    loop {
+        while bad.is_none() && started.len() < ahead.max(1) {
+            match jobs.next() {
+                Some(Ok(job)) => started.push_back(start(job)),
+                Some(Err(e)) => bad = Some(e),
+                None => break,
+            }
+        }
+        match started.pop_front() {
+            Some(handle) => finish(handle)?,
+            None => return bad.map_or(Ok(()), Err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Compression, RecordWriter};
+    use std::time::{Duration, Instant};
+
+    /// Records of 100 bytes, "f{f}-r{i}" padded with the file's letter.
+    fn record(f: usize, i: usize) -> Vec<u8> {
+        let mut r = format!("f{f}-r{i}-").into_bytes();
+        r.resize(100, b'a' + f as u8);
+        r
+    }
+
+    /// Writes `n` records to each of `files` GZIP shards.
+    fn gzip_shards(dir: &std::path::Path, files: usize, n: usize) -> Vec<String> {
+        (0..files)
+            .map(|f| {
+                let path = dir.join(format!("s{f}.tfrecord.gz"));
+                let mut w = RecordWriter::create(&path, Compression::Gzip).unwrap();
+                for i in 0..n {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                path.display().to_string()
+            })
+            .collect()
+    }
+
+    /// Waits (at most 20 s) until `f` gives the same value twice 200 ms apart.
+    fn settled(f: impl Fn() -> u64) -> u64 {
+        let until = Instant::now() + Duration::from_secs(20);
+        let mut last = f();
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = f();
+            if (now == last && now > 0) || Instant::now() > until {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    /// Interleaved GZIP shards inflate at once, each on its own thread and
+    /// ahead of the consumer, not in turn as the consumer asks: with no
+    /// block taken yet, every shard has inflated and framed exactly its
+    /// read-ahead (the block in the channel's slots and the one waiting to
+    /// be sent), and no more — read-ahead memory stays bounded.
+    #[test]
+    fn gzip_shards_inflate_at_once_each_ahead_of_the_consumer_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 4, 200);
+        // 116 framed bytes a record: a block closes at its 9th (1 044 bytes).
+        let opts = ReadOptions {
+            chunk_size: 1000,
+            ..ReadOptions::default()
+        };
+        let stats: Vec<Arc<StageStats>> = (0..4).map(|_| Arc::default()).collect();
+        let mut readers: Vec<ShardBlocks> = files
+            .iter()
+            .zip(&stats)
+            .map(|(f, s)| ShardBlocks::spawn(f.clone(), 0, opts.clone(), s.clone()))
+            .collect();
+        let ahead: Vec<u64> = stats
+            .iter()
+            .map(|s| settled(|| s.figures().records))
+            .collect();
+        let blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
+        assert_eq!(ahead, vec![blocks * 9; 4]);
+        // Taking one block of shard 2 lets shard 2 alone read one more.
+        let block = readers[2].next_block().unwrap().unwrap();
+        assert_eq!(block.len(), 9);
+        assert_eq!(&block[0].data[..], &record(2, 0)[..]);
+        let ahead: Vec<u64> = stats
+            .iter()
+            .map(|s| settled(|| s.figures().records))
+            .collect();
+        assert_eq!(
+            ahead,
+            [blocks * 9, blocks * 9, (blocks + 1) * 9, blocks * 9]
+        );
+    }
+
+    /// Read ahead on their threads, the shards still give exactly their
+    /// records, in order, with their offsets in the uncompressed stream.
+    #[test]
+    fn each_shard_gives_exactly_its_records_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 4, 300);
+        let opts = ReadOptions {
+            chunk_size: 1000,
+            ..ReadOptions::default()
+        };
+        let mut readers: Vec<ShardBlocks> = files
+            .iter()
+            .map(|f| ShardBlocks::spawn(f.clone(), 0, opts.clone(), Arc::default()))
+            .collect();
+        // Take blocks round robin, as the interleave does.
+        let mut got: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
+        let mut open = [true; 4];
+        while open.iter().any(|&o| o) {
+            for (f, reader) in readers.iter_mut().enumerate() {
+                if !open[f] {
+                    continue;
+                }
+                match reader.next_block() {
+                    Some(block) => got[f].extend(
+                        block
+                            .unwrap()
+                            .into_iter()
+                            .map(|r| (r.offset, r.data.to_vec())),
+                    ),
+                    None => open[f] = false,
+                }
+            }
+        }
+        for (f, records) in got.iter().enumerate() {
+            let want: Vec<(u64, Vec<u8>)> =
+                (0..300).map(|i| (i as u64 * 116, record(f, i))).collect();
+            assert_eq!(records, &want, "shard {f}");
+        }
+    }
+
+    /// A corrupt GZIP shard read ahead on its thread: its good records
+    /// first, then a typed error naming the file and the compressed offset;
+    /// the other shard is not affected.
+    #[test]
+    fn a_corrupt_gzip_shard_is_an_error_naming_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 2, 2000);
+        // Shard 1: one GZIP member of 1 000 records, then bytes that start
+        // no GZIP member.
+        let mut w = RecordWriter::new(Vec::new(), Compression::Gzip);
+        for i in 0..1000 {
+            w.write_record(&record(1, i)).unwrap();
+        }
+        let mut bytes = w.finish().unwrap();
+        let member = bytes.len() as u64;
+        bytes.extend_from_slice(b"these bytes start no GZIP member");
+        std::fs::write(&files[1], &bytes).unwrap();
+        let opts = ReadOptions {
+            chunk_size: 4096,
+            ..ReadOptions::default()
+        };
+        let mut good = ShardBlocks::spawn(files[0].clone(), 0, opts.clone(), Arc::default());
+        let mut bad = ShardBlocks::spawn(files[1].clone(), 0, opts, Arc::default());
+        let mut records = 0usize;
+        let error = loop {
+            match bad.next_block() {
+                Some(Ok(block)) => {
+                    for r in block {
+                        assert_eq!(&r.data[..], &record(1, records)[..]);
+                        records += 1;
+                    }
+                }
+                Some(Err(e)) => break e,
+                None => panic!("the corrupt shard ended without an error"),
+            }
+        };
+        assert_eq!(records, 1000);
+        assert_eq!(error.path, files[1]);
+        assert!(
+            matches!(
+                error.kind,
+                ErrorKind::Decompress {
+                    compression: Compression::Gzip,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        // The offset counts compressed bytes: in the bytes after the member.
+        assert!(
+            (member..=bytes.len() as u64).contains(&error.offset),
+            "{} not in {member}..={}",
+            error.offset,
+            bytes.len()
+        );
+        assert!(bad.next_block().is_none());
+        let mut n = 0;
+        while let Some(block) = good.next_block() {
+            n += block.unwrap().len();
+        }
+        assert_eq!(n, 2000);
+    }
+
+    /// Up to `ahead` jobs run at once, finished in order; the first error
+    /// in job order stops it, and nothing after it is started.
+    #[test]
+    fn jobs_start_ahead_and_finish_in_order() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let run = |jobs: Vec<Result<u32, String>>, ahead: usize| {
+            log.borrow_mut().clear();
+            let r = in_order_ahead(
+                jobs,
+                ahead,
+                |j| {
+                    log.borrow_mut().push(format!("start {j}"));
+                    j
+                },
+                |j| {
+                    log.borrow_mut().push(format!("finish {j}"));
+                    if j == 9 {
+                        Err("job 9 failed".to_string())
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+            (r, log.borrow().join(", "))
+        };
+        assert_eq!(
+            run((0..5).map(Ok).collect(), 3),
+            (
+                Ok(()),
+                "start 0, start 1, start 2, finish 0, start 3, finish 1, start 4, finish 2, \
+                 finish 3, finish 4"
+                    .to_string()
+            )
+        );
+        // A job that cannot be made: the ones before it finish, none after.
+        let jobs = vec![Ok(0), Ok(1), Err("no job 2".to_string()), Ok(3)];
+        assert_eq!(
+            run(jobs, 3),
+            (
+                Err("no job 2".to_string()),
+                "start 0, start 1, finish 0, finish 1".to_string()
+            )
+        );
+        // A job that fails: the started ones after it are dropped unfinished.
+        let jobs = vec![Ok(0), Ok(9), Ok(2), Ok(3)];
+        assert_eq!(
+            run(jobs, 2),
+            (
+                Err("job 9 failed".to_string()),
+                "start 0, start 9, finish 0, start 2, finish 9".to_string()
+            )
+        );
+        assert_eq!(
+            run(vec![Ok(0), Ok(1)], 0).1,
+            "start 0, finish 0, start 1, finish 1"
+        );
+    }
+
+    /// A restore's records read again from several GZIP shards at once:
+    /// exactly the records at the positions, in the order asked (duplicates
+    /// too); a position that is no record names its file and offset, the
+    /// first such in file order.
+    #[test]
+    fn read_again_gives_the_records_at_the_positions_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = gzip_shards(dir.path(), 5, 400);
+        let opts = ReadOptions {
+            chunk_size: 2000,
+            ..ReadOptions::default()
+        };
+        let stats = Arc::default();
+        let positions: Vec<(u32, u64)> = (0..300u64)
+            .map(|k| ((k * 7 % 5) as u32, (k * 131 % 400) * 116))
+            .chain([(3, 0), (3, 0), (4, 399 * 116)])
+            .collect();
+        let items = read_again(&files, &opts, &stats, &positions).unwrap();
+        assert_eq!(items.len(), positions.len());
+        for (item, &(file, offset)) in items.iter().zip(&positions) {
+            assert_eq!((item.file, item.offset), (file, offset));
+            let want = record(file as usize, (offset / 116) as usize);
+            assert_eq!(&item.data[..], &want[..]);
+        }
+        // File 0 first: past its last record.
+        let bad = [(4, 5), (2, 117), (0, 400 * 116)];
+        match read_again(&files, &opts, &stats, &bad) {
+            Err(PipelineError::BadState(StateError::NoRecord { path, offset })) => {
+                assert_eq!((path.as_str(), offset), (files[0].as_str(), 400 * 116));
+            }
+            other => panic!("{other:?}"),
+        }
+        // File 2 before file 4: no record boundary, so no valid header.
+        match read_again(&files, &opts, &stats, &[(4, 5), (2, 117)]) {
+            Err(PipelineError::Record(e)) => {
+                assert_eq!((e.path.as_str(), e.offset), (files[2].as_str(), 117));
+            }
+            other => panic!("{other:?}"),
+        }
+        match read_again(&files, &opts, &stats, &[(1, 0), (7, 0)]) {
+            Err(PipelineError::BadState(StateError::Invalid { field, value, .. })) => {
+                assert_eq!((field, value), ("file index", 7));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
