@@ -5,7 +5,7 @@ use super::assemble::{BatchError, BatchErrorKind, CopyError, Dst, compatible, ra
 use super::bucket::Remainder;
 use super::buffer::{AlignedBuf, BufferPool};
 use super::dtype::TensorType;
-use super::plan::{Fill, PlanError, Scalar};
+use super::plan::{Fill, MaskType, PlanError, Scalar};
 use super::tensor::{Batch, BatchShape, Tensor, TensorShape};
 use crate::example::{Column, ParsedBatch, Values};
 use crate::spec::{DType, FeatureKind, FeatureSpec};
@@ -43,6 +43,7 @@ pub struct PackPlan {
     overflow: Overflow,
     pad_value: Scalar,
     masks: bool,
+    mask_types: Vec<(String, MaskType)>,
     pool: Option<BufferPool>,
 }
 
@@ -65,6 +66,7 @@ impl PackPlan {
             overflow: Overflow::Error,
             pad_value: Scalar::Int(0),
             masks: false,
+            mask_types: Vec::new(),
             pool: None,
         }
     }
@@ -74,6 +76,13 @@ impl PackPlan {
     /// a training step reads packed and padded batches alike.
     pub fn masks(mut self, masks: bool) -> Self {
         self.masks = masks;
+        self
+    }
+
+    /// With [`masks`](Self::masks): the mask of `feature` as `mask` says
+    /// (default [`MaskType::Auto`]; [`MaskType::None`] leaves it out).
+    pub fn mask(mut self, feature: &str, mask: MaskType) -> Self {
+        self.mask_types.push((feature.to_string(), mask));
         self
     }
 
@@ -113,6 +122,15 @@ impl PackPlan {
             return Err(PlanError::ZeroLength {
                 feature: self.features[0].clone(),
                 what: "row_length",
+            });
+        }
+        if let Some((name, _)) = self
+            .mask_types
+            .iter()
+            .find(|(n, _)| !self.features.contains(n))
+        {
+            return Err(PlanError::UnknownFeature {
+                feature: name.clone(),
             });
         }
         let mut features = Vec::with_capacity(self.features.len());
@@ -158,15 +176,17 @@ impl PackPlan {
             if name == SEGMENT_IDS || name == POSITIONS {
                 return Err(PlanError::DuplicateName { name: name.clone() });
             }
-            let mask = self.masks.then(|| {
-                (
-                    format!("{name}_mask"),
-                    match dtype {
-                        TensorType::I64 | TensorType::I32 => dtype,
-                        TensorType::F32 | TensorType::U8 => TensorType::U8,
-                    },
-                )
-            });
+            let mask_type = match self.mask_types.iter().rev().find(|(n, _)| n == name) {
+                Some(&(_, m)) => m,
+                None => MaskType::Auto,
+            };
+            let mask = if self.masks {
+                mask_type
+                    .resolve(dtype)
+                    .map(|t| (format!("{name}_mask"), t))
+            } else {
+                None
+            };
             features.push(PackFeature {
                 name: name.clone(),
                 dtype,

@@ -4,6 +4,7 @@ mod bucket;
 mod checkpoint;
 mod grouping;
 mod host_shard;
+mod masks;
 mod pack;
 mod parse;
 mod parsed_ops;
