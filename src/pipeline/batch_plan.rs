@@ -470,8 +470,13 @@ impl ParsedSettings {
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref());
         let ops = self.ops.clone();
         let example = self.sequence.is_none();
+        let spec = self.spec.clone();
         let work: BatchFn<Batch> = match plan {
             Plan::Rows(assembler) if ops.is_empty() && example => Arc::new(move |raw: RawBatch| {
+                // Fixed-length features (img): straight from the records.
+                if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
+                    return Ok(batch);
+                }
                 // Straight into the padded tensors when the plan allows;
                 // anything else (and every error) takes the two-step path.
                 if let Some(batch) = parsers.with_parser(|parser| match parser {

@@ -2,6 +2,7 @@
 
 mod bucket;
 mod checkpoint;
+mod dense_direct;
 mod grouping;
 mod host_shard;
 mod masks;
