@@ -169,11 +169,15 @@ impl Assembler {
             else {
                 return None;
             };
-            let ok = match (def.dtype, out.dtype, d) {
-                (DType::Bytes, TensorType::U8, Some(_)) => true,
-                (DType::Int64 | DType::Int32, TensorType::I64 | TensorType::I32, None) => true,
-                _ => false,
-            };
+            let ok = matches!(
+                (def.dtype, out.dtype, d),
+                (DType::Bytes, TensorType::U8, Some(_))
+                    | (
+                        DType::Int64 | DType::Int32,
+                        TensorType::I64 | TensorType::I32,
+                        None
+                    )
+            );
             if out.name != def.name || !ok {
                 return None;
             }
