@@ -14,6 +14,11 @@ from infeed import _infeed
 Batch = dict[str, np.ndarray]
 
 
+def _mask_name(dtype: Any) -> str:
+    """A mask type: ``None`` is ``"none"``, else as :func:`_dtype_name`."""
+    return "none" if dtype is None else _dtype_name(dtype)
+
+
 def _dtype_name(dtype: Any) -> str:
     """A dtype given as a string or numpy dtype, by its numpy name
     (``"float"`` and ``"bytes"`` as the spec strings say them)."""
@@ -221,6 +226,19 @@ class Pipeline:
         """A row longer than the cap: ``"error"`` (default), ``"keep_start"``
         or ``"keep_end"``."""
         return self._with("truncation", policy)
+
+    def masks(self, dtype: Any) -> Pipeline:
+        """The dtype of every ``<name>_mask``: ``"auto"`` (default: the
+        feature's integer dtype), ``"uint8"`` / ``bool`` (one byte 0/1, 1/8
+        of an int64 mask), ``"int32"``, ``"int64"``, ``"float32"``, or
+        ``None`` / ``"none"`` for no masks (an lm's ``attention_mask`` already
+        is the mask of ``input_ids``). Part of the state's fingerprint."""
+        return self._with("masks", _mask_name(dtype))
+
+    def mask(self, name: str, dtype: Any) -> Pipeline:
+        """The mask of variable-length feature ``name`` only, over
+        :meth:`masks` (same words), e.g. ``mask("input_ids", None)``."""
+        return self._with("mask", name, _mask_name(dtype))
 
     def cast(self, dtype: Any) -> Pipeline:
         """Casts every integer feature to ``dtype`` (``"int32"``; an overflow

@@ -1,6 +1,6 @@
 //! Replays the Python side's steps into the Rust builder, with its words.
 
-use infeed::batch::{Overflow, TensorType, Truncation};
+use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
 use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::spec::{DType, DefaultValue, FeatureSpec};
@@ -78,6 +78,11 @@ pub fn build(
             "fixed_length" => parsed.fixed_length(args.get_item(0)?.extract()?),
             "truncation" => {
                 parsed.truncation(truncation(py, &args.get_item(0)?.extract::<String>()?)?)
+            }
+            "masks" => parsed.masks(mask_type(py, &args.get_item(0)?.extract::<String>()?)?),
+            "mask" => {
+                let feature: String = args.get_item(0)?.extract()?;
+                parsed.mask(&feature, mask_type(py, &args.get_item(1)?.extract::<String>()?)?)
             }
             "cast" => parsed.cast(tensor_type(py, &args.get_item(0)?.extract::<String>()?)?),
             "decode_raw" => {
@@ -193,6 +198,10 @@ fn tensor_type(py: Python<'_>, name: &str) -> PyResult<TensorType> {
             ));
         }
     })
+}
+
+fn mask_type(py: Python<'_>, name: &str) -> PyResult<MaskType> {
+    name.parse().map_err(|e: String| errors::spec(py, e))
 }
 
 fn truncation(py: Python<'_>, name: &str) -> PyResult<Truncation> {

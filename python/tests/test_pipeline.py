@@ -283,3 +283,25 @@ def test_read_options_compression():
         labels(forced)
     with pytest.raises(infeed.SpecError):
         infeed.Pipeline.from_files(EX).read_options(compression="lz4").parse(LABEL).shapes()
+
+
+def test_mask_dtypes_and_no_masks():
+    u8 = lm_pipeline().masks(bool).shapes()[0]
+    assert u8 == {
+        "input_ids": ((16, 64), np.dtype("int32")),
+        "input_ids_mask": ((16, 64), np.dtype("uint8")),
+        "attention_mask": ((16, 64), np.dtype("int32")),
+        "attention_mask_mask": ((16, 64), np.dtype("uint8")),
+    }
+    none = lm_pipeline().masks(None).shapes()[0]
+    assert none == {
+        "input_ids": ((16, 64), np.dtype("int32")),
+        "attention_mask": ((16, 64), np.dtype("int32")),
+    }
+    one = lm_pipeline().masks(None).mask("input_ids", "uint8").shapes()[0]
+    assert sorted(one) == ["attention_mask", "input_ids", "input_ids_mask"]
+    batch = next(iter(lm_pipeline().masks("uint8")))
+    # The u8 mask is 1 exactly where the sample's attention_mask is.
+    assert batch["input_ids_mask"].dtype == np.uint8
+    np.testing.assert_array_equal(batch["input_ids_mask"], batch["attention_mask"].astype(np.uint8))
+    assert "input_ids_mask" not in next(iter(lm_pipeline().masks(None)))

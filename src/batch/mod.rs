@@ -17,6 +17,7 @@ mod assemble;
 mod bucket;
 mod buffer;
 mod direct;
+mod direct_dense;
 mod dtype;
 mod pack;
 mod plan;

@@ -5,7 +5,7 @@ use super::assemble::{BatchError, BatchErrorKind, CopyError, Dst, compatible, ra
 use super::bucket::Remainder;
 use super::buffer::{AlignedBuf, BufferPool};
 use super::dtype::TensorType;
-use super::plan::{Fill, PlanError, Scalar};
+use super::plan::{Fill, MaskType, PlanError, Scalar};
 use super::tensor::{Batch, BatchShape, Tensor, TensorShape};
 use crate::example::{Column, ParsedBatch, Values};
 use crate::spec::{DType, FeatureKind, FeatureSpec};
@@ -43,6 +43,7 @@ pub struct PackPlan {
     overflow: Overflow,
     pad_value: Scalar,
     masks: bool,
+    mask_types: Vec<(String, MaskType)>,
     pool: Option<BufferPool>,
 }
 
@@ -65,6 +66,7 @@ impl PackPlan {
             overflow: Overflow::Error,
             pad_value: Scalar::Int(0),
             masks: false,
+            mask_types: Vec::new(),
             pool: None,
         }
     }
@@ -74,6 +76,13 @@ impl PackPlan {
     /// a training step reads packed and padded batches alike.
     pub fn masks(mut self, masks: bool) -> Self {
         self.masks = masks;
+        self
+    }
+
+    /// With [`masks`](Self::masks): the mask of `feature` as `mask` says
+    /// (default [`MaskType::Auto`]; [`MaskType::None`] leaves it out).
+    pub fn mask(mut self, feature: &str, mask: MaskType) -> Self {
+        self.mask_types.push((feature.to_string(), mask));
         self
     }
 
@@ -113,6 +122,15 @@ impl PackPlan {
             return Err(PlanError::ZeroLength {
                 feature: self.features[0].clone(),
                 what: "row_length",
+            });
+        }
+        if let Some((name, _)) = self
+            .mask_types
+            .iter()
+            .find(|(n, _)| !self.features.contains(n))
+        {
+            return Err(PlanError::UnknownFeature {
+                feature: name.clone(),
             });
         }
         let mut features = Vec::with_capacity(self.features.len());
@@ -158,15 +176,17 @@ impl PackPlan {
             if name == SEGMENT_IDS || name == POSITIONS {
                 return Err(PlanError::DuplicateName { name: name.clone() });
             }
-            let mask = self.masks.then(|| {
-                (
-                    format!("{name}_mask"),
-                    match dtype {
-                        TensorType::I64 | TensorType::I32 => dtype,
-                        TensorType::F32 | TensorType::U8 => TensorType::U8,
-                    },
-                )
-            });
+            let mask_type = match self.mask_types.iter().rev().find(|(n, _)| n == name) {
+                Some(&(_, m)) => m,
+                None => MaskType::Auto,
+            };
+            let mask = if self.masks {
+                mask_type
+                    .resolve(dtype)
+                    .map(|t| (format!("{name}_mask"), t))
+            } else {
+                None
+            };
             features.push(PackFeature {
                 name: name.clone(),
                 dtype,
@@ -329,6 +349,9 @@ struct Current {
     positions: AlignedBuf,
     /// Sequences in each opened row.
     segments: Vec<i32>,
+    /// Values written in each opened row: a row's tail is padded once, at
+    /// emit (buffers start stale, never filled then overwritten).
+    used: Vec<usize>,
 }
 
 /// A sequential operator packing sequences into rows of fixed length.
@@ -562,6 +585,7 @@ impl Packer {
                 }
             }
             cur.segments[row] += 1;
+            cur.used[row] = at + n;
             let seg = cur.segments[row];
             if let Some(s) = cur.segment_ids.as_mut_slice::<i32>().get_mut(off..off + n) {
                 s.fill(seg);
@@ -586,6 +610,7 @@ impl Packer {
         if let Some(cur) = self.current.as_mut() {
             if cur.segments.len() <= p.row {
                 cur.segments.resize(p.row + 1, 0);
+                cur.used.resize(p.row + 1, 0);
             }
         }
         (p.row, p.at)
@@ -596,34 +621,51 @@ impl Packer {
         let values = self
             .features
             .iter()
-            .map(|f| {
-                let mut buf = self.pool.take_stale(n * f.dtype.size());
-                Dst::new(&mut buf, f.dtype).fill(0, n, f.pad);
-                buf
-            })
+            .map(|f| self.pool.take_stale(n * f.dtype.size()))
             .collect();
         let masks = self
             .features
             .iter()
             .map(|f| {
-                f.mask.as_ref().map(|(_, t)| {
-                    let mut buf = self.pool.take_stale(n * t.size());
-                    Dst::new(&mut buf, *t).fill(0, n, Fill::zero(*t));
-                    buf
-                })
+                f.mask
+                    .as_ref()
+                    .map(|(_, t)| self.pool.take_stale(n * t.size()))
             })
             .collect();
         Current {
             values,
             masks,
-            segment_ids: self.pool.take_filled(n, 0i32),
-            positions: self.pool.take_filled(n, 0i32),
+            segment_ids: self.pool.take_stale(n * TensorType::I32.size()),
+            positions: self.pool.take_stale(n * TensorType::I32.size()),
             segments: Vec::with_capacity(self.batch_size),
+            used: Vec::with_capacity(self.batch_size),
+        }
+    }
+
+    /// Pads every row after its values (rows never opened entirely): pad
+    /// value, mask 0, segment id 0, position 0.
+    fn pad_tails(&self, cur: &mut Current) {
+        let l = self.row_length;
+        for r in 0..self.batch_size {
+            let used = cur.used.get(r).copied().unwrap_or(0);
+            let (at, n) = (r * l + used, l - used);
+            for (f, buf) in self.features.iter().zip(cur.values.iter_mut()) {
+                Dst::new(buf, f.dtype).fill(at, n, f.pad);
+            }
+            for (mask, f) in cur.masks.iter_mut().zip(&self.features) {
+                if let (Some(buf), Some((_, t))) = (mask.as_mut(), &f.mask) {
+                    Dst::new(buf, *t).fill(at, n, Fill::zero(*t));
+                }
+            }
+            for buf in [&mut cur.segment_ids, &mut cur.positions] {
+                Dst::new(buf, TensorType::I32).fill(at, n, Fill::I32(0));
+            }
         }
     }
 
     fn emit(&mut self) -> Option<Batch> {
-        let cur = self.current.take()?;
+        let mut cur = self.current.take()?;
+        self.pad_tails(&mut cur);
         let rows = cur.segments.len();
         let shape = vec![self.batch_size, self.row_length];
         let mut tensors: Vec<(String, Tensor)> = Vec::new();

@@ -99,7 +99,17 @@ impl Fill {
     }
 }
 
-/// How a mask tensor is made for a padded feature.
+/// How a mask tensor is made for a padded feature: `<name>_mask`, the
+/// shape of the feature's `[B, L]`, 1 on real values and 0 on padding.
+///
+/// For XLA: a mask is an input like any other, so what counts is its bytes.
+/// [`Type(TensorType::U8)`](MaskType::Type) writes 1/8 of an i64 mask and
+/// 1/4 of an i32 one, and a step turns it into what it needs on the device
+/// (`mask.astype(bool)` or a multiply, fused by XLA). [`MaskType::None`]
+/// suits features that carry their own mask: Hugging Face's
+/// `attention_mask` *is* the mask of `input_ids` (padded with 0), so an lm
+/// pipeline needs neither `input_ids_mask` nor `attention_mask_mask`.
+/// The default, [`MaskType::Auto`], keeps the feature's own integer type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum MaskType {
     /// The value tensor's type when it is an integer type (i64 or i32, so an
@@ -107,10 +117,60 @@ pub enum MaskType {
     /// u8 for f32 and u8 values.
     #[default]
     Auto,
-    /// This type (an f32 mask holds 1.0 and 0.0).
+    /// This type (an f32 mask holds 1.0 and 0.0; a u8 mask is numpy's and
+    /// JAX's `bool` layout, one byte 0 or 1).
     Type(TensorType),
     /// No mask tensor.
     None,
+}
+
+impl MaskType {
+    /// The mask's tensor type for a feature emitted as `dtype` (`None`: no
+    /// mask).
+    pub(crate) fn resolve(self, dtype: TensorType) -> Option<TensorType> {
+        match self {
+            MaskType::None => None,
+            MaskType::Type(t) => Some(t),
+            MaskType::Auto => Some(match dtype {
+                TensorType::I64 | TensorType::I32 => dtype,
+                TensorType::F32 | TensorType::U8 => TensorType::U8,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for MaskType {
+    /// The word [`FromStr`](std::str::FromStr) reads: `auto`, `u8`, `i32`,
+    /// `i64`, `f32` or `none`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MaskType::Auto => f.write_str("auto"),
+            MaskType::Type(t) => write!(f, "{t}"),
+            MaskType::None => f.write_str("none"),
+        }
+    }
+}
+
+impl std::str::FromStr for MaskType {
+    type Err = String;
+
+    /// `auto` (the feature's type), `u8` (`uint8`, `bool`: one byte 0/1), `i32`,
+    /// `i64`, `f32`, or `none`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "auto" => MaskType::Auto,
+            "u8" | "uint8" | "bool" => MaskType::Type(TensorType::U8),
+            "i32" | "int32" => MaskType::Type(TensorType::I32),
+            "i64" | "int64" => MaskType::Type(TensorType::I64),
+            "f32" | "float32" => MaskType::Type(TensorType::F32),
+            "none" => MaskType::None,
+            other => {
+                return Err(format!(
+                    "mask type {other:?}: expected auto, u8 (or bool), i32, i64, f32 or none"
+                ));
+            }
+        })
+    }
 }
 
 /// How a variable-length feature is padded to a static length.
@@ -264,7 +324,7 @@ pub enum PlanError {
          (give it fixed_length or max_length): unbounded shape"
     )]
     Unbounded { feature: String },
-    #[error("feature {feature:?} has a fixed length: it takes no length policy")]
+    #[error("feature {feature:?} has a fixed length: it takes no length policy or mask")]
     NotVarLen { feature: String },
     #[error("feature {feature:?} is in two padding groups")]
     DuplicateGroup { feature: String },
@@ -392,6 +452,7 @@ pub struct BatchPlan {
     casts: Vec<(String, TensorType)>,
     cast_ints: Option<TensorType>,
     decodes: Vec<(String, Vec<usize>)>,
+    masks: Vec<(String, MaskType)>,
     skips: Vec<String>,
     pool: Option<BufferPool>,
 }
@@ -408,6 +469,7 @@ impl BatchPlan {
             casts: Vec::new(),
             cast_ints: None,
             decodes: Vec::new(),
+            masks: Vec::new(),
             skips: Vec::new(),
             pool: None,
         }
@@ -459,6 +521,14 @@ impl BatchPlan {
         self
     }
 
+    /// The mask of the variable-length `feature`, over its padding group's
+    /// [`LengthPolicy::mask`]: e.g. [`MaskType::None`] for `input_ids`
+    /// and `attention_mask`, whose values already are the mask.
+    pub fn mask(mut self, feature: &str, mask: MaskType) -> Self {
+        self.masks.push((feature.to_string(), mask));
+        self
+    }
+
     /// Leaves `feature` out of the batch.
     pub fn skip(mut self, feature: &str) -> Self {
         self.skips.push(feature.to_string());
@@ -494,6 +564,7 @@ impl BatchPlan {
         }
         self.casts.iter().try_for_each(|(n, _)| known(n))?;
         self.decodes.iter().try_for_each(|(n, _)| known(n))?;
+        self.masks.iter().try_for_each(|(n, _)| known(n))?;
         self.skips.iter().try_for_each(|n| known(n))?;
 
         // Group index of each feature named in an explicit group.
@@ -589,7 +660,9 @@ impl BatchPlan {
             }
             let kind = match &def.kind {
                 FeatureKind::FixedLen { shape, .. } => {
-                    if group_of.iter().any(|(n, _)| n == name) {
+                    if group_of.iter().any(|(n, _)| n == name)
+                        || self.masks.iter().any(|(n, _)| n == name)
+                    {
                         return Err(PlanError::NotVarLen {
                             feature: name.to_string(),
                         });
@@ -656,14 +729,11 @@ impl BatchPlan {
                         value: policy.pad_value,
                         dtype,
                     })?;
-                    let mask = match policy.mask {
-                        MaskType::None => None,
-                        MaskType::Type(t) => Some(t),
-                        MaskType::Auto => Some(match dtype {
-                            TensorType::I64 | TensorType::I32 => dtype,
-                            TensorType::F32 | TensorType::U8 => TensorType::U8,
-                        }),
+                    let mask_type = match self.masks.iter().rev().find(|(n, _)| n == name) {
+                        Some(&(_, m)) => m,
+                        None => policy.mask,
                     };
+                    let mask = mask_type.resolve(dtype);
                     let step_count =
                         super::tensor::checked_numel(step).ok_or_else(|| PlanError::TooLarge {
                             feature: name.to_string(),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Args, CommandFactory};
-use infeed::batch::{Batch, Overflow, TensorType, Truncation};
+use infeed::batch::{Batch, MaskType, Overflow, TensorType, Truncation};
 use infeed::example::{Column, ParsedBatch, Values};
 use infeed::pipeline::{Batches, EqualBatches, Pipeline, PipelineStats, RawBatch, StageFigures};
 use infeed::record::{CorruptPolicy, ReadOptions};
@@ -53,6 +53,13 @@ pub struct BenchArgs {
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
+    /// Type of every `<name>_mask`: auto (the feature's type), u8 (or
+    /// bool), i32, i64, f32, or none (no masks: lm's attention_mask is one).
+    #[arg(long)]
+    masks: Option<MaskType>,
+    /// One feature's mask over --masks, e.g. input_ids:none (repeatable).
+    #[arg(long, value_parser = parse_mask)]
+    mask: Vec<(String, MaskType)>,
     /// Records per batch (with --pack: rows per batch).
     #[arg(long, default_value_t = 256)]
     batch: usize,
@@ -287,6 +294,13 @@ fn parse_tensor_type(s: &str) -> Result<TensorType, String> {
         "int64" => Ok(TensorType::I64),
         _ => Err("expected int32 or int64".into()),
     }
+}
+
+fn parse_mask(s: &str) -> Result<(String, MaskType), String> {
+    let (name, kind) = s
+        .split_once(':')
+        .ok_or("expected FEATURE:TYPE, e.g. input_ids:none")?;
+    Ok((name.to_owned(), kind.parse()?))
 }
 
 fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
@@ -524,6 +538,12 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             for (name, shape) in &args.decode_raw {
                 parsed = parsed.decode_raw(name, shape);
+            }
+            if let Some(m) = args.masks {
+                parsed = parsed.masks(m);
+            }
+            for (name, m) in &args.mask {
+                parsed = parsed.mask(name, *m);
             }
             #[cfg(feature = "xla")]
             if let Some(program) = &args.program {

@@ -13,7 +13,7 @@ use super::parsed::{self, ColumnPool, OpError, ParsedOp};
 use super::plan::Grouping;
 use crate::batch::{
     Assembler, Batch, BatchError, BatchErrorKind, BatchPlan, BatchShape, BucketGroup, Bucketer,
-    LengthPolicy, Overflow, PackPlan, Packer, PlanError, Remainder, TensorType,
+    LengthPolicy, MaskType, Overflow, PackPlan, Packer, PlanError, Remainder, TensorType,
 };
 use crate::example::{
     ExampleParser, ParseError, ParsedBatch, SequenceBatch, SequenceParser, feature_length,
@@ -50,6 +50,10 @@ pub(crate) struct ParsedSettings {
     pub batch_size: Option<usize>,
     pub drop_remainder: bool,
     pub length: Option<LengthPolicy>,
+    /// The mask of every padded feature (`None`: the default).
+    pub masks: Option<MaskType>,
+    /// Per feature, over `masks`.
+    pub mask_of: Vec<(String, MaskType)>,
     pub cast: Option<TensorType>,
     pub decode: Vec<(String, Vec<usize>)>,
     pub grouping: ParsedGrouping,
@@ -98,7 +102,14 @@ impl ParsedSettings {
                 .iter()
                 .any(|f| f.fixed_count().is_none());
         if let (Some(length), true) = (&self.length, has_var_len) {
-            plan = plan.pad_all(length.clone());
+            let length = match self.masks {
+                Some(m) => length.clone().mask(m),
+                None => length.clone(),
+            };
+            plan = plan.pad_all(length);
+        }
+        for (feature, mask) in &self.mask_of {
+            plan = plan.mask(feature, *mask);
         }
         if let Some(dtype) = self.cast {
             plan = plan.cast_ints(dtype);
@@ -266,6 +277,14 @@ impl ParsedSettings {
                 )
                 .overflow(*overflow)
                 .masks(true);
+                if let Some(m) = self.masks {
+                    for name in &names {
+                        plan = plan.mask(name, m);
+                    }
+                }
+                for (feature, mask) in &self.mask_of {
+                    plan = plan.mask(feature, *mask);
+                }
                 if let Some(dtype) = self.cast {
                     plan = plan.cast_ints(dtype);
                 }
@@ -361,7 +380,22 @@ impl ParsedSettings {
             prefilter,
             length_feature,
             parsed_ops,
+            masks: self.mask_key(),
         })
+    }
+
+    /// The mask settings for the checkpoint's fingerprint: empty when
+    /// default (so other pipelines keep their fingerprints), else
+    /// `*=<all>;` then `<feature>=<type>;` per feature setting in order.
+    fn mask_key(&self) -> String {
+        let mut key = String::new();
+        if let Some(m) = self.masks {
+            key.push_str(&format!("*={m};"));
+        }
+        for (feature, m) in &self.mask_of {
+            key.push_str(&format!("{}:{feature}={m};", feature.len()));
+        }
+        key
     }
 
     /// Reads a record's length with the wire scan; a record it cannot read
@@ -436,8 +470,13 @@ impl ParsedSettings {
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref());
         let ops = self.ops.clone();
         let example = self.sequence.is_none();
+        let spec = self.spec.clone();
         let work: BatchFn<Batch> = match plan {
             Plan::Rows(assembler) if ops.is_empty() && example => Arc::new(move |raw: RawBatch| {
+                // Fixed-length features (img): straight from the records.
+                if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
+                    return Ok(batch);
+                }
                 // Straight into the padded tensors when the plan allows;
                 // anything else (and every error) takes the two-step path.
                 if let Some(batch) = parsers.with_parser(|parser| match parser {

@@ -12,7 +12,7 @@ use super::error::PipelineError;
 use super::group::plan::{BatchFn, EqualBatches, GroupMode, RawBatch};
 use super::parsed::{MapError, ParsedOp};
 use super::plan::{self, Grouping, RecordSettings};
-use crate::batch::{Batch, BatchShape, LengthPolicy, Overflow, TensorType, Truncation};
+use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
 use crate::example::ParsedBatch;
 use crate::record::ReadOptions;
 use crate::source::{SourceOptions, list_shards_blocking};
@@ -221,6 +221,7 @@ impl Pipeline {
                 prefilter: None,
                 length_feature: None,
                 parsed_ops: String::new(),
+                masks: String::new(),
             },
             work,
         )
@@ -265,6 +266,8 @@ impl Pipeline {
                 batch_size: None,
                 drop_remainder: false,
                 length: None,
+                masks: None,
+                mask_of: Vec::new(),
                 cast: None,
                 decode: Vec::new(),
                 grouping: ParsedGrouping::Rows,
@@ -343,6 +346,26 @@ impl ParsedPipeline {
     /// What to do with a row longer than the length cap.
     pub fn truncation(self, truncation: Truncation) -> Self {
         self.length(|l| l.truncation(truncation))
+    }
+
+    /// The type of every `<name>_mask` (padded and packed features), or
+    /// [`MaskType::None`] for no masks. Default [`MaskType::Auto`]: the
+    /// feature's integer type (u8 for f32). `MaskType::Type(TensorType::U8)`
+    /// writes one byte per position (numpy's and JAX's bool layout), 1/8 of
+    /// an i64 mask; see [`MaskType`] for what suits XLA. Part of the
+    /// checkpoint's fingerprint: a state saved with other masks is refused.
+    pub fn masks(mut self, mask: MaskType) -> Self {
+        self.p.masks = Some(mask);
+        self
+    }
+
+    /// The mask of one variable-length `feature`, over
+    /// [`masks`](Self::masks): e.g. `.mask("input_ids", MaskType::None)`
+    /// where `attention_mask` already marks the real tokens. A fixed-length
+    /// or unknown feature is an error when the pipeline is built.
+    pub fn mask(mut self, feature: &str, mask: MaskType) -> Self {
+        self.p.mask_of.push((feature.to_owned(), mask));
+        self
     }
 
     /// Casts every integer feature to `dtype` (an overflow is an error).

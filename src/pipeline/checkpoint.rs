@@ -488,6 +488,8 @@ pub(crate) struct SequenceKey<'a> {
     pub length_feature: Option<&'a str>,
     /// The parsed ops in builder order: `m` a map, `f` a filter.
     pub parsed_ops: &'a str,
+    /// The mask settings (batch_plan's `mask_key`), empty when default.
+    pub masks: &'a str,
 }
 
 /// A canonical encoding: each field a tag byte then its value, integers
@@ -601,6 +603,11 @@ impl SequenceKey<'_> {
         // pipeline keeps its fingerprint (and its saved states).
         if let Some(seed) = self.file_order_seed {
             w.tag(14).u64(seed);
+        }
+        // Masks do not move the sequence, but a state restored under other
+        // masks would feed a step tensors it was not saved with.
+        if !self.masks.is_empty() {
+            w.tag(15).str(self.masks);
         }
         w.0
     }
@@ -781,6 +788,7 @@ mod tests {
             grouping,
             length_feature: None,
             parsed_ops: "",
+            masks: "",
         }
     }
 
@@ -841,6 +849,10 @@ mod tests {
             },
             SequenceKey {
                 length_feature: Some(""),
+                ..key(&files, &grouping)
+            },
+            SequenceKey {
+                masks: "*=none;",
                 ..key(&files, &grouping)
             },
             SequenceKey {

@@ -63,6 +63,9 @@ pub(crate) struct Grouping {
     /// The parsed ops in builder order, `m` a map and `f` a filter (for the
     /// fingerprint).
     pub parsed_ops: String,
+    /// The mask settings, empty when default (for the fingerprint: a state
+    /// saved with other masks is refused).
+    pub masks: String,
 }
 
 /// Starts the threads: records grouped as `grouping` says, each group
@@ -148,6 +151,7 @@ pub(crate) fn start<T: Send + 'static>(
         grouping: &grouping.mode,
         length_feature: grouping.length_feature.as_deref(),
         parsed_ops: &grouping.parsed_ops,
+        masks: &grouping.masks,
     }
     .fingerprint();
     let read_stats = Arc::new(StageStats::default());

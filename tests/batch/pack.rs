@@ -328,3 +328,30 @@ proptest! {
         prop_assert_eq!(seen, expect);
     }
 }
+
+/// Tails are padded at emit, not pre-filled: buffers a full batch dirtied
+/// come back from the pool and the next, shorter rows still read pad, mask
+/// 0, segment id 0 and position 0 after their values (and in unopened rows).
+#[test]
+fn recycled_buffers_are_padded_after_each_rows_values() {
+    let pool = infeed::batch::BufferPool::default();
+    let mut p = PackPlan::new(&spec(), &["ids", "mask"], 4, 2)
+        .cast_ints(TensorType::I32)
+        .masks(true)
+        .pad_value(-1)
+        .pool(pool.clone())
+        .build()
+        .expect("packer");
+    let mut out = Vec::new();
+    p.push_all(&parsed(&[vec![7, 7, 7, 7], vec![8, 8, 8, 8]]), &mut out)
+        .expect("push");
+    drop(p.finish(Remainder::Pad).expect("full batch"));
+    p.push_all(&parsed(&[vec![11, 12], vec![13]]), &mut out)
+        .expect("push");
+    let b = p.finish(Remainder::Pad).expect("batch");
+    assert_eq!(b.real_rows, 1);
+    assert_eq!(col(&b, "ids"), [11, 12, 13, -1, -1, -1, -1, -1]);
+    assert_eq!(col(&b, "ids_mask"), [1, 1, 1, 0, 0, 0, 0, 0]);
+    assert_eq!(col(&b, SEGMENT_IDS), [1, 1, 2, 0, 0, 0, 0, 0]);
+    assert_eq!(col(&b, POSITIONS), [0, 1, 0, 0, 0, 0, 0, 0]);
+}

@@ -9,3 +9,4 @@ mod bench_compare;
 mod bench_config;
 mod inspect;
 mod manifest;
+mod masks;

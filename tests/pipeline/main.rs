@@ -2,8 +2,10 @@
 
 mod bucket;
 mod checkpoint;
+mod dense_direct;
 mod grouping;
 mod host_shard;
+mod masks;
 mod pack;
 mod parse;
 mod parsed_ops;
