@@ -194,7 +194,10 @@ fn lm_direct() -> Result<(), String> {
     })
 }
 
-const KERNELS: [(&str, fn() -> Result<(), String>); 4] = [
+/// A kernel's setup and measured run.
+type Kernel = fn() -> Result<(), String>;
+
+const KERNELS: [(&str, Kernel); 4] = [
     ("deframe_crc", deframe_crc),
     ("lm_parse", lm_parse),
     ("lm_assemble", lm_assemble),
