@@ -68,11 +68,12 @@ const STAGES: [(&str, &str); 3] = [
 /// The rule, in order:
 /// 1. the consumer waited under 10% of the run → the consumer limits: every
 ///    stage behind it keeps up;
-/// 2. otherwise the stage busy the largest share of its time (busy over busy
-///    + wait, summed over its threads, so a stage of 4 threads compares with
-///    a stage of one; the workers' wait as [`stage_times`] derives it) limits, if that share is over 50% — a stage that waits
-///    most of the time for input or for room downstream is not what the
-///    others wait for; ties go to the later stage (closer to the consumer);
+/// 2. otherwise the stage busy the largest share of its time (busy divided
+///    by busy plus wait, summed over its threads, so a stage of 4 threads
+///    compares with a stage of one; the workers' wait as [`stage_times`]
+///    derives it) limits, if that share is over 50%: a stage that waits most
+///    of the time for input or for room downstream is not what the others
+///    wait for; ties go to the later stage (closer to the consumer);
 /// 3. no stage over 50% → unclear (named with the busiest stage).
 pub fn limiting_stage(report: &Value) -> Limit {
     let seconds = report["seconds"].as_f64().unwrap_or(0.0);
