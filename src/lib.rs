@@ -25,6 +25,8 @@ pub mod batch;
 #[cfg(feature = "convert")]
 pub mod convert;
 pub mod example;
+#[doc(hidden)]
+pub mod kernels;
 pub mod pipeline;
 pub mod record;
 pub mod source;

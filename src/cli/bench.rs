@@ -1,4 +1,5 @@
-//! `infeed bench`: run a pipeline described by flags, print one JSON line.
+//! `infeed bench`: run a pipeline described by flags, print a readable
+//! summary (bench_report.rs) or, with `--json`, one JSON line.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -19,6 +20,9 @@ use super::{CliError, CompressionArg, parse_compression};
 #[cfg(feature = "xla")]
 #[path = "bench_xla.rs"]
 mod xla;
+
+#[path = "bench_report.rs"]
+mod report;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -137,6 +141,9 @@ pub struct BenchArgs {
     /// Also print the hash of every batch.
     #[arg(long)]
     digests: bool,
+    /// Print the result as one JSON line (what scripts read).
+    #[arg(long)]
+    json: bool,
     /// Write the iterator state after the last batch to this file.
     #[arg(long)]
     state_out: Option<PathBuf>,
@@ -557,8 +564,12 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
         }
     };
-    serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
-    out.write_all(b"\n")?;
+    if args.json {
+        serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    } else {
+        out.write_all(report::summary(&report).as_bytes())?;
+    }
     Ok(0)
 }
 
@@ -577,6 +588,7 @@ fn measure<T: Measured + Send + 'static>(
     let mut digests = Vec::new();
     let mut shapes = std::collections::BTreeSet::new();
     let mut finished = false;
+    let mut progress = report::Progress::new(!args.json);
     while args.batches.is_none_or(|n| count < n) && limit.is_none_or(|l| started.elapsed() < l) {
         let Some(batch) = batches.next_batch()? else {
             finished = true;
@@ -594,8 +606,10 @@ fn measure<T: Measured + Send + 'static>(
         }
         records += batch.records() as u64;
         count += 1;
+        progress.tick(records, count);
         batches.recycle(batch);
     }
+    progress.finish();
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = cpu_ticks()
         .zip(cpu_at_start)
@@ -616,6 +630,10 @@ fn measure<T: Measured + Send + 'static>(
         "stages": stages_json(&stats),
         "digest": (!args.no_digest).then(|| format!("{:016x}", all.digest())),
         "cpu_seconds": cpu_seconds,
+        // The pipeline's default: one worker per core this process may use.
+        "workers": args.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+        }).max(1),
         // Exact only for a whole run from the start.
         "records_per_epoch": (finished && args.epochs > 0 && args.state_in.is_none())
             .then(|| stats.read.records / args.epochs),

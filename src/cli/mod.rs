@@ -36,7 +36,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Check every record's CRCs; list each corrupt record; exit 1 if any.
     Verify(verify::VerifyArgs),
-    /// Run a pipeline described by flags and print its speed as one JSON line.
+    /// Run a pipeline described by flags and print its speed: a summary, or one JSON line (--json).
     Bench(Box<bench::BenchArgs>),
 }
 

@@ -189,8 +189,9 @@ fn a_missing_file_names_the_file() {
     );
 }
 
+/// `infeed bench ARGS --json`, parsed.
 fn bench_json(args: &[&str]) -> serde_json::Value {
-    let output = infeed(args);
+    let output = infeed(&[args, &["--json"]].concat());
     assert!(output.status.success(), "{args:?}: {}", stderr(&output));
     serde_json::from_str(&stdout(&output)).expect("one JSON line")
 }
@@ -329,7 +330,7 @@ fn convert_then_count_a_shard_that_begins_like_gzip() {
     assert_eq!(stdout(&output), format!("{shard}: ok, 2 records\n"));
     let output = infeed_in(
         dir.path(),
-        &["bench", shard, "--skip-corrupt", "--batch", "1"],
+        &["bench", shard, "--skip-corrupt", "--batch", "1", "--json"],
     );
     assert!(output.status.success(), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
@@ -375,7 +376,7 @@ fn a_damaged_first_header_or_a_length_past_the_end_loses_only_itself() {
     for (file, records) in [("damaged.tfrecord", 2), ("past_end.tfrecord", 3)] {
         let output = infeed_in(
             dir.path(),
-            &["bench", file, "--skip-corrupt", "--batch", "1"],
+            &["bench", file, "--skip-corrupt", "--batch", "1", "--json"],
         );
         assert!(output.status.success(), "{}", stderr(&output));
         let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
@@ -394,7 +395,7 @@ fn bench_cpu_seconds_count_from_the_pipeline_start_not_the_process_start() {
             (( f[13] + f[14] >= 100 )) && break
             for i in {1..2000}; do :; done
         done
-        exec "$0" bench testdata/lm-sample.tfrecord --batch 8 --epochs 1
+        exec "$0" bench testdata/lm-sample.tfrecord --batch 8 --epochs 1 --json
     "#;
     let output = Command::new("bash")
         .args(["-c", script, env!("CARGO_BIN_EXE_infeed")])

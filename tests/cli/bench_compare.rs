@@ -12,6 +12,7 @@ fn bench(args: &[&str]) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_infeed"))
         .arg("bench")
         .args(args)
+        .arg("--json")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run infeed");

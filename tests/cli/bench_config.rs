@@ -3,8 +3,9 @@
 
 use crate::run::infeed;
 
+/// `infeed bench ARGS --json`, parsed.
 fn bench_json(args: &[&str]) -> serde_json::Value {
-    let output = infeed(args);
+    let output = infeed(&[args, &["--json"]].concat());
     assert!(
         output.status.success(),
         "{args:?}: {}",

@@ -7,6 +7,7 @@ mod run;
 mod basics;
 mod bench_compare;
 mod bench_config;
+mod bench_output;
 mod inspect;
 mod manifest;
 mod masks;

@@ -7,6 +7,7 @@ fn shape_names(extra: &[&str]) -> Vec<String> {
     let mut args = vec![
         "bench",
         "testdata/lm-sample.tfrecord",
+        "--json",
         "--spec",
         "input_ids:var_len:int64,attention_mask:var_len:int64",
         "--batch",

@@ -375,7 +375,7 @@ fn bench_over_empty_shards_gives_0_records_for_2_epochs_and_an_error_forever() {
         Command::new(env!("CARGO_BIN_EXE_infeed"))
             .arg("bench")
             .args(&files)
-            .args(["--batch", "4"])
+            .args(["--batch", "4", "--json"])
             .args(extra)
             .output()
             .unwrap()
