@@ -130,6 +130,9 @@ pub struct BenchArgs {
     /// Also print the hash of every batch.
     #[arg(long)]
     digests: bool,
+    /// Print the result as one JSON line (what scripts read).
+    #[arg(long)]
+    json: bool,
     /// Write the iterator state after the last batch to this file.
     #[arg(long)]
     state_out: Option<PathBuf>,
