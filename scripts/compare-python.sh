@@ -77,7 +77,7 @@ bench_flags() {
         --drop-remainder)
     case "$1" in
         lm) echo "${common[@]} --spec input_ids:var_len:int64,attention_mask:var_len:int64 --shuffle-files" \
-            "--pad-to-multiple-of 64 --max-length 512 --truncation keep-start --cast int32" ;;
+            "--pad-to-multiple-of 64 --max-length 512 --truncation keep-start --cast int32 --masks none" ;;
         img) echo "${common[@]} --spec image:fixed_len[]:bytes,label:fixed_len[]:int64 --decode-raw image:32x32x3" ;;
     esac
 }

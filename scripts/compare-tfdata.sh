@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # infeed beside tf.data on the same files, in the same run:
-#   bash scripts/compare-tfdata.sh            # DESIGN.md's workloads: lm and img, 4 shards of ~100 MB
+#   bash scripts/compare-tfdata.sh            # DESIGN.md's workloads lm and img (4 shards of ~100 MB)
+#                                             # and ctr (64 shards of ~6 MB, ~250-byte records)
 #   bash scripts/compare-tfdata.sh --quick    # 4 shards of ~5 MB, 1 round: a smoke test of the script
 # Options: --scale S (shard size as a fraction of 100 MB), --rounds N (default 2),
 #          --no-gcs (skip the fake-gcs-server runs), --results FILE.
-# Environment: WORKLOADS (default "lm img"), STAGES (default "raw parse full"),
+# Environment: WORKLOADS (default "lm img ctr"), STAGES (default "raw parse full"),
 #              BENCH_DATA (default bench-data/, git-ignored), PYTHON (for the venv),
 #              INFEED_GCS_PORT / INFEED_S3_PORT / INFEED_AZ_PORT (scripts/emulators.sh).
+#
+# Floors: after each infeed full run, examples/copy_bandwidth copies a buffer of that run's
+# batch size (output bytes / batches) on the same cores (1 thread per core), and report.py
+# prints infeed's records/s as a fraction of what that bandwidth allows for the bytes a
+# record must read (serialized) and write (output tensors as emitted). Cloud: beside each
+# infeed-gcs raw run, examples/range_read reads the same objects with plain parallel
+# object_store get_range calls (16 in flight, 8 MiB each), so the emulator's own limit shows.
 #
 # Creates .venv with tensorflow-cpu (as scripts/test.sh does), builds infeed --release,
 # writes the workloads with TensorFlow's TFRecordWriter (plain and GZIP, reused when already
@@ -32,7 +40,7 @@ SCALE=1
 ROUNDS=2
 GCS=1
 RESULTS=""
-WORKLOADS="${WORKLOADS:-lm img}"
+WORKLOADS="${WORKLOADS:-lm img ctr}"
 STAGES="${STAGES:-raw parse full}"
 EPOCHS=2
 SEED=1
@@ -68,8 +76,10 @@ if ! { [[ -x "$VPY" ]] && has_tf; }; then
 fi
 
 # 2. infeed.
-cargo build --release --quiet --bin infeed
+cargo build --release --quiet --bin infeed --example copy_bandwidth --example range_read
 INFEED="$ROOT/target/release/infeed"
+COPY_BW="$ROOT/target/release/examples/copy_bandwidth"
+RANGE_READ="$ROOT/target/release/examples/range_read"
 
 # 3. The workloads, written by TensorFlow (skipped when already there).
 "$VPY" benches/compare/gen_data.py "$DATA" --scale "$SCALE"
@@ -82,17 +92,22 @@ glob_of() { # workload files -> the shard glob
 
 # infeed bench flags with the meaning of tfdata_bench.py's pipelines.
 infeed_flags() { # workload stage
-    local common=(--interleave 4 --batch 256 --seed "$SEED" --no-digest)
+    local common=(--json --interleave 4 --batch 256 --seed "$SEED" --no-digest)
+    # ctr: many small records, 16 shards interleaved, batches of 4096.
+    [[ "$1" == ctr ]] && common=(--json --interleave 16 --batch 4096 --seed "$SEED" --no-digest)
     local lm_spec="input_ids:var_len:int64,attention_mask:var_len:int64"
     local img_spec="image:fixed_len[]:bytes,label:fixed_len[]:int64"
+    local ctr_spec="label:fixed_len[]:int64,dense:fixed_len[16]:float,ids:fixed_len[16]:int64"
     case "$1/$2" in
         */raw) echo "${common[@]}" ;;
         lm/parse) echo "${common[@]} --spec $lm_spec" ;;
         img/parse) echo "${common[@]} --spec $img_spec" ;;
+        ctr/parse) echo "${common[@]} --spec $ctr_spec" ;;
         lm/full) echo "${common[@]} --spec $lm_spec --shuffle-files --shuffle 10000 --epochs $EPOCHS" \
-            "--drop-remainder --pad-to-multiple-of 64 --max-length 512 --truncation keep-start --cast int32" ;;
+            "--drop-remainder --pad-to-multiple-of 64 --max-length 512 --truncation keep-start --cast int32 --masks none" ;;
         img/full) echo "${common[@]} --spec $img_spec --decode-raw image:32x32x3 --shuffle 10000" \
             "--epochs $EPOCHS --drop-remainder" ;;
+        ctr/full) echo "${common[@]} --spec $ctr_spec --shuffle 10000 --epochs $EPOCHS --drop-remainder" ;;
     esac
 }
 
@@ -116,6 +131,15 @@ run_cat() { # workload files cores round glob
     record "$1" "$2" "$3" raw cat "$4" "{\"bytes\":$bytes,\"seconds\":$(awk "BEGIN { print $t1 - $t0 }")}"
 }
 
+run_copy() { # workload files cores round infeed's-json: copy bandwidth for its batch size
+    local size out
+    size=$("$VPY" -c 'import json, sys; r = json.loads(sys.argv[1])
+print(r["output_bytes"] // r["batches"] if r.get("output_bytes") and r["batches"] else "")' "$5")
+    [[ -n "$size" && "$size" -gt 0 ]] || { log "$1/$2/$3: no output_bytes in infeed's result"; exit 1; }
+    out="$(taskset -c "$(pin_of "$3")" "$COPY_BW" "$size" "$3")"
+    record "$1" "$2" "$3" full copy "$4" "$out"
+}
+
 run_side() { # side workload files cores stage round glob
     local side="$1" w="$2" f="$3" c="$4" s="$5" r="$6" glob="$7" out
     case "$side" in
@@ -126,6 +150,7 @@ run_side() { # side workload files cores stage round glob
     esac
     [[ "$out" == "{"* ]] || { log "$side $w/$f/$c cores/$s printed no result"; exit 1; }
     record "$w" "$f" "$c" "$s" "$side" "$r" "$out"
+    if [[ "$side" == infeed && "$s" == full ]]; then run_copy "$w" "$f" "$c" "$r" "$out"; fi
     log "$(printf '%-10s %-3s %-5s %s core(s) %-5s round %s: %s records/s' "$side" "$w" "$f" "$c" "$s" "$r" \
         "$(sed -E 's/.*"records_per_sec": ?([0-9]+).*/\1/' <<<"$out")")"
 }
@@ -174,6 +199,10 @@ PY
                 for ((r = 1; r <= ROUNDS; r++)); do
                     run_side infeed-gcs lm "$f" "$c" "$s" "$r" "$remote"
                     run_side infeed-local lm "$f" "$c" "$s" "$r" "$(glob_of lm "$f")"
+                    if [[ "$s" == raw ]]; then # the emulator alone, same objects
+                        out="$(taskset -c "$(pin_of "$c")" "$RANGE_READ" "${remote%/\**}/")"
+                        record lm "$f" "$c" raw client "$r" "$out"
+                    fi
                 done
             done
         done

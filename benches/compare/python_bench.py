@@ -45,6 +45,7 @@ def infeed_py(workload, files, epochs, seed):
             .max_length(512)
             .truncation("keep_start")
             .cast("int32")
+            .masks(None)
         )
     else:
         p = p.parse(IMG_SPEC).decode_raw("image", [32, 32, 3])

@@ -3,12 +3,19 @@
     python report.py RESULTS.jsonl META.json
 
 Each line of RESULTS is one run: {"workload", "files" (plain|gzip), "cores",
-"stage", "side" (infeed|tf.data|cat, and infeed-gcs beside
-infeed-local for the emulator runs), "round", "result": the JSON
-line the run printed}. For each cell the best round (highest records/s) of
+"stage", "side" (infeed|tf.data|cat; copy: examples/copy_bandwidth
+beside each infeed full run; infeed-gcs beside infeed-local for the
+emulator runs, and client: examples/range_read on the same objects),
+"round", "result": the JSON line the run printed}. For each cell the best round (highest records/s) of
 each side is kept, and its other figures are that round's. MB/s and CPU
 seconds per GB count serialized record bytes (uncompressed, as in the shards'
 Examples), the same amount for both sides.
+
+The floor of a full pipeline: a record must read its serialized bytes R and
+write its share of the output tensors W (infeed's `output_bytes` / records);
+at the copy traffic (bytes read + written per second) measured for a buffer of
+the batch's size on the same cores, that allows traffic / (R + W) records/s.
+"floor" is infeed's records/s as a fraction of that.
 
 Exits 1 if the two sides of a cell disagree on records emitted, records per
 epoch, or the shapes of their batches (compared on tf.data's tensor names;
@@ -20,6 +27,7 @@ import sys
 from collections import defaultdict
 
 STAGES = ("raw", "parse", "full")
+HELPERS = ("cat", "copy", "client")  # measurements beside the pipelines, not pipelines
 
 
 def load(path):
@@ -39,7 +47,7 @@ def check(cell, runs, meta):
     names = {k for r in tf_runs for s in r["result"]["shapes"] for k in s}
     expected = meta["workloads"][cell[0]]["records_per_epoch"]
     for r in runs:
-        if r["side"] == "cat":
+        if r["side"] in HELPERS:
             continue
         res = r["result"]
         if res.get("records_per_epoch") != expected:
@@ -47,7 +55,7 @@ def check(cell, runs, meta):
                             f"the shards hold {expected}")
     reference = tf_runs[0]["result"] if tf_runs else None
     for r in runs:
-        if reference is None or r["side"] in ("cat", "tf.data"):
+        if reference is None or r["side"] in HELPERS + ("tf.data",):
             continue
         res = r["result"]
         if res["records"] != reference["records"]:
@@ -75,6 +83,7 @@ def main():
     failures = []
     rows = []
     gcs_rows = []
+    floor_rows = []
     cat = {}
     for cell in sorted(cells, key=lambda c: (c[0] != "lm", c[1] != "plain", -c[2], STAGES.index(c[3]))):
         workload, files, cores, stage = cell
@@ -88,6 +97,12 @@ def main():
             if r["side"] == "cat":
                 if "cat" not in best or res["seconds"] < best["cat"]["seconds"]:
                     best["cat"] = res
+            elif r["side"] == "copy":
+                if "copy" not in best or res["traffic_bytes_per_sec"] > best["copy"]["traffic_bytes_per_sec"]:
+                    best["copy"] = res
+            elif r["side"] == "client":
+                if "client" not in best or res["bytes_per_sec"] > best["client"]["bytes_per_sec"]:
+                    best["client"] = res
             elif r["side"] not in best or res["records_per_sec"] > best[r["side"]]["records_per_sec"]:
                 best[r["side"]] = res
 
@@ -105,17 +120,34 @@ def main():
         a, b = figures("infeed"), figures("tf.data")
         if "cat" in best and files == "plain":
             cat[(workload, files, cores)] = best["cat"]["bytes"] / best["cat"]["seconds"] / 1e6
+        floor = None
+        if a and best.get("copy") and best["infeed"].get("output_bytes") and best["infeed"]["records"]:
+            res = best["infeed"]
+            write = res["output_bytes"] / res["records"]
+            floor_rps = best["copy"]["traffic_bytes_per_sec"] / (per_record + write)
+            floor = a["rps"] / floor_rps
+            floor_rows.append(f"| {workload} | {files} | {cores} | {per_record:.0f} | {write:.0f} "
+                              f"| {best['copy']['buffer_bytes'] / 1e6:.2f} "
+                              f"| {best['copy']['traffic_bytes_per_sec'] / 1e9:.1f} "
+                              f"| {fmt_int(floor_rps)} | {fmt_int(a['rps'])} | {floor:.1%} |")
         if a and b:
             rows.append(f"| {workload} | {files} | {cores} | {stage} "
                         f"| {fmt_int(a['rps'])} | {fmt_int(b['rps'])} | **{ratio(a['rps'], b['rps'])}** "
                         f"| {a['mbps']:.0f} / {b['mbps']:.0f} "
                         f"| {a['first']:.0f} / {b['first']:.0f} "
                         f"| {a['rss']:.0f} / {b['rss']:.0f} (+{b['rss_growth']:.0f}) "
-                        f"| {a['cpu_gb']:.2f} / {b['cpu_gb']:.2f} |")
+                        f"| {a['cpu_gb']:.2f} / {b['cpu_gb']:.2f} "
+                        f"| {'–' if floor is None else f'{floor:.0%}'} |")
         g, local = figures("infeed-gcs"), figures("infeed-local")
         if g and local:
+            client = best.get("client")
+            # File bytes (compressed for GZIP) per second: what the client counts.
+            g_mbps = client["bytes"] / best["infeed-gcs"]["seconds"] / 1e6 if client else None
+            c_mbps = client["bytes_per_sec"] / 1e6 if client else None
             gcs_rows.append(f"| {workload} | {files} | {cores} | {stage} | {fmt_int(g['rps'])} "
                             f"| {fmt_int(local['rps'])} | {ratio(g['rps'], local['rps'])} "
+                            f"| {'–' if c_mbps is None else f'{g_mbps:.0f} / {c_mbps:.0f}'} "
+                            f"| {ratio(g_mbps, c_mbps)} "
                             f"| {g['first']:.0f} / {local['first']:.0f} |")
     rounds = max((r["round"] for r in runs), default=0)
     loads = [r["load"] for r in runs if "load" in r]
@@ -126,9 +158,17 @@ def main():
           "tf.data's peak RSS includes what TensorFlow holds after its import; (+N) is its "
           "growth beyond that.\n")
     print("| workload | files | cores | stage | infeed rec/s | tf.data rec/s | ratio "
-          "| MB/s | first batch ms | peak RSS MB | CPU s/GB |")
-    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| MB/s | first batch ms | peak RSS MB | CPU s/GB | infeed / floor |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     print("\n".join(rows))
+    if floor_rows:
+        print("\nFloors of the full pipelines: bytes each record must read (serialized) and write "
+              "(output tensors as emitted), this machine's copy traffic (read + written) for a "
+              "buffer of the batch's size on the same cores, the records/s it allows:\n")
+        print("| workload | files | cores | read B/rec | write B/rec | batch MB | copy GB/s "
+              "| floor rec/s | infeed rec/s | infeed / floor |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        print("\n".join(floor_rows))
     if cat:
         print("\nPage cache floor (`cat` of the same files, MB/s of file bytes) beside infeed's raw "
               "read+CRC (MB/s of record bytes):\n")
@@ -165,8 +205,11 @@ def main():
         print("\n".join(buffer_rows))
     if gcs_rows:
         print("\ninfeed reading gs:// from fake-gcs-server on loopback beside the same files on local disk:\n")
-        print("| workload | files | cores | stage | gcs rec/s | local rec/s | gcs / local | first batch ms (gcs / local) |")
-        print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
+        print("The client is examples/range_read: plain object_store get_range, 16 in flight, "
+              "8 MiB each, on the same objects and cores (raw rows; MB/s of file bytes).\n")
+        print("| workload | files | cores | stage | gcs rec/s | local rec/s | gcs / local "
+              "| MB/s gcs / client | gcs / client | first batch ms (gcs / local) |")
+        print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         print("\n".join(gcs_rows))
     if failures:
         print("\nThe two sides disagree:", *failures, sep="\n  ", file=sys.stderr)

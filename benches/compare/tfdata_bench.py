@@ -3,7 +3,7 @@
     python tfdata_bench.py WORKLOAD STAGE 'GLOB' [--epochs 2] [--seed 1]
 
 With --numpy the batches are consumed through ds.as_numpy_iterator() (numpy arrays,
-as a JAX or PyTorch training loop takes them). WORKLOAD is lm or img; STAGE is raw (read + CRC, batched), parse (read, batch,
+as a JAX or PyTorch training loop takes them). WORKLOAD is lm, img or ctr; STAGE is raw (read + CRC, batched), parse (read, batch,
 parse) or full (DESIGN.md's pipeline). Each is written the way tf.data runs it
 fastest: shuffle serialized records, batch, then parse the whole batch with
 tf.io.parse_example in a map with AUTOTUNE parallelism. Timing, CPU time and
@@ -30,6 +30,13 @@ LM_SPEC = {"input_ids": tf.io.RaggedFeature(tf.int64),
            "attention_mask": tf.io.RaggedFeature(tf.int64)}
 IMG_SPEC = {"image": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64)}
+# Many small records: 16 shards interleaved, batches of 4096; `blob` is left unparsed.
+CTR_SPEC = {"label": tf.io.FixedLenFeature([], tf.int64),
+            "dense": tf.io.FixedLenFeature([16], tf.float32),
+            "ids": tf.io.FixedLenFeature([16], tf.int64)}
+CTR_BATCH = 4096
+CTR_CYCLE = 16
+SPECS = {"lm": LM_SPEC, "img": IMG_SPEC, "ctr": CTR_SPEC}
 
 
 def pad_lm(batch):
@@ -52,13 +59,14 @@ def build(workload, stage, files, compression, epochs, seed):
     full = stage == "full"
     if full and workload == "lm":
         ds = ds.shuffle(len(files), seed=seed)  # a new file order each epoch
+    ctr = workload == "ctr"
     ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
-                       cycle_length=4, num_parallel_calls=AUTOTUNE)
+                       cycle_length=CTR_CYCLE if ctr else 4, num_parallel_calls=AUTOTUNE)
     if full:
         ds = ds.shuffle(SHUFFLE, seed=seed).repeat(epochs)
-    ds = ds.batch(BATCH, drop_remainder=full)
-    spec = LM_SPEC if workload == "lm" else IMG_SPEC
-    if stage == "parse":
+    ds = ds.batch(CTR_BATCH if ctr else BATCH, drop_remainder=full)
+    spec = SPECS[workload]
+    if stage == "parse" or (full and ctr):
         ds = ds.map(lambda x: tf.io.parse_example(x, spec), num_parallel_calls=AUTOTUNE)
     elif full:
         after = pad_lm if workload == "lm" else decode_img
@@ -87,7 +95,7 @@ def cpu_seconds():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workload", choices=["lm", "img"])
+    ap.add_argument("workload", choices=["lm", "img", "ctr"])
     ap.add_argument("stage", choices=["raw", "parse", "full"])
     ap.add_argument("glob")
     ap.add_argument("--epochs", type=int, default=2)
@@ -114,7 +122,7 @@ def main():
             n = int(batch.shape[0])
             shapes.add(json.dumps({"records": [n]}))
         else:
-            n = int(batch["label" if args.workload == "img" else "input_ids"].shape[0])
+            n = int(batch["input_ids" if args.workload == "lm" else "label"].shape[0])
             shapes.add(json.dumps(shape_of(batch), sort_keys=True))
         records += n
         batches += 1

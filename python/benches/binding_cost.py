@@ -64,6 +64,7 @@ def rust_run(args) -> tuple[float, int]:
             str(args.batch),
             "--seed",
             "1",
+            "--json",
         ],
         capture_output=True,
         text=True,

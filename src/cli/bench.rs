@@ -349,6 +349,10 @@ trait Measured {
     /// `name → dims` of what the batch holds (`null` for a ragged dimension),
     /// so a comparison can check that two pipelines emit the same shapes.
     fn shape(&self) -> Value;
+    /// Bytes of the output tensors as emitted (what a floor must count as written).
+    fn output_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Measured for RawBatch {
@@ -384,6 +388,9 @@ impl Measured for Batch {
     fn hash_into(&self, h: &mut Xxh3) {
         h.update(&self.digest().to_le_bytes());
     }
+    fn output_bytes(&self) -> Option<u64> {
+        Some(self.num_bytes() as u64)
+    }
     fn shape(&self) -> Value {
         self.tensors
             .iter()
@@ -396,6 +403,34 @@ impl Measured for Batch {
 impl Measured for ParsedBatch {
     fn records(&self) -> usize {
         self.num_records
+    }
+    fn output_bytes(&self) -> Option<u64> {
+        let bytes = |values: &Values| match values {
+            Values::Int64(v) => std::mem::size_of_val(v.as_slice()),
+            Values::Int32(v) => std::mem::size_of_val(v.as_slice()),
+            Values::Float32(v) => std::mem::size_of_val(v.as_slice()),
+            Values::Bytes(b) => b.data.len() + std::mem::size_of_val(b.offsets.as_slice()),
+        };
+        let total: usize = self
+            .columns
+            .iter()
+            .map(|(_, column)| match column {
+                Column::Dense { values, .. } => bytes(values),
+                Column::Ragged {
+                    values, row_splits, ..
+                } => bytes(values) + std::mem::size_of_val(row_splits.as_slice()),
+                Column::Ragged2 {
+                    values,
+                    outer_splits,
+                    inner_splits,
+                } => {
+                    bytes(values)
+                        + std::mem::size_of_val(outer_splits.as_slice())
+                        + std::mem::size_of_val(inner_splits.as_slice())
+                }
+            })
+            .sum();
+        Some(total as u64)
     }
     fn hash_into(&self, h: &mut Xxh3) {
         // One-shot hashes of whole buffers, chained: xxh3's streaming update
@@ -589,6 +624,7 @@ fn measure<T: Measured + Send + 'static>(
     let mut shapes = std::collections::BTreeSet::new();
     let mut finished = false;
     let mut progress = report::Progress::new(!args.json);
+    let mut output_bytes = Some(0u64);
     while args.batches.is_none_or(|n| count < n) && limit.is_none_or(|l| started.elapsed() < l) {
         let Some(batch) = batches.next_batch()? else {
             finished = true;
@@ -605,6 +641,7 @@ fn measure<T: Measured + Send + 'static>(
             }
         }
         records += batch.records() as u64;
+        output_bytes = output_bytes.zip(batch.output_bytes()).map(|(a, b)| a + b);
         count += 1;
         progress.tick(records, count);
         batches.recycle(batch);
@@ -637,6 +674,7 @@ fn measure<T: Measured + Send + 'static>(
         // Exact only for a whole run from the start.
         "records_per_epoch": (finished && args.epochs > 0 && args.state_in.is_none())
             .then(|| stats.read.records / args.epochs),
+        "output_bytes": output_bytes,
         "shapes": shapes
             .iter()
             .filter_map(|s| serde_json::from_str::<Value>(s).ok())

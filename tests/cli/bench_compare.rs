@@ -119,3 +119,25 @@ fn raw_and_parsed_batches_report_rows_and_ragged_dimensions() {
     assert_eq!(shape_set(&parsed), expected);
     assert_eq!(parsed["records_per_epoch"], Value::Null);
 }
+
+#[test]
+fn output_bytes_count_every_value_and_split_emitted_and_raw_batches_have_none() {
+    // Parsed, not padded: per batch each feature writes its int64 values and
+    // rows + 1 row splits (usize); 256 records in batches of 100, 100, 56.
+    let parsed = bench(&[
+        "testdata/lm-sample.tfrecord",
+        "--json",
+        "--spec",
+        LM_SPEC,
+        "--batch",
+        "100",
+        "--no-digest",
+    ]);
+    let tokens: usize = lengths().iter().sum();
+    let splits = (101 + 101 + 57) * std::mem::size_of::<usize>();
+    assert_eq!(parsed["batches"], 3);
+    assert_eq!(parsed["output_bytes"], json!(2 * (tokens * 8 + splits)));
+
+    let raw = bench(&["testdata/lm-sample.tfrecord", "--json", "--batch", "100"]);
+    assert_eq!(raw["output_bytes"], Value::Null);
+}
