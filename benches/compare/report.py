@@ -19,7 +19,7 @@ the batch's size on the same cores, that allows traffic / (R + W) records/s.
 
 Exits 1 if the two sides of a cell disagree on records emitted, records per
 epoch, or the shapes of their batches (compared on tf.data's tensor names;
-infeed also emits masks).
+infeed may emit masks besides).
 """
 
 import json

@@ -6,7 +6,7 @@ Each line of RESULTS is one run: {"workload", "files", "cores", "side" (infeed,
 infeed-py, tf.data-numpy, grain), "round", "result"}. For each cell the best round
 (highest records/s) of each side is kept. Exits 1 if a side's records per epoch differ
 from what the shards hold, or if the sides disagree on records emitted or on the shapes
-of the tensors tf.data emits (infeed also emits masks).
+of the tensors tf.data emits (infeed may emit masks besides).
 """
 
 import json

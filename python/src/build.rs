@@ -82,7 +82,10 @@ pub fn build(
             "masks" => parsed.masks(mask_type(py, &args.get_item(0)?.extract::<String>()?)?),
             "mask" => {
                 let feature: String = args.get_item(0)?.extract()?;
-                parsed.mask(&feature, mask_type(py, &args.get_item(1)?.extract::<String>()?)?)
+                parsed.mask(
+                    &feature,
+                    mask_type(py, &args.get_item(1)?.extract::<String>()?)?,
+                )
             }
             "cast" => parsed.cast(tensor_type(py, &args.get_item(0)?.extract::<String>()?)?),
             "decode_raw" => {

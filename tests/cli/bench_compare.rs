@@ -126,7 +126,6 @@ fn output_bytes_count_every_value_and_split_emitted_and_raw_batches_have_none() 
     // rows + 1 row splits (usize); 256 records in batches of 100, 100, 56.
     let parsed = bench(&[
         "testdata/lm-sample.tfrecord",
-        "--json",
         "--spec",
         LM_SPEC,
         "--batch",
@@ -138,6 +137,6 @@ fn output_bytes_count_every_value_and_split_emitted_and_raw_batches_have_none() 
     assert_eq!(parsed["batches"], 3);
     assert_eq!(parsed["output_bytes"], json!(2 * (tokens * 8 + splits)));
 
-    let raw = bench(&["testdata/lm-sample.tfrecord", "--json", "--batch", "100"]);
+    let raw = bench(&["testdata/lm-sample.tfrecord", "--batch", "100"]);
     assert_eq!(raw["output_bytes"], Value::Null);
 }
