@@ -10,7 +10,8 @@
 #              INFEED_GCS_PORT / INFEED_S3_PORT / INFEED_AZ_PORT (scripts/emulators.sh).
 #
 # Floors: after each infeed full run, examples/copy_bandwidth copies a buffer of that run's
-# batch size (output bytes / batches) on the same cores (1 thread per core), and report.py
+# batch size (output bytes / batches), and one of 256 MiB (DRAM, past the caches), on the
+# same cores (1 thread per core), and report.py
 # prints infeed's records/s as a fraction of what that bandwidth allows for the bytes a
 # record must read (serialized) and write (output tensors as emitted). Cloud: beside each
 # infeed-gcs raw run, examples/range_read reads the same objects with plain parallel
@@ -138,6 +139,9 @@ print(r["output_bytes"] // r["batches"] if r.get("output_bytes") and r["batches"
     [[ -n "$size" && "$size" -gt 0 ]] || { log "$1/$2/$3: no output_bytes in infeed's result"; exit 1; }
     out="$(taskset -c "$(pin_of "$3")" "$COPY_BW" "$size" "$3")"
     record "$1" "$2" "$3" full copy "$4" "$out"
+    # The same copy from and to DRAM (256 MiB buffers: far past the caches).
+    out="$(taskset -c "$(pin_of "$3")" "$COPY_BW" $((256 << 20)) "$3")"
+    record "$1" "$2" "$3" full copy-dram "$4" "$out"
 }
 
 run_side() { # side workload files cores stage round glob

@@ -12,7 +12,7 @@
 # #[ignore = "needs emulators..."] run too.
 # Then the Python package (python/): builds it with maturin (dev profile, into the root
 # target/ so it shares compiled dependencies) into .venv-python with the pins of
-# python/requirements-test.txt, runs `ruff check python` and pytest (python/tests).
+# python/requirements-test.txt, runs `ruff check python benches` and pytest (python/tests).
 # Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+). Set PYTHON to pick
 # another python3.
 set -euo pipefail
@@ -64,7 +64,7 @@ if ! cmp -s "$PYREQ" "$PYVENV/.requirements-test.txt"; then
     "$PYVENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$PYREQ"
     cp "$PYREQ" "$PYVENV/.requirements-test.txt"
 fi
-"$PYVENV/bin/ruff" check python
+"$PYVENV/bin/ruff" check python benches
 (
     cd python
     VIRTUAL_ENV="$(cd .. && pwd)/$PYVENV" CARGO_TARGET_DIR="$(cd .. && pwd)/target" \

@@ -27,7 +27,7 @@ import sys
 from collections import defaultdict
 
 STAGES = ("raw", "parse", "full")
-HELPERS = ("cat", "copy", "client")  # measurements beside the pipelines, not pipelines
+HELPERS = ("cat", "copy", "copy-dram", "client")  # measurements beside the pipelines, not pipelines
 
 
 def load(path):
@@ -75,8 +75,22 @@ def ratio(a, b):
     return f"{a / b:.2f}×" if a and b else "–"
 
 
+def side_figures(res, per_record):
+    """One side's best run as the table shows it (None if it did not run)."""
+    if res is None:
+        return None
+    gb = res["records"] * per_record / 1e9
+    return {"rps": res["records_per_sec"], "mbps": res["records_per_sec"] * per_record / 1e6,
+            "first": res["first_batch_ms"], "rss": res["peak_rss_bytes"] / 1e6,
+            "rss_growth": (res["peak_rss_bytes"] - res["baseline_rss_bytes"]) / 1e6
+            if "baseline_rss_bytes" in res else None,
+            "cpu_gb": res["cpu_seconds"] / gb if gb and res.get("cpu_seconds") is not None else None}
+
+
 def main():
-    runs, meta = load(sys.argv[1]), json.load(open(sys.argv[2]))
+    runs = load(sys.argv[1])
+    with open(sys.argv[2]) as f:
+        meta = json.load(f)
     cells = defaultdict(list)
     for r in runs:
         cells[(r["workload"], r["files"], r["cores"], r["stage"])].append(r)
@@ -97,25 +111,18 @@ def main():
             if r["side"] == "cat":
                 if "cat" not in best or res["seconds"] < best["cat"]["seconds"]:
                     best["cat"] = res
-            elif r["side"] == "copy":
-                if "copy" not in best or res["traffic_bytes_per_sec"] > best["copy"]["traffic_bytes_per_sec"]:
-                    best["copy"] = res
+            elif r["side"] in ("copy", "copy-dram"):
+                side = r["side"]
+                if side not in best or res["traffic_bytes_per_sec"] > best[side]["traffic_bytes_per_sec"]:
+                    best[side] = res
             elif r["side"] == "client":
                 if "client" not in best or res["bytes_per_sec"] > best["client"]["bytes_per_sec"]:
                     best["client"] = res
             elif r["side"] not in best or res["records_per_sec"] > best[r["side"]]["records_per_sec"]:
                 best[r["side"]] = res
 
-        def figures(side):
-            res = best.get(side)
-            if res is None:
-                return None
-            gb = res["records"] * per_record / 1e9
-            return {"rps": res["records_per_sec"], "mbps": res["records_per_sec"] * per_record / 1e6,
-                    "first": res["first_batch_ms"], "rss": res["peak_rss_bytes"] / 1e6,
-                    "rss_growth": (res["peak_rss_bytes"] - res["baseline_rss_bytes"]) / 1e6
-                    if "baseline_rss_bytes" in res else None,
-                    "cpu_gb": res["cpu_seconds"] / gb if gb and res.get("cpu_seconds") is not None else None}
+        def figures(side, best=best, per_record=per_record):
+            return side_figures(best.get(side), per_record)
 
         a, b = figures("infeed"), figures("tf.data")
         if "cat" in best and files == "plain":
@@ -126,10 +133,15 @@ def main():
             write = res["output_bytes"] / res["records"]
             floor_rps = best["copy"]["traffic_bytes_per_sec"] / (per_record + write)
             floor = a["rps"] / floor_rps
+            dram = best.get("copy-dram")
+            dram_gbps = "–" if dram is None else f"{dram['traffic_bytes_per_sec'] / 1e9:.1f}"
+            dram_floor = "–" if dram is None else \
+                f"{a['rps'] * (per_record + write) / dram['traffic_bytes_per_sec']:.1%}"
             floor_rows.append(f"| {workload} | {files} | {cores} | {per_record:.0f} | {write:.0f} "
                               f"| {best['copy']['buffer_bytes'] / 1e6:.2f} "
                               f"| {best['copy']['traffic_bytes_per_sec'] / 1e9:.1f} "
-                              f"| {fmt_int(floor_rps)} | {fmt_int(a['rps'])} | {floor:.1%} |")
+                              f"| {fmt_int(floor_rps)} | {fmt_int(a['rps'])} | {floor:.1%} "
+                              f"| {dram_gbps} | {dram_floor} |")
         if a and b:
             rows.append(f"| {workload} | {files} | {cores} | {stage} "
                         f"| {fmt_int(a['rps'])} | {fmt_int(b['rps'])} | **{ratio(a['rps'], b['rps'])}** "
@@ -164,10 +176,11 @@ def main():
     if floor_rows:
         print("\nFloors of the full pipelines: bytes each record must read (serialized) and write "
               "(output tensors as emitted), this machine's copy traffic (read + written) for a "
-              "buffer of the batch's size on the same cores, the records/s it allows:\n")
+              "buffer of the batch's size on the same cores (it stays in cache), the records/s it "
+              "allows, and the same for 256 MiB buffers (DRAM):\n")
         print("| workload | files | cores | read B/rec | write B/rec | batch MB | copy GB/s "
-              "| floor rec/s | infeed rec/s | infeed / floor |")
-        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+              "| floor rec/s | infeed rec/s | infeed / floor | DRAM copy GB/s | infeed / DRAM floor |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         print("\n".join(floor_rows))
     if cat:
         print("\nPage cache floor (`cat` of the same files, MB/s of file bytes) beside infeed's raw "
