@@ -12,6 +12,7 @@ use flate2::{Decompress, DecompressError, FlushDecompress, Status};
 
 use super::chunk_ring::ChunkRing;
 use super::compression::Compression;
+use super::ramp::SizeRamp;
 
 /// What is wrong with a compressed stream.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -81,7 +82,8 @@ pub struct Inflater {
     consumed: u64,
     /// A stream (member) has started and not yet ended.
     in_stream: bool,
-    out_chunk: usize,
+    /// The size of the next output piece: small first, then the output chunk.
+    out_size: SizeRamp,
     /// Output chunks handed out, to inflate into again once released.
     ring: ChunkRing,
     /// An error found after some output was already produced, reported next.
@@ -105,7 +107,8 @@ impl Inflater {
         Self::with_output_chunk(compression, DEFAULT_OUTPUT_CHUNK)
     }
 
-    /// A decompressor producing output pieces of up to `out_chunk` bytes.
+    /// A decompressor producing output pieces of up to `out_chunk` bytes
+    /// (the first ones smaller: see [`SizeRamp`]).
     pub fn with_output_chunk(compression: Compression, out_chunk: usize) -> Self {
         let decoder = match compression {
             Compression::None => None,
@@ -118,7 +121,7 @@ impl Inflater {
             input: VecDeque::new(),
             consumed: 0,
             in_stream: false,
-            out_chunk: out_chunk.max(1),
+            out_size: SizeRamp::new(out_chunk),
             ring: ChunkRing::default(),
             error: None,
             failed: false,
@@ -183,7 +186,7 @@ impl Inflater {
                 continue;
             }
             if out.capacity() == 0 {
-                out = self.ring.take(self.out_chunk);
+                out = self.ring.take(self.out_size.take());
                 out.clear();
             }
             if out.len() == out.capacity() {

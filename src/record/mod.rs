@@ -27,6 +27,7 @@ mod error;
 mod frame;
 mod inflate;
 mod options;
+mod ramp;
 mod read_core;
 mod reader;
 mod writer;
@@ -41,5 +42,6 @@ pub use options::{
     CorruptPolicy, DEFAULT_CHUNK_SIZE, DEFAULT_MAX_RECORD_SIZE, MAX_SKIP_EVENTS, ReadOptions,
     SkipEvent, SkipReport,
 };
+pub(crate) use ramp::SizeRamp;
 pub use reader::RecordReader;
 pub use writer::RecordWriter;

@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 
 use crate::record::{
     Compression, DETECT_LEN, Detection, ErrorKind, ReadOptions, Record, RecordError, RecordReader,
+    SizeRamp,
 };
 
 use bytes::Bytes;
@@ -29,14 +30,6 @@ use crate::source::{ReadStats, SourceOptions, open_blocking_at};
 
 /// Blocks in flight per shard: one being filled, one waiting.
 const BLOCKS_IN_FLIGHT: usize = 2;
-
-/// A shard's first block closes at about this many bytes of records and
-/// each next one at twice the last, up to the read chunk size. The first
-/// batch waits for the first block of every interleaved shard, and while
-/// it waits every shard thread also fills its read-ahead: with 16 GZIP
-/// shards and 1 MiB blocks that was ~48 MiB inflated on 2 cores before
-/// record one (ctr: 145-170 ms). Later hand-offs are still one per chunk.
-const FIRST_BLOCK_BYTES: usize = 64 << 10;
 
 /// The reading side of a shard thread.
 pub(crate) struct ShardBlocks {
@@ -138,11 +131,13 @@ fn read_shard(
     stats: &StageStats,
 ) -> Result<(), RecordError> {
     let (mut reader, sources) = open_at(path, start, opts)?;
-    let chunk_bytes = opts.chunk_size.max(1);
-    let mut block_bytes = FIRST_BLOCK_BYTES.min(chunk_bytes);
+    // Blocks start small (a first batch waits for the first block of every
+    // interleaved shard) and grow to a read chunk's worth.
+    let mut block_size = SizeRamp::new(opts.chunk_size);
     let mut retries_reported = 0;
     loop {
         let timer = stats.busy_timer();
+        let block_bytes = block_size.take();
         let mut block = Vec::new();
         let mut bytes = 0;
         let mut failure = None;
@@ -169,7 +164,6 @@ fn read_shard(
         stats.add_retries(retries - retries_reported);
         retries_reported = retries;
         drop(timer);
-        block_bytes = (block_bytes * 2).min(chunk_bytes);
         if !block.is_empty() {
             let _wait = stats.wait_timer();
             if tx.send(Ok(block)).is_err() {
