@@ -3,7 +3,9 @@
 #   bash scripts/compare-python.sh            # lm and img, 4 shards of ~100 MB (as compare-tfdata.sh)
 #   bash scripts/compare-python.sh --quick    # 4 shards of ~5 MB, 1 round: a smoke test of the script
 # Options: --scale S, --rounds N (default 2), --results FILE, --grain-workers N (default: the cores).
-# Environment: WORKLOADS (default "lm img"), FILES (default "plain gzip"), BENCH_DATA, PYTHON.
+# Environment: WORKLOADS (default "lm img"), FILES (default "plain gzip"), SIDES (default
+#              "infeed infeed-py tf.data-numpy grain"; Grain takes minutes a run at scale 1),
+#              BENCH_DATA, PYTHON.
 #
 # Each side runs DESIGN.md's full pipeline (benches/compare/python_bench.py says what each
 # does) and is consumed into numpy arrays: `infeed bench` (Rust, no Python), the infeed
@@ -27,6 +29,7 @@ RESULTS=""
 GRAIN_WORKERS=""
 WORKLOADS="${WORKLOADS:-lm img}"
 FILES="${FILES:-plain gzip}"
+SIDES="${SIDES:-infeed infeed-py tf.data-numpy grain}"
 EPOCHS=2
 SEED=1
 
@@ -112,7 +115,7 @@ for w in $WORKLOADS; do
         glob="$(glob_of "$w" "$f")"
         for c in 2 1; do
             for ((r = 1; r <= ROUNDS; r++)); do
-                for side in infeed infeed-py tf.data-numpy grain; do
+                for side in $SIDES; do
                     [[ "$side" == grain && "$f" == gzip ]] && continue
                     run_side "$side" "$w" "$f" "$c" "$r" "$glob"
                 done
