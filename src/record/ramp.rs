@@ -30,6 +30,16 @@ impl SizeRamp {
         }
     }
 
+    /// The size of piece number `step` (from 0) of a ramp up to `max`:
+    /// [`FIRST_PIECE`] doubled `step` times, at most `max` (at least 1).
+    pub fn at(step: u32, max: usize) -> usize {
+        let max = max.max(1);
+        match FIRST_PIECE.checked_shl(step) {
+            Some(size) if size >> step == FIRST_PIECE => size.min(max),
+            _ => max, // doubled past usize: the maximum long before
+        }
+    }
+
     /// The next piece's size; the one after is twice as large, up to the
     /// maximum.
     pub fn take(&mut self) -> usize {
@@ -59,6 +69,28 @@ mod tests {
                 1 << 20
             ]
         );
+    }
+
+    #[test]
+    fn at_gives_the_size_of_a_piece_by_number() {
+        let sizes: Vec<usize> = [0, 1, 4, 5, 40, 64, 200]
+            .iter()
+            .map(|&step| SizeRamp::at(step, 1 << 20))
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                64 << 10,
+                128 << 10,
+                1 << 20,
+                1 << 20,
+                1 << 20,
+                1 << 20,
+                1 << 20
+            ]
+        );
+        assert_eq!(SizeRamp::at(0, 1000), 1000);
+        assert_eq!(SizeRamp::at(3, 0), 1);
     }
 
     #[test]

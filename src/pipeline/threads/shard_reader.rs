@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
@@ -31,10 +32,18 @@ use crate::source::{ReadStats, SourceOptions, open_blocking_at};
 /// Blocks in flight per shard: one being filled, one waiting.
 const BLOCKS_IN_FLIGHT: usize = 2;
 
+/// Blocks the consumer takes before the block size doubles: a first batch
+/// takes a few small blocks of every shard, and a block sized after those
+/// few would already be a whole chunk, read (and inflated) before the
+/// first batch can go.
+const BLOCKS_PER_DOUBLING: u32 = 4;
+
 /// The reading side of a shard thread.
 pub(crate) struct ShardBlocks {
     rx: Receiver<Result<Vec<Record>, RecordError>>,
     handle: Option<JoinHandle<()>>,
+    /// Blocks the consumer has taken: the thread sizes its next block by it.
+    taken: Arc<AtomicU32>,
 }
 
 impl ShardBlocks {
@@ -42,10 +51,12 @@ impl ShardBlocks {
     /// file).
     pub fn spawn(path: String, start: u64, opts: ReadOptions, stats: Arc<StageStats>) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
+        let taken = Arc::new(AtomicU32::new(0));
+        let consumed = taken.clone();
         let handle = std::thread::Builder::new()
             .name("infeed-shard".into())
             .spawn(move || {
-                if let Err(e) = read_shard(&path, start, &opts, &tx, &stats) {
+                if let Err(e) = read_shard(&path, start, &opts, &tx, &stats, &consumed) {
                     let _ = tx.send(Err(e));
                 }
             })
@@ -53,11 +64,15 @@ impl ShardBlocks {
         ShardBlocks {
             rx,
             handle: Some(handle),
+            taken,
         }
     }
 
     /// The next block, or `None` at the end of the shard.
     pub fn next_block(&mut self) -> Option<Result<Vec<Record>, RecordError>> {
+        // Counted first: the thread sizes its next block as soon as this
+        // receive frees a slot.
+        self.taken.fetch_add(1, Relaxed);
         self.rx.recv().ok()
     }
 }
@@ -123,21 +138,27 @@ fn open_at(url: &str, start: u64, opts: &ReadOptions) -> Result<Opened, RecordEr
 
 /// Reads `path` from `start`, sending a block per chunk's worth of records;
 /// returns early (Ok) when the receiver has gone.
+///
+/// Blocks start small and double with every [`BLOCKS_PER_DOUBLING`] blocks
+/// the consumer has `taken`, up to a read chunk's worth. A first batch waits for the first blocks of
+/// every interleaved shard, and meanwhile each shard thread fills its
+/// read-ahead: sized by blocks *produced*, that read-ahead doubled ahead of
+/// the consumer (16 GZIP shards inflated ~2 MiB each, ~6× what ctr's first
+/// batch needs, on the cores the first batch waits for). Sized by blocks
+/// taken, it stays small until the consumer is under way.
 fn read_shard(
     path: &str,
     start: u64,
     opts: &ReadOptions,
     tx: &SyncSender<Result<Vec<Record>, RecordError>>,
     stats: &StageStats,
+    taken: &AtomicU32,
 ) -> Result<(), RecordError> {
     let (mut reader, sources) = open_at(path, start, opts)?;
-    // Blocks start small (a first batch waits for the first block of every
-    // interleaved shard) and grow to a read chunk's worth.
-    let mut block_size = SizeRamp::new(opts.chunk_size);
     let mut retries_reported = 0;
     loop {
         let timer = stats.busy_timer();
-        let block_bytes = block_size.take();
+        let block_bytes = SizeRamp::at(taken.load(Relaxed) / BLOCKS_PER_DOUBLING, opts.chunk_size);
         let mut block = Vec::new();
         let mut bytes = 0;
         let mut failure = None;
@@ -393,10 +414,11 @@ mod tests {
         );
     }
 
-    /// Blocks start small and double up to the chunk size, so a first
-    /// batch does not wait for a whole chunk of every interleaved shard.
+    /// Blocks start small and double with every few blocks the consumer
+    /// takes, up to the chunk size: before the consumer takes any, the
+    /// read-ahead is three first-size blocks, not a doubling ramp ahead of it.
     #[test]
-    fn blocks_start_small_and_double_up_to_the_chunk_size() {
+    fn blocks_start_small_and_double_as_the_consumer_takes_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.tfrecord");
         let mut w = RecordWriter::create(&path, Compression::None).unwrap();
@@ -404,12 +426,17 @@ mod tests {
             w.write_record(&record(0, i)).unwrap();
         }
         w.finish().unwrap();
+        let stats: Arc<StageStats> = Arc::default();
         let mut reader = ShardBlocks::spawn(
             path.display().to_string(),
             0,
             ReadOptions::default(),
-            Arc::default(),
+            stats.clone(),
         );
+        // 116 framed bytes a record: a block closes at the first record
+        // that reaches 64 KiB (565 records), 128 KiB (1 130), ... 1 MiB.
+        let ahead = (BLOCKS_IN_FLIGHT + 1) as u64;
+        assert_eq!(settled(|| stats.figures().records), ahead * 565);
         let mut lengths = Vec::new();
         let mut next = 0;
         while let Some(block) = reader.next_block() {
@@ -417,10 +444,17 @@ mod tests {
             assert_eq!(&block[0].data[..], &record(0, next)[..]);
             next += block.len();
             lengths.push(block.len());
+            // Let the thread make its next block at this count of taken.
+            settled(|| stats.figures().records);
         }
-        // 116 framed bytes a record: a block closes at the first record
-        // that reaches 64 KiB, 128 KiB, ... 1 MiB (the default chunk).
-        assert_eq!(lengths, [565, 1130, 2260, 4520, 9040, 9040, 3445]);
+        assert_eq!(next, 30_000);
+        assert_eq!(
+            lengths,
+            [
+                565, 565, 565, 565, 565, 565, 1130, 1130, 1130, 1130, 2260, 2260, 2260, 2260, 4520,
+                4520, 4010
+            ]
+        );
     }
 
     /// Read ahead on their threads, the shards still give exactly their
