@@ -505,7 +505,9 @@ impl Job {
             }
             None => {
                 self.stats.buffers.fetch_add(1, Relaxed);
-                Vec::with_capacity(len)
+                let buf = Vec::with_capacity(len);
+                huge_pages(&buf);
+                buf
             }
         }
     }
@@ -516,6 +518,37 @@ impl Job {
         ring.keep(chunk);
     }
 }
+
+/// Asks Linux to back `buf`'s capacity with 2 MiB pages where it can (a
+/// hint: contents and safety are unchanged). A fresh chunk buffer is
+/// filled once from the network; in 4 KiB pages that is 2 048 page faults
+/// per 8 MiB.
+#[cfg(all(feature = "cloud", target_os = "linux"))]
+fn huge_pages(buf: &Vec<u8>) {
+    const HUGE: usize = 2 << 20;
+    if buf.capacity() < 2 * HUGE {
+        return;
+    }
+    let start = buf.as_ptr() as usize;
+    let end = start + buf.capacity();
+    let first = start.next_multiple_of(HUGE);
+    let last = end / HUGE * HUGE;
+    if last > first {
+        // SAFETY: madvise only advises on how to back memory this Vec owns
+        // (whole pages inside its allocation); MADV_HUGEPAGE never changes
+        // its contents or its mapping's validity. A failure is harmless.
+        unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                libc::MADV_HUGEPAGE,
+            );
+        }
+    }
+}
+
+#[cfg(all(feature = "cloud", not(target_os = "linux")))]
+fn huge_pages(_buf: &Vec<u8>) {}
 
 /// Checks that a response at `offset` comes from the version of the object
 /// the shard's first response came from (the first one sets it). Stores
