@@ -28,14 +28,20 @@ impl ChunkRing {
     /// first), else new zeroed memory (which the allocator maps lazily,
     /// without writing it).
     pub fn take(&mut self, size: usize) -> Vec<u8> {
+        self.reuse(size).unwrap_or_else(|| vec![0; size])
+    }
+
+    /// A kept chunk nothing else references any more, with room for `size`
+    /// bytes (its contents initialized up to its length), if there is one.
+    pub fn reuse(&mut self, size: usize) -> Option<Vec<u8>> {
         if let Some(i) = self.kept.iter().position(Bytes::is_unique)
             && let Some(chunk) = self.kept.remove(i)
             && let Ok(reusable) = chunk.try_into_mut()
             && reusable.capacity() >= size
         {
-            return reusable.into();
+            return Some(reusable.into());
         }
-        vec![0; size]
+        None
     }
 
     /// Remembers `chunk`, handed downstream, to read into again once it is

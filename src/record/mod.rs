@@ -19,7 +19,7 @@
 //! `error` ← `options` ← `deframe` ← `read_core` ← `reader`; `writer` uses
 //! `frame` and `compression`.
 
-mod chunk_ring;
+pub(crate) mod chunk_ring;
 mod compression;
 mod crc;
 mod deframe;

@@ -73,8 +73,10 @@ pub struct SourceOptions {
     pub chunk_size: usize,
     /// Range reads in flight per cloud shard (default 4), so that one slow
     /// request does not stall the stream. Memory per shard is about
-    /// `readahead × chunk_size`. Local files always have one read in flight:
-    /// more only slows them down.
+    /// `readahead × chunk_size`, plus the chunks held downstream: a chunk's
+    /// buffer is filled again once it is released, never one fresh buffer
+    /// per chunk ([`ReadStats::buffers`] counts them). Local files always
+    /// have one read in flight: more only slows them down.
     pub readahead: usize,
     /// Retries of one request without progress before giving up (default 8).
     /// Metadata requests that cannot connect at all (refused, unknown host)

@@ -24,6 +24,10 @@ pub struct ReadStats {
     /// Entries (objects and common prefixes, or directory entries) returned by
     /// listings: proof that a glob listed only what it had to.
     pub listed: AtomicU64,
+    /// Chunk buffers allocated by cloud range reads. A chunk released
+    /// downstream is filled again, so this stays at the most chunks in use
+    /// at once (in flight plus held), not one per chunk.
+    pub buffers: AtomicU64,
 }
 
 impl ReadStats {

@@ -390,7 +390,53 @@ async fn an_object_replaced_mid_read_is_an_error_not_a_mix(scheme: &str) {
     );
 }
 
+/// Chunk buffers are filled again once released downstream: 40 chunks
+/// read with 3 in flight, each dropped when read, one held to the end,
+/// take at most 3 + 2 buffers (in flight, the chunk just handed out, the
+/// held one), not 40; the held chunk is never refilled, and every byte
+/// arrives exactly once, in order.
+async fn released_chunk_buffers_are_reused_and_held_ones_kept(scheme: &str) {
+    use futures::StreamExt;
+    let base = format!("{scheme}://{}", bucket());
+    let key = format!("{}/x.tfrecord", unique_prefix("reuse"));
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    upload(&base, &key, &data).await;
+    let url = format!("{base}/{key}");
+    let shard = list_shards(&url, &fast_options())
+        .await
+        .expect("list")
+        .remove(0);
+    let opts = SourceOptions {
+        readahead: 3,
+        chunk_size: 1000,
+        ..fast_options()
+    };
+    let stats = ReadStats::new();
+    let mut chunks = read_chunks(&shard, 0, &opts, stats.clone());
+    let mut delivered = Vec::new();
+    let mut held = None;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.expect("chunk");
+        assert_eq!(chunk.len(), 1000);
+        delivered.extend_from_slice(&chunk);
+        if delivered.len() == 6000 {
+            held = Some(chunk);
+        }
+    }
+    assert!(delivered == data, "the bytes differ");
+    assert_eq!(held.as_deref(), Some(&data[5000..6000]));
+    assert_eq!(stats.chunks.load(Relaxed), 40);
+    let buffers = stats.buffers.load(Relaxed);
+    assert!(
+        (1..=5).contains(&buffers),
+        "{buffers} buffers for 40 chunks"
+    );
+}
+
 emulator_tests! {
+    gcs_released_chunk_buffers_are_reused: released_chunk_buffers_are_reused_and_held_ones_kept("gs");
+    s3_released_chunk_buffers_are_reused: released_chunk_buffers_are_reused_and_held_ones_kept("s3");
+    azure_released_chunk_buffers_are_reused: released_chunk_buffers_are_reused_and_held_ones_kept("az");
     gcs_an_object_replaced_mid_read_is_an_error: an_object_replaced_mid_read_is_an_error_not_a_mix("gs");
     s3_an_object_replaced_mid_read_is_an_error: an_object_replaced_mid_read_is_an_error_not_a_mix("s3");
     azure_an_object_replaced_mid_read_is_an_error: an_object_replaced_mid_read_is_an_error_not_a_mix("az");
