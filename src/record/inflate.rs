@@ -108,7 +108,7 @@ impl Inflater {
     }
 
     /// A decompressor producing output pieces of up to `out_chunk` bytes
-    /// (the first ones smaller: see [`SizeRamp`]).
+    /// (the first ones smaller, from 64 KiB doubling).
     pub fn with_output_chunk(compression: Compression, out_chunk: usize) -> Self {
         let decoder = match compression {
             Compression::None => None,
