@@ -37,22 +37,9 @@ const BATCHES: usize = 8;
 const ITERATIONS: usize = 2;
 const CHUNK: usize = 1 << 20;
 
-/// splitmix64: a small deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+#[path = "../benches/support/splitmix.rs"]
+mod splitmix;
+use splitmix::Rng;
 
 /// lm records: ids uniform in 0..50 000, the mask all ones.
 fn lm_records(n: usize) -> Vec<Vec<u8>> {

@@ -5,11 +5,11 @@ use infeed::pipeline::{Pipeline, PipelineError};
 use infeed::record::{ReadOptions, RecordReader};
 use infeed::spec::{DType, FeatureSpec};
 
-fn testdata(name: &str) -> String {
+pub(crate) fn testdata(name: &str) -> String {
     format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn lm_spec() -> FeatureSpec {
+pub(crate) fn lm_spec() -> FeatureSpec {
     FeatureSpec::new()
         .var_len("input_ids", DType::Int32)
         .var_len("attention_mask", DType::Int64)

@@ -3,17 +3,8 @@
 
 use infeed::example::{Column, ParsedBatch, Values};
 use infeed::pipeline::Pipeline;
-use infeed::spec::{DType, FeatureSpec};
 
-fn testdata(name: &str) -> String {
-    format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn lm_spec() -> FeatureSpec {
-    FeatureSpec::new()
-        .var_len("input_ids", DType::Int32)
-        .var_len("attention_mask", DType::Int64)
-}
+use crate::parse::{lm_spec, testdata};
 
 fn pipeline() -> infeed::pipeline::ParsedPipeline {
     Pipeline::from_files([testdata("lm-sample.tfrecord.gz")])
