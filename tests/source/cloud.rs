@@ -336,19 +336,25 @@ macro_rules! emulator_tests {
     )*};
 }
 
+/// `data` uploaded as a new object under a fresh `prefix` in `scheme`'s
+/// bucket: the bucket's URL, the object's key and its listing.
+async fn uploaded(scheme: &str, prefix: &str, data: &[u8]) -> (String, String, ShardInfo) {
+    let base = format!("{scheme}://{}", bucket());
+    let key = format!("{}/x.tfrecord", unique_prefix(prefix));
+    upload(&base, &key, data).await;
+    let shard = list_shards(&format!("{base}/{key}"), &fast_options())
+        .await
+        .expect("list")
+        .remove(0);
+    (base, key, shard)
+}
+
 /// An object replaced between two range reads of one stream: the stream
 /// ends with `Changed` at the first byte of the new version's response;
 /// every byte delivered before it is the old version's.
 async fn an_object_replaced_mid_read_is_an_error_not_a_mix(scheme: &str) {
     use futures::StreamExt;
-    let base = format!("{scheme}://{}", bucket());
-    let key = format!("{}/x.tfrecord", unique_prefix("replaced"));
-    upload(&base, &key, &[b'a'; 1000]).await;
-    let url = format!("{base}/{key}");
-    let shard = list_shards(&url, &fast_options())
-        .await
-        .expect("list")
-        .remove(0);
+    let (base, key, shard) = uploaded(scheme, "replaced", &[b'a'; 1000]).await;
     let opts = SourceOptions {
         readahead: 1,
         chunk_size: 100,
@@ -377,7 +383,7 @@ async fn an_object_replaced_mid_read_is_an_error_not_a_mix(scheme: &str) {
             first,
             now,
         } => {
-            assert_eq!(u, &url);
+            assert_eq!(u, &shard.url);
             assert_eq!(*offset, delivered.len() as u64);
             assert_ne!(first, now);
         }
@@ -397,15 +403,8 @@ async fn an_object_replaced_mid_read_is_an_error_not_a_mix(scheme: &str) {
 /// arrives exactly once, in order.
 async fn released_chunk_buffers_are_reused_and_held_ones_kept(scheme: &str) {
     use futures::StreamExt;
-    let base = format!("{scheme}://{}", bucket());
-    let key = format!("{}/x.tfrecord", unique_prefix("reuse"));
     let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
-    upload(&base, &key, &data).await;
-    let url = format!("{base}/{key}");
-    let shard = list_shards(&url, &fast_options())
-        .await
-        .expect("list")
-        .remove(0);
+    let (_, _, shard) = uploaded(scheme, "reuse", &data).await;
     let opts = SourceOptions {
         readahead: 3,
         chunk_size: 1000,
