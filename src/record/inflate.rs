@@ -122,7 +122,7 @@ impl Inflater {
             consumed: 0,
             in_stream: false,
             out_size: SizeRamp::new(out_chunk),
-            ring: ChunkRing::default(),
+            ring: ChunkRing::shared(),
             error: None,
             failed: false,
         }

@@ -45,7 +45,7 @@ impl RecordReader<File> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
-            ring: ChunkRing::default(),
+            ring: ChunkRing::shared(),
         };
         if opts.compression.is_none() {
             // Read the first chunk now, so that `compression()` is known and
@@ -74,7 +74,7 @@ impl<R: Read> RecordReader<R> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
-            ring: ChunkRing::default(),
+            ring: ChunkRing::shared(),
         }
     }
 
@@ -87,7 +87,7 @@ impl<R: Read> RecordReader<R> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
-            ring: ChunkRing::default(),
+            ring: ChunkRing::shared(),
         }
     }
 
@@ -111,7 +111,7 @@ impl<R: Read> RecordReader<R> {
             chunk_size: opts.effective_chunk_size(),
             io_error: None,
             ended: false,
-            ring: ChunkRing::default(),
+            ring: ChunkRing::shared(),
         }
     }
 

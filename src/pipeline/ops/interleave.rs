@@ -14,6 +14,7 @@ use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::rng::CounterRng;
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::shard_reader::ShardBlocks;
+use crate::record::chunk_ring::SpareHold;
 use crate::record::{FOOTER_LEN, HEADER_LEN, Record};
 
 use super::{EpochInput, Item, StreamConfig, StreamState};
@@ -66,6 +67,8 @@ pub(crate) struct Interleave {
     /// Interleave slot read next, and records taken from it in this block.
     cursor: u64,
     in_block: u64,
+    /// A finished shard's read chunks go to the next shard's reader.
+    _spare: SpareHold,
 }
 
 impl Interleave {
@@ -88,6 +91,7 @@ impl Interleave {
             next_file: 0,
             cursor: 0,
             in_block: 0,
+            _spare: SpareHold::new(),
             cfg,
             read_stats,
             stats,
