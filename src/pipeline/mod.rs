@@ -87,6 +87,7 @@ mod group;
 mod ops;
 mod parsed;
 mod plan;
+mod prefetch;
 mod rng;
 mod stats;
 mod stream;

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::pipeline::error::{PipelineError, StateError};
+use crate::pipeline::prefetch::prefetch;
 use crate::pipeline::rng::CounterRng;
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::shard_reader::ShardBlocks;
@@ -38,6 +39,11 @@ impl Slot {
     fn next_record(&mut self, stats: &StageStats) -> Result<Option<Record>, PipelineError> {
         loop {
             if let Some(record) = self.block.next() {
+                // This slot is read again a cycle later: its next record
+                // by then is in cache.
+                if let Some(next) = self.block.as_slice().first() {
+                    prefetch(&next.data[..next.data.len().min(256)]);
+                }
                 self.next_offset =
                     record.offset + (HEADER_LEN + FOOTER_LEN) as u64 + record.data.len() as u64;
                 return Ok(Some(record));

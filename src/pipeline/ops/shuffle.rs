@@ -34,6 +34,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use crate::pipeline::error::{PipelineError, StateError};
+use crate::pipeline::prefetch::prefetch;
 use crate::pipeline::rng::CounterRng;
 use crate::pipeline::stats::StageStats;
 
@@ -337,7 +338,7 @@ impl ShuffleBuffer {
         let (mut b, mut left) = (loc.first, loc.len as usize);
         while left > 0 && b != END {
             let (page, at) = block_at(b);
-            prefetch_line(&self.pages[page][at..at + BLOCK]);
+            prefetch(&self.pages[page][at..at + BLOCK]);
             left = left.saturating_sub(BLOCK);
             b = self.next[b as usize];
         }
@@ -462,20 +463,6 @@ impl ShuffleBuffer {
         next.reserve(OUT_CHUNK.max(len));
         self.out = next;
     }
-}
-
-/// Prefetches the cache lines of `block` (a hint; no effect on data).
-#[inline]
-fn prefetch_line(block: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in block.chunks(64) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: prefetch only hints the cache; the pointer is in bounds
-        // and nothing is read or written through it.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = block;
 }
 
 /// Page and byte offset in it of block `b`.
