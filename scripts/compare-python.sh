@@ -77,7 +77,7 @@ glob_of() { if [[ "$2" == gzip ]]; then echo "$DATA/$1-gzip/*.tfrecord.gz"; else
 # `infeed bench` flags with the meaning of python_bench.py's full pipelines.
 bench_flags() {
     local common=(--json --interleave 4 --batch 256 --seed "$SEED" --no-digest --shuffle 10000 --epochs "$EPOCHS"
-        --drop-remainder)
+        --drop-remainder --mmap)
     case "$1" in
         lm) echo "${common[@]} --spec input_ids:var_len:int64,attention_mask:var_len:int64 --shuffle-files" \
             "--pad-to-multiple-of 64 --max-length 512 --truncation keep-start --cast int32 --masks none" ;;

@@ -34,7 +34,8 @@ IMG_SPEC = "image:fixed_len[]:bytes,label:fixed_len[]:int64"
 def infeed_py(workload, files, epochs, seed):
     import infeed
 
-    p = infeed.Pipeline.from_files(files).seed(seed).interleave(4)
+    # Shards nothing rewrites while they are read: mapped (as `--mmap`).
+    p = infeed.Pipeline.from_files(files).seed(seed).interleave(4).read_options(mmap=True)
     if workload == "lm":
         p = p.shuffle_files()
     p = p.shuffle(SHUFFLE).repeat(epochs)

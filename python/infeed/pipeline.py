@@ -152,13 +152,22 @@ class Pipeline:
         verify_crc: bool = True,
         skip_corrupt: bool = False,
         max_record_size: int | None = None,
+        mmap: bool = False,
     ) -> Pipeline:
         """How shards are read: ``compression`` (``"auto"``: from the name and
         first bytes, ``"none"``, ``"gzip"``, ``"zlib"``), whether payload CRCs
         are checked, whether corrupt records are skipped (and counted)
-        rather than raised as :class:`infeed.CorruptRecordError`."""
+        rather than raised as :class:`infeed.CorruptRecordError`, and whether
+        local files are mapped into memory (``mmap=True``: faster, but a file
+        truncated or rewritten in place while read kills the process with
+        SIGBUS, so only for shards nothing rewrites meanwhile)."""
         return self._with(
-            "read_options", compression, bool(verify_crc), bool(skip_corrupt), max_record_size
+            "read_options",
+            compression,
+            bool(verify_crc),
+            bool(skip_corrupt),
+            max_record_size,
+            bool(mmap),
         )
 
     def threads(self, n: int) -> Pipeline:

@@ -115,7 +115,7 @@ pub fn build(
     })
 }
 
-/// `read_options(compression, verify_crc, skip_corrupt, max_record_size)`.
+/// `read_options(compression, verify_crc, skip_corrupt, max_record_size, mmap)`.
 fn read_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<ReadOptions> {
     let compression: Option<String> = args.get_item(0)?.extract()?;
     let mut read = ReadOptions {
@@ -132,6 +132,7 @@ fn read_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<ReadOptio
             }
         },
         verify_crc: args.get_item(1)?.extract()?,
+        mmap: args.get_item(4)?.extract()?,
         ..ReadOptions::default()
     };
     if args.get_item(2)?.extract()? {

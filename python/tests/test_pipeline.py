@@ -285,6 +285,14 @@ def test_read_options_compression():
         infeed.Pipeline.from_files(EX).read_options(compression="lz4").parse(LABEL).shapes()
 
 
+def test_read_options_mmap_reads_the_same():
+    w = [values(r, "label")[0] for r in expected("examples.tfrecord")]
+    for name in ("examples.tfrecord", "examples.tfrecord.gz"):
+        p = infeed.Pipeline.from_files([TESTDATA / name]).parse(LABEL).batch(6)
+        assert labels(p) == w
+        assert labels(p.read_options(mmap=True)) == w
+
+
 def test_mask_dtypes_and_no_masks():
     u8 = lm_pipeline().masks(bool).shapes()[0]
     assert u8 == {

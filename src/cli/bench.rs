@@ -134,6 +134,11 @@ pub struct BenchArgs {
     /// Skip corrupt records (counted) instead of failing.
     #[arg(long)]
     skip_corrupt: bool,
+    /// Map local files into memory instead of reading them into buffers:
+    /// faster, but a file truncated or rewritten in place while read stops
+    /// the process with SIGBUS (`ReadOptions::mmap`).
+    #[arg(long)]
+    mmap: bool,
     /// Skip hashing the batches (`digest` is then null): hashing runs on the
     /// consumer thread and costs ~10% pinned to one core.
     #[arg(long, conflicts_with = "digests")]
@@ -494,6 +499,7 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         } else {
             CorruptPolicy::Fail
         },
+        mmap: args.mmap,
         ..ReadOptions::default()
     };
     if args.inputs.is_empty() {

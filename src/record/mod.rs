@@ -16,10 +16,12 @@
 //! corrupt regions are skipped and counted in a [`SkipReport`].
 //!
 //! Files depend one way: `frame`, `crc` ← `compression` ← `inflate` ←
-//! `error` ← `options` ← `deframe` ← `read_core` ← `reader`; `writer` uses
-//! `frame` and `compression`.
+//! `error` ← `options` ← `deframe` ← `read_core` ← `reader` (which reads
+//! a `std::io::Read` into its `chunk_ring`, or takes a `chunk_source`'s
+//! chunks); `writer` uses `frame` and `compression`.
 
 pub(crate) mod chunk_ring;
+pub(crate) mod chunk_source;
 mod compression;
 mod crc;
 mod deframe;

@@ -8,6 +8,7 @@ use std::path::Path;
 use bytes::Bytes;
 
 use super::chunk_ring::ChunkRing;
+use super::chunk_source::ChunkSource;
 use super::compression::{Compression, Detection};
 use super::deframe::Record;
 use super::error::{ErrorKind, RecordError};
@@ -29,6 +30,8 @@ pub struct RecordReader<R> {
     ended: bool,
     /// Chunks handed out, to read into again once released.
     ring: ChunkRing,
+    /// Where chunks come from instead of `reader`, when set.
+    chunks: Option<Box<dyn ChunkSource>>,
 }
 
 impl RecordReader<File> {
@@ -46,6 +49,7 @@ impl RecordReader<File> {
             io_error: None,
             ended: false,
             ring: ChunkRing::shared(),
+            chunks: None,
         };
         if opts.compression.is_none() {
             // Read the first chunk now, so that `compression()` is known and
@@ -56,6 +60,23 @@ impl RecordReader<File> {
             }
         }
         Ok(reader)
+    }
+}
+
+impl RecordReader<Box<dyn Read + Send>> {
+    /// [`RecordReader::resume`] over a source that hands out chunks of its
+    /// own, sliced without a copy.
+    pub(crate) fn resume_chunks(
+        source: Box<dyn ChunkSource>,
+        path: impl Into<String>,
+        compression: impl Into<Detection>,
+        opts: &ReadOptions,
+        offset: u64,
+    ) -> Self {
+        let mut reader = Self::resume(Box::new(std::io::empty()), path, compression, opts, offset);
+        reader.ring = ChunkRing::default();
+        reader.chunks = Some(source);
+        reader
     }
 }
 
@@ -75,6 +96,7 @@ impl<R: Read> RecordReader<R> {
             io_error: None,
             ended: false,
             ring: ChunkRing::shared(),
+            chunks: None,
         }
     }
 
@@ -88,6 +110,7 @@ impl<R: Read> RecordReader<R> {
             io_error: None,
             ended: false,
             ring: ChunkRing::shared(),
+            chunks: None,
         }
     }
 
@@ -112,6 +135,7 @@ impl<R: Read> RecordReader<R> {
             io_error: None,
             ended: false,
             ring: ChunkRing::shared(),
+            chunks: None,
         }
     }
 
@@ -148,9 +172,18 @@ impl<R: Read> RecordReader<R> {
     }
 
     /// Reads one chunk (up to `chunk_size` bytes, fewer only at the end of the
-    /// input) and feeds it to the core. A read error is kept in `io_error`,
+    /// input; a chunk source's own chunk) and feeds it to the core. A read error is kept in `io_error`,
     /// after feeding the bytes read before it.
     fn read_chunk(&mut self) {
+        if let Some(source) = self.chunks.as_mut() {
+            match source.next_chunk(self.chunk_size) {
+                Ok(Some(chunk)) if !chunk.is_empty() => self.core.on_chunk(chunk),
+                Ok(Some(_)) => {}
+                Ok(None) => self.core.on_eof(),
+                Err(e) => self.io_error = Some(e),
+            }
+            return;
+        }
         let mut buf = self.ring.take(self.chunk_size);
         buf.resize(self.chunk_size, 0);
         let mut filled = 0;

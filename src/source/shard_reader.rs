@@ -1,5 +1,8 @@
 //! A blocking `std::io::Read` over one shard: how the pipeline's shard
-//! reader threads (and the CLI) read a local file or a cloud object.
+//! reader threads (and the CLI) read a local file or a cloud object. It is
+//! also a [`ChunkSource`]: a cloud object's chunks are handed on as they
+//! arrive, and a local file's as windows mapped into memory, so the records
+//! are sliced where the bytes already are.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -15,6 +18,7 @@ use super::stats::ReadStats;
 use super::store::Store;
 use super::url::{Parsed, Scheme};
 use super::{ShardInfo, SourceOptions};
+use crate::record::chunk_source::ChunkSource;
 
 /// Opens one shard (a local path or a URL, no wildcards) for blocking reads.
 ///
@@ -154,6 +158,11 @@ impl ShardReader {
         self.size
     }
 
+    /// True for a local file.
+    pub fn is_local(&self) -> bool {
+        matches!(self.inner, Inner::File(_))
+    }
+
     /// Requests, retries and bytes of a cloud read (all zero for local files).
     pub fn stats(&self) -> &Arc<ReadStats> {
         &self.stats
@@ -162,37 +171,102 @@ impl ShardReader {
 
 impl Read for ShardReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match &mut self.inner {
-            Inner::File(f) => f.read(buf),
-            Inner::Remote {
-                rx, current, ended, ..
-            } => {
-                while current.is_empty() {
-                    if *ended {
-                        return Ok(0);
-                    }
-                    match futures::executor::block_on(rx.recv()) {
-                        Some(Message::Data(bytes)) => *current = bytes,
-                        Some(Message::Error(e)) => {
-                            *ended = true;
-                            return Err(e.into());
-                        }
-                        Some(Message::End) => *ended = true,
-                        None => {
-                            *ended = true;
-                            return Err(io::Error::other(format!(
-                                "{}: the reading task ended unexpectedly",
-                                self.url
-                            )));
-                        }
-                    }
+        if let Inner::File(f) = &mut self.inner {
+            return f.read(buf);
+        }
+        let Some(current) = self.remote_chunk()? else {
+            return Ok(0);
+        };
+        let n = buf.len().min(current.len());
+        buf[..n].copy_from_slice(&current[..n]);
+        current.advance(n);
+        Ok(n)
+    }
+}
+
+impl ShardReader {
+    /// A cloud object's unread bytes of its current chunk, receiving the
+    /// next chunk when it is used up; `None` at the end.
+    fn remote_chunk(&mut self) -> io::Result<Option<&mut Bytes>> {
+        let Inner::Remote {
+            rx, current, ended, ..
+        } = &mut self.inner
+        else {
+            return Ok(None);
+        };
+        while current.is_empty() {
+            if *ended {
+                return Ok(None);
+            }
+            match futures::executor::block_on(rx.recv()) {
+                Some(Message::Data(bytes)) => *current = bytes,
+                Some(Message::Error(e)) => {
+                    *ended = true;
+                    return Err(e.into());
                 }
-                let n = buf.len().min(current.len());
-                buf[..n].copy_from_slice(&current[..n]);
-                current.advance(n);
-                Ok(n)
+                Some(Message::End) => *ended = true,
+                None => {
+                    *ended = true;
+                    return Err(io::Error::other(format!(
+                        "{}: the reading task ended unexpectedly",
+                        self.url
+                    )));
+                }
             }
         }
+        Ok(Some(current))
+    }
+
+    /// The next `max` bytes of the local file, mapped (fewer at its end; a
+    /// file that shrank since it was opened ends where it ends now, and its
+    /// reader reports the record cut short).
+    fn map_window(url: &str, file: &mut File, max: usize) -> io::Result<Option<Bytes>> {
+        use std::io::{Seek, SeekFrom};
+        let pos = file.stream_position()?;
+        let size = file.metadata()?.len();
+        let len = (size.saturating_sub(pos)).min(max.max(1) as u64) as usize;
+        if len == 0 {
+            return Ok(None);
+        }
+        // A mapping starts on a page boundary.
+        let start = pos - pos % page_size();
+        let lead = (pos - start) as usize;
+        // SAFETY: the mapping is read-only and lives as long as the `Bytes`
+        // over it. Its bytes may change if the file is written meanwhile
+        // (they are checked by CRC like any read); a truncation after this
+        // point would fault (SIGBUS), which `ReadOptions::mmap` documents.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(start)
+                .len(lead + len)
+                .map(&*file)
+        }
+        .map_err(|e| io::Error::new(e.kind(), format!("{url}: mmap at {pos}: {e}")))?;
+        file.seek(SeekFrom::Start(pos + len as u64))?;
+        Ok(Some(Bytes::from_owner(map).slice(lead..)))
+    }
+}
+
+/// The system's page size (mappings start on its multiples).
+fn page_size() -> u64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf reads a constant of the system.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if size > 0 {
+            return size as u64;
+        }
+    }
+    64 << 10 // a multiple of every common page size
+}
+
+impl ChunkSource for ShardReader {
+    fn next_chunk(&mut self, max: usize) -> io::Result<Option<Bytes>> {
+        if let Inner::File(file) = &mut self.inner {
+            return Self::map_window(&self.url, file, max);
+        }
+        // A cloud chunk goes on whole, as it arrived.
+        Ok(self.remote_chunk()?.map(std::mem::take))
     }
 }
 

@@ -168,3 +168,36 @@ fn bad_configs_and_flag_combinations_are_named() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// `--mmap` maps the local files: the same batches, plain and GZIP, as
+/// reading them into buffers.
+#[test]
+fn mmap_gives_the_same_batches() {
+    for file in [
+        "testdata/lm-sample.tfrecord",
+        "testdata/lm-sample.tfrecord.gz",
+    ] {
+        let flags = [
+            "bench",
+            file,
+            "--spec",
+            SPEC,
+            "--shuffle",
+            "100",
+            "--seed",
+            "3",
+            "--batch",
+            "16",
+            "--pad-to-multiple-of",
+            "64",
+            "--max-length",
+            "512",
+            "--digests",
+        ];
+        let read = bench_json(&flags);
+        let mapped = bench_json(&[&flags[..], &["--mmap"]].concat());
+        assert_eq!(mapped["digests"], read["digests"], "{file}");
+        assert_eq!(mapped["records"], read["records"], "{file}");
+        assert!(read["records"].as_u64().unwrap() > 0);
+    }
+}
