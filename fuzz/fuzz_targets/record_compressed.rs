@@ -45,6 +45,7 @@ fn read(
         max_record_size: MAX_RECORD,
         on_corrupt: policy,
         chunk_size: chunk,
+        ..ReadOptions::default()
     };
     let mut records = Vec::new();
     for r in RecordReader::new(Cursor::new(data), "fuzz", c, &opts) {

@@ -25,6 +25,7 @@ fn read(
         max_record_size: MAX_RECORD,
         on_corrupt: policy,
         chunk_size: chunk,
+        ..ReadOptions::default()
     };
     let reader = RecordReader::new(Cursor::new(data), "fuzz", Compression::None, &opts);
     let mut records = Vec::new();

@@ -131,6 +131,7 @@ fuzz_target!(|input: Input| {
         max_record_size: MAX_RECORD,
         on_corrupt: CorruptPolicy::Skip,
         chunk_size: usize::from(input.chunk) + 1,
+        ..ReadOptions::default()
     };
     let mut reader = RecordReader::new(Cursor::new(&buf[..]), "fuzz", Compression::None, &opts);
     let mut got = Vec::new();
