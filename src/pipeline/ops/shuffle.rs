@@ -213,6 +213,8 @@ impl<I: EpochInput> Shuffle<I> {
 const BLOCK: usize = 128;
 /// Blocks per page of the block pool (64 KiB pages).
 const PAGE_BLOCKS: usize = 512;
+/// Bytes of a leaving record fetched ahead into the cache.
+const PREFETCH_BYTES: usize = 16 * BLOCK;
 /// Records longer than this get an allocation of their own.
 const LARGE: usize = 64 << 10;
 /// Bytes per output chunk that leaving records are copied into.
@@ -335,7 +337,10 @@ impl ShuffleBuffer {
         if loc.len as usize > LARGE {
             return;
         }
-        let (mut b, mut left) = (loc.first, loc.len as usize);
+        // The first blocks only: a small record whole, the start of a large
+        // one (more prefetches in flight than the CPU's fill buffers stall
+        // it, and the copy's own sequential reads are fetched ahead anyway).
+        let (mut b, mut left) = (loc.first, (loc.len as usize).min(PREFETCH_BYTES));
         while left > 0 && b != END {
             let (page, at) = block_at(b);
             prefetch(&self.pages[page][at..at + BLOCK]);
@@ -368,22 +373,25 @@ impl ShuffleBuffer {
         }
         let mut first = END;
         let mut last = END;
-        for piece in data.chunks(BLOCK) {
+        // Blocks that follow each other in a page are copied as one run
+        // (one `memcpy` for a whole record while chains stay in order).
+        let (mut run, mut run_from) = (END, 0);
+        for (i, _) in data.chunks(BLOCK).enumerate() {
             let b = self.alloc_block();
-            let block = self.block_mut(b);
-            if piece.len() == BLOCK {
-                // A constant length: the copy is inlined.
-                block.copy_from_slice(piece);
-            } else {
-                block[..piece.len()].copy_from_slice(piece);
-            }
             match last {
                 END => first = b,
                 l => self.next[l as usize] = b,
             }
+            if run == END || !follows(last, b) {
+                if run != END {
+                    self.copy_in(run, &data[run_from..i * BLOCK]);
+                }
+                (run, run_from) = (b, i * BLOCK);
+            }
             last = b;
         }
         if last != END {
+            self.copy_in(run, &data[run_from..]);
             self.next[last as usize] = END;
         }
         Loc {
@@ -409,9 +417,10 @@ impl ShuffleBuffer {
         b
     }
 
-    fn block_mut(&mut self, b: u32) -> &mut [u8] {
+    /// Copies `bytes` into the run of blocks that starts at block `b`.
+    fn copy_in(&mut self, b: u32, bytes: &[u8]) {
         let (page, at) = block_at(b);
-        &mut self.pages[page][at..at + BLOCK]
+        self.pages[page][at..at + bytes.len()].copy_from_slice(bytes);
     }
 
     /// Copies the record at `loc` out (into the shared output chunk) and
@@ -433,12 +442,19 @@ impl ShuffleBuffer {
         let (mut b, mut left) = (loc.first, len);
         let mut last = END;
         while left > 0 && b != END {
-            let n = left.min(BLOCK);
+            // The run of blocks that follow each other from `b`: one copy.
             let (page, at) = block_at(b);
+            let mut n = BLOCK;
+            let mut end = b;
+            while n < left && follows(end, self.next[end as usize]) {
+                end = self.next[end as usize];
+                n += BLOCK;
+            }
+            let n = n.min(left);
             self.out.extend_from_slice(&self.pages[page][at..at + n]);
             left -= n;
-            last = b;
-            b = self.next[b as usize];
+            last = end;
+            b = self.next[end as usize];
         }
         if last != END {
             // The whole chain goes to the front of the free list, in order.
@@ -463,6 +479,12 @@ impl ShuffleBuffer {
         next.reserve(OUT_CHUNK.max(len));
         self.out = next;
     }
+}
+
+/// True when block `b` directly follows block `a` in the same page.
+#[inline]
+fn follows(a: u32, b: u32) -> bool {
+    b != END && b == a.wrapping_add(1) && b as usize % PAGE_BLOCKS != 0
 }
 
 /// Page and byte offset in it of block `b`.
