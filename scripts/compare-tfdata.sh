@@ -145,8 +145,19 @@ print(r["output_bytes"] // r["batches"] if r.get("output_bytes") and r["batches"
     record "$1" "$2" "$3" full copy-dram "$4" "$out"
 }
 
+# Every timed run starts from a warm page cache: this VM's kernel (DAMON reclaim) evicts
+# file pages that sit unread for a while even with memory free, and whichever side ran
+# first after that read its files from disk (tf.data, as it runs first in each pair:
+# several of its cells were I/O-bound at ~40% CPU before this).
+warm() { # glob (a gs:// one is the emulator's to serve)
+    [[ "$1" == *://* ]] && return
+    # shellcheck disable=SC2086 # the glob must expand
+    cat $1 >/dev/null
+}
+
 run_side() { # side workload files cores stage round glob
     local side="$1" w="$2" f="$3" c="$4" s="$5" r="$6" glob="$7" out
+    warm "$glob"
     case "$side" in
         tf.data) out="$(taskset -c "$(pin_of "$c")" "$VPY" benches/compare/tfdata_bench.py \
             "$w" "$s" "$glob" --epochs "$EPOCHS" --seed "$SEED" 2>/dev/null | tail -n 1)" ;;
