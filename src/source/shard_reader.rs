@@ -228,36 +228,20 @@ impl ShardReader {
         if len == 0 {
             return Ok(None);
         }
-        // A mapping starts on a page boundary.
-        let start = pos - pos % page_size();
-        let lead = (pos - start) as usize;
         // SAFETY: the mapping is read-only and lives as long as the `Bytes`
         // over it. Its bytes may change if the file is written meanwhile
         // (they are checked by CRC like any read); a truncation after this
         // point would fault (SIGBUS), which `ReadOptions::mmap` documents.
         let map = unsafe {
             memmap2::MmapOptions::new()
-                .offset(start)
-                .len(lead + len)
+                .offset(pos) // memmap2 maps from the page boundary below
+                .len(len)
                 .map(&*file)
         }
         .map_err(|e| io::Error::new(e.kind(), format!("{url}: mmap at {pos}: {e}")))?;
         file.seek(SeekFrom::Start(pos + len as u64))?;
-        Ok(Some(Bytes::from_owner(map).slice(lead..)))
+        Ok(Some(Bytes::from_owner(map)))
     }
-}
-
-/// The system's page size (mappings start on its multiples).
-fn page_size() -> u64 {
-    #[cfg(unix)]
-    {
-        // SAFETY: sysconf reads a constant of the system.
-        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if size > 0 {
-            return size as u64;
-        }
-    }
-    64 << 10 // a multiple of every common page size
 }
 
 impl ChunkSource for ShardReader {

@@ -376,7 +376,7 @@ impl ShuffleBuffer {
         // Blocks that follow each other in a page are copied as one run
         // (one `memcpy` for a whole record while chains stay in order).
         let (mut run, mut run_from) = (END, 0);
-        for (i, _) in data.chunks(BLOCK).enumerate() {
+        for i in 0..len.div_ceil(BLOCK) {
             let b = self.alloc_block();
             match last {
                 END => first = b,

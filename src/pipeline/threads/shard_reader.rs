@@ -28,7 +28,7 @@ use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::ops::Item;
 use crate::pipeline::stats::StageStats;
 use crate::record::chunk_source::{ChunkSource, Prefixed};
-use crate::source::{ReadStats, ShardReader, SourceOptions, open_blocking_at};
+use crate::source::{ReadStats, SourceOptions, open_blocking_at};
 
 /// Blocks in flight per shard: one being filled, one waiting.
 const BLOCKS_IN_FLIGHT: usize = 2;
@@ -114,59 +114,37 @@ fn open_at(url: &str, start: u64, opts: &ReadOptions) -> Result<Opened, RecordEr
         Some(c) => Some(Detection::from(c)),
         None => Compression::from_extension(url).map(|_| Detection::detect(url, &[])),
     };
-    let (compression, first) = match known {
-        Some(c) if c.compression == Compression::None => (c, Head::Start(open(start)?)),
-        Some(c) => (c, Head::Start(open(0)?)),
+    let (compression, shard) = match known {
+        Some(c) if c.compression == Compression::None => (c, Prefixed::whole(open(start)?)),
+        Some(c) => (c, Prefixed::whole(open(0)?)),
         None => {
             // Detect from the first bytes, then read on from them.
-            let mut head_reader = open(0)?;
-            let head = if opts.mmap || !head_reader.is_local() {
-                head_reader.next_chunk(DETECT_LEN)
+            let mut rest = open(0)?;
+            let head = if opts.mmap || !rest.is_local() {
+                rest.next_chunk(DETECT_LEN).map(Option::unwrap_or_default)
             } else {
                 let mut head = Vec::with_capacity(DETECT_LEN);
-                (&mut head_reader)
+                (&mut rest)
                     .take(DETECT_LEN as u64)
                     .read_to_end(&mut head)
-                    .map(|_| Some(Bytes::from(head)))
+                    .map(|_| Bytes::from(head))
             }
-            .map_err(|e| io_error(url, 0, e))?
-            .unwrap_or_default();
+            .map_err(|e| io_error(url, 0, e))?;
             let c = Detection::detect(url, &head[..head.len().min(DETECT_LEN)]);
             if c.compression == Compression::None && start > 0 {
-                (c, Head::Start(open(start)?))
+                (c, Prefixed::whole(open(start)?))
             } else {
-                (c, Head::After(head, head_reader))
+                (c, Prefixed { head, rest })
             }
         }
     };
-    let reader = match first {
-        Head::Start(shard) if opts.mmap || !shard.is_local() => {
-            RecordReader::resume_chunks(Box::new(shard), url, compression, opts, start)
-        }
-        Head::Start(shard) => {
-            let shard: Box<dyn Read + Send> = Box::new(shard);
-            RecordReader::resume(shard, url, compression, opts, start)
-        }
-        Head::After(head, rest) if opts.mmap || !rest.is_local() => {
-            let source = Prefixed {
-                head: Some(head),
-                rest,
-            };
-            RecordReader::resume_chunks(Box::new(source), url, compression, opts, start)
-        }
-        Head::After(head, rest) => {
-            let chained: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(head).chain(rest));
-            RecordReader::resume(chained, url, compression, opts, start)
-        }
+    let reader = if opts.mmap || !shard.rest.is_local() {
+        RecordReader::resume_chunks(Box::new(shard), url, compression, opts, start)
+    } else {
+        let shard: Box<dyn Read + Send> = Box::new(shard);
+        RecordReader::resume(shard, url, compression, opts, start)
     };
     Ok((reader, sources))
-}
-
-/// A shard opened for reading: from where its records are to be read, or
-/// after its first bytes (taken to detect its compression).
-enum Head {
-    Start(ShardReader),
-    After(Bytes, ShardReader),
 }
 
 /// Reads `path` from `start`, sending a block per chunk's worth of records;
