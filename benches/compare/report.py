@@ -205,16 +205,19 @@ def main():
         if stage != "full" or not shuffles:
             continue
         # The round whose buffer was fullest; storage and payload are each run's peaks.
-        s = max(shuffles, key=lambda st: st["buffer_payload_bytes"])
-        if s["buffer_payload_bytes"]:
+        s = max(shuffles, key=lambda st: st["buffer_payload_bytes"] + st.get("buffer_mapped_bytes", 0))
+        payload, mapped = s["buffer_payload_bytes"], s.get("buffer_mapped_bytes", 0)
+        if payload or mapped:
+            per = f"{s['buffer_bytes'] / payload:.3f}×" if payload else "–"
             buffer_rows.append(f"| {workload} | {files} | {cores} "
-                               f"| {s['buffer_bytes'] / 1e6:.1f} | {s['buffer_payload_bytes'] / 1e6:.1f} "
-                               f"| {s['buffer_bytes'] / s['buffer_payload_bytes']:.3f}× |")
+                               f"| {s['buffer_bytes'] / 1e6:.1f} | {payload / 1e6:.1f} "
+                               f"| {per} | {mapped / 1e6:.1f} |")
     if buffer_rows:
         print("\ninfeed's shuffle buffer (10 000 records) in the full runs: peak storage beside "
-              "the peak of the serialized records it held:\n")
-        print("| workload | files | cores | storage MB | payload MB | storage / payload |")
-        print("| --- | --- | --- | ---: | ---: | ---: |")
+              "the peak of the serialized records it stored, and of the records it held as views "
+              "of the mapped shards (--mmap: records of 1 KiB and more, not copied):\n")
+        print("| workload | files | cores | storage MB | payload MB | storage / payload | mapped MB |")
+        print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
         print("\n".join(buffer_rows))
     if gcs_rows:
         print("\ninfeed reading gs:// from fake-gcs-server on loopback beside the same files on local disk:\n")

@@ -158,9 +158,11 @@ class Pipeline:
         first bytes, ``"none"``, ``"gzip"``, ``"zlib"``), whether payload CRCs
         are checked, whether corrupt records are skipped (and counted)
         rather than raised as :class:`infeed.CorruptRecordError`, and whether
-        local files are mapped into memory (``mmap=True``: faster, but a file
-        truncated or rewritten in place while read kills the process with
-        SIGBUS, so only for shards nothing rewrites meanwhile)."""
+        local files are mapped into memory (``mmap=True``: faster, and a
+        shuffle buffer holds records of 1 KiB and more as views of the
+        mapped pages rather than copies; but a file truncated or rewritten in
+        place while read kills the process with SIGBUS, so only for shards
+        nothing rewrites meanwhile)."""
         return self._with(
             "read_options",
             compression,

@@ -702,6 +702,7 @@ fn stage_json(f: &StageFigures) -> Value {
         "skipped_bytes": f.skipped_bytes,
         "buffer_bytes": f.buffer_bytes,
         "buffer_payload_bytes": f.buffer_payload_bytes,
+        "buffer_mapped_bytes": f.buffer_mapped_bytes,
         "retries": f.retries,
     })
 }

@@ -14,6 +14,7 @@ pub struct StageStats {
     skipped_bytes: AtomicU64,
     buffer_bytes: AtomicU64,
     buffer_payload_bytes: AtomicU64,
+    buffer_mapped_bytes: AtomicU64,
     retries: AtomicU64,
 }
 
@@ -33,6 +34,9 @@ pub struct StageFigures {
     /// the peak payload it held, sampled: their ratio is its overhead.
     pub buffer_bytes: u64,
     pub buffer_payload_bytes: u64,
+    /// Peak bytes of records it held as views of mapped files (page cache,
+    /// counted in RSS but not allocated by it; `ReadOptions::mmap`).
+    pub buffer_mapped_bytes: u64,
     /// Cloud requests that failed transiently (5xx, reset, timeout) and
     /// were retried, resuming at the byte where the data stopped.
     pub retries: u64,
@@ -70,9 +74,10 @@ impl StageStats {
     }
 
     /// Records a sample of the stage's buffer memory (peaks are kept).
-    pub fn note_buffer(&self, allocated: usize, payload: usize) {
+    pub fn note_buffer(&self, allocated: usize, payload: usize, mapped: usize) {
         self.buffer_bytes.fetch_max(allocated as u64, Relaxed);
         self.buffer_payload_bytes.fetch_max(payload as u64, Relaxed);
+        self.buffer_mapped_bytes.fetch_max(mapped as u64, Relaxed);
     }
 
     /// Counts the time until the returned guard drops as busy.
@@ -102,6 +107,7 @@ impl StageStats {
             skipped_bytes: self.skipped_bytes.load(Relaxed),
             buffer_bytes: self.buffer_bytes.load(Relaxed),
             buffer_payload_bytes: self.buffer_payload_bytes.load(Relaxed),
+            buffer_mapped_bytes: self.buffer_mapped_bytes.load(Relaxed),
             retries: self.retries.load(Relaxed),
         }
     }

@@ -41,10 +41,12 @@ pub struct ReadOptions {
     /// Map local files into memory rather than read them (default `false`):
     /// records are then checked and sliced where the page cache holds them,
     /// with no copy into a buffer of infeed's (as DALI's readers do by
-    /// default): img full 30% faster, 25% less CPU. Off by default because a
-    /// file truncated or rewritten in place while mapped stops the process
-    /// with SIGBUS instead of an error; turn it on for shards nothing
-    /// rewrites while they are read (the usual case).
+    /// default): img full 30% faster, 25% less CPU. A shuffle buffer then
+    /// holds records of 1 KiB and more as they are, not copied (its memory
+    /// is page cache the kernel can reclaim, counted in RSS while mapped).
+    /// Off by default because a file truncated or rewritten in place while
+    /// mapped stops the process with SIGBUS instead of an error; turn it on
+    /// for shards nothing rewrites while they are read (the usual case).
     pub mmap: bool,
 }
 

@@ -340,6 +340,81 @@ fn a_full_shuffle_buffer_costs_at_most_a_quarter_over_its_payload() {
     );
 }
 
+/// With `mmap`, the shuffle buffer holds records of 1 KiB and more as the
+/// views of the mapped files they came as (no copy: its own storage holds
+/// only the shorter ones), and the run is the one read into buffers gives,
+/// restored from a checkpoint too.
+#[test]
+fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for f in 0..2u64 {
+        let path = dir.path().join(format!("mixed-{f}.tfrecord"));
+        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+        for i in 0..3_000u64 {
+            // Every other record is 1-3 KiB, the rest 10-1010 bytes.
+            let len = if i % 2 == 0 {
+                1024 + i % 2048
+            } else {
+                10 + i % 1000
+            };
+            let mut record = format!("f{f}-r{i}:").into_bytes();
+            record.resize(len as usize, b'a' + (i % 26) as u8);
+            w.write_record(&record).unwrap();
+        }
+        w.finish().unwrap();
+        files.push(path.display().to_string());
+    }
+    let p = |mmap| {
+        Pipeline::from_files(files.clone())
+            .unwrap()
+            .interleave(2, 1)
+            .shuffle(1_000)
+            .seed(11)
+            .read_options(ReadOptions {
+                mmap,
+                ..ReadOptions::default()
+            })
+    };
+    let read = run(&p(false), 64, false);
+    assert_eq!(read.len(), 6_000);
+    let mut batches = p(true).build_raw(64, false).unwrap();
+    let mut mapped = Vec::new();
+    for _ in 0..40 {
+        let batch = batches.next_batch().unwrap().unwrap();
+        mapped.extend(
+            batch
+                .records
+                .iter()
+                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
+        );
+    }
+    let state = batches.state();
+    for batch in batches.by_ref() {
+        mapped.extend(
+            batch
+                .unwrap()
+                .records
+                .iter()
+                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
+        );
+    }
+    assert_eq!(mapped, read);
+    let shuffle = batches.stats().shuffle;
+    // About half of the 1 000 buffered records are held: ~1 MB of them,
+    // and ~0.5 MB stored.
+    assert!(
+        (700_000..1_400_000).contains(&shuffle.buffer_mapped_bytes),
+        "{shuffle:?}"
+    );
+    assert!(
+        (300_000..700_000).contains(&shuffle.buffer_payload_bytes),
+        "{shuffle:?}"
+    );
+    let resumed = run(&p(true).resume_from(&state), 64, false);
+    assert_eq!(resumed[..], read[40 * 64..]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 

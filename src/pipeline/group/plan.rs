@@ -128,8 +128,11 @@ impl Emitted {
     }
 }
 
-/// A buffered record must not pin the read chunk it was sliced from.
+/// A buffered record must not pin the read chunk it was sliced from (a
+/// view of a mapped file pins no heap memory: kept as it is).
 pub(crate) fn compact(mut item: Item) -> Item {
-    item.data = Bytes::copy_from_slice(&item.data);
+    if !item.mapped {
+        item.data = Bytes::copy_from_slice(&item.data);
+    }
     item
 }

@@ -35,6 +35,21 @@ pub(crate) struct Item {
     pub file: u32,
     /// Byte offset of its header in the (uncompressed) file.
     pub offset: u64,
+    /// `data` is a view of a mapped file: holding it pins page-cache pages
+    /// (which the kernel can reclaim), not a heap chunk of other records.
+    pub mapped: bool,
+}
+
+impl Item {
+    /// A record that is not a view of a mapped file.
+    pub fn new(data: Bytes, file: u32, offset: u64) -> Self {
+        Item {
+            data,
+            file,
+            offset,
+            mapped: false,
+        }
+    }
 }
 
 /// A filter on serialized records.

@@ -19,10 +19,13 @@ impl<I: EpochInput> RecordMapOp<I> {
     }
 }
 
-/// Applies the map (if any) to a record read again on restore.
+/// Applies the map (if any) to a record (one read, or read again on
+/// restore).
 pub(crate) fn apply_map(map: Option<&RecordMap>, mut item: Item) -> Item {
     if let Some(map) = map {
         item.data = map(item.data);
+        // The map's output may be anything: not known to be mapped.
+        item.mapped = false;
     }
     item
 }
@@ -31,7 +34,7 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
     #[inline]
     fn next(&mut self) -> Result<Option<Item>, PipelineError> {
         loop {
-            let Some(mut item) = self.input.next()? else {
+            let Some(item) = self.input.next()? else {
                 return Ok(None);
             };
             if let Some(filter) = &self.filter {
@@ -39,10 +42,7 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
                     continue;
                 }
             }
-            if let Some(map) = &self.map {
-                item.data = map(item.data);
-            }
-            return Ok(Some(item));
+            return Ok(Some(apply_map(self.map.as_ref(), item)));
         }
     }
 

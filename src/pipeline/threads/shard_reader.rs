@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
@@ -45,6 +45,9 @@ pub(crate) struct ShardBlocks {
     handle: Option<JoinHandle<()>>,
     /// Blocks the consumer has taken: the thread sizes its next block by it.
     taken: Arc<AtomicU32>,
+    /// Set (before the first block is sent) when the records are views of
+    /// a mapped file.
+    mapped: Arc<AtomicBool>,
 }
 
 impl ShardBlocks {
@@ -54,10 +57,18 @@ impl ShardBlocks {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
         let taken = Arc::new(AtomicU32::new(0));
         let consumed = taken.clone();
+        let mapped = Arc::new(AtomicBool::new(false));
+        let is_mapped = mapped.clone();
         let handle = std::thread::Builder::new()
             .name("infeed-shard".into())
             .spawn(move || {
-                if let Err(e) = read_shard(&path, start, &opts, &tx, &stats, &consumed) {
+                let shard = ShardThread {
+                    tx: &tx,
+                    stats: &stats,
+                    taken: &consumed,
+                    mapped: &is_mapped,
+                };
+                if let Err(e) = read_shard(&path, start, &opts, &shard) {
                     let _ = tx.send(Err(e));
                 }
             })
@@ -66,7 +77,15 @@ impl ShardBlocks {
             rx,
             handle: Some(handle),
             taken,
+            mapped,
         }
+    }
+
+    /// True when the records of the blocks received are views of a mapped
+    /// file (local, uncompressed, `ReadOptions::mmap`).
+    pub fn mapped(&self) -> bool {
+        // Set before the first block was sent: the channel orders it.
+        self.mapped.load(Relaxed)
     }
 
     /// The next block, or `None` at the end of the shard.
@@ -89,13 +108,27 @@ impl Drop for ShardBlocks {
     }
 }
 
+/// What a shard thread reports to its [`ShardBlocks`] through.
+struct ShardThread<'a> {
+    tx: &'a SyncSender<Result<Vec<Record>, RecordError>>,
+    stats: &'a StageStats,
+    taken: &'a AtomicU32,
+    mapped: &'a AtomicBool,
+}
+
 fn io_error(path: &str, offset: u64, e: std::io::Error) -> RecordError {
     RecordError::new(path, offset, ErrorKind::from_io(e))
 }
 
-/// A shard's records from byte `start`, and the request counters of every
-/// source reader opened for it (for the retries they made).
-type Opened = (RecordReader<Box<dyn Read + Send>>, Vec<Arc<ReadStats>>);
+/// A shard opened to read its records from a byte `start`.
+struct Opened {
+    reader: RecordReader<Box<dyn Read + Send>>,
+    /// The request counters of every source reader opened for it (for the
+    /// retries they made).
+    sources: Vec<Arc<ReadStats>>,
+    /// Its records are views of the mapped file.
+    mapped: bool,
+}
 
 /// Opens the shard `url` (local path or gs://, s3://, az:// object)
 /// positioned to read records from `start`. Its chunks are sliced where
@@ -138,13 +171,19 @@ fn open_at(url: &str, start: u64, opts: &ReadOptions) -> Result<Opened, RecordEr
             }
         }
     };
-    let reader = if opts.mmap || !shard.rest.is_local() {
+    let local = shard.rest.is_local();
+    let mapped = opts.mmap && local && compression.compression == Compression::None;
+    let reader = if opts.mmap || !local {
         RecordReader::resume_chunks(Box::new(shard), url, compression, opts, start)
     } else {
         let shard: Box<dyn Read + Send> = Box::new(shard);
         RecordReader::resume(shard, url, compression, opts, start)
     };
-    Ok((reader, sources))
+    Ok(Opened {
+        reader,
+        sources,
+        mapped,
+    })
 }
 
 /// Reads `path` from `start`, sending a block per chunk's worth of records;
@@ -161,11 +200,20 @@ fn read_shard(
     path: &str,
     start: u64,
     opts: &ReadOptions,
-    tx: &SyncSender<Result<Vec<Record>, RecordError>>,
-    stats: &StageStats,
-    taken: &AtomicU32,
+    shard: &ShardThread<'_>,
 ) -> Result<(), RecordError> {
-    let (mut reader, sources) = open_at(path, start, opts)?;
+    let ShardThread {
+        tx,
+        stats,
+        taken,
+        mapped,
+    } = shard;
+    let Opened {
+        mut reader,
+        sources,
+        mapped: is_mapped,
+    } = open_at(path, start, opts)?;
+    mapped.store(is_mapped, Relaxed);
     let mut retries_reported = 0;
     loop {
         let timer = stats.busy_timer();
@@ -221,7 +269,7 @@ pub(crate) fn record_index(
     offset: u64,
     opts: &ReadOptions,
 ) -> Option<(u64, Compression)> {
-    let (reader, _) = open_at(url, 0, opts).ok()?;
+    let reader = open_at(url, 0, opts).ok()?.reader;
     let compression = reader.compression()?;
     for (index, record) in (0u64..).zip(reader) {
         let record = record.ok()?;
@@ -304,7 +352,7 @@ pub(crate) fn read_again(
         .iter()
         .map(|&(file, offset)| {
             let data = found.get(&(file, offset)).cloned().unwrap_or_default();
-            Ok(Item { data, file, offset })
+            Ok(Item::new(data, file, offset))
         })
         .collect()
 }
@@ -415,7 +463,7 @@ mod tests {
                             mmap,
                             ..ReadOptions::default()
                         };
-                        let (reader, _) = open_at(file, start, &opts).unwrap();
+                        let reader = open_at(file, start, &opts).unwrap().reader;
                         let got = all_records(reader);
                         assert_eq!(got.len(), want.len(), "{file} {start} {chunk_size} {mmap}");
                         assert!(
@@ -440,7 +488,7 @@ mod tests {
             mmap: true,
             ..ReadOptions::default()
         };
-        let (mut reader, _) = open_at(&path, 0, &opts).unwrap();
+        let mut reader = open_at(&path, 0, &opts).unwrap().reader;
         assert_eq!(&reader.next().unwrap().unwrap().data[..], &record(0, 0)[..]);
         // Only the first window is mapped; cut record 500 in its payload.
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
