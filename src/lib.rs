@@ -28,6 +28,7 @@ pub mod example;
 #[doc(hidden)]
 pub mod kernels;
 pub mod pipeline;
+mod prefetch;
 pub mod record;
 pub mod source;
 pub mod spec;

@@ -14,6 +14,7 @@
 use super::dtype::TensorType;
 use super::plan::{Assembler, OutKind};
 use super::tensor::{Batch, Tensor};
+use crate::prefetch::prefetch_ahead;
 use crate::spec::{DType, FeatureSpec};
 
 /// One protobuf field's value.
@@ -199,6 +200,7 @@ impl Assembler {
         let mut seen = vec![false; outs.len()];
         for (r, rec) in records.iter().enumerate() {
             let rec = rec.as_ref();
+            prefetch_ahead(records, r);
             seen.iter_mut().for_each(|s| *s = false);
             let mut pos = 0;
             let mut features_seen = false;

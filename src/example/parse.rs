@@ -47,6 +47,7 @@ use super::wire::{
     Cursor, Span, TAG_1_FIXED32, TAG_1_LEN, TAG_1_VARINT, TAG_2_LEN, TAG_3_LEN, VarintTarget,
     WireError, count_terminal_bytes, decode_packed_floats, decode_packed_varints,
 };
+use crate::prefetch::prefetch_ahead;
 use crate::spec::{
     DType, DefaultValue, FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind,
 };
@@ -1113,8 +1114,9 @@ impl ExampleParser {
         let mut runs = std::mem::take(&mut self.runs);
         runs.reset(features, records.len());
         let mut ok = true;
-        'records: for rec in records {
+        'records: for (i, rec) in records.iter().enumerate() {
             let rec = rec.as_ref();
+            prefetch_ahead(records, i);
             self.set.clear_slots();
             if self.scan_example(rec).is_err() {
                 ok = false;

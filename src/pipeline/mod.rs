@@ -87,7 +87,6 @@ mod group;
 mod ops;
 mod parsed;
 mod plan;
-mod prefetch;
 mod rng;
 mod stats;
 mod stream;

@@ -11,10 +11,10 @@
 use std::sync::Arc;
 
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::prefetch::prefetch;
 use crate::pipeline::rng::CounterRng;
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::shard_reader::ShardBlocks;
+use crate::prefetch::prefetch;
 use crate::record::chunk_ring::SpareHold;
 use crate::record::{FOOTER_LEN, HEADER_LEN, Record};
 

@@ -14,10 +14,13 @@
 //! per block.
 //!
 //! Two kinds of record are held outside the blocks, as they are:
-//! - a record of a mapped file ([`Item::mapped`]) is kept as its view, not
-//!   copied at all: it pins page-cache pages, which the kernel can reclaim
-//!   (and read again), not heap memory. Copying it in and out was half the
-//!   record thread's time, the pipeline's limiting stage;
+//! - a record of a mapped file ([`Item::mapped`]) of [`HOLD_MIN`] bytes or
+//!   more is kept as its view, not copied at all: it pins page-cache
+//!   pages, which the kernel can reclaim (and read again), not heap memory.
+//!   Copying it in and out was half the record thread's time, the
+//!   pipeline's limiting stage, on img. A shorter one is copied: read
+//!   later from a random place in the page cache it cost more than the
+//!   copy (ctr's 260-byte records ran 5% slower held);
 //! - a record above [`LARGE`] gets an allocation of its own, handed on when
 //!   it leaves, so a rare huge record does not grow the block pool for
 //!   good.
@@ -28,7 +31,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::pipeline::ops::Item;
-use crate::pipeline::prefetch::prefetch;
+use crate::prefetch::prefetch;
 
 /// Bytes per block.
 const BLOCK: usize = 128;
@@ -285,18 +288,15 @@ impl ShuffleBuffer {
     /// freed).
     fn take_out(&mut self, loc: Loc) -> Bytes {
         let len = loc.len as usize;
-        match loc.kept {
-            Kept::Blocks => {}
-            Kept::Large | Kept::Mapped => {
-                if loc.kept == Kept::Large {
-                    self.large_bytes -= len;
-                    self.payload -= len;
-                } else {
-                    self.mapped -= len;
-                }
-                self.outside_free.push(loc.first);
-                return self.outside[loc.first as usize].take().unwrap_or_default();
+        if loc.kept != Kept::Blocks {
+            if loc.kept == Kept::Large {
+                self.large_bytes -= len;
+                self.payload -= len;
+            } else {
+                self.mapped -= len;
             }
+            self.outside_free.push(loc.first);
+            return self.outside[loc.first as usize].take().unwrap_or_default();
         }
         if self.out.capacity() - self.out.len() < len {
             self.next_out(len);
