@@ -925,6 +925,102 @@ mod tests {
         }
     }
 
+    /// A ctr-like record: an int64 label, three floats (any bits), two
+    /// int64 ids and a bytes feature no spec asks for.
+    fn ctr_record(label: i64, dense: &[f32], ids: &[i64]) -> Vec<u8> {
+        Example::from_features([
+            ("label", Feature::int64s(vec![label])),
+            ("dense", Feature::floats(dense.to_vec())),
+            ("ids", Feature::int64s(ids.to_vec())),
+            ("blob", Feature::bytes([b"not asked for".to_vec()])),
+        ])
+        .encode_to_vec()
+    }
+
+    fn ctr_spec() -> FeatureSpec {
+        FeatureSpec::new()
+            .fixed_len("label", DType::Int64, &[])
+            .fixed_len("dense", DType::Float32, &[3])
+            .fixed_len("ids", DType::Int64, &[2])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Fixed-length floats go straight from the record: bit for bit the
+        /// two-step batch (NaNs and -0.0 included).
+        #[test]
+        fn dense_direct_floats_match_two_step(
+            rows in proptest::collection::vec(
+                (any::<i64>(), proptest::array::uniform3(any::<u32>()), any::<[i64; 2]>()),
+                0..9,
+            ),
+        ) {
+            let spec = ctr_spec();
+            let a = BatchPlan::new(&spec, 8).build().unwrap();
+            let records: Vec<Vec<u8>> = rows
+                .iter()
+                .map(|(l, d, i)| ctr_record(*l, &d.map(f32::from_bits), i))
+                .collect();
+            let want = two_step(&a, &spec, &records).unwrap();
+            let got = a.assemble_dense_direct(&spec, &records);
+            prop_assert!(got.is_some(), "the direct path declined a good batch");
+            let got = got.unwrap();
+            prop_assert_eq!(bytes_of_batch(&want), bytes_of_batch(&got));
+            prop_assert_eq!(want.real_rows, got.real_rows);
+        }
+    }
+
+    /// Unpacked floats (fixed32 fields) and a wrong count are the general
+    /// path's: it reads the first and reports the second.
+    #[test]
+    fn dense_direct_declines_unpacked_floats_and_wrong_counts() {
+        let spec = ctr_spec();
+        let a = BatchPlan::new(&spec, 4).build().unwrap();
+        let good = ctr_record(1, &[1.0, 2.0, 3.0], &[4, 5]);
+        assert!(
+            a.assemble_dense_direct(&spec, std::slice::from_ref(&good))
+                .is_some()
+        );
+        // dense as three unpacked fixed32 values.
+        let mut list = Vec::new();
+        for v in [1.0f32, 2.0, 3.0] {
+            list.push(0x0d);
+            list.extend(v.to_le_bytes());
+        }
+        let feature = [&[0x12, list.len() as u8][..], &list].concat();
+        let entry = [
+            &[0x0a, 5][..],
+            b"dense",
+            &[0x12, feature.len() as u8],
+            &feature,
+        ]
+        .concat();
+        let rest = Example::from_features([
+            ("label", Feature::int64s(vec![1])),
+            ("ids", Feature::int64s(vec![4, 5])),
+        ])
+        .encode_to_vec();
+        // `rest` is one `features` field (tag, a one-byte length, its map
+        // entries): put the `dense` entry before them.
+        let all = [&[0x0a, entry.len() as u8][..], &entry, &rest[2..]].concat();
+        let unpacked = [&[0x0a, all.len() as u8][..], &all].concat();
+        let want = two_step(&a, &spec, std::slice::from_ref(&unpacked)).unwrap();
+        assert_eq!(
+            want.tensors
+                .iter()
+                .find(|(n, _)| n == "dense")
+                .unwrap()
+                .1
+                .bytes()[..12],
+            [1.0f32, 2.0, 3.0].map(f32::to_le_bytes).concat()[..]
+        );
+        assert!(a.assemble_dense_direct(&spec, &[unpacked]).is_none());
+        let short = ctr_record(1, &[1.0, 2.0], &[4, 5]);
+        assert!(two_step(&a, &spec, std::slice::from_ref(&short)).is_err());
+        assert!(a.assemble_dense_direct(&spec, &[short]).is_none());
+    }
+
     #[test]
     fn direct_declines_what_it_does_not_handle() {
         let spec = FeatureSpec::new()

@@ -1,12 +1,13 @@
 //! Direct assembly of fixed-length features (the img pipeline: raw image
-//! bytes and an int64 label): each value is copied from the serialized
-//! record straight into its row of the output tensor, with no parsed column
-//! in between (that column was one more copy of every image).
+//! bytes and an int64 label; ctr's: an int64 label, float and int64
+//! vectors): each value is copied from the serialized record straight into
+//! its row of the output tensor, with no parsed column in between (that
+//! column was one more copy of every image).
 //!
 //! Only the plain, well-formed case is taken here: every feature of the spec
-//! emitted in order, each fixed-length int64/int32 (packed or not) or a
-//! fixed-length bytes feature with a raw decode, present exactly once in
-//! every record with exactly its count of values. Anything else — a missing
+//! emitted in order, each fixed-length int64/int32 (packed or not), float32
+//! (packed, as TensorFlow writes it) or bytes with a raw decode, present
+//! exactly once in every record with exactly its count of values. Anything else — a missing
 //! feature (default values), a duplicate key, a field the parser would have
 //! to judge, a value out of range — gives `None`, and the caller takes the
 //! two-step path, which gives the same batch or the exact error.
@@ -85,8 +86,12 @@ impl Out<'_> {
         let mut list = None;
         while pos < feature.len() {
             let (number, val) = field(feature, &mut pos)?;
-            // bytes_list = 1, int64_list = 3 (float_list = 2 is not taken).
-            let want = if self.dcount.is_some() { 1 } else { 3 };
+            // bytes_list = 1, float_list = 2, int64_list = 3.
+            let want = match (self.dcount, self.spec) {
+                (Some(_), _) => 1,
+                (None, DType::Float32) => 2,
+                (None, _) => 3,
+            };
             match val {
                 Val::Len(s) if number == want && list.is_none() => list = Some(s),
                 _ => return None,
@@ -97,6 +102,24 @@ impl Out<'_> {
         let mut pos = 0;
         let mut n = 0;
         match self.dcount {
+            None if self.spec == DType::Float32 => {
+                let out = self.buf.as_mut_slice::<f32>();
+                while pos < list.len() {
+                    // Packed only: unpacked floats (fixed32 fields) go the
+                    // general way.
+                    let (1, Val::Len(packed)) = field(list, &mut pos)? else {
+                        return None;
+                    };
+                    if packed.len() % 4 != 0 || n + packed.len() / 4 > self.count {
+                        return None;
+                    }
+                    let row = out.get_mut(at + n..at + n + packed.len() / 4)?;
+                    for (v, b) in row.iter_mut().zip(packed.chunks_exact(4)) {
+                        *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    }
+                    n += packed.len() / 4;
+                }
+            }
             Some(dcount) => {
                 let out = self.buf.as_bytes_mut();
                 while pos < list.len() {
@@ -173,6 +196,7 @@ impl Assembler {
             let ok = matches!(
                 (def.dtype, out.dtype, d),
                 (DType::Bytes, TensorType::U8, Some(_))
+                    | (DType::Float32, TensorType::F32, None)
                     | (
                         DType::Int64 | DType::Int32,
                         TensorType::I64 | TensorType::I32,

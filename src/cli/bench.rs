@@ -562,7 +562,13 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                     .batch(args.batch, args.drop_remainder),
                 (None, None) => parsed.batch(args.batch, args.drop_remainder),
             };
-            let static_shapes = args.bucket_by.is_some()
+            // Every feature fixed-length and the remainder dropped: the
+            // batches are static as they are, so they come as the tensors a
+            // training step takes (as the Python package yields them), not
+            // as parsed columns.
+            let fixed = spec.features().iter().all(|f| f.fixed_count().is_some());
+            let static_shapes = (fixed && args.drop_remainder)
+                || args.bucket_by.is_some()
                 || args.pack.is_some()
                 || args.pad_to_multiple_of.is_some()
                 || args.max_length.is_some()

@@ -201,3 +201,26 @@ fn mmap_gives_the_same_batches() {
         assert!(read["records"].as_u64().unwrap() > 0);
     }
 }
+
+/// Every feature fixed-length with the remainder dropped: the batches are
+/// static as they are, and come as tensors (the digest of the assembled
+/// batches, as a no-op `--cast` forces them), not as parsed columns;
+/// without `--drop-remainder` they stay columns.
+#[test]
+fn fixed_length_batches_without_remainder_come_as_tensors() {
+    let flags = [
+        "bench",
+        "testdata/examples.tfrecord",
+        "--spec",
+        "embedding:fixed_len[4]:float,label:fixed_len[]:int64",
+        "--batch",
+        "2",
+    ];
+    let dropped = [&flags[..], &["--drop-remainder"]].concat();
+    let tensors = bench_json(&[&dropped[..], &["--cast", "int64"]].concat());
+    assert_eq!(bench_json(&dropped)["digest"], tensors["digest"]);
+    assert_eq!(tensors["batches"], 3);
+    let columns = bench_json(&flags);
+    let tensors = bench_json(&[&flags[..], &["--cast", "int64"]].concat());
+    assert_ne!(columns["digest"], tensors["digest"]);
+}
