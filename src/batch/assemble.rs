@@ -925,6 +925,19 @@ mod tests {
         }
     }
 
+    /// A protobuf field: `tag`, a one-byte length, `body`.
+    fn field(tag: u8, body: &[u8]) -> Vec<u8> {
+        [&[tag, body.len() as u8][..], body].concat()
+    }
+
+    /// One `Features.feature` map entry: `key` and the `Feature` message.
+    fn feature_entry(key: &str, feature: &[u8]) -> Vec<u8> {
+        field(
+            0x0a,
+            &[field(0x0a, key.as_bytes()), field(0x12, feature)].concat(),
+        )
+    }
+
     /// A ctr-like record: an int64 label, three floats (any bits), two
     /// int64 ids and a bytes feature no spec asks for.
     fn ctr_record(label: i64, dense: &[f32], ids: &[i64]) -> Vec<u8> {
@@ -988,14 +1001,7 @@ mod tests {
             list.push(0x0d);
             list.extend(v.to_le_bytes());
         }
-        let feature = [&[0x12, list.len() as u8][..], &list].concat();
-        let entry = [
-            &[0x0a, 5][..],
-            b"dense",
-            &[0x12, feature.len() as u8],
-            &feature,
-        ]
-        .concat();
+        let dense = feature_entry("dense", &field(0x12, &list));
         let rest = Example::from_features([
             ("label", Feature::int64s(vec![1])),
             ("ids", Feature::int64s(vec![4, 5])),
@@ -1003,8 +1009,7 @@ mod tests {
         .encode_to_vec();
         // `rest` is one `features` field (tag, a one-byte length, its map
         // entries): put the `dense` entry before them.
-        let all = [&[0x0a, entry.len() as u8][..], &entry, &rest[2..]].concat();
-        let unpacked = [&[0x0a, all.len() as u8][..], &all].concat();
+        let unpacked = field(0x0a, &[&dense[..], &rest[2..]].concat());
         let want = two_step(&a, &spec, std::slice::from_ref(&unpacked)).unwrap();
         assert_eq!(
             want.tensors
@@ -1037,21 +1042,10 @@ mod tests {
                 .is_some()
         );
         // Unpacked values (field 1 as varints): the general parser's job.
-        let mut unpacked = Vec::new();
-        let list = [0x08u8, 0x05, 0x08, 0x06];
-        let feature = [&[0x1a, list.len() as u8][..], &list].concat();
-        let entry = [
-            &[0x0a, 3][..],
-            b"ids",
-            &[0x12, feature.len() as u8],
-            &feature,
-        ]
-        .concat();
-        let features = [&[0x0a, entry.len() as u8][..], &entry].concat();
-        unpacked.extend([0x0a, features.len() as u8]);
-        unpacked.extend(&features);
+        let ids = field(0x1a, &[0x08, 0x05, 0x08, 0x06]);
+        let unpacked = field(0x0a, &feature_entry("ids", &ids));
         assert_eq!(
-            two_step(&a, &spec, &[unpacked.clone()]).map(|b| b.real_rows),
+            two_step(&a, &spec, std::slice::from_ref(&unpacked)).map(|b| b.real_rows),
             Ok(1)
         );
         assert!(a.assemble_direct(&mut parser, &[unpacked]).is_none());

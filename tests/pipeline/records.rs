@@ -34,13 +34,15 @@ fn write_files(dir: &Path, counts: &[usize], compression: Compression) -> Vec<St
 /// Every record of every batch, as strings, with batch boundaries flattened.
 fn run(p: &Pipeline, batch: usize, drop_remainder: bool) -> Vec<String> {
     let batches = p.build_raw(batch, drop_remainder).unwrap();
-    let mut out = Vec::new();
-    for b in batches {
-        for r in b.unwrap().records {
-            out.push(String::from_utf8(r.to_vec()).unwrap());
-        }
-    }
-    out
+    batches.flat_map(|b| texts(&b.unwrap().records)).collect()
+}
+
+/// A batch's records, as strings.
+fn texts<R: AsRef<[u8]>>(records: &[R]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| String::from_utf8(r.as_ref().to_vec()).unwrap())
+        .collect()
 }
 
 fn names(spec: &[(usize, std::ops::Range<usize>)]) -> Vec<String> {
@@ -381,23 +383,11 @@ fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
     let mut batches = p(true).build_raw(64, false).unwrap();
     let mut mapped = Vec::new();
     for _ in 0..40 {
-        let batch = batches.next_batch().unwrap().unwrap();
-        mapped.extend(
-            batch
-                .records
-                .iter()
-                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
-        );
+        mapped.extend(texts(&batches.next_batch().unwrap().unwrap().records));
     }
     let state = batches.state();
     for batch in batches.by_ref() {
-        mapped.extend(
-            batch
-                .unwrap()
-                .records
-                .iter()
-                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
-        );
+        mapped.extend(texts(&batch.unwrap().records));
     }
     assert_eq!(mapped, read);
     let shuffle = batches.stats().shuffle;
@@ -468,23 +458,11 @@ async fn the_async_stream_yields_the_same_batches_and_state() {
     let mut stream = p.build_raw(4, false).unwrap().into_stream();
     let mut got = Vec::new();
     for _ in 0..5 {
-        let batch = stream.next().await.unwrap().unwrap();
-        got.extend(
-            batch
-                .records
-                .iter()
-                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
-        );
+        got.extend(texts(&stream.next().await.unwrap().unwrap().records));
     }
     let state = stream.state();
     while let Some(batch) = stream.next().await {
-        got.extend(
-            batch
-                .unwrap()
-                .records
-                .iter()
-                .map(|r| String::from_utf8(r.to_vec()).unwrap()),
-        );
+        got.extend(texts(&batch.unwrap().records));
     }
     assert_eq!(got, blocking);
     let resumed = run(&p.clone().resume_from(&state), 4, false);

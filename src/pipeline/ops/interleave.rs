@@ -28,8 +28,6 @@ struct Slot {
     file: u32,
     reader: ShardBlocks,
     block: std::vec::IntoIter<Record>,
-    /// The block's records are views of a mapped file.
-    mapped: bool,
     next_offset: u64,
     /// After a restore: the offset its first record must have (a state
     /// naming a byte that is no record boundary must not resynchronise
@@ -56,10 +54,7 @@ impl Slot {
             };
             match next {
                 None => return Ok(None),
-                Some(block) => {
-                    self.block = block?.into_iter();
-                    self.mapped = self.reader.mapped();
-                }
+                Some(block) => self.block = block?.into_iter(),
             }
         }
     }
@@ -150,7 +145,6 @@ impl Interleave {
             file,
             reader,
             block: Vec::new().into_iter(),
-            mapped: false,
             next_offset: offset,
             check_at: None,
         });
@@ -195,7 +189,7 @@ impl EpochInput for Interleave {
                         data: record.data,
                         file,
                         offset: record.offset,
-                        mapped: slot.mapped,
+                        mapped: slot.reader.mapped(),
                     }));
                 }
                 None => {

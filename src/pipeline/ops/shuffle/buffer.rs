@@ -364,6 +364,16 @@ mod tests {
         Item::new(Bytes::from(data.collect::<Vec<_>>()), (i % 3) as u32, i)
     }
 
+    /// A seeded generator: `rnd(n)` is in `0..n`.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     /// `item`, marked as a view of a mapped file.
     fn mapped(i: u64, len: usize) -> Item {
         Item {
@@ -381,13 +391,7 @@ mod tests {
     /// wanders, so the worst ratio seen is higher (measured 1.158x).
     #[test]
     fn memory_stays_near_the_payload() {
-        let mut x = 99u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(99);
         let mut buf = ShuffleBuffer::with_capacity(10_000);
         let mut worst = 0f64;
         for i in 0..110_000u64 {
@@ -426,13 +430,7 @@ mod tests {
     /// same slots under any sequence of operations.
     #[test]
     fn matches_a_vec_of_records() {
-        let mut x = 12345u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(12345);
         let mut model: Vec<Item> = Vec::new();
         let mut buf = ShuffleBuffer::with_capacity(500);
         for i in 0..40_000u64 {
