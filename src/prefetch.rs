@@ -24,9 +24,11 @@ pub(crate) fn prefetch(bytes: &[u8]) {
 /// Records ahead of the one a worker reads whose start it prefetches: the
 /// lines arrive while it works on the records in between.
 const AHEAD: usize = 2;
-/// Bytes of that record's start: an Example's map entries up to its first
-/// values (more, and the CPU stalls on too many lines in flight).
-const AHEAD_BYTES: usize = 256;
+/// Bytes of that record's start: an lm record's map entries and most of
+/// its values (an average lm record is ~1 KB); an image record's first
+/// lines, the rest of which the hardware prefetcher follows once the copy
+/// streams through it.
+const AHEAD_BYTES: usize = 1024;
 
 /// Prefetches the start of the record a few after record `i` of a batch.
 #[inline]

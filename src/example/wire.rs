@@ -550,7 +550,19 @@ mod simd {
         }
     }
 
+    /// Runs at least this long (of varints of at most 3 bytes on average)
+    /// are decoded as two halves at once.
+    const SPLIT_MIN: usize = 128;
+
     /// See the module docs; the contract is [`super::decode_varints_into`]'s.
+    ///
+    /// A long run of short varints is cut after the first varint that
+    /// ends at or past its middle, and the halves are decoded in one loop,
+    /// a step of each in turn: each step's next load waits on the previous
+    /// step's length, so one chain leaves the core idle half the time and
+    /// two fill it. Varints end exactly at the bytes below 0x80, so the
+    /// halves hold the same varints, errors and offsets as the whole; the
+    /// first half's error is reported first, as a single pass would.
     ///
     /// # Safety
     /// The CPU has SSSE3, SSE4.1 and POPCNT.
@@ -560,45 +572,122 @@ mod simd {
         base: usize,
         dst: &mut [MaybeUninit<T>],
     ) -> Result<(usize, bool), WireError> {
-        let (mut p, mut n, mut fits) = (0usize, 0usize, true);
-        let cap = dst.len();
-        let out = dst.as_mut_ptr();
-        let low7 = _mm_set1_epi32(0x7f);
-        let mid7 = _mm_set1_epi32(0x7f << 7);
-        let high7 = _mm_set1_epi32(0x7f << 14);
-        while let Some(chunk) = data.get(p..p + 16) {
-            // SAFETY: `chunk` holds 16 readable bytes.
-            let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
-            // Bit i set: byte i continues a varint.
-            let more = _mm_movemask_epi8(v) as u32;
-            if more == 0 && n + 16 <= cap {
-                // SAFETY: 16 slots from `n` are within `dst`.
-                unsafe { widen16(out.add(n), v) };
-                n += 16;
-                p += 16;
-                continue;
+        let cut = (data.len() >= SPLIT_MIN)
+            .then(|| data[data.len() / 2..].iter().position(|&b| b < 0x80))
+            .flatten()
+            .map(|i| data.len() / 2 + i + 1)
+            .filter(|&cut| cut < data.len());
+        let Some(cut) = cut else {
+            // SAFETY: the caller's.
+            return unsafe { decode_from(data, base, 0, dst, 0) };
+        };
+        let (first, second) = data.split_at(cut);
+        // SAFETY: the caller's.
+        let first_count = unsafe { count_terminal(first) };
+        // Varints longer than 3 bytes on average take the slow path, which
+        // two chains do not speed up (ids below 2^40, say).
+        if first_count > dst.len() || first_count * 3 < cut {
+            // SAFETY: the caller's.
+            return unsafe { decode_from(data, base, 0, dst, 0) };
+        }
+        let (dst_a, dst_b) = dst.split_at_mut(first_count);
+        let (mut pa, mut na, mut pb, mut nb) = (0, 0, 0, 0);
+        while let (Some(a), Some(b)) = (first.get(pa..pa + 16), second.get(pb..pb + 16)) {
+            // SAFETY: `a` and `b` hold 16 readable bytes; the caller's CPU.
+            let stepped_a = unsafe { fast_step(a, &mut pa, dst_a, &mut na) };
+            // SAFETY: as above.
+            let stepped_b = unsafe { fast_step(b, &mut pb, dst_b, &mut nb) };
+            if !(stepped_a && stepped_b) {
+                break;
             }
-            let entry = &TABLE[(!more & 0xfff) as usize];
-            let used = usize::from(entry.0[3] & 0x7f);
-            if used != 0 && n + 4 <= cap {
-                // SAFETY: `Entry` is 16 bytes, 16-byte aligned.
-                let control = unsafe { _mm_load_si128(entry.0.as_ptr().cast()) };
-                let x = _mm_shuffle_epi8(v, control);
-                let joined = _mm_or_si128(
-                    _mm_or_si128(
-                        _mm_and_si128(x, low7),
-                        _mm_and_si128(_mm_srli_epi32(x, 1), mid7),
-                    ),
-                    _mm_and_si128(_mm_srli_epi32(x, 2), high7),
-                );
-                // SAFETY: 4 slots from `n` are within `dst`.
-                unsafe { store4(out.add(n), joined) };
-                n += 4;
-                p += used;
+        }
+        // SAFETY: the caller's.
+        let (na, fits_a) = unsafe { decode_from(first, base, pa, dst_a, na) }?;
+        debug_assert_eq!(na, first_count);
+        // SAFETY: the caller's.
+        let (nb, fits_b) = unsafe { decode_from(second, base + cut, pb, dst_b, nb) }?;
+        Ok((na + nb, fits_a && fits_b))
+    }
+
+    /// One step of the fast paths on the 16 bytes `chunk` at `*p`: 16
+    /// single-byte varints, or four of at most 3 bytes. False (nothing
+    /// done) when neither applies or `dst` lacks the room.
+    ///
+    /// # Safety
+    /// The CPU has SSSE3 and SSE4.1.
+    #[inline(always)]
+    unsafe fn fast_step<T: VarintTarget>(
+        chunk: &[u8],
+        p: &mut usize,
+        dst: &mut [MaybeUninit<T>],
+        n: &mut usize,
+    ) -> bool {
+        debug_assert!(chunk.len() >= 16);
+        // SAFETY: `chunk` holds 16 readable bytes; the caller's CPU
+        // (inlined into functions compiled for it).
+        let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
+        // Bit i set: byte i continues a varint.
+        // SAFETY: the caller's CPU.
+        let more = unsafe { _mm_movemask_epi8(v) } as u32;
+        let out = dst.as_mut_ptr();
+        if more == 0 && *n + 16 <= dst.len() {
+            // SAFETY: 16 slots from `n` are within `dst`.
+            unsafe { widen16(out.add(*n), v) };
+            *n += 16;
+            *p += 16;
+            return true;
+        }
+        let entry = &TABLE[(!more & 0xfff) as usize];
+        let used = usize::from(entry.0[3] & 0x7f);
+        if used == 0 || *n + 4 > dst.len() {
+            return false;
+        }
+        // SAFETY: `Entry` is 16 bytes, 16-byte aligned.
+        let control = unsafe { _mm_load_si128(entry.0.as_ptr().cast()) };
+        // SAFETY: the caller's CPU.
+        let joined = unsafe {
+            let x = _mm_shuffle_epi8(v, control);
+            _mm_or_si128(
+                _mm_or_si128(
+                    _mm_and_si128(x, _mm_set1_epi32(0x7f)),
+                    _mm_and_si128(_mm_srli_epi32(x, 1), _mm_set1_epi32(0x7f << 7)),
+                ),
+                _mm_and_si128(_mm_srli_epi32(x, 2), _mm_set1_epi32(0x7f << 14)),
+            )
+        };
+        // SAFETY: 4 slots from `n` are within `dst`.
+        unsafe { store4(out.add(*n), joined) };
+        *n += 4;
+        *p += used;
+        true
+    }
+
+    /// Decodes `data[p..]` (at record offset `base`) into `dst[n..]`, one
+    /// chain of steps: the fast paths where they apply, otherwise one
+    /// varint the slow way, and the last bytes by the scalar decoder.
+    ///
+    /// # Safety
+    /// The CPU has SSSE3, SSE4.1 and POPCNT.
+    #[target_feature(enable = "ssse3,sse4.1,popcnt")]
+    unsafe fn decode_from<T: VarintTarget>(
+        data: &[u8],
+        base: usize,
+        mut p: usize,
+        dst: &mut [MaybeUninit<T>],
+        mut n: usize,
+    ) -> Result<(usize, bool), WireError> {
+        let mut fits = true;
+        while let Some(chunk) = data.get(p..p + 16) {
+            // SAFETY: `chunk` holds 16 bytes; the caller's CPU.
+            if unsafe { fast_step(chunk, &mut p, dst, &mut n) } {
                 continue;
             }
             // One varint the slow way (longer than 3 bytes, or an error).
             let Some(slot) = dst.get_mut(n) else { break };
+            let more = _mm_movemask_epi8(
+                // SAFETY: `chunk` holds 16 readable bytes.
+                unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) },
+            ) as u32;
             let end = (!more).trailing_zeros() as usize;
             let value = match chunk.first_chunk::<8>() {
                 Some(word) if end < 8 => {
@@ -1224,6 +1313,58 @@ mod tests {
             decode_packed_varints(&data, 0, &mut out),
             Err(WireError::at(2, WireErrorKind::VarintTooLong))
         );
+    }
+
+    #[test]
+    fn a_long_run_decoded_in_two_halves_keeps_values_and_errors_in_order() {
+        // The cut follows the first varint to end at or past the middle
+        // byte: the middle byte itself (one-byte varints), the byte after
+        // it (two-byte ones), or two bytes on (three-byte ones).
+        for (value, width) in [(1u64, 1usize), (300, 2), (50_000, 3)] {
+            let values: Vec<i64> = (0..200).map(|i| (value + i % 100) as i64).collect();
+            let data: Vec<u8> = values
+                .iter()
+                .flat_map(|&v| encode_varint(v as u64))
+                .collect();
+            assert_eq!(data.len(), 200 * width);
+            for (name, got) in all_decoders(&data, 9) {
+                assert_eq!(got, Ok((values.clone(), true)), "{name}");
+            }
+            let narrow: Vec<i32> = values.iter().map(|&v| v as i32).collect();
+            assert_eq!(decode_into_i32(&data, 9), Ok((narrow, true)));
+        }
+        // Errors in the second half only: the offset within the whole run.
+        let mut data = vec![1u8; 200];
+        data.push(0x80);
+        let mut out: Vec<i64> = Vec::new();
+        assert_eq!(
+            decode_packed_varints(&data, 1000, &mut out),
+            Err(WireError::at(1200, WireErrorKind::TruncatedVarint))
+        );
+        // An error in each half: the first half's, as one pass reports it.
+        let mut data = vec![1u8; 20];
+        data.extend([0xffu8; 11]);
+        data.extend([1u8; 150]);
+        data.push(0x80);
+        out.clear();
+        assert_eq!(
+            decode_packed_varints(&data, 0, &mut out),
+            Err(WireError::at(20, WireErrorKind::VarintTooLong))
+        );
+        let mut room = vec![MaybeUninit::<i32>::uninit(); data.len()];
+        assert_eq!(
+            decode_varints_into(&data, 0, &mut room),
+            Err(WireError::at(20, WireErrorKind::VarintTooLong))
+        );
+        // Less room than the first half holds: one pass, stopping when full.
+        let data = [7u8; 300];
+        let mut room = vec![MaybeUninit::<i32>::uninit(); 100];
+        assert_eq!(decode_varints_into(&data, 0, &mut room), Ok((100, true)));
+        // Room for the first half and part of the second.
+        let mut room = vec![MaybeUninit::<i32>::uninit(); 200];
+        assert_eq!(decode_varints_into(&data, 0, &mut room), Ok((200, true)));
+        // SAFETY: all 200 slots were written.
+        assert!(room.iter().all(|s| unsafe { s.assume_init() } == 7));
     }
 
     #[test]
