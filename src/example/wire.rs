@@ -572,15 +572,20 @@ mod simd {
         base: usize,
         dst: &mut [MaybeUninit<T>],
     ) -> Result<(usize, bool), WireError> {
-        let cut = (data.len() >= SPLIT_MIN)
-            .then(|| data[data.len() / 2..].iter().position(|&b| b < 0x80))
-            .flatten()
-            .map(|i| data.len() / 2 + i + 1)
-            .filter(|&cut| cut < data.len());
-        let Some(cut) = cut else {
+        let middle = data.len() / 2;
+        let ends = match data.get(middle..middle + 16) {
+            // SAFETY: `chunk` holds 16 readable bytes.
+            Some(chunk) if data.len() >= SPLIT_MIN => unsafe {
+                !_mm_movemask_epi8(_mm_loadu_si128(chunk.as_ptr().cast())) & 0xffff
+            },
+            _ => 0,
+        };
+        if ends == 0 {
+            // Short, or no varint ends in the 16 bytes from the middle.
             // SAFETY: the caller's.
             return unsafe { decode_from(data, base, 0, dst, 0) };
-        };
+        }
+        let cut = middle + ends.trailing_zeros() as usize + 1;
         let (first, second) = data.split_at(cut);
         // SAFETY: the caller's.
         let first_count = unsafe { count_terminal(first) };
