@@ -602,7 +602,7 @@ mod simd {
             let stepped_a = unsafe { fast_step(a, &mut pa, dst_a, &mut na) };
             // SAFETY: as above.
             let stepped_b = unsafe { fast_step(b, &mut pb, dst_b, &mut nb) };
-            if !(stepped_a && stepped_b) {
+            if stepped_a.is_err() || stepped_b.is_err() {
                 break;
             }
         }
@@ -615,8 +615,10 @@ mod simd {
     }
 
     /// One step of the fast paths on the 16 bytes `chunk` at `*p`: 16
-    /// single-byte varints, or four of at most 3 bytes. False (nothing
-    /// done) when neither applies or `dst` lacks the room.
+    /// single-byte varints, or four of at most 3 bytes. When neither
+    /// applies or `dst` lacks the room, nothing is done and the error holds
+    /// the chunk's continuation flags (bit i: byte i continues a varint)
+    /// for the slow path.
     ///
     /// # Safety
     /// The CPU has SSSE3 and SSE4.1.
@@ -626,7 +628,7 @@ mod simd {
         p: &mut usize,
         dst: &mut [MaybeUninit<T>],
         n: &mut usize,
-    ) -> bool {
+    ) -> Result<(), u32> {
         debug_assert!(chunk.len() >= 16);
         // SAFETY: `chunk` holds 16 readable bytes; the caller's CPU
         // (inlined into functions compiled for it).
@@ -640,12 +642,12 @@ mod simd {
             unsafe { widen16(out.add(*n), v) };
             *n += 16;
             *p += 16;
-            return true;
+            return Ok(());
         }
         let entry = &TABLE[(!more & 0xfff) as usize];
         let used = usize::from(entry.0[3] & 0x7f);
         if used == 0 || *n + 4 > dst.len() {
-            return false;
+            return Err(more);
         }
         // SAFETY: `Entry` is 16 bytes, 16-byte aligned.
         let control = unsafe { _mm_load_si128(entry.0.as_ptr().cast()) };
@@ -664,7 +666,7 @@ mod simd {
         unsafe { store4(out.add(*n), joined) };
         *n += 4;
         *p += used;
-        true
+        Ok(())
     }
 
     /// Decodes `data[p..]` (at record offset `base`) into `dst[n..]`, one
@@ -684,15 +686,11 @@ mod simd {
         let mut fits = true;
         while let Some(chunk) = data.get(p..p + 16) {
             // SAFETY: `chunk` holds 16 bytes; the caller's CPU.
-            if unsafe { fast_step(chunk, &mut p, dst, &mut n) } {
+            let Err(more) = (unsafe { fast_step(chunk, &mut p, dst, &mut n) }) else {
                 continue;
-            }
+            };
             // One varint the slow way (longer than 3 bytes, or an error).
             let Some(slot) = dst.get_mut(n) else { break };
-            let more = _mm_movemask_epi8(
-                // SAFETY: `chunk` holds 16 readable bytes.
-                unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) },
-            ) as u32;
             let end = (!more).trailing_zeros() as usize;
             let value = match chunk.first_chunk::<8>() {
                 Some(word) if end < 8 => {
