@@ -526,3 +526,57 @@ fn a_plain_file_named_gz_gets_a_hint_about_compression_none() {
     );
     assert_eq!(stdout(&output), "plain.tfrecord.gz\t1\ntotal\t1\n");
 }
+
+/// `testdata/lm-sample.tfrecord` with the payloads of records 32 and 100
+/// damaged (each fails its data CRC), written plain or GZIP into `dir`.
+fn lm_sample_with_two_corrupt_records(dir: &Path, gzip: bool) -> String {
+    use std::io::Write;
+    let mut bytes = std::fs::read("testdata/lm-sample.tfrecord").unwrap();
+    let mut at = 0;
+    for index in 0..=100 {
+        let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        if index == 32 || index == 100 {
+            bytes[at + 12 + len / 2] ^= 0x40;
+        }
+        at += 12 + len + 4;
+    }
+    let (name, bytes) = if gzip {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&bytes).unwrap();
+        ("corrupt.tfrecord.gz", gz.finish().unwrap())
+    } else {
+        ("corrupt.tfrecord", bytes)
+    };
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn bench_state_out_right_before_a_skipped_corrupt_record_continues_exactly() {
+    for gzip in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let input = lm_sample_with_two_corrupt_records(dir.path(), gzip);
+        let state = dir.path().join("state.bin").display().to_string();
+        let base = [
+            "bench",
+            &input,
+            "--skip-corrupt",
+            "--batch",
+            "16",
+            "--epochs",
+            "2",
+            "--digests",
+        ];
+        let full = bench_json(&base);
+        // Two batches end at record 31: the state's next record is the
+        // corrupt record 32.
+        let first = bench_json(&[&base[..], &["--batches", "2", "--state-out", &state]].concat());
+        let rest = bench_json(&[&base[..], &["--state-in", &state]].concat());
+        let full = full["digests"].as_array().unwrap().clone();
+        // 2 × 254 good records in batches of 16, the last one short.
+        assert_eq!(full.len(), 32, "gzip {gzip}");
+        assert_eq!(first["digests"].as_array().unwrap()[..], full[..2]);
+        assert_eq!(rest["digests"].as_array().unwrap()[..], full[2..]);
+    }
+}
