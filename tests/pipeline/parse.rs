@@ -173,26 +173,68 @@ fn padding_batches_of_a_host_that_ran_dry_are_fully_masked_with_the_static_shape
     }
 }
 
+/// Permits the test hands out one at a time: each parsed batch takes one
+/// before it can go on, so a batch is ready only after the test allowed it.
+#[derive(Default)]
+struct Permits {
+    left: std::sync::Mutex<u64>,
+    given: std::sync::Condvar,
+}
+
+impl Permits {
+    fn open() -> Self {
+        Permits {
+            left: std::sync::Mutex::new(u64::MAX),
+            given: std::sync::Condvar::new(),
+        }
+    }
+
+    fn take(&self) {
+        let mut left = self.left.lock().unwrap();
+        while *left == 0 {
+            left = self.given.wait(left).unwrap();
+        }
+        *left -= 1;
+    }
+
+    fn give(&self) {
+        *self.left.lock().unwrap() += 1;
+        self.given.notify_all();
+    }
+}
+
 #[test]
 fn next_batch_within_gives_the_same_batches_and_states_however_often_it_times_out() {
-    let pipeline = Pipeline::from_files([testdata("lm-sample.tfrecord.gz")])
-        .unwrap()
-        .seed(3)
-        .shuffle(64)
-        .repeat(Some(2))
-        .parse(lm_spec())
-        .max_length(512)
-        .batch(16, true);
-    let mut plain = pipeline.build().unwrap();
-    let mut polled = pipeline.build().unwrap();
+    // Every batch waits for a permit, and the test gives one only after a
+    // poll came back empty: the polled pipeline times out at least once
+    // for its first batch (no permit exists yet), whatever the speed of
+    // its threads, and the timeouts after it fall wherever they fall.
+    let gated = |permits: std::sync::Arc<Permits>| {
+        Pipeline::from_files([testdata("lm-sample.tfrecord.gz")])
+            .unwrap()
+            .seed(3)
+            .shuffle(64)
+            .repeat(Some(2))
+            .parse(lm_spec())
+            .map_batch(move |batch| {
+                permits.take();
+                Ok(batch)
+            })
+            .max_length(512)
+            .batch(16, true)
+    };
+    let permits = std::sync::Arc::new(Permits::default());
+    let mut plain = gated(std::sync::Arc::new(Permits::open())).build().unwrap();
+    let mut polled = gated(permits.clone()).build().unwrap();
     let (mut batches, mut timeouts) = (0, 0);
     loop {
-        // A zero timeout gives up whenever the batch is not there yet (as
-        // the first one is not, just after the start).
         let got = loop {
             match polled.next_batch_within(std::time::Duration::ZERO) {
                 Some(result) => break result.unwrap(),
-                None => timeouts += 1,
+                None => {
+                    timeouts += 1;
+                    permits.give();
+                }
             }
         };
         let want = plain.next_batch().unwrap();

