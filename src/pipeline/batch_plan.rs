@@ -60,6 +60,15 @@ pub(crate) struct ParsedSettings {
     pub ops: Vec<ParsedOp>,
 }
 
+/// The grouping a pipeline runs with (see [`ParsedSettings::decide`]).
+struct Decided {
+    grouping: ParsedGrouping,
+    /// Buckets in the order of the shared schedule, not as they fill.
+    scheduled: bool,
+    /// The features whose longest length buckets a record.
+    features: Vec<String>,
+}
+
 /// A checked description of the batches: how a worker makes each one.
 enum Plan {
     Rows(Assembler),
@@ -151,7 +160,79 @@ impl ParsedSettings {
         Ok(def.dtype.wire_kind())
     }
 
-    fn plan(&self) -> Result<Plan, PipelineError> {
+    /// The grouping the pipeline runs with on `hosts` hosts: as the user
+    /// said, except that on several hosts a length-dependent shape is
+    /// scheduled (see `group/schedule.rs`): `pad_to_multiple_of` becomes
+    /// one bucket per multiple up to `max_length`, measured on every padded
+    /// feature. Also gives the features whose length groups records.
+    fn decide(&self, hosts: u64) -> Result<Decided, PipelineError> {
+        let scheduled = hosts > 1;
+        let grouping = self.grouping.clone();
+        let ParsedGrouping::Rows = grouping else {
+            let features = match &grouping {
+                ParsedGrouping::Bucket { feature, .. } => vec![feature.clone()],
+                _ => Vec::new(),
+            };
+            let scheduled = scheduled && matches!(grouping, ParsedGrouping::Bucket { .. });
+            return Ok(Decided {
+                grouping,
+                scheduled,
+                features,
+            });
+        };
+        let padded: Vec<String> = self
+            .spec
+            .features()
+            .iter()
+            .filter(|f| f.fixed_count().is_none())
+            .map(|f| f.name.clone())
+            .collect();
+        let has_lists = self
+            .sequence
+            .as_ref()
+            .is_some_and(|s| !s.sequence().is_empty());
+        let policy = self.length.clone().unwrap_or_default();
+        if !scheduled || (padded.is_empty() && !has_lists) || policy.fixed.is_some() {
+            return Ok(Decided {
+                grouping,
+                scheduled: false,
+                features: Vec::new(),
+            });
+        }
+        if has_lists {
+            return Err(PipelineError::Config(
+                "on several hosts, SequenceExample batches padded to their longest record \
+                 would differ in shape between hosts: use fixed_length, or bucket_by_length \
+                 on a feature list"
+                    .into(),
+            ));
+        }
+        let Some(bound) = policy.bound() else {
+            return Err(PipelineError::Config(format!(
+                "on several hosts every host must use the same shapes, so padded lengths \
+                 need a bound: set max_length (or fixed_length) for {}",
+                padded.join(", ")
+            )));
+        };
+        let multiple = policy.multiple.max(1);
+        let boundaries: Vec<usize> = (1..)
+            .map(|k| k * multiple)
+            .take_while(|&b| b < bound)
+            .collect();
+        let batch_size = self.batch_size.unwrap_or(1);
+        Ok(Decided {
+            grouping: ParsedGrouping::Bucket {
+                feature: padded[0].clone(),
+                batch_sizes: vec![batch_size; boundaries.len() + 1],
+                boundaries,
+            },
+            scheduled: true,
+            features: padded,
+        })
+    }
+
+    fn plan(&self, hosts: u64) -> Result<Plan, PipelineError> {
+        let decided = self.decide(hosts)?;
         if let Some(seq) = &self.sequence {
             if let Some(name) = seq
                 .required()
@@ -171,21 +252,24 @@ impl ParsedSettings {
                 ));
             }
         }
-        match &self.grouping {
+        match &decided.grouping {
             ParsedGrouping::Rows => Ok(Plan::Rows(self.assembler(self.batch_size.unwrap_or(1))?)),
             ParsedGrouping::Bucket {
                 feature,
                 boundaries,
                 batch_sizes,
             } => {
-                if self.batch_size.is_some() {
+                let converted = matches!(self.grouping, ParsedGrouping::Rows);
+                if self.batch_size.is_some() && !converted {
                     return Err(PipelineError::Config(
                         "bucket_by_length sets a batch size per bucket: leave out batch() \
                          (drop_remainder() says what to do with partial buckets)"
                             .into(),
                     ));
                 }
-                self.var_len_feature(feature)?;
+                for feature in decided.features.iter().chain([feature]) {
+                    self.var_len_feature(feature)?;
+                }
                 // Validated once: the record thread groups with this bucketer.
                 let bucketer: Bucketer<Item> =
                     Bucketer::new(boundaries.clone(), batch_sizes.clone())?;
@@ -295,22 +379,25 @@ impl ParsedSettings {
     }
 
     /// Every shape a batch can have (see [`ParsedPipeline::shapes`](super::ParsedPipeline::shapes)).
-    pub(crate) fn shapes(&self) -> Result<Vec<BatchShape>, PipelineError> {
-        Ok(match self.plan()? {
+    pub(crate) fn shapes(&self, hosts: u64) -> Result<Vec<BatchShape>, PipelineError> {
+        Ok(match self.plan(hosts)? {
             Plan::Rows(assembler) => assembler.shapes(),
             Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes,
         })
     }
 
-    /// The feature whose length groups records, with its wire kind.
-    fn length_feature(&self) -> Result<Option<(String, WireKind)>, PipelineError> {
-        Ok(match &self.grouping {
-            ParsedGrouping::Rows => None,
-            ParsedGrouping::Bucket { feature, .. } => {
-                Some((feature.clone(), self.var_len_feature(feature)?))
-            }
+    /// The features whose length (the longest of them) groups records, with
+    /// their wire kinds.
+    fn length_features(&self, decided: &Decided) -> Result<Vec<(String, WireKind)>, PipelineError> {
+        Ok(match &decided.grouping {
+            ParsedGrouping::Rows => Vec::new(),
+            ParsedGrouping::Bucket { .. } => decided
+                .features
+                .iter()
+                .map(|f| Ok((f.clone(), self.var_len_feature(f)?)))
+                .collect::<Result<_, PipelineError>>()?,
             ParsedGrouping::Pack { .. } => match self.spec.features().first() {
-                Some(f) => Some((f.name.clone(), f.dtype.wire_kind())),
+                Some(f) => vec![(f.name.clone(), f.dtype.wire_kind())],
                 None => return Err(PlanError::NoFeatures.into()),
             },
         })
@@ -318,9 +405,10 @@ impl ParsedSettings {
 
     /// How the record thread groups records for this pipeline: the record
     /// thread's half of `plan` (`None` only for rows, which need no plan).
-    fn grouping(&self, plan: Option<&Plan>) -> Result<Grouping, PipelineError> {
+    fn grouping(&self, plan: Option<&Plan>, hosts: u64) -> Result<Grouping, PipelineError> {
         let drop_remainder = self.drop_remainder;
-        let mode = match &self.grouping {
+        let decided = self.decide(hosts)?;
+        let mode = match &decided.grouping {
             ParsedGrouping::Rows => {
                 let batch_size = self.batch_size.unwrap_or(1);
                 if batch_size == 0 {
@@ -332,6 +420,11 @@ impl ParsedSettings {
                 }
             }
             ParsedGrouping::Bucket { .. } => match plan {
+                Some(Plan::Bucket { bucketer, .. }) if decided.scheduled => GroupMode::Scheduled {
+                    bucketer: bucketer.clone(),
+                    schedule: None,
+                    drop_remainder,
+                },
                 Some(Plan::Bucket { bucketer, .. }) => GroupMode::Bucket {
                     bucketer: bucketer.clone(),
                     drop_remainder,
@@ -349,12 +442,24 @@ impl ParsedSettings {
                 row_length: *row_length,
                 batch_size: self.batch_size.unwrap_or(1),
                 overflow: *overflow,
-                feature: self.length_feature()?.map(|f| f.0).unwrap_or_default(),
+                feature: self
+                    .length_features(&decided)?
+                    .into_iter()
+                    .next()
+                    .map(|f| f.0)
+                    .unwrap_or_default(),
                 drop_remainder,
             },
         };
-        let length = self.length_feature()?;
-        let length_feature = length.as_ref().map(|(f, _)| f.clone());
+        let length = self.length_features(&decided)?;
+        let length_feature = (!length.is_empty()).then(|| {
+            length
+                .iter()
+                .map(|(f, _)| f.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        });
+        let length = (!length.is_empty()).then_some(length);
         // Parsed ops decide which records survive or how long they are: a
         // prefilter pass must run them before grouping.
         // A SequenceExample's steps are counted by parsing, on the prefilter
@@ -364,7 +469,7 @@ impl ParsedSettings {
         let (measure, prefilter) = if prefilter {
             (None, Some(self.prefilter_fn(length)))
         } else {
-            (length.map(|(f, kind)| self.measure_fn(f, kind)), None)
+            (length.map(|features| self.measure_fn(features)), None)
         };
         let parsed_ops = self
             .ops
@@ -398,62 +503,72 @@ impl ParsedSettings {
         key
     }
 
-    /// Reads a record's length with the wire scan; a record it cannot read
-    /// is parsed to name what is wrong with it.
-    fn measure_fn(&self, feature: String, kind: WireKind) -> MeasureFn {
+    /// Reads a record's length (the longest of `features`) with the wire
+    /// scan; a record it cannot read is parsed to name what is wrong with it.
+    fn measure_fn(&self, features: Vec<(String, WireKind)>) -> MeasureFn {
         let spec = self.spec.clone();
-        Arc::new(
-            move |item| match feature_length(&item.data, &feature, kind) {
-                Ok(n) => Ok(n),
-                Err(error) => Err(
-                    match ExampleParser::new(&spec).parse(std::slice::from_ref(&item.data)) {
-                        Err(error) => PipelineError::Parse {
-                            path: String::new(),
-                            offset: item.offset,
-                            at: None,
-                            error,
-                        },
-                        Ok(_) => PipelineError::Length {
-                            path: String::new(),
-                            offset: item.offset,
-                            at: None,
-                            feature: feature.clone(),
-                            error,
-                        },
-                    },
-                ),
-            },
-        )
+        Arc::new(move |item| {
+            let mut longest = 0;
+            for (feature, kind) in &features {
+                match feature_length(&item.data, feature, *kind) {
+                    Ok(n) => longest = longest.max(n),
+                    Err(error) => {
+                        return Err(
+                            match ExampleParser::new(&spec).parse(std::slice::from_ref(&item.data))
+                            {
+                                Err(error) => PipelineError::Parse {
+                                    path: String::new(),
+                                    offset: item.offset,
+                                    at: None,
+                                    error,
+                                },
+                                Ok(_) => PipelineError::Length {
+                                    path: String::new(),
+                                    offset: item.offset,
+                                    at: None,
+                                    feature: feature.clone(),
+                                    error,
+                                },
+                            },
+                        );
+                    }
+                }
+            }
+            Ok(longest)
+        })
     }
 
     /// Parses a chunk, runs the parsed ops, and gives each record's fate.
-    fn prefilter_fn(&self, length: Option<(String, WireKind)>) -> PrefilterFn {
+    fn prefilter_fn(&self, length: Option<Vec<(String, WireKind)>>) -> PrefilterFn {
         let parsers = Arc::new(ParserPool::new(&self.spec, self.sequence.as_ref()));
         let ops = self.ops.clone();
-        let feature = length.map(|f| f.0);
+        let features: Vec<String> = length.into_iter().flatten().map(|f| f.0).collect();
         Arc::new(move |raw: &RawBatch| {
             let (parser, batch) = parsers.parse(raw)?;
             let n = batch.num_records;
             let (kept, origin) = parsed::apply_all(&ops, batch).map_err(|e| map_error(raw, e))?;
             let mut verdicts = vec![None; n];
-            let column = match &feature {
-                Some(f) => Some(kept.get(f).ok_or_else(|| PipelineError::Batch {
-                    path: raw.origin(0).0.to_owned(),
-                    offset: raw.origin(0).1,
-                    at: None,
-                    error: BatchError {
-                        record: None,
-                        feature: Some(f.clone()),
-                        kind: BatchErrorKind::MissingColumn,
-                    },
-                })?),
-                None => None,
-            };
+            let columns = features
+                .iter()
+                .map(|f| {
+                    kept.get(f).ok_or_else(|| PipelineError::Batch {
+                        path: raw.origin(0).0.to_owned(),
+                        offset: raw.origin(0).1,
+                        at: None,
+                        error: BatchError {
+                            record: None,
+                            feature: Some(f.clone()),
+                            kind: BatchErrorKind::MissingColumn,
+                        },
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             for (row, &i) in origin.iter().enumerate() {
-                let len = match column {
-                    Some(c) => parsed::row_length(c, row).unwrap_or(0),
-                    None => 0,
-                };
+                let len = columns
+                    .iter()
+                    .map(|c| parsed::row_length(c, row).unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
                 if let Some(v) = verdicts.get_mut(i) {
                     *v = Some(len);
                 }
@@ -464,9 +579,9 @@ impl ParsedSettings {
     }
 
     /// The grouping and the workers' job for assembled batches.
-    pub(crate) fn batches(&self) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
-        let plan = self.plan()?;
-        let grouping = self.grouping(Some(&plan))?;
+    pub(crate) fn batches(&self, hosts: u64) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
+        let plan = self.plan(hosts)?;
+        let grouping = self.grouping(Some(&plan), hosts)?;
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref());
         let ops = self.ops.clone();
         let example = self.sequence.is_none();
@@ -553,7 +668,8 @@ impl ParsedSettings {
                 "bucket_by_length and pack give assembled batches: use build()".into(),
             ));
         }
-        let grouping = self.grouping(None)?;
+        // Ragged columns have no padded shape for hosts to agree on.
+        let grouping = self.grouping(None, 1)?;
         // The columns are handed over: they are parsed into the buffers of
         // a batch the consumer gave back, else new ones (a reused parser
         // sizes them from the last batch, so none regrows).

@@ -480,16 +480,21 @@ impl ParsedPipeline {
         self
     }
 
+    /// Hosts the data is sharded across (`shard(i, n)`: n).
+    fn hosts(&self) -> u64 {
+        self.pipeline.s.host.map_or(1, |(_, n)| n)
+    }
+
     /// Every shape a batch of this pipeline can have, known before the
     /// first batch, so an XLA program can be compiled for each ahead of time.
     pub fn shapes(&self) -> Result<Vec<BatchShape>, PipelineError> {
-        self.p.shapes()
+        self.p.shapes(self.hosts())
     }
 
     /// Starts the pipeline: static-shape, 64-byte aligned batches whose
     /// buffers return to a pool when dropped.
     pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
-        let (grouping, work) = self.p.batches()?;
+        let (grouping, work) = self.p.batches(self.hosts())?;
         plan::start(&self.pipeline.s, grouping, work)
     }
 

@@ -90,6 +90,9 @@ pub(crate) struct Snapshot {
     /// Values of the first replayed record already packed into emitted
     /// batches (a record split across batches).
     pub replay_skip: u64,
+    /// The first records of `replay` that wait in the grouper's queues and
+    /// are fed back without cutting batches (scheduled buckets).
+    pub replay_quiet: u64,
 }
 
 /// The body of a state.
@@ -150,6 +153,9 @@ struct StateProto {
     /// Values of the first replayed record already packed.
     #[prost(uint64, tag = "24")]
     replay_skip: u64,
+    /// Replayed records that wait in scheduled buckets.
+    #[prost(uint64, tag = "25")]
+    replay_quiet: u64,
 }
 
 /// Positions coded compactly: sorted (file, count) runs with offset deltas,
@@ -275,6 +281,7 @@ pub(crate) fn encode(snapshot: &Snapshot, batches: u64, fingerprint: u32) -> Vec
         replay_deltas: replay.deltas,
         replay_order: replay.order,
         replay_skip: snapshot.replay_skip,
+        replay_quiet: snapshot.replay_quiet,
     }
     .encode_to_vec();
     seal(&body)
@@ -422,6 +429,7 @@ pub(crate) fn decode(bytes: &[u8], fingerprint: u32) -> Result<(Snapshot, u64), 
         stream: Arc::new(state),
         replay,
         replay_skip: p.replay_skip,
+        replay_quiet: p.replay_quiet,
     };
     Ok((snapshot, p.batches))
 }
@@ -449,6 +457,20 @@ pub(crate) fn check_replay(
             field: "packed values",
             value: snapshot.replay_skip,
             reason: "only a packing pipeline with a waiting record has packed values".into(),
+        });
+    }
+    let scheduled = matches!(mode, GroupMode::Scheduled { .. });
+    if snapshot.replay_quiet > snapshot.replay.len() as u64
+        || (snapshot.replay_quiet > 0 && !scheduled)
+    {
+        return Err(StateError::Invalid {
+            field: "records waiting in scheduled buckets",
+            value: snapshot.replay_quiet,
+            reason: format!(
+                "only a pipeline with scheduled buckets has them, and at most the {} \
+                 waiting records",
+                snapshot.replay.len()
+            ),
         });
     }
     if let Some(limit) = limit.filter(|&n| batches > n) {
@@ -575,6 +597,29 @@ impl SequenceKey<'_> {
                     .list(&batch_sizes)
                     .bool(*drop_remainder)
             }
+            GroupMode::Scheduled {
+                bucketer,
+                schedule,
+                drop_remainder,
+            } => {
+                let n = bucketer.num_buckets();
+                let boundaries: Vec<usize> = (0..n).filter_map(|b| bucketer.pad_to(b)).collect();
+                let batch_sizes: Vec<usize> = (0..n).map(|b| bucketer.batch_size(b)).collect();
+                w.tag(11)
+                    .u64(4)
+                    .list(&boundaries)
+                    .list(&batch_sizes)
+                    .bool(*drop_remainder);
+                if let Some(schedule) = schedule {
+                    let (seed, shares, tail) = schedule.key();
+                    w.tag(16).u64(seed).u64(shares.len() as u64);
+                    for &share in shares {
+                        w.u64(share);
+                    }
+                    w.opt(tail);
+                }
+                &mut w
+            }
             GroupMode::Pack {
                 row_length,
                 batch_size,
@@ -651,6 +696,7 @@ mod tests {
             stream: Arc::new(state),
             replay,
             replay_skip: 17,
+            replay_quiet: 0,
         }
     }
 

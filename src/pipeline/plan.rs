@@ -9,11 +9,17 @@ use super::batches::{Batches, ExecConfig};
 use super::checkpoint::{self, Snapshot};
 use super::counts;
 use super::error::PipelineError;
-use super::group::plan::{BatchFn, EqualBatches, GroupMode, MeasureFn, PrefilterFn};
+use super::group::plan::{
+    BatchFn, EqualBatches, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch,
+};
+use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
+use super::ops::Item;
 use super::ops::chain::RecordChain;
 use super::ops::{RecordFilter, RecordMap, StreamConfig, StreamState};
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
+use super::threads::shard_reader::first_records;
+use crate::batch::Bucketer;
 use crate::record::ReadOptions;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
@@ -118,20 +124,43 @@ pub(crate) fn start<T: Send + 'static>(
             Some(epochs) => epochs,
         },
     });
+    let mut grouping = grouping;
     let total_batches = match &grouping.mode {
         GroupMode::Fixed {
             batch_size,
             drop_remainder,
         } if grouping.prefilter.is_none() => total_batches(p, *batch_size, *drop_remainder)?,
+        GroupMode::Scheduled {
+            bucketer,
+            drop_remainder,
+            ..
+        } if !grouping.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
+            let batch_size = one_batch_size(bucketer).unwrap_or(1);
+            total_batches(p, batch_size, *drop_remainder)?
+        }
         _ if p.equal_batches.is_some() && p.repeat != Some(None) => {
             return Err(PipelineError::Config(
-                "equal_batches cannot be combined with bucket_by_length, pack or \
-                 filter_rows, whose batch counts are unknown in advance"
+                "equal_batches cannot be combined with bucket_by_length (with batch sizes \
+                 per bucket), pack or filter_rows, whose batch counts are unknown in advance"
                     .into(),
             ));
         }
         _ => None,
     };
+    if let GroupMode::Scheduled {
+        bucketer, schedule, ..
+    } = &mut grouping.mode
+    {
+        let counts = sample_buckets(p, &grouping.measure, &grouping.prefilter, bucketer)?;
+        let sizes: Vec<usize> = (0..bucketer.num_buckets())
+            .map(|b| bucketer.batch_size(b))
+            .collect();
+        let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
+        if let Some(total) = total_batches {
+            planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
+        }
+        *schedule = Some(Arc::new(planned));
+    }
     let fingerprint = checkpoint::SequenceKey {
         files: &files,
         host: p.host,
@@ -192,6 +221,8 @@ pub(crate) fn start<T: Send + 'static>(
         prefilter: grouping.prefilter,
         replay,
         replay_skip: usize::try_from(snapshot.replay_skip).unwrap_or(usize::MAX),
+        replay_quiet: usize::try_from(snapshot.replay_quiet).unwrap_or(usize::MAX),
+        first_batch: batches_before,
         workers: p.workers,
         chunk: PREFILTER_CHUNK,
         limit: total_batches.map(|n| n.saturating_sub(batches_before)),
@@ -212,6 +243,68 @@ pub(crate) fn start<T: Send + 'static>(
         work,
         fingerprint,
     ))
+}
+
+/// The batch size of every bucket, when they all have the same.
+fn one_batch_size<T>(bucketer: &Bucketer<T>) -> Option<usize> {
+    let first = bucketer.batch_size(0);
+    (1..bucketer.num_buckets())
+        .all(|b| bucketer.batch_size(b) == first)
+        .then_some(first)
+}
+
+/// A seed every host derives alike: from the names of all the pipeline's
+/// files (not their folders, which may be mounted elsewhere on each host),
+/// never from settings a host may choose for itself (`seed(host_index)`).
+fn shared_seed(files: &[String]) -> u64 {
+    let mut names = String::new();
+    for file in files {
+        names.push_str(file.rsplit('/').next().unwrap_or(file));
+        names.push('\n');
+    }
+    xxhash_rust::xxh3::xxh3_64(names.as_bytes())
+}
+
+/// How the records of a sample, the same on every host, spread over the
+/// buckets: the first records of a few files spread over the whole file
+/// list (every host can read every file), measured as the grouping
+/// measures them.
+fn sample_buckets(
+    p: &RecordSettings,
+    measure: &Option<MeasureFn>,
+    prefilter: &Option<PrefilterFn>,
+    bucketer: &Bucketer<Item>,
+) -> Result<Vec<u64>, PipelineError> {
+    let last = bucketer.num_buckets() - 1;
+    let mut counts = vec![0u64; last + 1];
+    let n = p.files.len();
+    let picked = n.min(SAMPLE_FILES);
+    let mut files: Vec<usize> = (0..picked).map(|i| i * n / picked).collect();
+    files.dedup();
+    for index in files {
+        let records = first_records(&p.files[index], SAMPLE_PER_FILE, &p.read);
+        let items: Vec<Item> = records
+            .into_iter()
+            .map(|r| Item::new(r.data, index as u32, r.offset))
+            .collect();
+        let lengths: Vec<Option<usize>> = match (measure, prefilter) {
+            // A record the sample cannot measure is left out of it: the
+            // pipeline reports it, with its file and offset, when it gets there.
+            (Some(measure), _) => items.iter().map(|i| measure(i).ok()).collect(),
+            (None, Some(prefilter)) => prefilter(&RawBatch {
+                records: items.iter().map(|i| i.data.clone()).collect(),
+                provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
+                files: Arc::new(p.files.clone()),
+                layout: Layout::Rows,
+            })
+            .unwrap_or_default(),
+            (None, None) => Vec::new(),
+        };
+        for len in lengths.into_iter().flatten() {
+            counts[bucketer.bucket_of(len).min(last)] += 1;
+        }
+    }
+    Ok(counts)
 }
 
 /// With [`Pipeline::equal_batches`]: how many batches every host emits.

@@ -5,6 +5,7 @@ mod checkpoint;
 mod dense_direct;
 mod grouping;
 mod host_shard;
+mod many_hosts;
 mod masks;
 mod pack;
 mod parse;

@@ -40,6 +40,7 @@ impl BucketGrouper {
                 layout: Layout::Bucket(group.bucket),
                 replay,
                 replay_skip: 0,
+                replay_quiet: false,
             });
         }
     }
@@ -64,6 +65,7 @@ impl BucketGrouper {
             layout: Layout::Bucket(group.bucket),
             replay,
             replay_skip: 0,
+            replay_quiet: false,
         })
     }
 }

@@ -23,11 +23,13 @@ pub(crate) mod batch;
 pub(crate) mod bucket;
 pub(crate) mod pack;
 pub(crate) mod plan;
+pub(crate) mod schedule;
 
 use batch::FixedGrouper;
 use bucket::BucketGrouper;
 use pack::PackGrouper;
-use plan::{Emitted, GroupMode};
+use plan::{Emitted, GroupMode, Layout};
+use schedule::ScheduledGrouper;
 
 use super::error::PipelineError;
 use super::ops::Item;
@@ -37,11 +39,14 @@ use super::ops::Item;
 pub(crate) enum Grouper {
     Fixed(FixedGrouper),
     Bucket(BucketGrouper),
+    Scheduled(ScheduledGrouper),
     Pack(PackGrouper),
 }
 
 impl Grouper {
-    pub fn new(mode: &GroupMode) -> Self {
+    /// A grouper whose next batch is batch `step` of the run; with
+    /// `fixed_count`, the run emits a fixed number of batches.
+    pub fn new(mode: &GroupMode, step: u64, fixed_count: bool) -> Self {
         match mode {
             GroupMode::Fixed {
                 batch_size,
@@ -51,6 +56,19 @@ impl Grouper {
                 bucketer,
                 drop_remainder,
             } => Grouper::Bucket(BucketGrouper::new(bucketer.clone(), *drop_remainder)),
+            GroupMode::Scheduled {
+                bucketer,
+                schedule,
+                drop_remainder,
+            } => Grouper::Scheduled(ScheduledGrouper::new(
+                bucketer.clone(),
+                schedule
+                    .clone()
+                    .expect("the schedule is set when the pipeline starts"),
+                step,
+                *drop_remainder,
+                fixed_count,
+            )),
             GroupMode::Pack {
                 row_length,
                 batch_size,
@@ -80,6 +98,7 @@ impl Grouper {
         match self {
             Grouper::Fixed(g) => g.push(item, out),
             Grouper::Bucket(g) => g.push(item, len, out),
+            Grouper::Scheduled(g) => g.push(item, len, out),
             Grouper::Pack(g) => return g.push(item, len, skip, out),
         }
         Ok(())
@@ -90,7 +109,26 @@ impl Grouper {
         match self {
             Grouper::Fixed(g) => g.finish_one(),
             Grouper::Bucket(g) => g.finish_one(),
+            Grouper::Scheduled(g) => g.finish_one(),
             Grouper::Pack(g) => g.finish_one(),
+        }
+    }
+
+    /// An empty batch for a host past its records that must reach its
+    /// batch count.
+    pub fn empty(&mut self) -> Emitted {
+        match self {
+            Grouper::Scheduled(g) => g.empty(),
+            _ => Emitted::plain(Vec::new(), Layout::Rows),
+        }
+    }
+
+    /// While quiet, records are taken but no batch is cut (the waiting
+    /// records of a restore, for groupers that feed them back so);
+    /// leaving quiet appends the batches they already fill.
+    pub fn set_quiet(&mut self, quiet: bool, out: &mut Vec<Emitted>) {
+        if let Grouper::Scheduled(g) = self {
+            g.set_quiet(quiet, out);
         }
     }
 }

@@ -100,6 +100,7 @@ impl PackGrouper {
                     // This record goes on in the new batch.
                     replay: vec![(item.file, item.offset)],
                     replay_skip: done as u64,
+                    replay_quiet: false,
                 });
             }
             done += n;

@@ -11,6 +11,8 @@ use crate::batch::{Bucketer, Overflow};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::ops::Item;
 
+use super::schedule::Schedule;
+
 /// How the record thread groups records into batches: its half of the
 /// pipeline's checked plan (the workers' half, how each group is laid out,
 /// comes from the same check: see `batch_plan.rs`).
@@ -24,6 +26,14 @@ pub(crate) enum GroupMode {
     /// By length into buckets: an empty, checked bucketer.
     Bucket {
         bucketer: Bucketer<Item>,
+        drop_remainder: bool,
+    },
+    /// By length into buckets, the bucket of each step set by a schedule
+    /// every host shares (see `schedule.rs`): the same shapes on every host.
+    Scheduled {
+        bucketer: Bucketer<Item>,
+        /// Set when the pipeline starts, from the shared sample.
+        schedule: Option<Arc<Schedule>>,
         drop_remainder: bool,
     },
     /// Packed into `batch_size` rows of `row_length` (see
@@ -114,6 +124,9 @@ pub(crate) struct Emitted {
     pub layout: Layout,
     pub replay: Vec<(u32, u64)>,
     pub replay_skip: u64,
+    /// The grouper's waiting records (`replay`) are fed back quietly on a
+    /// restore, then settled (scheduled buckets: see `schedule.rs`).
+    pub replay_quiet: bool,
 }
 
 impl Emitted {
@@ -124,6 +137,7 @@ impl Emitted {
             layout,
             replay: Vec::new(),
             replay_skip: 0,
+            replay_quiet: false,
         }
     }
 }

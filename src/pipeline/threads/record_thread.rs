@@ -45,6 +45,11 @@ pub(crate) struct RecordThread {
     /// the first already packed.
     pub replay: VecDeque<Item>,
     pub replay_skip: usize,
+    /// The first records of `replay` that wait in the grouper, fed back
+    /// quietly (see [`Grouper::set_quiet`]).
+    pub replay_quiet: usize,
+    /// Batches delivered before this run (a restore's count).
+    pub first_batch: u64,
     /// Prefilter threads, and records per prefilter chunk.
     pub workers: usize,
     pub chunk: usize,
@@ -95,17 +100,22 @@ impl RecordThread {
     /// Runs the record thread until the data ends, an error, or the
     /// consumer goes away.
     pub fn run(mut self, tx: &Sender<Delivery<RawBatch>>, stats: &StageStats) {
-        let mut grouper = Grouper::new(&self.mode);
+        let mut grouper = Grouper::new(&self.mode, self.first_batch, self.limit.is_some());
         let mut sender = GroupSender {
             tx,
             files: self.files.clone(),
             seq: 0,
             limit: self.limit,
         };
-        let result = match self.prefilter.clone() {
-            None => self.run_direct(&mut grouper, &mut sender, stats),
-            Some(prefilter) => self.run_prefiltered(&mut grouper, &mut sender, stats, prefilter),
-        };
+        let result = self.refill(&mut grouper, &mut sender).and_then(|flow| {
+            match (flow, self.prefilter.clone()) {
+                (Flow::Stop, _) => Ok(Flow::Stop),
+                (Flow::Go, None) => self.run_direct(&mut grouper, &mut sender, stats),
+                (Flow::Go, Some(prefilter)) => {
+                    self.run_prefiltered(&mut grouper, &mut sender, stats, prefilter)
+                }
+            }
+        });
         let error = match result {
             Ok(Flow::Stop) => return,
             Ok(Flow::Go) => None,
@@ -123,8 +133,7 @@ impl RecordThread {
             // A host that must reach its batch count pads with empty batches.
             if let Some(limit) = sender.limit {
                 while sender.seq < limit {
-                    let empty = Emitted::plain(Vec::new(), Layout::Rows);
-                    if sender.send(empty, &state, Vec::new()) == Flow::Stop {
+                    if sender.send(grouper.empty(), &state, Vec::new()) == Flow::Stop {
                         return;
                     }
                 }
@@ -133,6 +142,60 @@ impl RecordThread {
         if let Some(e) = error {
             let _ = tx.send((sender.seq, Err(e)));
         }
+    }
+
+    /// A restore's records that wait in the grouper, fed back quietly; then
+    /// the batches they fill (the batches that followed the saved one in
+    /// the same step of the saving run).
+    fn refill(
+        &mut self,
+        grouper: &mut Grouper,
+        sender: &mut GroupSender<'_>,
+    ) -> Result<Flow, PipelineError> {
+        let n = std::mem::take(&mut self.replay_quiet).min(self.replay.len());
+        if n == 0 {
+            return Ok(Flow::Go);
+        }
+        let items: Vec<Item> = self.replay.drain(..n).collect();
+        // Their lengths, as the grouping measured them when they came.
+        let lengths: Vec<Option<usize>> = match (&self.measure, &self.prefilter) {
+            (Some(measure), _) => items
+                .iter()
+                .map(|item| {
+                    measure(item)
+                        .map(Some)
+                        .map_err(|e| self.locate(e, item.file))
+                })
+                .collect::<Result<_, _>>()?,
+            (None, Some(prefilter)) => prefilter(&RawBatch {
+                records: items.iter().map(|i| i.data.clone()).collect(),
+                provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
+                files: self.files.clone(),
+                layout: Layout::Rows,
+            })?,
+            (None, None) => vec![Some(0); items.len()],
+        };
+        let mut out = Vec::new();
+        grouper.set_quiet(true, &mut out);
+        for (item, len) in items.into_iter().zip(lengths) {
+            // Records a parsed filter dropped never wait: `None` is not
+            // expected here, and such a record is left out as it was then.
+            if let Some(len) = len {
+                let file = item.file;
+                grouper
+                    .push(item, len, 0, &mut out)
+                    .map_err(|e| self.locate(e, file))?;
+            }
+        }
+        grouper.set_quiet(false, &mut out);
+        let state = Arc::new(self.chain.state());
+        let queued = self.replay_positions();
+        for group in out {
+            if sender.send(group, &state, queued.clone()) == Flow::Stop {
+                return Ok(Flow::Stop);
+            }
+        }
+        Ok(Flow::Go)
     }
 
     /// Groups records straight from the stream.
@@ -311,10 +374,16 @@ impl GroupSender<'_> {
         if self.full() {
             return Flow::Stop;
         }
+        let replay_quiet = if group.replay_quiet {
+            group.replay.len() as u64
+        } else {
+            0
+        };
         let mut replay = group.replay;
         replay.extend(queued);
         let snapshot = Snapshot {
             stream: stream.clone(),
+            replay_quiet,
             replay,
             replay_skip: group.replay_skip,
         };

@@ -261,6 +261,16 @@ fn read_shard(
     }
 }
 
+/// The first `n` records of `url` (fewer if it has fewer, or if reading
+/// fails: the pipeline reports that with its file and offset when it reads
+/// the file itself).
+pub(crate) fn first_records(url: &str, n: usize, opts: &ReadOptions) -> Vec<Record> {
+    let Ok(opened) = open_at(url, 0, opts) else {
+        return Vec::new();
+    };
+    opened.reader.take(n).map_while(Result::ok).collect()
+}
+
 /// The index in its file of the record at `offset`, and the file's
 /// compression (for errors: found by reading the file's framing up to it),
 /// or `None` if it cannot be read.
