@@ -1,4 +1,4 @@
-//! The shuffle buffer's memory as the allocator sees it (issue 13, item 4).
+//! The shuffle buffer's memory as the allocator sees it.
 //!
 //! README: a buffered record costs at most 1.25x its bytes (tf.data's
 //! buffer: ~2.5x). The pipeline's own figure (`stats().shuffle`) is the

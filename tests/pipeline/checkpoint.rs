@@ -1,6 +1,6 @@
 //! Checkpoint files that cannot lie: every kind of bad state gets its own
-//! error, never a panic or a different run (issue 12, items 7 and 8), and a
-//! finite repeat over empty shards yields what there is (item 11).
+//! error, never a panic or a different run, and a finite repeat over empty
+//! shards yields what there is (nothing), not an error.
 
 use std::path::Path;
 #[cfg(feature = "cli")]
