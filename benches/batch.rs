@@ -1,4 +1,4 @@
-//! Batch assembly throughput on DESIGN.md's lm and img workloads, from parsed
+//! Batch assembly throughput on the lm and img workloads (docs/architecture.md), from parsed
 //! columns built at bench time (parsing is measured in `benches/parse.rs`):
 //! - lm: 256 records, `input_ids` (uniform in 0..50 000) and
 //!   `attention_mask` (all 1), lengths uniform in 8..512, padded to a

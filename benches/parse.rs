@@ -1,4 +1,4 @@
-//! Batch-parser throughput on DESIGN.md's reference workloads, generated at
+//! Batch-parser throughput on the reference workloads (docs/architecture.md), generated at
 //! bench time:
 //! - lm: `input_ids` and `attention_mask` (Int64List, length uniform in
 //!   8..512, ids uniform in 0..50 000, mask all 1), both parsed var_len and

@@ -9,7 +9,7 @@
 //! function callgrind collects in), checks what it produced, and prints
 //! `NAME RECORDS` — the records the measured region processed in all.
 //!
-//! Kernels (DESIGN.md's lm workload: `input_ids` and `attention_mask`,
+//! Kernels (the lm workload of docs/architecture.md: `input_ids` and `attention_mask`,
 //! Int64List, lengths uniform in 8..512):
 //! - `deframe_crc`: TFRecord framing and both masked CRC32Cs over 1 MiB
 //!   chunks (`Deframer`, what every shard reader runs);

@@ -1,4 +1,4 @@
-//! The soak of `scripts/soak.sh`: DESIGN.md's lm pipeline (shuffle files →
+//! The soak of `scripts/soak.sh`: the reference lm pipeline (shuffle files →
 //! interleave 4 → shuffle 10 000 → repeat forever → parse → pad to a multiple
 //! of 64, max 512 → int32 → batch 256, drop remainder) over `PATTERN`, for
 //! `--seconds` (after the reference pass; or until its standard input

@@ -7,7 +7,7 @@
 #              "infeed infeed-py tf.data-numpy grain"; Grain takes minutes a run at scale 1),
 #              BENCH_DATA, PYTHON.
 #
-# Each side runs DESIGN.md's full pipeline (benches/compare/python_bench.py says what each
+# Each side runs the full pipeline of docs/architecture.md (benches/compare/python_bench.py says what each
 # does) and is consumed into numpy arrays: `infeed bench` (Rust, no Python), the infeed
 # package in a Python loop (infeed-py), tf.data through `as_numpy_iterator()`
 # (benches/compare/tfdata_bench.py --numpy) and Grain (plain files only: its TFRecord

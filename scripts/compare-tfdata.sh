@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # infeed beside tf.data on the same files, in the same run:
-#   bash scripts/compare-tfdata.sh            # DESIGN.md's workloads lm and img (4 shards of ~100 MB)
+#   bash scripts/compare-tfdata.sh            # the workloads lm and img (4 shards of ~100 MB)
 #                                             # and ctr (64 shards of ~6 MB, ~250-byte records)
 #   bash scripts/compare-tfdata.sh --quick    # 4 shards of ~5 MB, 1 round: a smoke test of the script
 # Options: --scale S (shard size as a fraction of 100 MB), --rounds N (default 2),
@@ -20,7 +20,7 @@
 # Creates .venv with tensorflow-cpu (as scripts/test.sh does), builds infeed --release,
 # writes the workloads with TensorFlow's TFRecordWriter (plain and GZIP, reused when already
 # there), then for each workload × {plain, gzip} × {2 cores, `taskset -c 0`} × stage
-# {raw: read + CRC, parse: read + parse, full: DESIGN.md's pipeline} runs tf.data's
+# {raw: read + CRC, parse: read + parse, full: the reference pipeline} runs tf.data's
 # fastest idiomatic pipeline (benches/compare/tfdata_bench.py) and `infeed bench` with the
 # same meaning, alternating tf.data, infeed, tf.data, infeed... It then reads the lm shards
 # from fake-gcs-server (infeed only; tf.data's GCS filesystem has no endpoint setting),

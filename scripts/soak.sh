@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak: DESIGN.md's full lm pipeline with repeat forever, for MINUTES (default 60),
+# The soak: the full lm pipeline (docs/architecture.md) with repeat forever, for MINUTES (default 60),
 # from local files and from fake-gcs-server through a fault-injecting proxy, side by side:
 #
 #   bash scripts/soak.sh [MINUTES]

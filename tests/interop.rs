@@ -1,4 +1,5 @@
-//! Interoperability with TensorFlow itself, both ways (issue 2, item 7).
+//! Interoperability with TensorFlow itself, both ways: infeed reads what
+//! TensorFlow writes, and TensorFlow reads what infeed writes.
 //!
 //! Always on: the files TensorFlow wrote into `testdata/` (by
 //! `testdata/make_testdata.py`) are read by infeed's `RecordReader` and decoded with

@@ -1,7 +1,7 @@
-//! The shuffle buffer's memory as the allocator sees it (issue 13, item 4).
+//! The shuffle buffer's memory as the allocator sees it.
 //!
-//! README: a buffered record costs at most 1.25x its bytes (tf.data's
-//! buffer: ~2.5x). The pipeline's own figure (`stats().shuffle`) is the
+//! docs/performance.md (Shuffle buffer memory): a buffered record costs at
+//! most 1.25x its bytes (tf.data's buffer: ~2.5x). The pipeline's own figure (`stats().shuffle`) is the
 //! buffer's bookkeeping; here a counting global allocator (this binary's
 //! only, which is why this is a test binary of its own) counts every live
 //! byte of the process, read while the consumer pauses and every pipeline
@@ -181,9 +181,9 @@ fn shuffle_cost(file: &str, lens: &[usize], small: usize, big: usize) -> Cost {
     c
 }
 
-/// README: each buffered record costs at most 1.25x its bytes, and the
-/// whole shuffle at most that plus a fixed 2 MiB (its output chunks).
-fn assert_readmes_bound(c: &Cost) {
+/// docs/performance.md: each buffered record costs at most 1.25x its bytes,
+/// and the whole shuffle at most that plus a fixed 2 MiB (its output chunks).
+fn assert_documented_bound(c: &Cost) {
     let per_record = c.more as f64 / c.more_payload as f64;
     assert!(
         (1.0..=1.25).contains(&per_record),
@@ -212,7 +212,7 @@ fn lm_records_cost_at_most_1_25x_their_bytes_in_the_buffer() {
         x ^= x << 17;
         40 + 4 * (x % 505) as usize
     });
-    assert_readmes_bound(&shuffle_cost(&file, &lens, 1_000, 10_000));
+    assert_documented_bound(&shuffle_cost(&file, &lens, 1_000, 10_000));
 }
 
 /// img-sized records: 3 113 bytes each (a 32×32×3 image and its label).
@@ -221,5 +221,5 @@ fn img_records_cost_at_most_1_25x_their_bytes_in_the_buffer() {
     let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let (file, lens) = write_file(dir.path(), 15_000, |_| 3_113);
-    assert_readmes_bound(&shuffle_cost(&file, &lens, 1_000, 10_000));
+    assert_documented_bound(&shuffle_cost(&file, &lens, 1_000, 10_000));
 }

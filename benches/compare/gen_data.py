@@ -1,4 +1,4 @@
-"""Writes DESIGN.md's reference workloads with TensorFlow's own TFRecordWriter.
+"""Writes the reference workloads (docs/architecture.md) with TensorFlow's own TFRecordWriter.
 
     python gen_data.py OUT_DIR [--scale 1.0] [--seed 0]
 

@@ -6,7 +6,7 @@ Python loop into numpy arrays; prints one JSON line (the keys tfdata_bench.py pr
 SIDE is infeed-py (the infeed package) or grain (Grain's TFRecord reader with its own
 interleave, window shuffle and batch, Examples parsed with the protobuf classes, the way
 Grain users read TFRecord; `--workers` processes through `mp_prefetch`, 0 for none).
-WORKLOAD is lm or img, with the meaning of DESIGN.md's full pipelines as
+WORKLOAD is lm or img, with the meaning of the full pipelines (docs/architecture.md) as
 tfdata_bench.py and `infeed bench` run them: lm shuffles files, interleaves 4, shuffles
 10 000 records, repeats, parses input_ids and attention_mask, pads each batch to a
 multiple of 64 capped at 512 (keeping the start) as int32, batches 256 dropping the

@@ -4,7 +4,7 @@
 
 With --numpy the batches are consumed through ds.as_numpy_iterator() (numpy arrays,
 as a JAX or PyTorch training loop takes them). WORKLOAD is lm, img or ctr; STAGE is raw (read + CRC, batched), parse (read, batch,
-parse) or full (DESIGN.md's pipeline). Each is written the way tf.data runs it
+parse) or full (the reference pipeline of docs/architecture.md). Each is written the way tf.data runs it
 fastest: shuffle serialized records, batch, then parse the whole batch with
 tf.io.parse_example in a map with AUTOTUNE parallelism. Timing, CPU time and
 the first batch are measured in this process from the creation of the

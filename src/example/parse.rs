@@ -6,7 +6,7 @@
 //! where each requested feature lies (skipping everything else by its length
 //! prefix), then decodes just those features into the column buffers of the
 //! whole batch. It never builds a general message: no per-record allocation,
-//! no `HashMap`, no `String` (see DESIGN.md, "Parse late, parse in batches").
+//! no `HashMap`, no `String` (docs/architecture.md, Decisions: "Parse late, parse in batches").
 //!
 //! Semantics (checked against TensorFlow 2.21 on hand-built bytes):
 //! - `Int64List` and `FloatList` values may be packed or not.

@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_valid_header_is_plain_whatever_it_looks_like() {
-        // Issue 12 item 1: a first record of 35589 + 26 = 0x8B1F bytes makes
+        // A first record of 35589 + 26 = 0x8B1F bytes makes
         // the file begin 1f 8b, the GZIP magic.
         for len in [0x8b1f_u64, 0x0178, 0x9c78] {
             let mut head = super::super::frame::encode_header(len).to_vec();
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_damaged_first_header_that_looks_like_zlib_stays_plain() {
-        // Issue 12 item 2: a record of 376 = 0x0178 bytes starts 78 01, a
+        // A record of 376 = 0x0178 bytes starts 78 01, a
         // valid ZLIB header; with its length CRC damaged it must not be
         // read as ZLIB.
         let mut head = super::super::frame::encode_header(0x0178).to_vec();

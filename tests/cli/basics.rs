@@ -81,7 +81,7 @@ fn cat_of_a_corrupt_file_prints_the_good_records_then_names_file_and_offset() {
     assert_eq!(lines(&stdout(&output)), expected[..2].to_vec());
     let err = stderr(&output);
     assert!(
-        // Issue 12 item 10: the error names the record's index in the file.
+        // The error names the record's index in the file.
         err.starts_with("infeed: testdata/corrupt.tfrecord: record 2 at byte 117: "),
         "{err}"
     );
@@ -312,7 +312,7 @@ fn framed(records: &[&[u8]]) -> Vec<u8> {
 
 #[test]
 fn convert_then_count_a_shard_that_begins_like_gzip() {
-    // Issue 12 item 1, the reproducer: a 35589-character line makes a first
+    // A 35589-character line makes a first
     // record of 0x8B1F bytes, so the shard begins 1f 8b.
     let dir = tempfile::tempdir().unwrap();
     let mut text = "a".repeat(35589);
@@ -339,7 +339,7 @@ fn convert_then_count_a_shard_that_begins_like_gzip() {
 
 #[test]
 fn a_damaged_first_header_or_a_length_past_the_end_loses_only_itself() {
-    // Issue 12 items 2 and 3: verify reports the records after the damage
+    // Verify reports the records after the damage
     // as good, and bench --skip-corrupt delivers them.
     let dir = tempfile::tempdir().unwrap();
     let first = vec![b'x'; 376]; // 0x0178: the file starts 78 01, like ZLIB
@@ -387,7 +387,7 @@ fn a_damaged_first_header_or_a_length_past_the_end_loses_only_itself() {
 
 #[test]
 fn bench_cpu_seconds_count_from_the_pipeline_start_not_the_process_start() {
-    // Issue 12 item 12: a process that burned a second of CPU and then
+    // A process that burned a second of CPU and then
     // exec'd infeed (as `cargo run` does) must not report that second.
     let script = r#"
         while :; do
@@ -418,8 +418,9 @@ fn bench_cpu_seconds_count_from_the_pipeline_start_not_the_process_start() {
 
 #[test]
 fn a_parse_error_names_file_record_index_offset_and_feature() {
-    // Issue 12 item 10: "record at byte 984: record 0: malformed record at
-    // byte 0: field number 0" read badly.
+    // The message once read "record at byte 984: record 0: malformed record at
+    // byte 0: field number 0", two record numbers and two offsets with no
+    // word of which is which.
     let dir = tempfile::tempdir().unwrap();
     let good =
         std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/lm-sample.tfrecord"))

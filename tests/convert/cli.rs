@@ -1099,7 +1099,7 @@ fn input_file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn an_integer_beyond_int64_is_a_bad_row_never_a_float_column() {
-    // Issue 12 item 4: one integer beyond int64 used to turn the column into
+    // One integer beyond int64 used to turn the column into
     // float32 and round the others (123456789 became 123456792).
     for (name, body, line, value) in [
         (
@@ -1187,7 +1187,7 @@ fn integers_float32_cannot_hold_never_become_float32_by_inference() {
 
 #[test]
 fn a_csv_byte_order_mark_is_not_part_of_the_first_name() {
-    // Issue 12 item 5.
+    // The UTF-8 byte order mark before the header is dropped.
     let (_dir, path) = input_file("bom.csv", b"\xef\xbb\xbfname,x\nbob,1\n");
     let out = tmp();
     let stdout = convert(out.path(), &[path.to_str().expect("path")]);
@@ -1203,7 +1203,7 @@ fn a_csv_byte_order_mark_is_not_part_of_the_first_name() {
 
 #[test]
 fn an_empty_input_converts_to_zero_records_in_every_format() {
-    // Issue 12 item 6: one rule for text, JSONL and CSV (even a CSV with
+    // One rule for text, JSONL and CSV (even a CSV with
     // only its header): 0 records, no shard, a manifest.
     for (name, body) in [
         ("empty.txt", ""),

@@ -1,6 +1,6 @@
 //! Checkpoint files that cannot lie: every kind of bad state gets its own
-//! error, never a panic or a different run (issue 12, items 7 and 8), and a
-//! finite repeat over empty shards yields what there is (item 11).
+//! error, never a panic or a different run, and a finite repeat over empty
+//! shards yields what there is (nothing), not an error.
 
 use std::path::Path;
 #[cfg(feature = "cli")]
@@ -401,11 +401,11 @@ fn bench_over_empty_shards_gives_0_records_for_2_epochs_and_an_error_forever() {
 }
 
 // ---------------------------------------------------------------------------
-// README's size figures (issue 13, item 4): "With a full 10 000-record buffer
-// it is 29–41 KB" (Checkpoints) and "a full 10 000-record buffer plus
-// buckets of 512 + 256 + 128 + 64: 30–33 KB" (Bucketing), KB = 1 000 bytes.
+// The documented state sizes (docs/checkpoints.md, docs/pipeline.md): "With
+// a full 10 000-record buffer a state is 29–41 KB" and "a full 10 000-record
+// buffer plus buckets of 512 + 256 + 128 + 64: 30–33 KB", KB = 1 000 bytes.
 // Each configuration is measured at several points of a run (the buffer
-// full throughout) and every size must lie in README's range.
+// full throughout) and every size must lie in the documented range.
 
 /// Writes `files` files of `per_file` records of `len(i)` bytes each.
 fn write_sized(
@@ -446,12 +446,12 @@ fn raw_state_sizes(p: &Pipeline, at: &[usize]) -> Vec<usize> {
     sizes
 }
 
-/// The state's size in bytes for README's "Checkpoints" figure: 29–41 KB
+/// The state's size in bytes for docs/checkpoints.md's figure: 29–41 KB
 /// with a full 10 000-record buffer, ~30 KB for records of a few bytes and
 /// ~40 KB for lm- or img-sized ones (positions are delta-coded: a few
 /// bytes per buffered record whatever its size).
 #[test]
-fn state_with_a_full_10k_shuffle_buffer_is_readmes_29_to_41_kb() {
+fn state_with_a_full_10k_shuffle_buffer_is_29_to_41_kb() {
     let dir = tempfile::tempdir().unwrap();
     // Records of 7..9 bytes, two files interleaved.
     let tiny = write_files(dir.path(), &[8_000, 8_000]);
@@ -488,11 +488,11 @@ fn state_with_a_full_10k_shuffle_buffer_is_readmes_29_to_41_kb() {
     }
 }
 
-/// README's "Bucketing" figure: a full 10 000-record shuffle buffer plus
+/// docs/pipeline.md's grouping figure: a full 10 000-record shuffle buffer plus
 /// buckets of 512 + 256 + 128 + 64 records waiting: 30–33 KB, measured
 /// every 5 batches from the 30th to the 100th.
 #[test]
-fn state_with_a_full_buffer_and_full_buckets_is_readmes_30_to_33_kb() {
+fn state_with_a_full_buffer_and_full_buckets_is_30_to_33_kb() {
     use infeed::spec::{DType, FeatureSpec};
     let dir = tempfile::tempdir().unwrap();
     // 4 files of 100 lm-like Examples with 1..300 ids, repeated.

@@ -304,9 +304,10 @@ fn state_with_a_full_10k_shuffle_buffer_is_under_64_kib() {
     assert_eq!(resumed, rest);
 }
 
-/// DESIGN.md's bar: a full 10 000-record shuffle buffer of lm-sized records
-/// (40..2 056 bytes) takes at most 1.25x their payload, slot tables included,
-/// as the pipeline's own figures report it.
+/// The shuffle buffer's target (docs/architecture.md, Decisions): a full
+/// 10 000-record buffer of lm-sized records (40..2 056 bytes) takes at most
+/// 1.25x their payload, slot tables included, as the pipeline's own figures
+/// report it.
 #[test]
 fn a_full_shuffle_buffer_costs_at_most_a_quarter_over_its_payload() {
     let dir = tempfile::tempdir().unwrap();

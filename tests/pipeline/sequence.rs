@@ -502,9 +502,10 @@ fn a_restored_run_continues_exactly() {
     assert!(state.len() < 1024, "{} bytes", state.len());
 }
 
-/// README's SequenceExample sample, as written there (plus the checks).
+/// docs/pipeline.md's SequenceExample sample, as written there (plus the
+/// checks).
 #[test]
-fn readme_sequence_sample() -> Result<(), PipelineError> {
+fn guide_sequence_sample() -> Result<(), PipelineError> {
     let dir = tempfile::tempdir().unwrap();
     let path = five(dir.path());
     let mut seen = 0;

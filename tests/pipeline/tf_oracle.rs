@@ -1,4 +1,4 @@
-//! TensorFlow as the oracle of the pipeline (issue 13, item 4): TensorFlow
+//! TensorFlow as the oracle of the pipeline: TensorFlow
 //! writes the Example files, decodes them with `tf.io.parse_example` and
 //! groups them with tf.data's `bucket_by_sequence_length`
 //! (`tests/pipeline/tf_oracle.py`, run by `$INFEED_PYTHON`); the pipeline's

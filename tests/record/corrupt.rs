@@ -626,7 +626,7 @@ fn file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
 
 #[test]
 fn a_plain_file_that_begins_like_gzip_is_read_as_plain() {
-    // Issue 12 item 1: a first record of 0x8B1F bytes makes the file begin
+    // A first record of 0x8B1F bytes makes the file begin
     // 1f 8b, the GZIP magic; its valid header says it is plain.
     let first = payload(0x8b1f, b'a');
     let bytes = write_all(&[&first, b"hello"], Compression::None);
@@ -651,7 +651,7 @@ fn a_plain_file_that_begins_like_gzip_is_read_as_plain() {
 
 #[test]
 fn a_damaged_first_header_that_looks_like_zlib_is_skipped_and_the_rest_recovered() {
-    // Issue 12 item 2: a first record of 376 = 0x0178 bytes starts 78 01, a
+    // A first record of 376 = 0x0178 bytes starts 78 01, a
     // ZLIB header; with its length CRC damaged the file must stay plain so
     // the skip policy recovers the records after it.
     let first = payload(376, b'x');
@@ -696,7 +696,7 @@ fn a_damaged_first_header_that_looks_like_zlib_is_skipped_and_the_rest_recovered
 
 #[test]
 fn a_length_running_past_the_end_does_not_swallow_the_rest_under_skip() {
-    // Issue 12 item 3: a CRC-valid header claiming exactly the maximum
+    // A CRC-valid header claiming exactly the maximum
     // record size (1 GiB), with intact records after it.
     let mut bytes = write_all(&[b"hello"], Compression::None);
     bytes.extend_from_slice(&encode_header(1 << 30));

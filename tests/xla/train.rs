@@ -222,7 +222,7 @@ where
     }
 }
 
-/// Zero-copy upload on the feeder's own path (issue 13, item 4): every
+/// Zero-copy upload on the feeder's own path (docs/xla.md): every
 /// batch tensor the feeder uploads is read by the CPU device in place, at
 /// the address of the pooled, 64-byte aligned buffer the pipeline filled.
 #[test]

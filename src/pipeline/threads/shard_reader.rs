@@ -5,7 +5,7 @@
 //!
 //! A block holds about one read chunk's worth of records (a MiB or more), so
 //! the thread hand-off costs once per block, not once per record
-//! (DESIGN.md: a cross-core wake-up costs ~40 µs here). Decompression,
+//! (a cross-core wake-up costs ~40 µs here: docs/architecture.md, Decisions). Decompression,
 //! framing and CRC checks run on this thread, in parallel with the other
 //! open shards.
 

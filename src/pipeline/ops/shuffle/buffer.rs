@@ -1,6 +1,6 @@
 //! The shuffle buffer's storage: records cut into 128-byte blocks chained
 //! like a file system's clusters, so buffered records cost about their
-//! payload (DESIGN.md: tf.data's buffer takes ~2.5× its payload) and no
+//! payload (tf.data's buffer is reported to take ~2.5× its payload) and no
 //! record costs an allocation.
 //!
 //! A record is copied in when it enters (so it never pins the read chunk it
