@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -125,23 +126,151 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_jax_processes_build_global_batches_from_both_hosts():
+def run_jax_processes(script: str, n: int, **values: object) -> list[str]:
+    """Runs ``script`` in ``n`` JAX processes on localhost, formatted with
+    ``port``, ``pid`` (the process's index), ``n`` and ``values``; asserts
+    each exits 0 and returns their stdouts."""
     port = free_port()
     # One CPU device a process: fewer threads that must meet in each all-gather
     # on a 2-core machine (see test_example.py on XLA's 40 s rendezvous).
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(TWO_HOSTS).format(port=port, pid=i, lm=str(LM))],
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent(script).format(port=port, pid=i, n=n, **values),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
-        for i in range(2)
+        for i in range(n)
     ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    for p, (_out, err) in zip(procs, outs, strict=True):
-        assert p.returncode == 0, err[-3000:]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for i, (p, (_out, err)) in enumerate(zip(procs, outs, strict=True)):
+        assert p.returncode == 0, f"process {i} of {n}: {err[-3000:]}"
+    return [out for out, _ in outs]
+
+
+def test_two_jax_processes_build_global_batches_from_both_hosts():
+    outs = run_jax_processes(TWO_HOSTS, 2, lm=str(LM))
     # 256 records, 128 per host, 12 rows a batch: 10 steps on both.
-    assert [out.split()[-2:] for out, _ in outs] == [["steps", "10"], ["steps", "10"]]
+    assert [out.split()[-2:] for out in outs] == [["steps", "10"], ["steps", "10"]]
+
+
+# n processes, each its own seed, shapes that depend on the lengths: every
+# process records the shapes of each step's global arrays, all-gathers a digest
+# of them, and (when the digests agree) checks that the global arrays of the
+# first steps hold every host's rows, recomputing each host's batches locally.
+# `{tail}` ends the pipeline; `{steps}` caps the steps (None: to the end).
+MANY_HOSTS = """
+import itertools, json, zlib
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes={n}, process_id={pid})
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import infeed, infeed.jax
+
+N, ME, CHECKED = {n}, {pid}, 3
+SPEC = "input_ids:var_len:int64,attention_mask:var_len:int64"
+
+def host(i):
+    return (infeed.Pipeline.from_files({files!r}).shard(i, N).seed(100 + i)
+            .shuffle_files().interleave(2).shuffle(64){tail})
+
+def first_batches(i):
+    with host(i).iter() as it:
+        return [dict((k, v.copy()) for k, v in b.items())
+                for b in itertools.islice(it, CHECKED)]
+
+assert jax.process_count() == N and len(jax.devices()) == N
+sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+it = infeed.jax.device_iterator(host(ME), sharding)
+shapes, kept = [], []
+for batch in itertools.islice(it, {steps}):
+    shapes.append(sorted([name, list(a.shape)] for name, a in batch.items()))
+    if len(kept) < CHECKED:
+        kept.append(batch)
+it.close()
+text = json.dumps(shapes).encode()
+digest = np.array([len(shapes), zlib.crc32(text) & 0x7FFFFFFF], np.int32)
+every = multihost_utils.process_allgather(digest)
+checked = 0
+if (every == every[0]).all():  # the same on every process: all check, or none
+    hosts = [first_batches(i) for i in range(N)]
+    for step, batch in enumerate(kept):
+        for name, array in sorted(batch.items()):
+            full = multihost_utils.process_allgather(array, tiled=True)
+            want = np.concatenate([h[step][name] for h in hosts])
+            np.testing.assert_array_equal(full, want, err_msg=f"step {{step}} {{name}}")
+        checked += 1
+print("RESULT", json.dumps(dict(shapes=shapes, every=every.tolist(), checked=checked)))
+"""
+
+LM_FILES = [str(LM), str(LM) + ".gz"]  # the same records, twice: 512 a pass
+
+
+def agreeing_shapes(n: int, tail: str, steps: int | None) -> list[list]:
+    """Runs MANY_HOSTS on ``n`` processes; asserts they saw the same shapes at
+    every step and checked each other's rows; returns the shapes."""
+    outs = run_jax_processes(MANY_HOSTS, n, files=LM_FILES, tail=tail, steps=steps)
+    results = [json.loads(out.split("RESULT", 1)[1]) for out in outs]
+    runs = [r["shapes"] for r in results]
+    counts = [len(r) for r in runs]
+    assert len(set(counts)) == 1, f"steps per process: {counts}"
+    for step, at_step in enumerate(zip(*runs, strict=True)):
+        assert all(s == at_step[0] for s in at_step), f"step {step}: {list(at_step)}"
+    # The processes agree through JAX too (the all-gathered digest), and the
+    # global arrays of the first steps held every host's rows.
+    assert all(r["every"] == results[0]["every"] for r in results)
+    assert all(len(set(map(tuple, r["every"]))) == 1 for r in results)
+    assert [r["checked"] for r in results] == [3] * n
+    return runs[0]
+
+
+def widths(shapes: list[list]) -> list[tuple[int, int]]:
+    """(rows, length) of input_ids at each step; every feature has them."""
+    out = []
+    for step in shapes:
+        dims = {tuple(shape) for _name, shape in step}
+        assert len(dims) == 1, step  # input_ids, attention_mask and the masks
+        out.append(dims.pop())
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_jax_processes_agree_on_padded_shapes_at_every_step(n):
+    # 2n passes, 256 records per host a pass, 8 a batch: 128 equal steps; the
+    # last 64 take the longest bucket, so the first 64 follow the schedule.
+    tail = (
+        '.repeat(2 * N).equal_batches("drop").parse(SPEC).pad_to_multiple_of(64)'
+        '.max_length(512).cast("int32").batch(8, drop_remainder=True)'
+    )
+    shapes = widths(agreeing_shapes(n, tail, steps=None))
+    assert len(shapes) == 128
+    assert {rows for rows, _ in shapes} == {8 * n}
+    lengths = {length for _, length in shapes}
+    assert len(lengths) > 1, lengths
+    assert lengths <= set(range(64, 513, 64))
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_jax_processes_agree_on_bucket_shapes_at_every_step(n):
+    tail = (
+        '.repeat().parse(SPEC).bucket_by_length("input_ids", [64, 128, 256], [32, 16, 8, 4])'
+        '.max_length(512).cast("int32")'
+    )
+    shapes = widths(agreeing_shapes(n, tail, steps=20))
+    assert len(shapes) == 20
+    assert len(set(shapes)) > 1, shapes
+    assert set(shapes) <= {(32 * n, 64), (16 * n, 128), (8 * n, 256), (4 * n, 512)}
