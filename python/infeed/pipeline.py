@@ -117,7 +117,12 @@ class Pipeline:
         ``count``-th record of the interleaved stream, whose file order is
         then drawn from a seed all hosts share. Either way the parts are
         disjoint and cover the data every epoch, whatever each host's
-        ``seed``; the hosts must agree on the files and the interleave."""
+        ``seed``; the hosts must agree on the files and the interleave.
+
+        With ``count > 1``, shapes that depend on record lengths
+        (``pad_to_multiple_of`` with ``max_length``, ``bucket_by_length``) are
+        the same on every host at every step: the length buckets follow a
+        schedule all hosts compute alike (docs/many-hosts.md)."""
         return self._with("shard", int(index), int(count))
 
     def shuffle_files(self) -> Pipeline:

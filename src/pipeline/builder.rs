@@ -95,6 +95,11 @@ impl Pipeline {
     /// shared by all hosts. Either way the parts are disjoint and cover the
     /// data every epoch, whatever each host's [`seed`](Self::seed); the
     /// hosts must agree on the files and the interleave.
+    ///
+    /// With `count > 1`, a parsed pipeline whose shapes depend on record
+    /// lengths (`pad_to_multiple_of` with `max_length`, `bucket_by_length`)
+    /// gives every host the same shapes at every step: its length buckets
+    /// follow a schedule all hosts compute alike (docs/many-hosts.md).
     pub fn shard(mut self, index: u64, count: u64) -> Self {
         self.s.host = Some((index, count));
         self

@@ -149,6 +149,18 @@ fn assert_invalid(err: &PipelineError, field: &str, value: u64) {
 const EPOCH: u64 = 4;
 const CURSOR: u64 = 6;
 const SLOT_FILES: u64 = 12;
+const REPLAY_QUIET: u64 = 25;
+
+#[test]
+fn records_waiting_in_scheduled_buckets_are_invalid_elsewhere() {
+    // Only a pipeline with scheduled buckets (several hosts, padded lengths)
+    // has records waiting quietly; this one groups plain batches.
+    let dir = tempfile::tempdir().unwrap();
+    let p = pipeline(dir.path());
+    let state = with_field(&state_after_3(&p), REPLAY_QUIET, 2);
+    let err = restore(&p, &state).unwrap_err();
+    assert_invalid(&err, "records waiting in scheduled buckets", 2);
+}
 
 #[test]
 fn a_good_state_resumes_exactly() {
