@@ -28,7 +28,7 @@ const AHEAD: usize = 2;
 /// its values (an average lm record is ~1 KB); an image record's first
 /// lines, the rest of which the hardware prefetcher follows once the copy
 /// streams through it.
-const AHEAD_BYTES: usize = 1024;
+pub(crate) const AHEAD_BYTES: usize = 1024;
 
 /// Prefetches the start of the record a few after record `i` of a batch.
 #[inline]

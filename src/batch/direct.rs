@@ -25,7 +25,30 @@ impl Assembler {
         parser: &mut ExampleParser,
         records: &[R],
     ) -> Option<Batch> {
-        let batch_size = self.batch_size;
+        self.direct(parser, records, self.batch_size, PadTo::Policy)
+    }
+
+    /// [`assemble_direct`](Self::assemble_direct) for a bucket's batch:
+    /// `batch_size` rows, every padded feature to `pad_to` (`None`: to its
+    /// bound), as [`assemble_bucket`](Self::assemble_bucket) gives it.
+    pub(crate) fn assemble_direct_bucket<R: AsRef<[u8]>>(
+        &self,
+        parser: &mut ExampleParser,
+        records: &[R],
+        batch_size: usize,
+        pad_to: Option<usize>,
+    ) -> Option<Batch> {
+        let pad = pad_to.map_or(PadTo::Bound, PadTo::Length);
+        self.direct(parser, records, batch_size, pad)
+    }
+
+    fn direct<R: AsRef<[u8]>>(
+        &self,
+        parser: &mut ExampleParser,
+        records: &[R],
+        batch_size: usize,
+        pad: PadTo,
+    ) -> Option<Batch> {
         let rows = records.len();
         if rows > batch_size {
             return None;
@@ -61,9 +84,22 @@ impl Assembler {
             .groups
             .iter()
             .zip(&longest)
-            .map(|(g, &l)| g.policy.target(l))
+            .map(|(g, &l)| match pad {
+                PadTo::Policy => g.policy.target(l),
+                PadTo::Length(len) => len,
+                PadTo::Bound => g.bound,
+            })
             .collect();
-        self.check_size(batch_size, PadTo::Policy).ok()?;
+        // A boundary past a group's bound is the two-step path's error.
+        if let PadTo::Length(len) = pad
+            && self
+                .groups
+                .iter()
+                .any(|g| !g.members.is_empty() && len > g.bound)
+        {
+            return None;
+        }
+        self.check_size(batch_size, pad).ok()?;
 
         let mut tensors = Vec::with_capacity(self.outputs.len() * 2);
         for (oi, out) in self.outputs.iter().enumerate() {

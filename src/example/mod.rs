@@ -7,7 +7,7 @@ pub mod proto;
 mod runs;
 mod wire;
 
-pub use length::{LengthError, feature_length};
+pub use length::{LengthError, feature_length, longest_feature_length};
 pub use parse::{
     BytesValues, Column, ExampleParser, ParseError, ParseErrorKind, ParsedBatch, SequenceBatch,
     SequenceParser, Values, parse_examples, parse_sequence_examples,

@@ -16,7 +16,7 @@ use crate::batch::{
     LengthPolicy, MaskType, Overflow, PackPlan, Packer, PlanError, Remainder, TensorType,
 };
 use crate::example::{
-    ExampleParser, ParseError, ParsedBatch, SequenceBatch, SequenceParser, feature_length,
+    ExampleParser, ParseError, ParsedBatch, SequenceBatch, SequenceParser, longest_feature_length,
 };
 use crate::spec::{FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind};
 
@@ -508,33 +508,23 @@ impl ParsedSettings {
     fn measure_fn(&self, features: Vec<(String, WireKind)>) -> MeasureFn {
         let spec = self.spec.clone();
         Arc::new(move |item| {
-            let mut longest = 0;
-            for (feature, kind) in &features {
-                match feature_length(&item.data, feature, *kind) {
-                    Ok(n) => longest = longest.max(n),
-                    Err(error) => {
-                        return Err(
-                            match ExampleParser::new(&spec).parse(std::slice::from_ref(&item.data))
-                            {
-                                Err(error) => PipelineError::Parse {
-                                    path: String::new(),
-                                    offset: item.offset,
-                                    at: None,
-                                    error,
-                                },
-                                Ok(_) => PipelineError::Length {
-                                    path: String::new(),
-                                    offset: item.offset,
-                                    at: None,
-                                    feature: feature.clone(),
-                                    error,
-                                },
-                            },
-                        );
-                    }
+            longest_feature_length(&item.data, &features).map_err(|(i, error)| {
+                match ExampleParser::new(&spec).parse(std::slice::from_ref(&item.data)) {
+                    Err(error) => PipelineError::Parse {
+                        path: String::new(),
+                        offset: item.offset,
+                        at: None,
+                        error,
+                    },
+                    Ok(_) => PipelineError::Length {
+                        path: String::new(),
+                        offset: item.offset,
+                        at: None,
+                        feature: features[i].0.clone(),
+                        error,
+                    },
                 }
-            }
-            Ok(longest)
+            })
         })
     }
 
@@ -617,12 +607,28 @@ impl ParsedSettings {
             Plan::Bucket {
                 assembler, buckets, ..
             } => Arc::new(move |raw: RawBatch| {
-                let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
                 let bucket = match raw.layout {
                     Layout::Bucket(b) => b,
                     _ => 0,
                 };
                 let (batch_size, pad_to) = buckets.get(bucket).copied().unwrap_or((1, None));
+                // Straight into the padded tensors when the plan allows (as
+                // for rows); anything else, and every error, takes two steps.
+                if ops.is_empty()
+                    && example
+                    && let Some(batch) = parsers.with_parser(|parser| match parser {
+                        AnyParser::Example(parser) => assembler.assemble_direct_bucket(
+                            parser,
+                            &raw.records,
+                            batch_size,
+                            pad_to,
+                        ),
+                        AnyParser::Sequence(..) => None,
+                    })
+                {
+                    return Ok(batch);
+                }
+                let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
                 let group = BucketGroup {
                     bucket,
                     batch_size,

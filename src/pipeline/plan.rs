@@ -223,6 +223,7 @@ pub(crate) fn start<T: Send + 'static>(
         replay_skip: usize::try_from(snapshot.replay_skip).unwrap_or(usize::MAX),
         replay_quiet: usize::try_from(snapshot.replay_quiet).unwrap_or(usize::MAX),
         first_batch: batches_before,
+        ahead_error: None,
         workers: p.workers,
         chunk: PREFILTER_CHUNK,
         limit: total_batches.map(|n| n.saturating_sub(batches_before)),

@@ -2,7 +2,7 @@
 //! every TensorFlow-written and hand-encoded test record, and on mangled
 //! bytes it never panics and never disagrees with a successful parse.
 
-use infeed::example::{Column, ExampleParser, LengthError, feature_length};
+use infeed::example::{Column, ExampleParser, LengthError, feature_length, longest_feature_length};
 use infeed::record::{ReadOptions, RecordReader};
 use infeed::spec::{DType, FeatureSpec};
 use proptest::prelude::*;
@@ -53,6 +53,40 @@ fn agrees_with_the_parser_on_every_test_record() {
         }
     }
     assert_eq!(checked, 6 * 5 * 3 + 8 * 3 + 256 * 2 * 3);
+}
+
+#[test]
+fn the_longest_of_several_features_is_the_most_any_of_them_holds() {
+    use infeed::spec::WireKind;
+    let names = ["tokens", "label", "embedding", "unset", "nope"];
+    let kinds = [
+        WireKind::Int64List,
+        WireKind::Int64List,
+        WireKind::FloatList,
+        WireKind::Int64List,
+        WireKind::BytesList,
+    ];
+    for record in records("examples.tfrecord") {
+        let features: Vec<(&str, WireKind)> = names.iter().copied().zip(kinds).collect();
+        let one_by_one: Vec<usize> = features
+            .iter()
+            .map(|&(f, k)| feature_length(&record, f, k).unwrap())
+            .collect();
+        let most = one_by_one.iter().copied().max().unwrap();
+        assert_eq!(longest_feature_length(&record, &features), Ok(most));
+        // More than one pass holds (8 features a pass): the same answer.
+        let many: Vec<(&str, WireKind)> = features.iter().cycle().take(19).copied().collect();
+        assert_eq!(longest_feature_length(&record, &many), Ok(most));
+        // An error names the feature it concerns: index 11 of 12 here.
+        let mut wrong = many[..11].to_vec();
+        wrong.push(("embedding", WireKind::Int64List));
+        if one_by_one[2] > 0 {
+            assert!(matches!(
+                longest_feature_length(&record, &wrong),
+                Err((11, LengthError::Kind { .. }))
+            ));
+        }
+    }
 }
 
 proptest! {
