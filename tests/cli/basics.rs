@@ -581,3 +581,19 @@ fn bench_state_out_right_before_a_skipped_corrupt_record_continues_exactly() {
         assert_eq!(rest["digests"].as_array().unwrap()[..], full[2..]);
     }
 }
+
+/// README's first command, as README gives it (its arguments read from
+/// README.md), runs: the first 20 batches here, the debug build being slow.
+#[test]
+fn readmes_quick_start_command_runs() {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run --release -- bench "))
+        .expect("README's quick start");
+    let args: Vec<&str> = line["cargo run --release -- ".len()..]
+        .split_whitespace()
+        .collect();
+    let run = bench_json(&[&args[..], &["--batches", "20"]].concat());
+    assert_eq!(run["batches"], 20, "{run}");
+}
