@@ -68,6 +68,8 @@ pub struct Batches<T> {
     /// Unordered mode: states of those batches, until the prefix closes.
     states_ahead: BTreeMap<u64, Arc<Snapshot>>,
     pub(crate) fingerprint: u32,
+    /// See [`Batches::shape_schedule`].
+    pub(crate) shape_schedule: u64,
     read: crate::record::ReadOptions,
     /// Takes batches given back ([`recycle`](Self::recycle)) for their
     /// memory to be reused; `None`: they are dropped.
@@ -123,6 +125,7 @@ impl<T: Send + 'static> Batches<T> {
             delivered_ahead: Default::default(),
             states_ahead: BTreeMap::new(),
             fingerprint,
+            shape_schedule: 0,
             read,
             recycler: None,
         }
@@ -239,6 +242,16 @@ impl<T: Send + 'static> Batches<T> {
         let fresh = Snapshot::default();
         let state = self.last_state().unwrap_or(&fresh);
         checkpoint::encode(state, self.batches_delivered(), self.fingerprint)
+    }
+
+    /// A digest of the schedule by which this host's batches take their
+    /// shapes when hosts must agree on them (scheduled buckets: several
+    /// hosts, length-dependent shapes; see docs/many-hosts.md); 0 when a
+    /// batch's shape depends on its own records only. Hosts that give
+    /// different digests would feed steps of different shapes: compare them
+    /// once, at the start (`infeed.jax.device_iterator` does).
+    pub fn shape_schedule(&self) -> u64 {
+        self.shape_schedule
     }
 
     /// Batches delivered so far, counting those before a restore; with

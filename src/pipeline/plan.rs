@@ -161,6 +161,26 @@ pub(crate) fn start<T: Send + 'static>(
         }
         *schedule = Some(Arc::new(planned));
     }
+    let shape_schedule = match &grouping.mode {
+        GroupMode::Scheduled {
+            bucketer,
+            schedule: Some(schedule),
+            ..
+        } => {
+            let (seed, shares, tail) = schedule.key();
+            let mut key: Vec<u64> = vec![seed, tail.map_or(u64::MAX, |t| t)];
+            key.extend_from_slice(shares);
+            key.extend((0..bucketer.num_buckets()).map(|b| bucketer.batch_size(b) as u64));
+            key.extend(
+                (0..bucketer.num_buckets())
+                    .filter_map(|b| bucketer.pad_to(b))
+                    .map(|b| b as u64),
+            );
+            let bytes: Vec<u8> = key.iter().flat_map(|v| v.to_le_bytes()).collect();
+            xxhash_rust::xxh3::xxh3_64(&bytes)
+        }
+        _ => 0,
+    };
     let fingerprint = checkpoint::SequenceKey {
         files: &files,
         host: p.host,
@@ -235,7 +255,7 @@ pub(crate) fn start<T: Send + 'static>(
         unordered: p.unordered,
         read: p.read.clone(),
     };
-    Ok(Batches::start(
+    let mut batches = Batches::start(
         records,
         snapshot,
         read_stats,
@@ -243,7 +263,9 @@ pub(crate) fn start<T: Send + 'static>(
         exec,
         work,
         fingerprint,
-    ))
+    );
+    batches.shape_schedule = shape_schedule;
+    Ok(batches)
 }
 
 /// The batch size of every bucket, when they all have the same.
@@ -283,7 +305,7 @@ fn sample_buckets(
     let mut files: Vec<usize> = (0..picked).map(|i| i * n / picked).collect();
     files.dedup();
     for index in files {
-        let records = first_records(&p.files[index], SAMPLE_PER_FILE, &p.read);
+        let records = first_records(&p.files[index], SAMPLE_PER_FILE, &p.read)?;
         let items: Vec<Item> = records
             .into_iter()
             .map(|r| Item::new(r.data, index as u32, r.offset))

@@ -261,14 +261,24 @@ fn read_shard(
     }
 }
 
-/// The first `n` records of `url` (fewer if it has fewer, or if reading
-/// fails: the pipeline reports that with its file and offset when it reads
-/// the file itself).
-pub(crate) fn first_records(url: &str, n: usize, opts: &ReadOptions) -> Vec<Record> {
-    let Ok(opened) = open_at(url, 0, opts) else {
-        return Vec::new();
-    };
-    opened.reader.take(n).map_while(Result::ok).collect()
+/// The first `n` records of `url`: fewer if it has fewer, or up to a
+/// corrupt record (bytes every reader finds alike; the pipeline reports it
+/// with its file and offset when it gets there). A failure to open or read
+/// the file is an error: it could strike one host and not another.
+pub(crate) fn first_records(
+    url: &str,
+    n: usize,
+    opts: &ReadOptions,
+) -> Result<Vec<Record>, RecordError> {
+    let mut records = Vec::with_capacity(n);
+    for record in open_at(url, 0, opts)?.reader.take(n) {
+        match record {
+            Ok(record) => records.push(record),
+            Err(e) if matches!(e.kind, ErrorKind::Io { .. }) => return Err(e),
+            Err(_) => break,
+        }
+    }
+    Ok(records)
 }
 
 /// The index in its file of the record at `offset`, and the file's
