@@ -28,6 +28,8 @@ pub(crate) struct ExecConfig {
     pub unordered: bool,
     /// How the shards are read (to find a bad record's index for an error).
     pub read: crate::record::ReadOptions,
+    /// How their bytes are fetched (likewise).
+    pub source: crate::source::SourceOptions,
 }
 
 /// Figures of a running pipeline, per stage.
@@ -71,6 +73,7 @@ pub struct Batches<T> {
     /// See [`Batches::shape_schedule`].
     pub(crate) shape_schedule: u64,
     read: crate::record::ReadOptions,
+    source: crate::source::SourceOptions,
     /// Takes batches given back ([`recycle`](Self::recycle)) for their
     /// memory to be reused; `None`: they are dropped.
     pub(crate) recycler: Option<Recycler<T>>,
@@ -93,6 +96,7 @@ impl<T: Send + 'static> Batches<T> {
         let batches_before = cfg.batches_before;
         let unordered = cfg.unordered;
         let read = cfg.read.clone();
+        let source = cfg.source.clone();
         let prefetch = cfg.prefetch;
         let workers = cfg.workers.max(1);
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(workers + 1);
@@ -127,6 +131,7 @@ impl<T: Send + 'static> Batches<T> {
             fingerprint,
             shape_schedule: 0,
             read,
+            source,
             recycler: None,
         }
     }
@@ -213,7 +218,7 @@ impl<T: Send + 'static> Batches<T> {
             Some((_, Err(e))) => {
                 let _ = self.finish();
                 Err(e.with_record_index(|path, offset| {
-                    shard_reader::record_index(path, offset, &self.read)
+                    shard_reader::record_index(path, offset, &self.read, &self.source)
                         .map(|(index, compression)| RecordIndex { index, compression })
                 }))
             }

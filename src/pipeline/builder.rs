@@ -40,16 +40,24 @@ impl Pipeline {
     /// A pipeline over the shards matching a glob (`*`, `?`, `[…]`) of local
     /// paths or gs://, s3://, az:// URLs, in sorted order; listed by prefix,
     /// never by a walk of the whole bucket. A comma separates several
-    /// patterns.
+    /// patterns. Listed with the default [`SourceOptions`]:
+    /// [`from_glob_with`](Self::from_glob_with) lists with others.
     pub fn from_glob(pattern: &str) -> Result<Self, PipelineError> {
-        let files: Vec<String> = list_shards_blocking(pattern, &SourceOptions::default())?
+        Self::from_glob_with(pattern, SourceOptions::default())
+    }
+
+    /// [`from_glob`](Self::from_glob), listing with `source` (retries,
+    /// timeouts), which the pipeline then reads with too (as if given to
+    /// [`source_options`](Self::source_options)).
+    pub fn from_glob_with(pattern: &str, source: SourceOptions) -> Result<Self, PipelineError> {
+        let files: Vec<String> = list_shards_blocking(pattern, &source)?
             .into_iter()
             .map(|shard| shard.url)
             .collect();
         if files.is_empty() {
             return Err(PipelineError::NoFiles(pattern.to_owned()));
         }
-        Ok(Self::with_files(pattern.to_owned(), files))
+        Ok(Self::with_files(pattern.to_owned(), files).source_options(source))
     }
 
     fn with_files(source: String, files: Vec<String>) -> Self {
@@ -70,6 +78,7 @@ impl Pipeline {
                 repeat: None,
                 repeat_before_shuffle: false,
                 read: ReadOptions::default(),
+                source_options: SourceOptions::default(),
                 workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
                 prefetch: 2,
                 unordered: false,
@@ -160,6 +169,20 @@ impl Pipeline {
     /// How shard files are read (compression, CRC checks, corrupt records).
     pub fn read_options(mut self, read: ReadOptions) -> Self {
         self.s.read = read;
+        self
+    }
+
+    /// How shards are fetched: range size, range reads in flight, retries,
+    /// the retry deadline, backoff and request timeouts
+    /// ([`SourceOptions`]). Every read of the pipeline uses them: the shard
+    /// readers, a restore's reads, the record counts of
+    /// [`equal_batches`](Self::equal_batches) and their manifests. (A glob
+    /// is listed when the pipeline is made: list it with the same options
+    /// through [`from_glob_with`](Self::from_glob_with).) A read that fails
+    /// for good reaches the consumer as [`PipelineError::Source`], naming
+    /// the shard and the byte.
+    pub fn source_options(mut self, source: SourceOptions) -> Self {
+        self.s.source_options = source;
         self
     }
 

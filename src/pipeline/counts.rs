@@ -27,15 +27,17 @@ struct ManifestShard {
 }
 
 /// Counts the records of every file: from convert manifests beside them
-/// where a manifest vouches for the file's current size, else by reading.
+/// where a manifest vouches for the file's current size, else by reading;
+/// listings and reads with the pipeline's `source` options.
 pub(crate) fn count_records(
     files: &[String],
     read: &ReadOptions,
+    source: &SourceOptions,
 ) -> Result<Vec<u64>, PipelineError> {
-    let known = manifest_counts(files);
+    let known = manifest_counts(files, source);
     let unknown: Vec<usize> = (0..files.len()).filter(|&i| known[i].is_none()).collect();
     let unknown_files: Vec<String> = unknown.iter().map(|&i| files[i].clone()).collect();
-    let read_counts = count_by_reading(&unknown_files, read)?;
+    let read_counts = count_by_reading(&unknown_files, read, source)?;
     let mut records: Vec<u64> = known.into_iter().map(|k| k.unwrap_or(0)).collect();
     for (i, n) in unknown.into_iter().zip(read_counts) {
         records[i] = n;
@@ -54,16 +56,15 @@ fn split_name(url: &str) -> (&str, &str) {
 /// The record count of each file that a manifest in its folder vouches for.
 /// Anything unreadable here only means "count by reading": a real problem
 /// with the data surfaces there, with its file and offset.
-fn manifest_counts(files: &[String]) -> Vec<Option<u64>> {
+fn manifest_counts(files: &[String], opts: &SourceOptions) -> Vec<Option<u64>> {
     let mut by_dir: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, file) in files.iter().enumerate() {
         by_dir.entry(split_name(file).0).or_default().push(i);
     }
     let mut known = vec![None; files.len()];
-    let opts = SourceOptions::default();
     for (dir, members) in by_dir {
         // One listing gives both the manifests and the shards' current sizes.
-        let Ok(listing) = list_shards_blocking(&format!("{dir}/*"), &opts) else {
+        let Ok(listing) = list_shards_blocking(&format!("{dir}/*"), opts) else {
             continue;
         };
         let sizes: HashMap<&str, u64> = listing
@@ -75,7 +76,7 @@ fn manifest_counts(files: &[String]) -> Vec<Option<u64>> {
             if entry.size > MAX_MANIFEST_BYTES {
                 continue;
             }
-            for shard in read_manifest(&entry.url) {
+            for shard in read_manifest(&entry.url, opts) {
                 vouched.insert(shard.name.clone(), shard);
             }
         }
@@ -92,10 +93,9 @@ fn manifest_counts(files: &[String]) -> Vec<Option<u64>> {
 }
 
 /// The shards a manifest lists; none if it is not a manifest of ours.
-fn read_manifest(url: &str) -> Vec<ManifestShard> {
+fn read_manifest(url: &str, opts: &SourceOptions) -> Vec<ManifestShard> {
     let mut text = Vec::new();
-    let read = open_blocking(url, &SourceOptions::default())
-        .map(|r| r.take(MAX_MANIFEST_BYTES).read_to_end(&mut text));
+    let read = open_blocking(url, opts).map(|r| r.take(MAX_MANIFEST_BYTES).read_to_end(&mut text));
     if !matches!(read, Ok(Ok(_))) {
         return Vec::new();
     }
@@ -121,7 +121,11 @@ fn read_manifest(url: &str) -> Vec<ManifestShard> {
 }
 
 /// Counts the records of every file by reading it, several files at a time.
-fn count_by_reading(files: &[String], read: &ReadOptions) -> Result<Vec<u64>, PipelineError> {
+fn count_by_reading(
+    files: &[String],
+    read: &ReadOptions,
+    source: &SourceOptions,
+) -> Result<Vec<u64>, PipelineError> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .max(2);
@@ -132,7 +136,7 @@ fn count_by_reading(files: &[String], read: &ReadOptions) -> Result<Vec<u64>, Pi
                 .iter()
                 .map(|file| {
                     scope.spawn(move || -> Result<u64, PipelineError> {
-                        let reader = open_blocking(file, &SourceOptions::default())?;
+                        let reader = open_blocking(file, source)?;
                         let mut n = 0;
                         for record in RecordReader::with_options(reader, file.as_str(), read) {
                             record?;

@@ -8,9 +8,10 @@ use crate::record::{Compression, RecordError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineError {
-    /// Reading, decompressing or framing a shard failed.
+    /// Decompressing or framing a shard failed, or reading a local file
+    /// did. (A cloud read that fails for good is [`Source`](Self::Source).)
     #[error(transparent)]
-    Record(#[from] RecordError),
+    Record(RecordError),
     /// A record does not match the feature spec.
     #[error("{}: {}", Place(path, *offset, at), ParseDetail(error))]
     Parse {
@@ -20,8 +21,10 @@ pub enum PipelineError {
         at: Option<RecordIndex>,
         error: crate::example::ParseError,
     },
-    /// Listing or reaching the shards failed (bad URL, empty glob,
-    /// unreachable bucket).
+    /// Listing, reaching or reading the shards failed (bad URL, empty glob,
+    /// unreachable bucket, a read that failed after its retries): the
+    /// [`SourceError`](crate::source::SourceError) names the shard, and for a
+    /// read the byte ([`SourceError::offset`](crate::source::SourceError::offset)).
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
     /// The pattern matched no file, or the file list is empty.
@@ -77,6 +80,64 @@ pub enum PipelineError {
     /// A worker thread died (a panic in a user's map or filter).
     #[error("a pipeline worker thread died: {0}")]
     Worker(String),
+}
+
+impl From<RecordError> for PipelineError {
+    /// A record error, or the [`SourceError`](crate::source::SourceError)
+    /// it only carries: a shard reader's read failure comes through its
+    /// `std::io::Read` as an I/O error wrapping the typed error, which is
+    /// handed on as it was made (with its URL, offset and retries).
+    fn from(e: RecordError) -> Self {
+        match into_source_error(e) {
+            Ok(source) => PipelineError::Source(source),
+            Err(e) => PipelineError::Record(e),
+        }
+    }
+}
+
+/// The [`SourceError`](crate::source::SourceError) an I/O record error
+/// wraps, or the record error itself.
+fn into_source_error(e: RecordError) -> Result<crate::source::SourceError, RecordError> {
+    use crate::record::ErrorKind;
+    use crate::source::SourceError;
+    let wraps_source = matches!(&e.kind, ErrorKind::Io { source, .. }
+        if source.get_ref().is_some_and(|inner| inner.is::<SourceError>()));
+    if !wraps_source {
+        return Err(e);
+    }
+    let RecordError {
+        path,
+        offset,
+        kind,
+        index,
+        read_as,
+    } = e;
+    let ErrorKind::Io {
+        kind: io_kind,
+        source,
+    } = kind
+    else {
+        unreachable!("checked above");
+    };
+    // The error is shared only if it was cloned on the way: keep the
+    // record error then.
+    match std::sync::Arc::try_unwrap(source) {
+        Ok(io) => match io.into_inner().map(|inner| inner.downcast::<SourceError>()) {
+            Some(Ok(source)) => Ok(*source),
+            // Checked above: it is a SourceError.
+            _ => unreachable!("an I/O error wrapping a SourceError"),
+        },
+        Err(shared) => Err(RecordError {
+            path,
+            offset,
+            kind: ErrorKind::Io {
+                kind: io_kind,
+                source: shared,
+            },
+            index,
+            read_as,
+        }),
+    }
 }
 
 /// Where a record sits in its file besides its byte offset.
@@ -204,4 +265,47 @@ pub enum StateError {
     /// A position it names holds no record (the data changed since).
     #[error("{path} has no record at byte {offset} (was the file changed?)")]
     NoRecord { path: String, offset: u64 },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::ErrorKind;
+    use crate::source::SourceError;
+
+    /// A read failure that came through a shard reader's `std::io::Read`
+    /// reaches the user as the typed `SourceError` it wraps; other I/O
+    /// errors stay record errors.
+    #[test]
+    fn a_wrapped_source_error_is_handed_on_typed() {
+        let read = SourceError::Read {
+            url: "gs://b/shard".into(),
+            offset: 1234,
+            message: "503".into(),
+            retries: 2,
+            source: None,
+        };
+        let record = RecordError::new("gs://b/shard", 1000, ErrorKind::from_io(read.into()));
+        match PipelineError::from(record) {
+            PipelineError::Source(SourceError::Read {
+                url,
+                offset,
+                retries,
+                ..
+            }) => assert_eq!((url.as_str(), offset, retries), ("gs://b/shard", 1234, 2)),
+            other => panic!("{other:?}"),
+        }
+        let plain = RecordError::new("f", 7, ErrorKind::from_io(std::io::Error::other("disk")));
+        assert!(matches!(
+            PipelineError::from(plain),
+            PipelineError::Record(RecordError { offset: 7, .. })
+        ));
+        // Shared (cloned on the way): kept as the record error.
+        let kind = ErrorKind::from_io(SourceError::NotFound { url: "x".into() }.into());
+        let _clone = kind.clone();
+        assert!(matches!(
+            PipelineError::from(RecordError::new("x", 0, kind)),
+            PipelineError::Record(_)
+        ));
+    }
 }

@@ -21,6 +21,7 @@ use super::threads::record_thread::RecordThread;
 use super::threads::shard_reader::first_records;
 use crate::batch::Bucketer;
 use crate::record::ReadOptions;
+use crate::source::SourceOptions;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
 const PREFILTER_CHUNK: usize = 256;
@@ -51,6 +52,8 @@ pub(crate) struct RecordSettings {
     pub repeat: Option<Option<u64>>,
     pub repeat_before_shuffle: bool,
     pub read: ReadOptions,
+    /// How shards are listed and fetched (retries, timeouts, range size).
+    pub source_options: SourceOptions,
     pub workers: usize,
     pub prefetch: usize,
     pub unordered: bool,
@@ -107,6 +110,7 @@ pub(crate) fn start<T: Send + 'static>(
     let cfg = Arc::new(StreamConfig {
         files: files.clone(),
         read: p.read.clone(),
+        source: p.source_options.clone(),
         seed: p.seed,
         file_order_seed,
         shuffle_files: p.shuffle_files,
@@ -254,6 +258,7 @@ pub(crate) fn start<T: Send + 'static>(
         batches_before,
         unordered: p.unordered,
         read: p.read.clone(),
+        source: p.source_options.clone(),
     };
     let mut batches = Batches::start(
         records,
@@ -305,7 +310,7 @@ fn sample_buckets(
     let mut files: Vec<usize> = (0..picked).map(|i| i * n / picked).collect();
     files.dedup();
     for index in files {
-        let records = first_records(&p.files[index], SAMPLE_PER_FILE, &p.read)?;
+        let records = first_records(&p.files[index], SAMPLE_PER_FILE, &p.read, &p.source_options)?;
         let items: Vec<Item> = records
             .into_iter()
             .map(|r| Item::new(r.data, index as u32, r.offset))
@@ -349,7 +354,7 @@ fn total_batches(
             "equal_batches cannot be combined with filter".into(),
         ));
     }
-    let counts = counts::count_records(&p.files, &p.read)?;
+    let counts = counts::count_records(&p.files, &p.read, &p.source_options)?;
     let (index_count, total): (u64, u64) = (p.host.map_or(1, |(_, n)| n), counts.iter().sum());
     let per_host: Vec<u64> = (0..index_count)
         .map(|i| {

@@ -294,7 +294,7 @@ async fn list_cloud_level(
     let mut level = Level::default();
     let mut page_token: Option<String> = None;
     loop {
-        let page = retry_meta(opts, stats, || {
+        let page = retry_meta(opts, stats, pattern, || {
             let options = PaginatedListOptions {
                 delimiter: Some("/".into()),
                 page_token: page_token.clone(),
@@ -400,7 +400,7 @@ async fn head_parsed(
                 ));
             }
             let path = object_store::path::Path::from(parsed.key.as_str());
-            match retry_meta(opts, stats, || objects.head(&path)).await {
+            match retry_meta(opts, stats, url, || objects.head(&path)).await {
                 Ok(meta) => Ok(ShardInfo {
                     url: url.to_owned(),
                     size: meta.size,

@@ -65,8 +65,25 @@ pub struct ShardInfo {
     pub size: u64,
 }
 
-/// How shards are read.
+/// How shards are read: range sizes, requests in flight, retries and
+/// timeouts.
+///
+/// Built from [`SourceOptions::default`] and the setters, which keep
+/// working as settings are added (the type is `#[non_exhaustive]`; its
+/// fields stay public to read and to set):
+///
+/// ```
+/// use std::time::Duration;
+/// use infeed::source::SourceOptions;
+///
+/// let opts = SourceOptions::default()
+///     .max_retries(3)
+///     .retry_timeout(Duration::from_secs(60))
+///     .request_timeout(Duration::from_secs(10));
+/// assert_eq!(opts.max_retries, 3);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SourceOptions {
     /// Bytes per range read and per chunk handed on (default 8 MiB): large
     /// pieces keep per-request overhead and cross-thread hand-offs rare.
@@ -82,6 +99,13 @@ pub struct SourceOptions {
     /// Metadata requests that cannot connect at all (refused, unknown host)
     /// are retried at most twice: that is a wrong endpoint, not a blip.
     pub max_retries: u32,
+    /// No retry starts later than this after the first failure of a request
+    /// (counted again from its next failure once a range read makes
+    /// progress), whatever `max_retries` allows: a retry whose backoff would
+    /// end past it is not made, and the request fails with the last error.
+    /// `None` (the default) sets no deadline: `max_retries` alone bounds
+    /// the retries. Like object_store's `retry_timeout`.
+    pub retry_timeout: Option<Duration>,
     /// The first backoff (default 100 ms); it doubles per retry, with jitter,
     /// up to `max_backoff`. An answer with `Retry-After` (a 429 or 503, say)
     /// is waited out: the retry comes no sooner than it asks, up to 60 s.
@@ -92,6 +116,11 @@ pub struct SourceOptions {
     /// response body, before calling the request stalled and retrying it
     /// (default 30 s). A slow transfer that keeps delivering is never cut.
     pub request_timeout: Duration,
+    /// Retry failures that cannot be classified: no HTTP status, no known
+    /// network error kind (default `false`: they fail at once, as an error
+    /// retrying is not known to fix). 5xx, 408, 429, resets, timeouts and
+    /// cut bodies are always retried.
+    pub retry_unknown_errors: bool,
 }
 
 impl Default for SourceOptions {
@@ -100,10 +129,64 @@ impl Default for SourceOptions {
             chunk_size: 8 << 20,
             readahead: 4,
             max_retries: 8,
+            retry_timeout: None,
             retry_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
+            retry_unknown_errors: false,
         }
+    }
+}
+
+impl SourceOptions {
+    /// Sets [`chunk_size`](Self::chunk_size): bytes per range read.
+    pub fn chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk_size = bytes;
+        self
+    }
+
+    /// Sets [`readahead`](Self::readahead): range reads in flight per
+    /// cloud shard.
+    pub fn readahead(mut self, reads: usize) -> Self {
+        self.readahead = reads;
+        self
+    }
+
+    /// Sets [`max_retries`](Self::max_retries): retries of one request
+    /// without progress (0: none).
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.max_retries = retries;
+        self
+    }
+
+    /// Sets [`retry_timeout`](Self::retry_timeout): no retry starts later
+    /// than `deadline` after a request's first failure.
+    pub fn retry_timeout(mut self, deadline: Duration) -> Self {
+        self.retry_timeout = Some(deadline);
+        self
+    }
+
+    /// Sets [`retry_backoff`](Self::retry_backoff) and
+    /// [`max_backoff`](Self::max_backoff): the first wait before a retry and
+    /// the longest.
+    pub fn backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.retry_backoff = first;
+        self.max_backoff = max;
+        self
+    }
+
+    /// Sets [`request_timeout`](Self::request_timeout): the longest wait
+    /// for a response or for the next piece of its body.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`retry_unknown_errors`](Self::retry_unknown_errors): whether
+    /// failures that cannot be classified are retried.
+    pub fn retry_unknown_errors(mut self, retry: bool) -> Self {
+        self.retry_unknown_errors = retry;
+        self
     }
 }
 

@@ -397,7 +397,7 @@ async fn read_cloud(
     range: Range<u64>,
 ) -> Result<Bytes, SourceError> {
     use super::backoff::wait_before_retry;
-    use super::retry::{Class, Failure};
+    use super::retry::{Class, Failure, log_retry, past_deadline, within_deadline};
     use futures::StreamExt;
     use object_store::{GetOptions, GetRange};
 
@@ -405,9 +405,11 @@ async fn read_cloud(
     let stats = &job.stats;
     let len = (range.end - range.start) as usize;
     let mut buf = job.buffer(len);
-    // Consecutive failures without a byte of progress, and all retries.
+    // Consecutive failures without a byte of progress, and all retries;
+    // when the first of those consecutive failures came (for the deadline).
     let mut failures = 0u32;
     let mut retries = 0u32;
+    let mut first_failure: Option<std::time::Instant> = None;
     loop {
         let pos = range.start + buf.len() as u64;
         let before = buf.len();
@@ -463,7 +465,9 @@ async fn read_cloud(
         let at = range.start + buf.len() as u64;
         if buf.len() > before {
             failures = 0;
+            first_failure = None;
         }
+        let first = *first_failure.get_or_insert_with(std::time::Instant::now);
         let Failure {
             class,
             message,
@@ -472,14 +476,18 @@ async fn read_cloud(
         } = failure;
         let message = match class {
             Class::NotFound => format!("the object is gone: {message}"),
-            Class::Denied | Class::Permanent => message,
-            Class::Transient | Class::Connect if failures >= opts.max_retries => message,
-            Class::Transient | Class::Connect => {
-                failures += 1;
-                retries += 1;
-                stats.retries.fetch_add(1, Relaxed);
-                tokio::time::sleep(wait_before_retry(opts, failures, retry_after)).await;
-                continue;
+            class if !class.retryable(opts) || failures >= opts.max_retries => message,
+            _ => {
+                let wait = wait_before_retry(opts, failures + 1, retry_after);
+                if within_deadline(opts, first, wait) {
+                    failures += 1;
+                    retries += 1;
+                    stats.retries.fetch_add(1, Relaxed);
+                    log_retry(&job.url, Some(at), failures, wait, &message);
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                past_deadline(opts, message)
             }
         };
         return Err(SourceError::Read {

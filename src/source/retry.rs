@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use super::SourceOptions;
 use super::backoff::wait_before_retry;
@@ -25,6 +26,53 @@ pub(crate) enum Class {
     Transient,
     /// Anything retrying will not fix (other 4xx, precondition, bad path).
     Permanent,
+    /// A failure with no HTTP status and no known network error kind:
+    /// retried only with [`SourceOptions::retry_unknown_errors`].
+    Unknown,
+}
+
+impl Class {
+    /// Whether a failure of this class is worth a retry under `opts`.
+    pub fn retryable(self, opts: &SourceOptions) -> bool {
+        match self {
+            Class::Transient | Class::Connect => true,
+            Class::Unknown => opts.retry_unknown_errors,
+            Class::NotFound | Class::Denied | Class::Permanent => false,
+        }
+    }
+}
+
+/// Whether a retry that waits `wait` first still starts within
+/// [`SourceOptions::retry_timeout`] of the request's first failure (at
+/// `first_failure`).
+pub(crate) fn within_deadline(
+    opts: &SourceOptions,
+    first_failure: Instant,
+    wait: Duration,
+) -> bool {
+    opts.retry_timeout
+        .is_none_or(|deadline| first_failure.elapsed() + wait <= deadline)
+}
+
+/// The words of an error whose retries stopped at the deadline.
+pub(crate) fn past_deadline(opts: &SourceOptions, message: String) -> String {
+    match opts.retry_timeout {
+        Some(deadline) => format!("{message} (no retry after the retry deadline of {deadline:?})"),
+        None => message,
+    }
+}
+
+/// Logs a retry about to be made (at `warn`, through `tracing`): what is
+/// retried, where, the how-many-th retry, the wait before it and the error.
+pub(crate) fn log_retry(url: &str, offset: Option<u64>, attempt: u32, wait: Duration, error: &str) {
+    tracing::warn!(
+        url,
+        offset,
+        attempt,
+        wait_ms = wait.as_millis() as u64,
+        error,
+        "infeed: retrying a cloud request"
+    );
 }
 
 /// One failed attempt: its class, its message on one line, and the error
@@ -96,6 +144,7 @@ fn classify_chain(e: &(dyn std::error::Error + 'static)) -> Class {
                 HttpErrorKind::Unknown if http.to_string().contains("builder error") => {
                     Class::Permanent
                 }
+                HttpErrorKind::Unknown => Class::Unknown,
                 _ => Class::Transient,
             };
         }
@@ -105,12 +154,13 @@ fn classify_chain(e: &(dyn std::error::Error + 'static)) -> Class {
                 401 | 403 => Class::Denied,
                 404 => Class::NotFound,
                 400..=499 => Class::Permanent,
-                _ => Class::Transient,
+                500..=599 => Class::Transient,
+                _ => Class::Unknown,
             };
         }
         cur = err.source();
     }
-    Class::Transient
+    Class::Unknown
 }
 
 /// The status of an answer object_store did not map to an `Error` variant
@@ -129,11 +179,13 @@ fn status_in(message: &str) -> Option<u16> {
 /// endpoint, so it fails fast instead of spending the whole retry budget.
 const CONNECT_RETRIES_FOR_METADATA: u32 = 2;
 
-/// Runs a metadata request (HEAD, one LIST page) with a timeout per attempt
-/// and bounded retries with backoff. `Err` is the last failure.
+/// Runs a metadata request (HEAD, one LIST page) on `url` with a timeout
+/// per attempt and bounded retries with backoff, up to the retry deadline.
+/// `Err` is the last failure.
 pub(crate) async fn retry_meta<T, F, Fut>(
     opts: &SourceOptions,
     stats: &ReadStats,
+    url: &str,
     mut attempt: F,
 ) -> Result<T, Failure>
 where
@@ -141,9 +193,10 @@ where
     Fut: Future<Output = Result<T, object_store::Error>>,
 {
     let mut failures = 0u32;
+    let mut first_failure = None;
     loop {
         stats.requests.fetch_add(1, Relaxed);
-        let failure = match tokio::time::timeout(opts.request_timeout, attempt()).await {
+        let mut failure = match tokio::time::timeout(opts.request_timeout, attempt()).await {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(e)) => Failure::from_store(e),
             Err(_) => {
@@ -151,17 +204,24 @@ where
                 Failure::transient(format!("no answer within {:?}", opts.request_timeout))
             }
         };
+        let first_failure = *first_failure.get_or_insert_with(Instant::now);
         let budget = match failure.class {
-            Class::Transient => opts.max_retries,
             Class::Connect => opts.max_retries.min(CONNECT_RETRIES_FOR_METADATA),
+            class if class.retryable(opts) => opts.max_retries,
             _ => return Err(failure),
         };
         if failures >= budget {
             return Err(failure);
         }
+        let wait = wait_before_retry(opts, failures + 1, failure.retry_after);
+        if !within_deadline(opts, first_failure, wait) {
+            failure.message = past_deadline(opts, failure.message);
+            return Err(failure);
+        }
         failures += 1;
         stats.retries.fetch_add(1, Relaxed);
-        tokio::time::sleep(wait_before_retry(opts, failures, failure.retry_after)).await;
+        log_retry(url, None, failures, wait, &failure.message);
+        tokio::time::sleep(wait).await;
     }
 }
 
@@ -210,6 +270,46 @@ mod tests {
         );
         assert_eq!(status_in("no status here"), None);
         assert_eq!(status_in("status code: 4"), None);
+    }
+
+    #[test]
+    fn unclassifiable_failures_are_retried_only_when_asked() {
+        let generic = object_store::Error::Generic {
+            store: "x",
+            source: Box::new(std::io::Error::other("something odd")),
+        };
+        assert_eq!(classify(&generic), Class::Unknown);
+        let opts = SourceOptions::default();
+        assert!(!Class::Unknown.retryable(&opts));
+        assert!(Class::Unknown.retryable(&opts.clone().retry_unknown_errors(true)));
+        assert!(Class::Transient.retryable(&opts) && Class::Connect.retryable(&opts));
+        assert!(!Class::Permanent.retryable(&opts.clone().retry_unknown_errors(true)));
+        let status = |code: &str| object_store::Error::Generic {
+            store: "x",
+            source: Box::new(std::io::Error::other(format!(
+                "Server returned non-2xx status code: {code}"
+            ))),
+        };
+        assert_eq!(
+            classify(&status("503 Service Unavailable")),
+            Class::Transient
+        );
+        assert_eq!(classify(&status("429 Too Many Requests")), Class::Transient);
+        assert_eq!(classify(&status("418 I'm a teapot")), Class::Permanent);
+        assert_eq!(classify(&status("302 Found")), Class::Unknown);
+    }
+
+    #[test]
+    fn no_retry_starts_past_the_deadline() {
+        let first = Instant::now();
+        let opts = SourceOptions::default();
+        assert!(within_deadline(&opts, first, Duration::from_secs(3600)));
+        let opts = opts.retry_timeout(Duration::from_secs(10));
+        assert!(within_deadline(&opts, first, Duration::from_secs(1)));
+        assert!(!within_deadline(&opts, first, Duration::from_secs(11)));
+        let opts = opts.retry_timeout(Duration::ZERO);
+        assert!(!within_deadline(&opts, first, Duration::from_millis(1)));
+        assert!(past_deadline(&opts, "503".into()).contains("retry deadline"));
     }
 
     #[test]

@@ -55,11 +55,7 @@ async fn round_trip(scheme: &str) {
 
     for (shard, name) in shards.iter().zip(FIXTURES) {
         // Small chunks: many range reads, several in flight.
-        let opts = SourceOptions {
-            chunk_size: 10_000,
-            readahead: 4,
-            ..SourceOptions::default()
-        };
+        let opts = SourceOptions::default().chunk_size(10_000).readahead(4);
         let stats = ReadStats::new();
         let records = stream_records(read_chunks(shard, 0, &opts, stats.clone()), &shard.url).await;
         assert!(
@@ -141,10 +137,7 @@ async fn round_trip(scheme: &str) {
             shard[0].size,
             file_bytes("lm-sample.tfrecord.gz").len() as u64
         );
-        let opts = SourceOptions {
-            chunk_size: 30_000,
-            ..SourceOptions::default()
-        };
+        let opts = SourceOptions::default().chunk_size(30_000);
         let records =
             stream_records(read_chunks(&shard[0], 0, &opts, ReadStats::new()), &url).await;
         assert!(
@@ -243,10 +236,7 @@ async fn errors_name_the_url(scheme: &str) {
     let base = format!("{scheme}://{}", bucket());
     let prefix = unique_prefix("errors");
     upload(&base, &format!("{prefix}/a.tfrecord"), b"a").await;
-    let opts = SourceOptions {
-        max_retries: 2,
-        ..fast_options()
-    };
+    let opts = fast_options().max_retries(2);
 
     let pattern = format!("{base}/{prefix}/b*");
     match list_shards(&pattern, &opts).await {
@@ -349,11 +339,7 @@ async fn uploaded(scheme: &str, prefix: &str, data: &[u8]) -> (String, String, S
 async fn an_object_replaced_mid_read_is_an_error_not_a_mix(scheme: &str) {
     use futures::StreamExt;
     let (base, key, shard) = uploaded(scheme, "replaced", &[b'a'; 1000]).await;
-    let opts = SourceOptions {
-        readahead: 1,
-        chunk_size: 100,
-        ..fast_options()
-    };
+    let opts = fast_options().readahead(1).chunk_size(100);
     let mut chunks = read_chunks(&shard, 0, &opts, ReadStats::new());
     let mut delivered = chunks
         .next()
@@ -399,11 +385,7 @@ async fn released_chunk_buffers_are_reused_and_held_ones_kept(scheme: &str) {
     use futures::StreamExt;
     let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
     let (_, _, shard) = uploaded(scheme, "reuse", &data).await;
-    let opts = SourceOptions {
-        readahead: 3,
-        chunk_size: 1000,
-        ..fast_options()
-    };
+    let opts = fast_options().readahead(3).chunk_size(1000);
     let stats = ReadStats::new();
     let mut chunks = read_chunks(&shard, 0, &opts, stats.clone());
     let mut delivered = Vec::new();
@@ -514,11 +496,7 @@ async fn reading_from_a_refused_port_gives_up_after_max_retries_naming_url_and_o
         "az://b/x.tfrecord",
     ] {
         let store = refused_store(url, closed_port());
-        let opts = SourceOptions {
-            readahead: 1,
-            chunk_size: 100,
-            ..fast_options()
-        };
+        let opts = fast_options().readahead(1).chunk_size(100);
         let shard = ShardInfo {
             url: url.to_owned(),
             size: 1000,

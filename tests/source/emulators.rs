@@ -121,14 +121,15 @@ pub async fn upload(base: &str, key: &str, data: &[u8]) {
 
 /// Options that fail fast: tests must not wait out the default backoff.
 pub fn fast_options() -> SourceOptions {
-    SourceOptions {
-        chunk_size: 4096,
-        readahead: 3,
-        max_retries: 3,
-        retry_backoff: std::time::Duration::from_millis(5),
-        max_backoff: std::time::Duration::from_millis(50),
-        request_timeout: std::time::Duration::from_secs(5),
-    }
+    SourceOptions::default()
+        .chunk_size(4096)
+        .readahead(3)
+        .max_retries(3)
+        .backoff(
+            std::time::Duration::from_millis(5),
+            std::time::Duration::from_millis(50),
+        )
+        .request_timeout(std::time::Duration::from_secs(5))
 }
 
 /// A port on 127.0.0.1 that nothing listens on (bound, then released).

@@ -51,14 +51,12 @@ async fn every_byte_arrives_once_through_500s_resets_and_stalls(scheme: &str) {
     let proxy = Proxy::start(upstream(scheme), schedule).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
     let store = store_via(&proxy, &shard.url, &key_file);
-    let opts = SourceOptions {
-        chunk_size: 16_384,
-        readahead: 4,
-        max_retries: 3,
-        retry_backoff: Duration::from_millis(5),
-        max_backoff: Duration::from_millis(50),
-        request_timeout: Duration::from_secs(2),
-    };
+    let opts = SourceOptions::default()
+        .chunk_size(16_384)
+        .readahead(4)
+        .max_retries(3)
+        .backoff(Duration::from_millis(5), Duration::from_millis(50))
+        .request_timeout(Duration::from_secs(2));
     let stats = ReadStats::new();
     let (bytes, lens) = read_all(Some(&store), &shard, 0, &opts, stats.clone())
         .await
@@ -137,12 +135,10 @@ async fn progress_resets_the_retry_budget(scheme: &str) {
     let proxy = Proxy::start(upstream(scheme), vec![Fault::ResetMidBody; 100]).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
     let store = store_via(&proxy, &shard.url, &key_file);
-    let opts = SourceOptions {
-        chunk_size: 1 << 20,
-        readahead: 1,
-        max_retries: 2,
-        ..fast_options()
-    };
+    let opts = fast_options()
+        .chunk_size(1 << 20)
+        .readahead(1)
+        .max_retries(2);
     let stats = ReadStats::new();
     let (bytes, _) = read_all(Some(&store), &shard, 0, &opts, stats.clone())
         .await
@@ -164,12 +160,10 @@ async fn a_server_that_keeps_failing_is_given_up_on_naming_url_and_offset(scheme
     let proxy = Proxy::start(upstream(scheme), vec![Fault::Status500; 100]).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
     let store = store_via(&proxy, &shard.url, &key_file);
-    let opts = SourceOptions {
-        chunk_size: 50_000,
-        readahead: 1,
-        max_retries: 4,
-        ..fast_options()
-    };
+    let opts = fast_options()
+        .chunk_size(50_000)
+        .readahead(1)
+        .max_retries(4);
     let stats = ReadStats::new();
     match read_all(Some(&store), &shard, 123_456, &opts, stats.clone()).await {
         Err(SourceError::Read {
@@ -203,11 +197,7 @@ async fn retry_after_is_waited_out(scheme: &str) {
     let proxy = Proxy::start(upstream(scheme), schedule.clone()).await;
     let key_file = tempfile::NamedTempFile::new().expect("key file");
     let store = store_via(&proxy, &shard.url, &key_file);
-    let opts = SourceOptions {
-        chunk_size: 1 << 20,
-        readahead: 1,
-        ..fast_options()
-    };
+    let opts = fast_options().chunk_size(1 << 20).readahead(1);
     let stats = ReadStats::new();
     let started = Instant::now();
     let (bytes, _) = read_all(Some(&store), &shard, 0, &opts, stats.clone())

@@ -256,11 +256,7 @@ async fn read_chunks_delivers_the_bytes_from_any_offset_exactly_in_chunks() {
         .expect("head")
         .remove(0);
     assert_eq!(shard.size, data.len() as u64);
-    let opts = SourceOptions {
-        chunk_size: 10_000,
-        readahead: 3,
-        ..SourceOptions::default()
-    };
+    let opts = SourceOptions::default().chunk_size(10_000).readahead(3);
     for start in [0u64, 1, 12_345, 250_000, shard.size - 1, shard.size] {
         let stats = ReadStats::new();
         let (bytes, lens) = read_all(None, &shard, start, &opts, stats.clone())
@@ -302,11 +298,7 @@ async fn records_from_chunks_equal_the_local_reader_for_plain_and_gzip() {
             .await
             .expect("head")
             .remove(0);
-        let opts = SourceOptions {
-            chunk_size: 777,
-            readahead: 5,
-            ..SourceOptions::default()
-        };
+        let opts = SourceOptions::default().chunk_size(777).readahead(5);
         let records = stream_records(read_chunks(&shard, 0, &opts, ReadStats::new()), &url).await;
         let expected = local_records(name);
         assert!(!expected.is_empty());
@@ -320,10 +312,7 @@ fn read_chunks_can_be_polled_without_a_tokio_runtime() {
         url: "testdata/examples.tfrecord".into(),
         size: 1822,
     };
-    let opts = SourceOptions {
-        chunk_size: 100,
-        ..SourceOptions::default()
-    };
+    let opts = SourceOptions::default().chunk_size(100);
     let (bytes, lens) =
         futures::executor::block_on(read_all(None, &shard, 0, &opts, ReadStats::new()))
             .expect("read");
@@ -340,11 +329,7 @@ fn a_shard_that_shrank_is_truncated_at_its_end() {
         url: s(&path),
         size: 1500,
     };
-    let opts = SourceOptions {
-        chunk_size: 400,
-        readahead: 1,
-        ..SourceOptions::default()
-    };
+    let opts = SourceOptions::default().chunk_size(400).readahead(1);
     let mut chunks = read_chunks(&shard, 0, &opts, ReadStats::new());
     let mut got = 0;
     let err = futures::executor::block_on(async {
@@ -375,11 +360,7 @@ fn dropping_a_stream_midway_returns_promptly() {
         url: "testdata/lm-sample.tfrecord".into(),
         size: 255_884,
     };
-    let opts = SourceOptions {
-        chunk_size: 1000,
-        readahead: 8,
-        ..SourceOptions::default()
-    };
+    let opts = SourceOptions::default().chunk_size(1000).readahead(8);
     let mut chunks = read_chunks(&shard, 0, &opts, ReadStats::new());
     let first = futures::executor::block_on(chunks.next())
         .expect("a chunk")

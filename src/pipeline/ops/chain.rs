@@ -109,7 +109,13 @@ impl RecordChain {
     /// the given order, mapped as the chain maps them (for a restored
     /// shuffle buffer or grouping).
     pub fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {
-        let items = read_again(&self.cfg.files, &self.cfg.read, &self.read_stats, positions)?;
+        let items = read_again(
+            &self.cfg.files,
+            &self.cfg.read,
+            &self.cfg.source,
+            &self.read_stats,
+            positions,
+        )?;
         Ok(items
             .into_iter()
             .map(|item| apply_map(self.cfg.map.as_ref(), item))

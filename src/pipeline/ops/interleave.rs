@@ -140,6 +140,7 @@ impl Interleave {
             path.clone(),
             offset,
             self.cfg.read.clone(),
+            self.cfg.source.clone(),
             self.read_stats.clone(),
         );
         self.slots[slot] = Some(Slot {

@@ -64,6 +64,8 @@ pub(crate) struct StreamConfig {
     /// This host's files, in listing order.
     pub files: Vec<String>,
     pub read: ReadOptions,
+    /// How the shards' bytes are fetched.
+    pub source: crate::source::SourceOptions,
     /// Seed of the shuffle buffer: the host's own.
     pub seed: u64,
     /// Seed of the file order with `shuffle_files`: the host's seed with

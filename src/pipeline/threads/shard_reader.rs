@@ -52,8 +52,14 @@ pub(crate) struct ShardBlocks {
 
 impl ShardBlocks {
     /// Starts reading `path` at the record boundary `start` (0 for the whole
-    /// file).
-    pub fn spawn(path: String, start: u64, opts: ReadOptions, stats: Arc<StageStats>) -> Self {
+    /// file), its bytes fetched with the `source` options.
+    pub fn spawn(
+        path: String,
+        start: u64,
+        opts: ReadOptions,
+        source: SourceOptions,
+        stats: Arc<StageStats>,
+    ) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
         let taken = Arc::new(AtomicU32::new(0));
         let consumed = taken.clone();
@@ -68,7 +74,7 @@ impl ShardBlocks {
                     taken: &consumed,
                     mapped: &is_mapped,
                 };
-                if let Err(e) = read_shard(&path, start, &opts, &shard) {
+                if let Err(e) = read_shard(&path, start, &opts, &source, &shard) {
                     let _ = tx.send(Err(e));
                 }
             })
@@ -133,12 +139,17 @@ struct Opened {
 /// Opens the shard `url` (local path or gs://, s3://, az:// object)
 /// positioned to read records from `start`. Its chunks are sliced where
 /// they are (a cloud object's as they arrive; a local file's mapped, with
-/// `opts.mmap`), else read into buffers.
-fn open_at(url: &str, start: u64, opts: &ReadOptions) -> Result<Opened, RecordError> {
-    let source_opts = SourceOptions::default();
+/// `opts.mmap`), else read into buffers; its bytes fetched with the
+/// `source` options (range size, retries, timeouts).
+fn open_at(
+    url: &str,
+    start: u64,
+    opts: &ReadOptions,
+    source: &SourceOptions,
+) -> Result<Opened, RecordError> {
     let mut sources = Vec::new();
     let mut open = |at: u64| {
-        let reader = open_blocking_at(url, at, &source_opts)
+        let reader = open_blocking_at(url, at, source)
             .map_err(|e| RecordError::new(url, at, ErrorKind::from_io(e.into())))?;
         sources.push(reader.stats().clone());
         Ok::<_, RecordError>(reader)
@@ -200,6 +211,7 @@ fn read_shard(
     path: &str,
     start: u64,
     opts: &ReadOptions,
+    source: &SourceOptions,
     shard: &ShardThread<'_>,
 ) -> Result<(), RecordError> {
     let ShardThread {
@@ -212,7 +224,7 @@ fn read_shard(
         mut reader,
         sources,
         mapped: is_mapped,
-    } = open_at(path, start, opts)?;
+    } = open_at(path, start, opts, source)?;
     mapped.store(is_mapped, Relaxed);
     let mut retries_reported = 0;
     loop {
@@ -269,9 +281,10 @@ pub(crate) fn first_records(
     url: &str,
     n: usize,
     opts: &ReadOptions,
+    source: &SourceOptions,
 ) -> Result<Vec<Record>, RecordError> {
     let mut records = Vec::with_capacity(n);
-    for record in open_at(url, 0, opts)?.reader.take(n) {
+    for record in open_at(url, 0, opts, source)?.reader.take(n) {
         match record {
             Ok(record) => records.push(record),
             Err(e) if matches!(e.kind, ErrorKind::Io { .. }) => return Err(e),
@@ -288,8 +301,9 @@ pub(crate) fn record_index(
     url: &str,
     offset: u64,
     opts: &ReadOptions,
+    source: &SourceOptions,
 ) -> Option<(u64, Compression)> {
-    let reader = open_at(url, 0, opts).ok()?.reader;
+    let reader = open_at(url, 0, opts, source).ok()?.reader;
     let compression = reader.compression()?;
     for (index, record) in (0u64..).zip(reader) {
         let record = record.ok()?;
@@ -313,6 +327,7 @@ pub(crate) fn record_index(
 pub(crate) fn read_again(
     files: &[String],
     read: &ReadOptions,
+    source: &SourceOptions,
     stats: &Arc<StageStats>,
     positions: &[(u32, u64)],
 ) -> Result<Vec<Item>, PipelineError> {
@@ -338,7 +353,13 @@ pub(crate) fn read_again(
         jobs,
         read_again_at_once(),
         |(file, path, offsets): (u32, &String, Vec<u64>)| {
-            let reader = ShardBlocks::spawn(path.clone(), offsets[0], read.clone(), stats.clone());
+            let reader = ShardBlocks::spawn(
+                path.clone(),
+                offsets[0],
+                read.clone(),
+                source.clone(),
+                stats.clone(),
+            );
             (file, path, offsets, reader)
         },
         |(file, path, offsets, mut reader)| -> Result<(), PipelineError> {
@@ -483,7 +504,9 @@ mod tests {
                             mmap,
                             ..ReadOptions::default()
                         };
-                        let reader = open_at(file, start, &opts).unwrap().reader;
+                        let reader = open_at(file, start, &opts, &SourceOptions::default())
+                            .unwrap()
+                            .reader;
                         let got = all_records(reader);
                         assert_eq!(got.len(), want.len(), "{file} {start} {chunk_size} {mmap}");
                         assert!(
@@ -508,7 +531,9 @@ mod tests {
             mmap: true,
             ..ReadOptions::default()
         };
-        let mut reader = open_at(&path, 0, &opts).unwrap().reader;
+        let mut reader = open_at(&path, 0, &opts, &SourceOptions::default())
+            .unwrap()
+            .reader;
         assert_eq!(&reader.next().unwrap().unwrap().data[..], &record(0, 0)[..]);
         // Only the first window is mapped; cut record 500 in its payload.
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
@@ -573,7 +598,15 @@ mod tests {
         let mut readers: Vec<ShardBlocks> = files
             .iter()
             .zip(&stats)
-            .map(|(f, s)| ShardBlocks::spawn(f.clone(), 0, opts.clone(), s.clone()))
+            .map(|(f, s)| {
+                ShardBlocks::spawn(
+                    f.clone(),
+                    0,
+                    opts.clone(),
+                    SourceOptions::default(),
+                    s.clone(),
+                )
+            })
             .collect();
         let blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
         for s in &stats {
@@ -606,6 +639,7 @@ mod tests {
             path.display().to_string(),
             0,
             ReadOptions::default(),
+            SourceOptions::default(),
             stats.clone(),
         );
         // 116 framed bytes a record: a block closes at the first record
@@ -653,7 +687,15 @@ mod tests {
         };
         let mut readers: Vec<ShardBlocks> = files
             .iter()
-            .map(|f| ShardBlocks::spawn(f.clone(), 0, opts.clone(), Arc::default()))
+            .map(|f| {
+                ShardBlocks::spawn(
+                    f.clone(),
+                    0,
+                    opts.clone(),
+                    SourceOptions::default(),
+                    Arc::default(),
+                )
+            })
             .collect();
         // Take blocks round robin, as the interleave does.
         let mut got: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
@@ -702,8 +744,15 @@ mod tests {
             chunk_size: 4096,
             ..ReadOptions::default()
         };
-        let mut good = ShardBlocks::spawn(files[0].clone(), 0, opts.clone(), Arc::default());
-        let mut bad = ShardBlocks::spawn(files[1].clone(), 0, opts, Arc::default());
+        let source = SourceOptions::default();
+        let mut good = ShardBlocks::spawn(
+            files[0].clone(),
+            0,
+            opts.clone(),
+            source.clone(),
+            Arc::default(),
+        );
+        let mut bad = ShardBlocks::spawn(files[1].clone(), 0, opts, source, Arc::default());
         let mut records = 0usize;
         let error = loop {
             match bad.next_block() {
@@ -819,7 +868,8 @@ mod tests {
             .map(|k| ((k * 7 % 5) as u32, (k * 131 % 400) * 116))
             .chain([(3, 0), (3, 0), (4, 399 * 116)])
             .collect();
-        let items = read_again(&files, &opts, &stats, &positions).unwrap();
+        let items =
+            read_again(&files, &opts, &SourceOptions::default(), &stats, &positions).unwrap();
         assert_eq!(items.len(), positions.len());
         for (item, &(file, offset)) in items.iter().zip(&positions) {
             assert_eq!((item.file, item.offset), (file, offset));
@@ -828,20 +878,32 @@ mod tests {
         }
         // File 0 first: past its last record.
         let bad = [(4, 5), (2, 117), (0, 400 * 116)];
-        match read_again(&files, &opts, &stats, &bad) {
+        match read_again(&files, &opts, &SourceOptions::default(), &stats, &bad) {
             Err(PipelineError::BadState(StateError::NoRecord { path, offset })) => {
                 assert_eq!((path.as_str(), offset), (files[0].as_str(), 400 * 116));
             }
             other => panic!("{other:?}"),
         }
         // File 2 before file 4: no record boundary, so no valid header.
-        match read_again(&files, &opts, &stats, &[(4, 5), (2, 117)]) {
+        match read_again(
+            &files,
+            &opts,
+            &SourceOptions::default(),
+            &stats,
+            &[(4, 5), (2, 117)],
+        ) {
             Err(PipelineError::Record(e)) => {
                 assert_eq!((e.path.as_str(), e.offset), (files[2].as_str(), 117));
             }
             other => panic!("{other:?}"),
         }
-        match read_again(&files, &opts, &stats, &[(1, 0), (7, 0)]) {
+        match read_again(
+            &files,
+            &opts,
+            &SourceOptions::default(),
+            &stats,
+            &[(1, 0), (7, 0)],
+        ) {
             Err(PipelineError::BadState(StateError::Invalid { field, value, .. })) => {
                 assert_eq!((field, value), ("file index", 7));
             }
