@@ -12,7 +12,8 @@
 # #[ignore = "needs emulators..."] run too.
 # Then the Python package (python/): builds it with maturin (dev profile, into the root
 # target/ so it shares compiled dependencies) into .venv-python with the pins of
-# python/requirements-test.txt, runs `ruff check python benches` and pytest (python/tests).
+# python/requirements-test.txt, runs `ruff check python benches`, mypy (the package with its
+# stub of the extension, its tests, examples and benches) and pytest (python/tests).
 # Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+). Set PYTHON to pick
 # another python3.
 set -euo pipefail
@@ -65,6 +66,8 @@ if ! cmp -s "$PYREQ" "$PYVENV/.requirements-test.txt"; then
     cp "$PYREQ" "$PYVENV/.requirements-test.txt"
 fi
 "$PYVENV/bin/ruff" check python benches
+"$PYVENV/bin/mypy" --config-file python/pyproject.toml \
+    python/infeed python/tests python/examples python/benches
 (
     cd python
     VIRTUAL_ENV="$(cd .. && pwd)/$PYVENV" CARGO_TARGET_DIR="$(cd .. && pwd)/target" \

@@ -23,7 +23,7 @@ import infeed
 SPEC = "input_ids:var_len:int64,attention_mask:var_len:int64"
 
 
-def python_run(args) -> tuple[float, int]:
+def python_run(args: argparse.Namespace) -> tuple[float, int]:
     p = (
         infeed.Pipeline.from_glob(args.glob)
         .seed(1)
@@ -42,7 +42,7 @@ def python_run(args) -> tuple[float, int]:
     return records / (time.perf_counter() - start), records
 
 
-def rust_run(args) -> tuple[float, int]:
+def rust_run(args: argparse.Namespace) -> tuple[float, int]:
     out = subprocess.run(
         [
             args.infeed,

@@ -28,6 +28,7 @@ import random
 import struct
 import tempfile
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -104,7 +105,9 @@ def main() -> None:
     opt_state = optimizer.init(params)
 
     @jax.jit
-    def step(params, opt_state, batch):
+    def step(
+        params: dict, opt_state: Any, batch: dict[str, jax.Array]
+    ) -> tuple[dict, Any, jax.Array]:
         loss, grads = jax.value_and_grad(loss_fn)(
             params, batch["input_ids"], batch["input_ids_mask"]
         )

@@ -23,6 +23,7 @@ buffers (no copy); a buffer returns to its pool when the last array viewing
 it is collected. The engine runs on its own threads and never takes the GIL.
 """
 
+from infeed._infeed import __version__  # python/Cargo.toml's, compiled in
 from infeed.errors import (
     BatchError,
     CorruptRecordError,
@@ -36,8 +37,6 @@ from infeed.errors import (
     WorkerError,
 )
 from infeed.pipeline import FixedLen, Iterator, Pipeline, VarLen
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BatchError",
@@ -54,4 +53,5 @@ __all__ = [
     "StateError",
     "VarLen",
     "WorkerError",
+    "__version__",
 ]

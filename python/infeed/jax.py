@@ -29,17 +29,53 @@ pipeline ``.cast("int32")`` rather than letting JAX narrow int64 arrays.
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 import jax
+import numpy as np
 
 from infeed.pipeline import Iterator, Pipeline
 
 _END = object()
+
+
+class ShapeDisagreement(ValueError):
+    """The processes of a multi-host run would feed steps of different
+    shapes: their pipelines' shapes or shape schedules differ."""
+
+
+def _check_processes_agree(pipeline: Pipeline, host: Iterator) -> None:
+    """Once, at the start: every process's pipeline must give the same
+    shapes by the same schedule (docs/many-hosts.md), or the steps would
+    enter the same collectives with programs of different shapes. One
+    all-gather of two integers, not one per step."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    shapes = json.dumps(
+        [
+            sorted((name, [list(dims), str(dtype)]) for name, (dims, dtype) in shape.items())
+            for shape in pipeline.shapes()
+        ]
+    )
+    digest = zlib.crc32(shapes.encode()) & 0x7FFFFFFF
+    schedule = host.shape_schedule & 0x7FFFFFFF
+    mine = np.array([digest, schedule], np.int32)
+    every = np.asarray(multihost_utils.process_allgather(mine))
+    if not (every == every[0]).all():
+        raise ShapeDisagreement(
+            "the processes' pipelines would give batches of different shapes at the "
+            "same step (per process [shapes digest, schedule digest]: "
+            f"{every.tolist()}); give every process the same files, spec, padding and "
+            "batch settings, differing only in shard(index, count) and seed"
+        )
 
 
 class DeviceIterator:
@@ -64,6 +100,7 @@ class DeviceIterator:
         self._state = self._host.get_state()
         self.wait_seconds = 0.0
         self.steps = 0
+        _check_processes_agree(self._pipeline, self._host)
         self._start_thread()
 
     # The producer ---------------------------------------------------------

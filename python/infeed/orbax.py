@@ -24,7 +24,6 @@ restores its own part of a sharded pipeline.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import orbax.checkpoint as ocp
 from etils import epath
@@ -45,6 +44,17 @@ def _state_file(directory: epath.PathLike) -> epath.Path:
     return epath.Path(directory) / f"process_{index}-of-{count}.infeed"
 
 
+def _iterator(
+    item: Iterator | None, args: CheckpointSave | CheckpointRestore | None
+) -> Iterator:
+    """The iterator given as ``item`` (Orbax's older API) or in ``args``."""
+    if item is not None:
+        return item
+    if args is None:
+        raise ValueError("infeed.orbax.CheckpointHandler needs the iterator: item or args")
+    return args.item
+
+
 class CheckpointHandler(ocp.CheckpointHandler):
     """Saves and restores an :class:`infeed.Iterator`'s state."""
 
@@ -54,7 +64,7 @@ class CheckpointHandler(ocp.CheckpointHandler):
         item: Iterator | None = None,
         args: CheckpointSave | None = None,
     ) -> None:
-        iterator = item if item is not None else args.item
+        iterator = _iterator(item, args)
         directory = epath.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         _state_file(directory).write_bytes(iterator.get_state())
@@ -65,7 +75,7 @@ class CheckpointHandler(ocp.CheckpointHandler):
         item: Iterator | None = None,
         args: CheckpointRestore | None = None,
     ) -> Iterator:
-        iterator = item if item is not None else args.item
+        iterator = _iterator(item, args)
         iterator.set_state(_state_file(directory).read_bytes())
         return iterator
 
@@ -75,7 +85,7 @@ class CheckpointHandler(ocp.CheckpointHandler):
 class CheckpointSave(ocp.args.CheckpointArgs):
     """Saves ``item`` (an :class:`infeed.Iterator`)."""
 
-    item: Any
+    item: Iterator
 
 
 @ocp.args.register_with_handler(CheckpointHandler, for_restore=True)
@@ -83,7 +93,7 @@ class CheckpointSave(ocp.args.CheckpointArgs):
 class CheckpointRestore(ocp.args.CheckpointArgs):
     """Restores into ``item`` (an iterator of the same pipeline)."""
 
-    item: Any
+    item: Iterator
 
 
 __all__ = ["CheckpointHandler", "CheckpointRestore", "CheckpointSave"]

@@ -10,8 +10,14 @@ from typing import Any
 import numpy as np
 
 from infeed import _infeed
+from infeed.errors import SpecError
 
 Batch = dict[str, np.ndarray]
+# One step of a pipeline as the extension replays it: (name, args), the name
+# being the builder method's (and the Rust builder's) word.
+Step = tuple[str, tuple[Any, ...]]
+# A feature of a spec as the extension takes it: (name, kind, dtype, shape, default).
+SpecEntry = tuple[str, str, str, list[int], list[Any] | None]
 
 
 def _mask_name(dtype: Any) -> str:
@@ -35,7 +41,7 @@ class VarLen:
 
     dtype: Any
 
-    def _entry(self, name: str) -> tuple:
+    def _entry(self, name: str) -> SpecEntry:
         return (name, "var_len", _dtype_name(self.dtype), [], None)
 
 
@@ -49,7 +55,7 @@ class FixedLen:
     dtype: Any
     default: Any = None
 
-    def _entry(self, name: str) -> tuple:
+    def _entry(self, name: str) -> SpecEntry:
         default = self.default
         if default is not None:
             default = list(np.atleast_1d(np.asarray(default)).ravel().tolist())
@@ -74,8 +80,8 @@ class Pipeline:
     def __init__(
         self,
         files: Sequence[str],
-        steps: tuple = (),
-        maps: tuple = (),
+        steps: tuple[Step, ...] = (),
+        maps: tuple[Callable[[Batch], Batch], ...] = (),
     ) -> None:
         self._files = list(files)
         self._steps = tuple(steps)
@@ -84,14 +90,14 @@ class Pipeline:
     # Sources -------------------------------------------------------------
 
     @classmethod
-    def from_glob(cls, pattern: str | os.PathLike) -> Pipeline:
+    def from_glob(cls, pattern: str | os.PathLike[str]) -> Pipeline:
         """The shards matching a glob (``*``, ``?``, ``[…]``) of local paths or
         gs://, s3://, az:// URLs, in sorted order; a comma separates several
         patterns. Raises :class:`infeed.SourceError` when nothing matches."""
         return cls(_infeed.list_files(os.fspath(pattern)))
 
     @classmethod
-    def from_files(cls, files: Iterable[str | os.PathLike]) -> Pipeline:
+    def from_files(cls, files: Iterable[str | os.PathLike[str]]) -> Pipeline:
         """These files, read in this order (before any shuffle)."""
         return cls([os.fspath(f) for f in files])
 
@@ -175,6 +181,73 @@ class Pipeline:
             bool(skip_corrupt),
             max_record_size,
             bool(mmap),
+        )
+
+    def source_options(
+        self,
+        *,
+        max_retries: int | None = None,
+        retry_timeout: float | None = None,
+        request_timeout: float | None = None,
+        retry_backoff: float | None = None,
+        max_backoff: float | None = None,
+        chunk_size: int | None = None,
+        readahead: int | None = None,
+        retry_unknown_errors: bool | None = None,
+    ) -> Pipeline:
+        """How cloud shards (gs://, s3://, az://) are fetched; times are in
+        seconds, and a setting left ``None`` keeps its default:
+
+        - ``max_retries``: retries of one request without progress before
+          the read fails (default 8; 0: none);
+        - ``retry_timeout``: no retry starts later than this after a
+          request's first failure (default: no deadline);
+        - ``request_timeout``: the longest wait for a response or for the
+          next piece of its body before the request is retried (default 30);
+        - ``retry_backoff``, ``max_backoff``: the first wait before a retry,
+          doubling with jitter up to the longest (defaults 0.1 and 5);
+        - ``chunk_size``: bytes per range read (default 8 MiB);
+        - ``readahead``: range reads in flight per shard (default 4);
+        - ``retry_unknown_errors``: also retry failures with no HTTP status
+          and no known network error (default ``False``).
+
+        Every read of the pipeline uses them (not the listing of
+        :meth:`from_glob`). A read that fails for good raises
+        :class:`infeed.SourceError` with the shard as ``path`` and the byte
+        as ``offset``. Each retry is logged through Rust's ``tracing``
+        (not Python's ``logging``). A bad value raises
+        :class:`infeed.SpecError` here."""
+
+        def count(name: str, value: int | None, least: int) -> int | None:
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise SpecError(
+                    f"source_options: {name} must be an integer >= {least}, got {value!r}"
+                )
+            return value
+
+        def seconds(name: str, value: float | None) -> float | None:
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SpecError(f"source_options: {name} must be seconds, got {value!r}")
+            if not value >= 0 or value == float("inf"):
+                raise SpecError(
+                    f"source_options: {name} must be finite seconds >= 0, got {value!r}"
+                )
+            return float(value)
+
+        return self._with(
+            "source_options",
+            count("max_retries", max_retries, 0),
+            seconds("retry_timeout", retry_timeout),
+            seconds("request_timeout", request_timeout),
+            seconds("retry_backoff", retry_backoff),
+            seconds("max_backoff", max_backoff),
+            count("chunk_size", chunk_size, 1),
+            count("readahead", readahead, 1),
+            None if retry_unknown_errors is None else bool(retry_unknown_errors),
         )
 
     def threads(self, n: int) -> Pipeline:
@@ -367,7 +440,7 @@ class Iterator:
         """Batches delivered so far, counting those before a restore."""
         return self._batches.batches_delivered
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, int | str | None]:
         """Figures so far, e.g. ``consumer_wait_ns``: time spent waiting."""
         return self._batches.stats()
 
@@ -375,6 +448,15 @@ class Iterator:
         """The state after the last batch returned: positions and counters,
         not data (a few KB)."""
         return self._batches.state()
+
+    @property
+    def shape_schedule(self) -> int:
+        """A digest of the schedule by which batches take their shapes when
+        hosts must agree on them (``shard(i, n)`` with ``n > 1`` and
+        length-dependent shapes); 0 when each batch's shape is its own.
+        Processes with different digests would feed steps of different
+        shapes (``infeed.jax.device_iterator`` compares them once)."""
+        return int(self._batches.shape_schedule)
 
     def set_state(self, state: bytes) -> None:
         """Continues from ``state`` (from :meth:`get_state` of an iterator of

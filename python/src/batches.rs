@@ -134,6 +134,15 @@ impl Batches {
         }
     }
 
+    /// A digest of the schedule by which batches take their shapes when
+    /// hosts must agree on them (0 when each batch's shape is its own):
+    /// processes that give different ones would feed steps of different
+    /// shapes.
+    #[getter]
+    fn shape_schedule(&self) -> u64 {
+        lock(&self.inner).as_ref().map_or(0, |b| b.shape_schedule())
+    }
+
     /// Rows of the last batch that hold data (the rest are padding rows).
     #[getter]
     fn real_rows(&self) -> Option<usize> {

@@ -1,8 +1,11 @@
 //! Replays the Python side's steps into the Rust builder, with its words.
 
+use std::time::Duration;
+
 use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
 use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
+use infeed::source::SourceOptions;
 use infeed::spec::{DType, DefaultValue, FeatureSpec};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
@@ -16,7 +19,10 @@ type Step<'py> = (String, Bound<'py, PyTuple>);
 ///
 /// Record-level steps apply to the [`Pipeline`] and the others to the
 /// [`ParsedPipeline`], each in the order given (the Rust builder decides
-/// the order in which they run, as it does for a Rust caller).
+/// the order in which they run, as it does for a Rust caller). Each step
+/// name is written once, in one of the two `match`es: the first passes the
+/// steps it does not know on to the second, which refuses those it does
+/// not know either.
 pub fn build(
     py: Python<'_>,
     files: Vec<String>,
@@ -26,6 +32,7 @@ pub fn build(
     let steps: Vec<Step<'_>> = steps.extract()?;
     let mut pipeline = Pipeline::from_files(files).map_err(|e| errors::to_py(py, e))?;
     let mut spec = None;
+    let mut parsed_steps = Vec::new();
     for (name, args) in &steps {
         pipeline = match name.as_str() {
             "seed" => pipeline.seed(args.get_item(0)?.extract()?),
@@ -39,6 +46,7 @@ pub fn build(
             "shuffle" => pipeline.shuffle(args.get_item(0)?.extract()?),
             "repeat" => pipeline.repeat(args.get_item(0)?.extract()?),
             "read_options" => pipeline.read_options(read_options(py, args)?),
+            "source_options" => pipeline.source_options(source_options(py, args)?),
             "threads" => pipeline.threads(args.get_item(0)?.extract()?),
             "prefetch" => pipeline.prefetch(args.get_item(0)?.extract()?),
             "unordered" => pipeline.unordered(),
@@ -59,7 +67,10 @@ pub fn build(
                 spec = Some(feature_spec(py, &args.get_item(0)?)?);
                 pipeline
             }
-            _ => pipeline,
+            _ => {
+                parsed_steps.push((name, args));
+                pipeline
+            }
         };
     }
     let spec = spec.ok_or_else(|| {
@@ -69,7 +80,7 @@ pub fn build(
         )
     })?;
     let mut parsed = pipeline.parse(spec);
-    for (name, args) in &steps {
+    for (name, args) in parsed_steps {
         parsed = match name.as_str() {
             "batch" => parsed.batch(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?),
             "drop_remainder" => parsed.drop_remainder(args.get_item(0)?.extract()?),
@@ -103,9 +114,6 @@ pub fn build(
             "pack_overflow" => {
                 parsed.pack_overflow(overflow(py, &args.get_item(0)?.extract::<String>()?)?)
             }
-            "seed" | "shard" | "shuffle_files" | "interleave" | "skip" | "take" | "shuffle"
-            | "repeat" | "read_options" | "threads" | "prefetch" | "unordered"
-            | "equal_batches" | "parse" => parsed,
             other => return Err(errors::spec(py, format!("unknown pipeline step {other:?}"))),
         };
     }
@@ -142,6 +150,46 @@ fn read_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<ReadOptio
         read.max_record_size = max;
     }
     Ok(read)
+}
+
+/// `source_options(max_retries, retry_timeout, request_timeout,
+/// retry_backoff, max_backoff, chunk_size, readahead, retry_unknown_errors)`,
+/// each `None` for its default; times in seconds.
+fn source_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<SourceOptions> {
+    let seconds = |i: usize, name: &str| -> PyResult<Option<Duration>> {
+        match args.get_item(i)?.extract::<Option<f64>>()? {
+            None => Ok(None),
+            Some(s) => Duration::try_from_secs_f64(s).map(Some).map_err(|_| {
+                errors::spec(
+                    py,
+                    format!("source_options: {name} must be finite seconds >= 0, got {s}"),
+                )
+            }),
+        }
+    };
+    let mut opts = SourceOptions::default();
+    if let Some(n) = args.get_item(0)?.extract::<Option<u32>>()? {
+        opts = opts.max_retries(n);
+    }
+    if let Some(d) = seconds(1, "retry_timeout")? {
+        opts = opts.retry_timeout(d);
+    }
+    if let Some(d) = seconds(2, "request_timeout")? {
+        opts = opts.request_timeout(d);
+    }
+    let first = seconds(3, "retry_backoff")?.unwrap_or(opts.retry_backoff);
+    let max = seconds(4, "max_backoff")?.unwrap_or(opts.max_backoff);
+    opts = opts.backoff(first, max);
+    if let Some(n) = args.get_item(5)?.extract::<Option<usize>>()? {
+        opts = opts.chunk_size(n.max(1));
+    }
+    if let Some(n) = args.get_item(6)?.extract::<Option<usize>>()? {
+        opts = opts.readahead(n.max(1));
+    }
+    if let Some(retry) = args.get_item(7)?.extract::<Option<bool>>()? {
+        opts = opts.retry_unknown_errors(retry);
+    }
+    Ok(opts)
 }
 
 /// A spec string (`name:var_len:int64,…`, as the CLI takes) or a list of

@@ -56,5 +56,8 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batches::Batches>()?;
     m.add_class::<batches::Buffer>()?;
     m.add("ALIGN", infeed::batch::ALIGN)?;
+    // The package's version, python/Cargo.toml's (pyproject.toml takes it
+    // from there too): `infeed.__version__`.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -49,7 +49,7 @@ def test_a_buffer_returns_to_the_pool_when_its_last_view_dies():
         .prefetch(1)
     )
     it = iter(p)
-    seen = set()
+    seen: set[int] = set()
     reused = 0
     for _ in range(50):
         batch = next(it)

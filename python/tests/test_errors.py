@@ -20,7 +20,7 @@ def test_corrupt_record_names_file_and_offset():
     with pytest.raises(infeed.CorruptRecordError) as e:
         next(it)
     assert isinstance(e.value, infeed.Error)
-    assert e.value.path.endswith("corrupt.tfrecord")
+    assert e.value.path is not None and e.value.path.endswith("corrupt.tfrecord")
     assert e.value.offset == 117  # record 2's header (testdata/README.md)
     assert "data CRC mismatch" in str(e.value)
     # The pipeline is over after an error.
@@ -53,7 +53,7 @@ def test_record_not_matching_the_spec_names_the_feature():
     )
     with pytest.raises(infeed.ParseError) as e:
         next(iter(p))
-    assert e.value.path.endswith("lm-sample.tfrecord")
+    assert e.value.path is not None and e.value.path.endswith("lm-sample.tfrecord")
     assert e.value.offset == 0
     assert e.value.feature == "input_ids"
     assert e.value.record == 0
@@ -72,7 +72,7 @@ def test_too_long_row_under_error_truncation():
     with pytest.raises(infeed.BatchError) as e:
         next(iter(p))
     assert e.value.feature in ("input_ids", "attention_mask")
-    assert e.value.path.endswith("lm-sample.tfrecord")
+    assert e.value.path is not None and e.value.path.endswith("lm-sample.tfrecord")
 
 
 def test_spec_errors():
@@ -89,13 +89,13 @@ def test_spec_errors():
     with pytest.raises(infeed.SpecError):
         infeed.Pipeline.from_files([LM]).equal_batches("most").parse(LM_SPEC).shapes()
     with pytest.raises(TypeError):
-        infeed.Pipeline.from_files([LM]).parse({"a": "int64"})
+        infeed.Pipeline.from_files([LM]).parse({"a": "int64"})  # type: ignore[dict-item]
 
 
 def test_source_errors():
     with pytest.raises(infeed.SourceError) as e:
         infeed.Pipeline.from_glob(str(TESTDATA / "nothing-*.tfrecord"))
-    assert "nothing-*" in e.value.path
+    assert e.value.path is not None and "nothing-*" in e.value.path
     assert isinstance(e.value, OSError)
     it = iter(
         infeed.Pipeline.from_files([TESTDATA / "absent.tfrecord"])
@@ -105,7 +105,7 @@ def test_source_errors():
     )
     with pytest.raises(infeed.SourceError) as e:
         next(it)
-    assert e.value.path.endswith("absent.tfrecord")
+    assert e.value.path is not None and e.value.path.endswith("absent.tfrecord")
 
 
 def test_an_exception_in_map_batch_propagates():

@@ -274,3 +274,36 @@ def test_jax_processes_agree_on_bucket_shapes_at_every_step(n):
     assert len(shapes) == 20
     assert len(set(shapes)) > 1, shapes
     assert set(shapes) <= {(32 * n, 64), (16 * n, 128), (8 * n, 256), (4 * n, 512)}
+
+
+# Two processes whose pipelines differ in padding (against the design: only
+# shard and seed may differ): the device iterator refuses at its start, on
+# every process, before any step.
+DISAGREEING = """
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes={n}, process_id={pid})
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import infeed, infeed.jax
+
+multiple = 64 if {pid} == 0 else 32
+p = (infeed.Pipeline.from_files({files!r}).shard({pid}, {n}).repeat()
+     .parse("input_ids:var_len:int64").pad_to_multiple_of(multiple).max_length(512).batch(8))
+sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+try:
+    infeed.jax.device_iterator(p, sharding)
+    print("RESULT built")
+except infeed.jax.ShapeDisagreement as e:
+    print("RESULT refused", str(e).split(":")[0])
+"""
+
+
+def test_processes_whose_shapes_would_differ_are_refused_at_the_start():
+    outs = run_jax_processes(DISAGREEING, 2, files=LM_FILES)
+    said = [out.split("RESULT", 1)[1].strip() for out in outs]
+    expected = (
+        "refused the processes' pipelines would give batches of different shapes at "
+        "the same step (per process [shapes digest, schedule digest]"
+    )
+    assert said == [expected, expected], said

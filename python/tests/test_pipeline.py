@@ -129,7 +129,7 @@ def test_decode_raw_bytes_and_its_error():
     assert first.tobytes() == base64.b64decode(values(records[0], "text")[0])
     with pytest.raises(infeed.BatchError) as e:
         next(it)
-    assert e.value.path.endswith("corrupt.tfrecord")
+    assert e.value.path is not None and e.value.path.endswith("corrupt.tfrecord")
     assert e.value.offset == 59  # record 1's header (testdata/README.md)
     assert e.value.feature == "text"
 
@@ -194,7 +194,7 @@ def test_map_batch_runs_in_order_on_each_batch():
     assert len(plain) == len(mapped) == 48
     for a, b in zip(plain, mapped, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert "GIL" in infeed.Pipeline.map_batch.__doc__
+    assert "GIL" in (infeed.Pipeline.map_batch.__doc__ or "")
 
 
 def test_same_seed_same_batches_any_threads():
@@ -291,6 +291,38 @@ def test_read_options_mmap_reads_the_same():
         p = infeed.Pipeline.from_files([TESTDATA / name]).parse(LABEL).batch(6)
         assert labels(p) == w
         assert labels(p.read_options(mmap=True)) == w
+
+
+def test_source_options_are_accepted_and_checked():
+    w = [values(r, "label")[0] for r in expected("examples.tfrecord")]
+    p = infeed.Pipeline.from_files([TESTDATA / "examples.tfrecord"]).parse(LABEL).batch(6)
+    tuned = p.source_options(
+        max_retries=2,
+        retry_timeout=30,
+        request_timeout=5.5,
+        retry_backoff=0.05,
+        max_backoff=1,
+        chunk_size=1 << 20,
+        readahead=2,
+        retry_unknown_errors=True,
+    )
+    assert labels(tuned) == w
+    assert labels(p.source_options(max_retries=0)) == w
+    with pytest.raises(infeed.SpecError, match="max_retries must be an integer >= 0, got -1"):
+        p.source_options(max_retries=-1)
+    with pytest.raises(infeed.SpecError, match="max_retries"):
+        p.source_options(max_retries=1.5)  # type: ignore[arg-type]
+    with pytest.raises(infeed.SpecError, match="retry_timeout must be finite seconds >= 0"):
+        p.source_options(retry_timeout=-1)
+    with pytest.raises(infeed.SpecError, match="request_timeout"):
+        p.source_options(request_timeout=float("nan"))
+    with pytest.raises(infeed.SpecError, match="readahead"):
+        p.source_options(readahead=0)
+    with pytest.raises(TypeError):
+        p.source_options(3)  # type: ignore[call-arg]
+    # Also a ValueError, as the other description errors are.
+    with pytest.raises(ValueError):
+        p.source_options(chunk_size=-5)
 
 
 def test_mask_dtypes_and_no_masks():

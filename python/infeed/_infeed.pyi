@@ -1,0 +1,73 @@
+"""Types of ``infeed._infeed``, the Rust half of the package (python/src/*.rs).
+
+A pipeline crosses into it as its files and its steps: ``(name, args)`` in
+the words of the Rust builder, as :class:`infeed.Pipeline` records them.
+"""
+
+from collections.abc import Sequence
+from typing import Any, Final, final
+
+import numpy.typing as npt
+
+_Step = tuple[str, tuple[Any, ...]]
+
+# The alignment, in bytes, of every buffer a batch's arrays view.
+ALIGN: Final[int]
+
+# The package's version: python/Cargo.toml's, compiled in.
+__version__: Final[str]
+
+def list_files(pattern: str) -> list[str]:
+    """The files a glob matches (local paths or gs://, s3://, az:// URLs), sorted."""
+
+def shapes(files: Sequence[str], steps: list[_Step]) -> list[list[tuple[str, str, list[int]]]]:
+    """Every batch shape the steps can emit: a list of lists of
+    ``(name, numpy dtype name, shape)``."""
+
+@final
+class Buffer:
+    """The owner of one tensor's buffer: the ``base`` of the numpy array
+    viewing it. Made by the engine only (it has no constructor)."""
+
+    @property
+    def address(self) -> int:
+        """Address of the first byte (a multiple of :data:`ALIGN`)."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data."""
+    @property
+    def capacity(self) -> int:
+        """Bytes allocated (the pool's capacity class)."""
+    @property
+    def pooled(self) -> bool:
+        """Whether the buffer goes back to a pool when dropped."""
+
+@final
+class Batches:
+    """A running pipeline (:class:`infeed.Iterator` wraps it)."""
+
+    def __init__(
+        self, files: Sequence[str], steps: list[_Step], state: bytes | None = None
+    ) -> None:
+        """Starts the pipeline the steps describe over ``files``, from
+        ``state`` (bytes from :meth:`state`) when given."""
+    def next(self) -> dict[str, npt.NDArray[Any]] | None:
+        """The next batch as a dict name -> numpy array, or ``None`` at the end."""
+    def state(self) -> bytes:
+        """The state after the last batch :meth:`next` returned."""
+    @property
+    def shape_schedule(self) -> int:
+        """A digest of the schedule by which batches take their shapes when
+        hosts must agree on them (0 when each batch's shape is its own)."""
+    @property
+    def real_rows(self) -> int | None:
+        """Rows of the last batch that hold data (the rest are padding rows)."""
+    @property
+    def batches_delivered(self) -> int:
+        """Batches delivered so far, counting those before a restore."""
+    def stats(self) -> dict[str, int | str | None]:
+        """Figures so far: ``batches``, ``consumer_wait_ns``, ``first_batch_ns``
+        (``None`` before the first batch) and, per stage, its figures as text;
+        empty once closed."""
+    def close(self) -> None:
+        """Stops the pipeline's threads; :meth:`state` still answers."""

@@ -1,0 +1,111 @@
+"""The package as shipped: its version, its types, its step names."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+import re
+from typing import Any
+
+import pytest
+from conftest import LM, LM_SPEC
+
+import infeed
+from infeed import _infeed
+
+PYTHON = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = pathlib.Path(infeed.__file__).resolve().parent
+
+
+def test_version_is_cargo_tomls():
+    # python/Cargo.toml is the one place the version is written: pyproject.toml
+    # takes it from there (dynamic), the extension compiles it in.
+    cargo = (PYTHON / "Cargo.toml").read_text()
+    package = cargo.split("[package]", 1)[1].split("\n[", 1)[0]
+    (version,) = re.findall(r'^version\s*=\s*"([^"]+)"', package, re.MULTILINE)
+    assert infeed.__version__ == version
+    assert 'dynamic = ["version"]' in (PYTHON / "pyproject.toml").read_text()
+
+
+def _stub_names() -> dict[str, set[str]]:
+    """The stub's names: module level under "", each class's under its name."""
+    tree = ast.parse((PACKAGE / "_infeed.pyi").read_text())
+    names: dict[str, set[str]] = {"": set()}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            names[""].add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[""].add(node.target.id)
+        elif isinstance(node, ast.ClassDef):
+            names[""].add(node.name)
+            names[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+    public = {k: {n for n in v if not n.startswith("_")} for k, v in names.items()}
+    public[""] |= names[""] & {"__version__"}
+    return public
+
+
+def _public(obj: Any) -> set[str]:
+    return {n for n in dir(obj) if not n.startswith("_")}
+
+
+def test_stub_describes_the_extension():
+    # py.typed marks the package typed; _infeed.pyi gives the extension's
+    # types, name for name (a method added in python/src/*.rs needs its stub).
+    assert (PACKAGE / "py.typed").is_file()
+    stub = _stub_names()
+    assert stub[""] == _public(_infeed) | {"__version__"}
+    for cls in (_infeed.Batches, _infeed.Buffer):
+        assert stub[cls.__name__] == _public(cls), cls.__name__
+
+
+def _dummy(annotation: str) -> Any:
+    """An argument of this annotation: right in type, not always in value
+    (the extension may refuse the value, never the step's name)."""
+    return {
+        "int": 2,
+        "int | None": 2,
+        "bool": True,
+        "str": "input_ids",
+        "Any": "int32",
+        "Sequence[int]": [2],
+        "Spec": LM_SPEC,
+    }[annotation]
+
+
+def _step_methods() -> list[str]:
+    """The builder's step methods: those returning a Pipeline, but the sources
+    and map_batch (a Python function, not a step of the engine)."""
+    return [
+        name
+        for name, fn in inspect.getmembers(infeed.Pipeline, inspect.isfunction)
+        if not name.startswith("_")
+        and inspect.signature(fn).return_annotation == "Pipeline"
+        and name != "map_batch"
+    ]
+
+
+def test_step_names_are_the_method_names():
+    # The step names are written once: each builder method records itself by
+    # its own name, and python/src/build.rs dispatches on that name (one
+    # match arm per step, no second list).
+    base = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).max_length(8).batch(2)
+    assert base.shapes()
+    methods = _step_methods()
+    assert len(methods) >= 25, methods
+    for name in methods:
+        method = getattr(base, name)
+        params = inspect.signature(method).parameters.values()
+        args = [_dummy(p.annotation) for p in params if p.default is inspect.Parameter.empty]
+        stepped = method(*args)
+        assert stepped._steps[:-1] == base._steps, name
+        assert stepped._steps[-1][0] == name
+        try:
+            stepped.shapes()
+        except infeed.SpecError as e:
+            assert "unknown pipeline step" not in str(e), name
+
+
+def test_unknown_step_is_refused():
+    with pytest.raises(infeed.SpecError, match="unknown pipeline step"):
+        infeed.Pipeline.from_files([LM]).parse(LM_SPEC)._with("no_such_step").shapes()
