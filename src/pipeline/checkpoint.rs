@@ -66,7 +66,7 @@ use prost::Message;
 use super::error::StateError;
 use super::group::plan::{EqualBatches, GroupMode};
 use super::ops::StreamState;
-use crate::batch::Overflow;
+use crate::batch::{Bucketer, Overflow};
 
 /// The first bytes of every state.
 const MAGIC: [u8; 4] = *b"INFS";
@@ -549,6 +549,13 @@ impl KeyWriter {
         }
         self
     }
+    /// A bucketer's boundaries, then its batch sizes.
+    fn buckets<T>(&mut self, bucketer: &Bucketer<T>) -> &mut Self {
+        let n = bucketer.num_buckets();
+        let boundaries: Vec<usize> = (0..n).filter_map(|b| bucketer.pad_to(b)).collect();
+        let batch_sizes: Vec<usize> = (0..n).map(|b| bucketer.batch_size(b)).collect();
+        self.list(&boundaries).list(&batch_sizes)
+    }
 }
 
 impl SequenceKey<'_> {
@@ -587,29 +594,13 @@ impl SequenceKey<'_> {
             GroupMode::Bucket {
                 bucketer,
                 drop_remainder,
-            } => {
-                let n = bucketer.num_buckets();
-                let boundaries: Vec<usize> = (0..n).filter_map(|b| bucketer.pad_to(b)).collect();
-                let batch_sizes: Vec<usize> = (0..n).map(|b| bucketer.batch_size(b)).collect();
-                w.tag(11)
-                    .u64(2)
-                    .list(&boundaries)
-                    .list(&batch_sizes)
-                    .bool(*drop_remainder)
-            }
+            } => w.tag(11).u64(2).buckets(bucketer).bool(*drop_remainder),
             GroupMode::Scheduled {
                 bucketer,
                 schedule,
                 drop_remainder,
             } => {
-                let n = bucketer.num_buckets();
-                let boundaries: Vec<usize> = (0..n).filter_map(|b| bucketer.pad_to(b)).collect();
-                let batch_sizes: Vec<usize> = (0..n).map(|b| bucketer.batch_size(b)).collect();
-                w.tag(11)
-                    .u64(4)
-                    .list(&boundaries)
-                    .list(&batch_sizes)
-                    .bool(*drop_remainder);
+                w.tag(11).u64(4).buckets(bucketer).bool(*drop_remainder);
                 if let Some(schedule) = schedule {
                     let (seed, shares, tail) = schedule.key();
                     w.tag(16).u64(seed).u64(shares.len() as u64);
