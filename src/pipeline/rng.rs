@@ -7,6 +7,18 @@
 //! costs a few cycles. Written here rather than taken from a crate because
 //! the checkpoint needs exactly this shape of state.
 
+/// The RNG stream of every op that draws numbers, all in one place, so that
+/// no two ops can share one (their values are part of what a seed means:
+/// changing one changes every run's order).
+pub(crate) mod stream {
+    /// The shuffle buffer's draws.
+    pub const SHUFFLE: u64 = 0;
+    /// The file order of epoch `e` is stream `FILE_ORDER + e`.
+    pub const FILE_ORDER: u64 = 1 << 32;
+    /// The shape schedule of several hosts (`group/schedule.rs`).
+    pub const SCHEDULE: u64 = 2 << 32;
+}
+
 /// Golden-ratio increment of SplitMix64.
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -58,6 +70,14 @@ impl CounterRng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ops_streams_never_meet() {
+        // File orders take one stream per epoch: up to 2^32 epochs between
+        // FILE_ORDER and SCHEDULE.
+        assert!(stream::SHUFFLE < stream::FILE_ORDER);
+        assert_eq!(stream::SCHEDULE - stream::FILE_ORDER, 1 << 32);
+    }
 
     #[test]
     fn same_inputs_same_numbers_and_counter_restores_position() {

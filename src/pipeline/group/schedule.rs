@@ -31,12 +31,9 @@ use std::sync::Arc;
 
 use crate::batch::Bucketer;
 use crate::pipeline::ops::Item;
-use crate::pipeline::rng::CounterRng;
+use crate::pipeline::rng::{CounterRng, stream};
 
 use super::plan::{Emitted, Layout, compact};
-
-/// The RNG stream of the schedule (no other op draws from it).
-const SCHEDULE_STREAM: u64 = 2 << 32;
 
 /// Extra share of steps given to the last bucket, which any record fits:
 /// it drains long records that arrived faster than their share.
@@ -117,7 +114,7 @@ impl Schedule {
         if self.tail_from.is_some_and(|t| step >= t) {
             return last;
         }
-        let draw = CounterRng::new(self.seed, SCHEDULE_STREAM, step).next_u64();
+        let draw = CounterRng::new(self.seed, stream::SCHEDULE, step).next_u64();
         self.thresholds.partition_point(|&t| t < draw).min(last)
     }
 

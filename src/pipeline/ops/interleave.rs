@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::rng::CounterRng;
+use crate::pipeline::rng::{CounterRng, stream};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::shard_reader::ShardBlocks;
 use crate::prefetch::prefetch;
@@ -19,9 +19,6 @@ use crate::record::chunk_ring::SpareHold;
 use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, Record};
 
 use super::{EpochInput, Item, StreamConfig, StreamState};
-
-/// RNG streams of the file order start here, one per epoch.
-const FILE_ORDER_STREAM: u64 = 1 << 32;
 
 /// One open interleave slot.
 struct Slot {
@@ -256,7 +253,7 @@ fn file_order(cfg: &StreamConfig, epoch: u64) -> Vec<u32> {
     if cfg.shuffle_files {
         CounterRng::new(
             cfg.file_order_seed,
-            FILE_ORDER_STREAM.wrapping_add(epoch),
+            stream::FILE_ORDER.wrapping_add(epoch),
             0,
         )
         .shuffle(&mut order);

@@ -15,15 +15,12 @@ mod buffer;
 use std::sync::Arc;
 
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::rng::CounterRng;
+use crate::pipeline::rng::{CounterRng, stream};
 use crate::pipeline::stats::StageStats;
 
 use super::epochs::Epochs;
 use super::{EpochInput, Item, StreamState};
 use buffer::ShuffleBuffer;
-
-/// RNG stream of the shuffle buffer.
-const SHUFFLE_STREAM: u64 = 0;
 
 /// The shuffle op, on top of the epochs it drains between (or not).
 pub(crate) struct Shuffle<I> {
@@ -54,7 +51,7 @@ impl<I: EpochInput> Shuffle<I> {
             size,
             across_epochs,
             buffer: ShuffleBuffer::with_capacity(size),
-            rng: CounterRng::new(seed, SHUFFLE_STREAM, 0),
+            rng: CounterRng::new(seed, stream::SHUFFLE, 0),
             draining: false,
             finished: false,
             out_count: 0,
