@@ -17,6 +17,10 @@ pub(crate) mod stream {
     pub const FILE_ORDER: u64 = 1 << 32;
     /// The shape schedule of several hosts (`group/schedule.rs`).
     pub const SCHEDULE: u64 = 2 << 32;
+
+    // The streams never meet: file orders take one per epoch, up to 2^32
+    // epochs between FILE_ORDER and SCHEDULE (checked when compiling).
+    const _: () = assert!(SHUFFLE < FILE_ORDER && SCHEDULE - FILE_ORDER == 1 << 32);
 }
 
 /// Golden-ratio increment of SplitMix64.
@@ -70,14 +74,6 @@ impl CounterRng {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_ops_streams_never_meet() {
-        // File orders take one stream per epoch: up to 2^32 epochs between
-        // FILE_ORDER and SCHEDULE.
-        assert!(stream::SHUFFLE < stream::FILE_ORDER);
-        assert_eq!(stream::SCHEDULE - stream::FILE_ORDER, 1 << 32);
-    }
 
     #[test]
     fn same_inputs_same_numbers_and_counter_restores_position() {
