@@ -100,11 +100,6 @@ impl From<RecordError> for PipelineError {
 fn into_source_error(e: RecordError) -> Result<crate::source::SourceError, RecordError> {
     use crate::record::ErrorKind;
     use crate::source::SourceError;
-    let wraps_source = matches!(&e.kind, ErrorKind::Io { source, .. }
-        if source.get_ref().is_some_and(|inner| inner.is::<SourceError>()));
-    if !wraps_source {
-        return Err(e);
-    }
     let RecordError {
         path,
         offset,
@@ -112,31 +107,43 @@ fn into_source_error(e: RecordError) -> Result<crate::source::SourceError, Recor
         index,
         read_as,
     } = e;
-    let ErrorKind::Io {
-        kind: io_kind,
-        source,
-    } = kind
-    else {
-        unreachable!("checked above");
+    let record = move |kind| RecordError {
+        path,
+        offset,
+        kind,
+        index,
+        read_as,
     };
-    // The error is shared only if it was cloned on the way: keep the
-    // record error then.
-    match std::sync::Arc::try_unwrap(source) {
-        Ok(io) => match io.into_inner().map(|inner| inner.downcast::<SourceError>()) {
-            Some(Ok(source)) => Ok(*source),
-            // Checked above: it is a SourceError.
-            _ => unreachable!("an I/O error wrapping a SourceError"),
-        },
-        Err(shared) => Err(RecordError {
-            path,
-            offset,
-            kind: ErrorKind::Io {
-                kind: io_kind,
-                source: shared,
-            },
-            index,
-            read_as,
-        }),
+    match kind {
+        // The error is shared only if it was cloned on the way: the record
+        // error is kept then.
+        ErrorKind::Io {
+            kind: io_kind,
+            source,
+        } if source
+            .get_ref()
+            .is_some_and(|inner| inner.is::<SourceError>()) =>
+        {
+            match std::sync::Arc::try_unwrap(source) {
+                Ok(io) => match io.into_inner().map(|inner| inner.downcast::<SourceError>()) {
+                    Some(Ok(source)) => Ok(*source),
+                    // Not reached (checked by the guard); kept as an I/O error.
+                    Some(Err(inner)) => Err(record(ErrorKind::Io {
+                        kind: io_kind,
+                        source: std::sync::Arc::new(std::io::Error::new(io_kind, inner)),
+                    })),
+                    None => Err(record(ErrorKind::Io {
+                        kind: io_kind,
+                        source: std::sync::Arc::new(std::io::Error::from(io_kind)),
+                    })),
+                },
+                Err(shared) => Err(record(ErrorKind::Io {
+                    kind: io_kind,
+                    source: shared,
+                })),
+            }
+        }
+        kind => Err(record(kind)),
     }
 }
 

@@ -24,12 +24,13 @@ pub(crate) mod bucket;
 pub(crate) mod pack;
 pub(crate) mod plan;
 pub(crate) mod schedule;
+pub(crate) mod scheduled;
 
 use batch::FixedGrouper;
 use bucket::BucketGrouper;
 use pack::PackGrouper;
 use plan::{Emitted, GroupMode, Layout};
-use schedule::ScheduledGrouper;
+use scheduled::ScheduledGrouper;
 
 use super::error::PipelineError;
 use super::ops::Item;
