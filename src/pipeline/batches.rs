@@ -16,6 +16,7 @@ use super::group::plan::{BatchFn, RawBatch};
 use super::stats::{StageFigures, StageStats};
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::shard_reader;
+use super::threads::streams::{self as streams_thread, StreamInput};
 use super::threads::workers::{self as worker_threads, Delivery};
 
 /// How the execution is set up.
@@ -69,7 +70,8 @@ pub struct Batches<T> {
     delivered_ahead: std::collections::BTreeSet<u64>,
     /// Unordered mode: states of those batches, until the prefix closes.
     states_ahead: BTreeMap<u64, Arc<Snapshot>>,
-    pub(crate) fingerprint: u32,
+    /// The job's logical streams (for its states).
+    pub(crate) streams: u32,
     /// See [`Batches::shape_schedule`].
     pub(crate) shape_schedule: u64,
     read: crate::record::ReadOptions,
@@ -83,14 +85,19 @@ pub struct Batches<T> {
 pub(crate) type Recycler<T> = Arc<dyn Fn(T) + Send + Sync>;
 
 impl<T: Send + 'static> Batches<T> {
+    /// Starts the record threads of the host's logical streams (`files`:
+    /// each stream's), the streams thread that joins them when there are
+    /// several, and the workers.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
-        records: RecordThread,
+        records: Vec<RecordThread>,
+        files: Vec<Vec<String>>,
         initial_state: Snapshot,
         read_stats: Arc<StageStats>,
         stream_stats: Arc<StageStats>,
         cfg: ExecConfig,
         work: BatchFn<T>,
-        fingerprint: u32,
+        streams: u32,
     ) -> Self {
         let initial_state = Arc::new(initial_state);
         let batches_before = cfg.batches_before;
@@ -102,8 +109,38 @@ impl<T: Send + 'static> Batches<T> {
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(workers + 1);
         let (out_tx, out_rx) = bounded::<Delivery<T>>(prefetch.max(1) + workers);
         let batch_stats = Arc::new(StageStats::default());
-        let mut threads = Vec::with_capacity(workers + 1);
-        threads.push(record_thread::spawn(records, raw_tx, stream_stats.clone()));
+        let mut threads = Vec::with_capacity(workers + records.len() + 1);
+        if records.len() == 1 {
+            for records in records {
+                threads.push(record_thread::spawn(
+                    records,
+                    raw_tx.clone(),
+                    stream_stats.clone(),
+                ));
+            }
+        } else {
+            let mut inputs = Vec::with_capacity(records.len());
+            let mut first_file = 0u32;
+            for ((records, stream_files), initial) in
+                records.into_iter().zip(&files).zip(&initial_state.streams)
+            {
+                let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
+                threads.push(record_thread::spawn(records, tx, stream_stats.clone()));
+                inputs.push(StreamInput {
+                    rx,
+                    first_file,
+                    initial: initial.clone(),
+                });
+                first_file += stream_files.len() as u32;
+            }
+            let host_files: Vec<String> = files.into_iter().flatten().collect();
+            threads.push(streams_thread::spawn(
+                inputs,
+                Arc::new(host_files),
+                raw_tx.clone(),
+            ));
+        }
+        drop(raw_tx);
         threads.extend(worker_threads::spawn(
             workers,
             &raw_rx,
@@ -128,7 +165,7 @@ impl<T: Send + 'static> Batches<T> {
             unordered,
             delivered_ahead: Default::default(),
             states_ahead: BTreeMap::new(),
-            fingerprint,
+            streams,
             shape_schedule: 0,
             read,
             source,
@@ -246,7 +283,7 @@ impl<T: Send + 'static> Batches<T> {
     pub fn state(&self) -> Vec<u8> {
         let fresh = Snapshot::default();
         let state = self.last_state().unwrap_or(&fresh);
-        checkpoint::encode(state, self.batches_delivered(), self.fingerprint)
+        checkpoint::encode(state, self.batches_delivered(), self.streams)
     }
 
     /// A digest of the schedule by which this host's batches take their

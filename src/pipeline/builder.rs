@@ -66,6 +66,7 @@ impl Pipeline {
                 source,
                 files,
                 host: None,
+                streams: None,
                 seed: 0,
                 shuffle_files: false,
                 cycle_length: 1,
@@ -111,6 +112,24 @@ impl Pipeline {
     /// follow a schedule all hosts compute alike (docs/many-hosts.md).
     pub fn shard(mut self, index: u64, count: u64) -> Self {
         self.s.host = Some((index, count));
+        self
+    }
+
+    /// Splits the data into `count` logical streams, fixed for the life of
+    /// the job, so that its state moves between host counts: each logical
+    /// stream is the part [`shard(s, count)`](Self::shard) would give, with
+    /// its own file order, interleave, shuffle buffer and seed (derived
+    /// from [`seed`](Self::seed), which must then be the same on every
+    /// host); host `i` of `n` runs streams `i·count/n .. (i+1)·count/n` and
+    /// each step takes `batch / (count/n)` rows from each, in stream order.
+    /// So a step's global batch — every host's rows together — is the same
+    /// on any host count that divides `count`, and the states of all hosts
+    /// ([`merge_states`](super::merge_states)) restore on any such count.
+    /// Without it a job has one stream per host and restores on the same
+    /// host count only. Shapes follow the shared schedule whenever `count >
+    /// 1` (see docs/many-hosts.md).
+    pub fn streams(mut self, count: u64) -> Self {
+        self.s.streams = Some(count);
         self
     }
 
@@ -508,9 +527,12 @@ impl ParsedPipeline {
         self
     }
 
-    /// Hosts the data is sharded across (`shard(i, n)`: n).
+    /// The parts the data is split into: the logical streams, else the
+    /// hosts (`shard(i, n)`: n). With more than one, length-dependent
+    /// shapes follow the shared schedule.
     fn hosts(&self) -> u64 {
-        self.pipeline.s.host.map_or(1, |(_, n)| n)
+        let s = &self.pipeline.s;
+        s.streams.unwrap_or_else(|| s.host.map_or(1, |(_, n)| n))
     }
 
     /// Every shape a batch of this pipeline can have, known before the

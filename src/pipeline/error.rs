@@ -269,6 +269,22 @@ pub enum StateError {
         value: u64,
         reason: String,
     },
+    /// Written by an older infeed in a format this build no longer reads.
+    #[error(
+        "it is in state format {found}, which this build no longer reads (it reads format \
+         {supported}, a tree of per-op parts): restore it with the infeed that wrote it, or \
+         start the run again"
+    )]
+    OldFormat { found: u32, supported: u32 },
+    /// One op's part is missing, of another version, does not decode, or
+    /// belongs to no op of this pipeline.
+    #[error("its part {part} is wrong: {reason}")]
+    Part { part: String, reason: String },
+    /// The logical streams it holds do not fit this pipeline's: another
+    /// stream count, a stream this host needs and the state lacks, or
+    /// states from different steps merged.
+    #[error("{0}")]
+    Streams(String),
     /// A position it names holds no record (the data changed since).
     #[error("{path} has no record at byte {offset} (was the file changed?)")]
     NoRecord { path: String, offset: u64 },

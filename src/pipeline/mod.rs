@@ -94,6 +94,7 @@ mod threads;
 
 pub use batches::{Batches, PipelineStats};
 pub use builder::{ParsedPipeline, Pipeline};
+pub use checkpoint::merge as merge_states;
 pub use error::{PipelineError, RecordIndex, StateError};
 pub use group::plan::{BatchFn, EqualBatches, Layout, RawBatch};
 pub use ops::{RecordFilter, RecordMap};

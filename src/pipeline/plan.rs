@@ -6,16 +6,17 @@
 use std::sync::Arc;
 
 use super::batches::{Batches, ExecConfig};
-use super::checkpoint::{self, Snapshot};
+use super::checkpoint::{self, GroupPart, Snapshot, StreamSnapshot};
 use super::counts;
-use super::error::PipelineError;
+use super::error::{PipelineError, StateError};
 use super::group::plan::{
     BatchFn, EqualBatches, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch,
 };
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
 use super::ops::Item;
 use super::ops::chain::RecordChain;
-use super::ops::{RecordFilter, RecordMap, StreamConfig, StreamState};
+use super::ops::{RecordFilter, RecordMap, StreamConfig};
+use super::rng::{self, CounterRng};
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
 use super::threads::shard_reader::first_records;
@@ -40,6 +41,8 @@ pub(crate) struct RecordSettings {
     pub source: String,
     pub files: Vec<String>,
     pub host: Option<(u64, u64)>,
+    /// The job's logical streams, when set (`streams(n)`).
+    pub streams: Option<u64>,
     pub seed: u64,
     pub shuffle_files: bool,
     pub cycle_length: usize,
@@ -79,39 +82,234 @@ pub(crate) struct Grouping {
 
 /// Starts the threads: records grouped as `grouping` says, each group
 /// handed to `work` on the worker pool.
+///
+/// The host runs its slice of the job's logical streams (one per host
+/// unless [`streams`](super::Pipeline::streams) says otherwise): each
+/// stream is the record chain and grouping of `shard(s, streams)` with a
+/// share of the batch's rows, on its own record thread; several are joined
+/// step by step (`threads/streams.rs`).
 pub(crate) fn start<T: Send + 'static>(
     p: &RecordSettings,
     grouping: Grouping,
     work: BatchFn<T>,
 ) -> Result<Batches<T>, PipelineError> {
-    if let Some((index, count)) = p.host {
-        if count == 0 || index >= count {
-            return Err(PipelineError::Config(format!("host {index} of {count}")));
+    let (host_index, hosts) = p.host.unwrap_or((0, 1));
+    if hosts == 0 || host_index >= hosts {
+        return Err(PipelineError::Config(format!(
+            "host {host_index} of {hosts}"
+        )));
+    }
+    let streams = p.streams.unwrap_or(hosts);
+    if streams == 0 || streams % hosts != 0 || streams > u64::from(u32::MAX) {
+        return Err(PipelineError::Config(format!(
+            "{hosts} hosts cannot share {streams} logical streams: the host count must \
+             divide the stream count set with streams(n) at the job's first launch"
+        )));
+    }
+    let per_host = streams / hosts;
+    let first = host_index * per_host;
+    let mut grouping = grouping;
+    // The grouping of one stream: its share of every batch's rows.
+    let mut mode = grouping.mode.per_stream(per_host as usize)?;
+    let total_batches = match &mode {
+        GroupMode::Fixed {
+            batch_size,
+            drop_remainder,
+        } if grouping.prefilter.is_none() => {
+            total_batches(p, streams, *batch_size, *drop_remainder)?
+        }
+        GroupMode::Scheduled {
+            bucketer,
+            drop_remainder,
+            ..
+        } if !grouping.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
+            let batch_size = one_batch_size(bucketer).unwrap_or(1);
+            total_batches(p, streams, batch_size, *drop_remainder)?
+        }
+        _ if p.equal_batches.is_some() && p.repeat != Some(None) => {
+            return Err(PipelineError::Config(
+                "equal_batches cannot be combined with bucket_by_length (with batch sizes \
+                 per bucket), pack or filter_rows, whose batch counts are unknown in advance"
+                    .into(),
+            ));
+        }
+        _ => None,
+    };
+    if let GroupMode::Scheduled {
+        bucketer, schedule, ..
+    } = &mut mode
+    {
+        let counts = sample_buckets(p, &grouping.measure, &grouping.prefilter, bucketer)?;
+        // Per-stream batch sizes: the same schedule on any host count.
+        let sizes: Vec<usize> = (0..bucketer.num_buckets())
+            .map(|b| bucketer.batch_size(b))
+            .collect();
+        let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
+        if let Some(total) = total_batches {
+            planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
+        }
+        let planned = Arc::new(planned);
+        *schedule = Some(planned.clone());
+        if let GroupMode::Scheduled { schedule, .. } = &mut grouping.mode {
+            *schedule = Some(planned);
         }
     }
-    let (files, record_shard) = match p.host {
-        Some((index, count)) if p.files.len() as u64 >= count => {
-            let mine = p
-                .files
-                .iter()
-                .skip(index as usize)
-                .step_by(count as usize)
-                .cloned()
-                .collect();
-            (mine, None)
+    let shape_schedule = shape_schedule(&grouping.mode);
+    let mut decoded = match &p.resume {
+        None => None,
+        Some(bytes) => {
+            let decoded = checkpoint::decode(bytes)?;
+            if u64::from(decoded.streams) != streams {
+                return Err(StateError::Streams(format!(
+                    "it was taken from a job of {} logical streams; this pipeline has \
+                     {streams} (the stream count is fixed at a job's first launch)",
+                    decoded.streams
+                ))
+                .into());
+            }
+            Some(decoded)
         }
-        Some(host) => (p.files.clone(), Some(host)),
-        None => (p.files.clone(), None),
+    };
+    let batches_before = decoded.as_ref().map_or(0, |d| d.batches);
+    let read_stats = Arc::new(StageStats::default());
+    let stream_stats = Arc::new(StageStats::default());
+    let mut threads = Vec::with_capacity(per_host as usize);
+    let mut initial = Snapshot::default();
+    let mut host_files = Vec::new();
+    for index in first..first + per_host {
+        let cfg = stream_config(p, index, streams);
+        let fingerprint = checkpoint::SequenceKey {
+            files: &cfg.files,
+            host: (p.host.is_some() || p.streams.is_some()).then_some((index, streams)),
+            seed: cfg.seed,
+            file_order_seed: (p.shuffle_files && cfg.file_order_seed != cfg.seed)
+                .then_some(cfg.file_order_seed),
+            shuffle_files: p.shuffle_files,
+            cycle_length: cfg.cycle_length as u64,
+            block_length: cfg.block_length as u64,
+            skip: p.skip,
+            take: p.take,
+            record_filter: p.filter.is_some(),
+            record_map: p.map.is_some(),
+            shuffle_buffer: p.shuffle_buffer as u64,
+            epochs: cfg.epochs,
+            shuffle_across_epochs: cfg.shuffle_across_epochs,
+            equal_batches: p.equal_batches,
+            grouping: &mode,
+            length_feature: grouping.length_feature.as_deref(),
+            parsed_ops: &grouping.parsed_ops,
+            masks: &grouping.masks,
+            streams: p.streams,
+        }
+        .fingerprint();
+        let index = index as u32;
+        let files = cfg.files.clone();
+        let (chain, group) = match decoded.as_mut() {
+            None => {
+                let chain = RecordChain::new(cfg, read_stats.clone(), stream_stats.clone())?;
+                (chain, GroupPart::default())
+            }
+            Some(decoded) => {
+                let node = decoded.parts.remove(&index).ok_or_else(|| {
+                    StateError::Streams(format!(
+                        "it does not hold logical stream {index}, which host {host_index} of \
+                         {hosts} runs: it holds streams {:?}; restore from the states of \
+                         every host of the saving job, merged (merge_states)",
+                        decoded.parts.keys().collect::<Vec<_>>()
+                    ))
+                })?;
+                let (group, mut parts) = node.open(index, fingerprint)?;
+                checkpoint::check_group(&group, batches_before, &mode, files.len(), total_batches)?;
+                let chain = RecordChain::restore(
+                    cfg,
+                    read_stats.clone(),
+                    stream_stats.clone(),
+                    &mut parts,
+                )?;
+                parts.finish()?;
+                (chain, group)
+            }
+        };
+        initial.streams.push(StreamSnapshot {
+            index,
+            fingerprint,
+            chain: Arc::new(chain.state()),
+            group: group.clone(),
+        });
+        let replay = chain.read_again(&group.replay)?.into();
+        threads.push(RecordThread {
+            chain,
+            files: Arc::new(files.clone()),
+            mode: mode.clone(),
+            measure: grouping.measure.clone(),
+            prefilter: grouping.prefilter.clone(),
+            replay,
+            replay_skip: usize::try_from(group.replay_skip).unwrap_or(usize::MAX),
+            replay_quiet: usize::try_from(group.replay_quiet).unwrap_or(usize::MAX),
+            first_batch: batches_before,
+            ahead_error: None,
+            workers: p.workers,
+            chunk: PREFILTER_CHUNK,
+            limit: total_batches.map(|n| n.saturating_sub(batches_before)),
+            stream: index,
+            fingerprint,
+        });
+        host_files.push(files);
+    }
+    let exec = ExecConfig {
+        workers: p.workers,
+        prefetch: p.prefetch,
+        batches_before,
+        unordered: p.unordered,
+        read: p.read.clone(),
+        source: p.source_options.clone(),
+    };
+    let mut batches = Batches::start(
+        threads,
+        host_files,
+        initial,
+        read_stats,
+        stream_stats,
+        exec,
+        work,
+        streams as u32,
+    );
+    batches.shape_schedule = shape_schedule;
+    Ok(batches)
+}
+
+/// The record ops' settings of logical stream `index` of `streams`: the
+/// part `shard(index, streams)` gives (by file with at least as many files
+/// as streams, else by record), seeded by the pipeline's seed — derived per
+/// stream when the job sets its streams, so that streams never share draws.
+fn stream_config(p: &RecordSettings, index: u64, streams: u64) -> Arc<StreamConfig> {
+    let (files, record_shard) = if streams == 1 {
+        (p.files.clone(), None)
+    } else if p.files.len() as u64 >= streams {
+        let mine = p
+            .files
+            .iter()
+            .skip(index as usize)
+            .step_by(streams as usize)
+            .cloned()
+            .collect();
+        (mine, None)
+    } else {
+        (p.files.clone(), Some((index, streams)))
+    };
+    let seed = match p.streams {
+        Some(_) => CounterRng::new(p.seed, rng::stream::LOGICAL_STREAMS, index).next_u64(),
+        None => p.seed,
     };
     let file_order_seed = match record_shard {
         Some(_) => SHARED_FILE_ORDER_SEED,
-        None => p.seed,
+        None => seed,
     };
-    let cfg = Arc::new(StreamConfig {
-        files: files.clone(),
+    Arc::new(StreamConfig {
+        files,
         read: p.read.clone(),
         source: p.source_options.clone(),
-        seed: p.seed,
+        seed,
         file_order_seed,
         shuffle_files: p.shuffle_files,
         cycle_length: p.cycle_length.max(1),
@@ -127,150 +325,30 @@ pub(crate) fn start<T: Send + 'static>(
             None => Some(1),
             Some(epochs) => epochs,
         },
-    });
-    let mut grouping = grouping;
-    let total_batches = match &grouping.mode {
-        GroupMode::Fixed {
-            batch_size,
-            drop_remainder,
-        } if grouping.prefilter.is_none() => total_batches(p, *batch_size, *drop_remainder)?,
-        GroupMode::Scheduled {
-            bucketer,
-            drop_remainder,
-            ..
-        } if !grouping.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
-            let batch_size = one_batch_size(bucketer).unwrap_or(1);
-            total_batches(p, batch_size, *drop_remainder)?
-        }
-        _ if p.equal_batches.is_some() && p.repeat != Some(None) => {
-            return Err(PipelineError::Config(
-                "equal_batches cannot be combined with bucket_by_length (with batch sizes \
-                 per bucket), pack or filter_rows, whose batch counts are unknown in advance"
-                    .into(),
-            ));
-        }
-        _ => None,
+    })
+}
+
+/// A digest of the shape schedule hosts must share (0 without one).
+fn shape_schedule(mode: &GroupMode) -> u64 {
+    let GroupMode::Scheduled {
+        bucketer,
+        schedule: Some(schedule),
+        ..
+    } = mode
+    else {
+        return 0;
     };
-    if let GroupMode::Scheduled {
-        bucketer, schedule, ..
-    } = &mut grouping.mode
-    {
-        let counts = sample_buckets(p, &grouping.measure, &grouping.prefilter, bucketer)?;
-        let sizes: Vec<usize> = (0..bucketer.num_buckets())
-            .map(|b| bucketer.batch_size(b))
-            .collect();
-        let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
-        if let Some(total) = total_batches {
-            planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
-        }
-        *schedule = Some(Arc::new(planned));
-    }
-    let shape_schedule = match &grouping.mode {
-        GroupMode::Scheduled {
-            bucketer,
-            schedule: Some(schedule),
-            ..
-        } => {
-            let (seed, shares, tail) = schedule.key();
-            let mut key: Vec<u64> = vec![seed, tail.map_or(u64::MAX, |t| t)];
-            key.extend_from_slice(shares);
-            key.extend((0..bucketer.num_buckets()).map(|b| bucketer.batch_size(b) as u64));
-            key.extend(
-                (0..bucketer.num_buckets())
-                    .filter_map(|b| bucketer.pad_to(b))
-                    .map(|b| b as u64),
-            );
-            let bytes: Vec<u8> = key.iter().flat_map(|v| v.to_le_bytes()).collect();
-            xxhash_rust::xxh3::xxh3_64(&bytes)
-        }
-        _ => 0,
-    };
-    let fingerprint = checkpoint::SequenceKey {
-        files: &files,
-        host: p.host,
-        seed: p.seed,
-        file_order_seed: (p.shuffle_files && file_order_seed != p.seed).then_some(file_order_seed),
-        shuffle_files: p.shuffle_files,
-        cycle_length: cfg.cycle_length as u64,
-        block_length: cfg.block_length as u64,
-        skip: p.skip,
-        take: p.take,
-        record_filter: p.filter.is_some(),
-        record_map: p.map.is_some(),
-        shuffle_buffer: p.shuffle_buffer as u64,
-        epochs: cfg.epochs,
-        shuffle_across_epochs: cfg.shuffle_across_epochs,
-        equal_batches: p.equal_batches,
-        grouping: &grouping.mode,
-        length_feature: grouping.length_feature.as_deref(),
-        parsed_ops: &grouping.parsed_ops,
-        masks: &grouping.masks,
-    }
-    .fingerprint();
-    let read_stats = Arc::new(StageStats::default());
-    let stream_stats = Arc::new(StageStats::default());
-    let (stream, snapshot, batches_before) = match &p.resume {
-        None => {
-            let stream = RecordChain::new(cfg, read_stats.clone(), stream_stats.clone())?;
-            let snapshot = Snapshot {
-                stream: Arc::new(stream.state()),
-                ..Snapshot::default()
-            };
-            (stream, snapshot, 0)
-        }
-        Some(bytes) => {
-            let (snapshot, batches) = checkpoint::decode(bytes, fingerprint)?;
-            checkpoint::check_replay(
-                &snapshot,
-                batches,
-                &grouping.mode,
-                files.len(),
-                total_batches,
-            )?;
-            let stream = RecordChain::restore(
-                cfg,
-                read_stats.clone(),
-                stream_stats.clone(),
-                StreamState::clone(&snapshot.stream),
-            )?;
-            (stream, snapshot, batches)
-        }
-    };
-    let replay = stream.read_again(&snapshot.replay)?.into();
-    let records = RecordThread {
-        chain: stream,
-        files: Arc::new(files),
-        mode: grouping.mode,
-        measure: grouping.measure,
-        prefilter: grouping.prefilter,
-        replay,
-        replay_skip: usize::try_from(snapshot.replay_skip).unwrap_or(usize::MAX),
-        replay_quiet: usize::try_from(snapshot.replay_quiet).unwrap_or(usize::MAX),
-        first_batch: batches_before,
-        ahead_error: None,
-        workers: p.workers,
-        chunk: PREFILTER_CHUNK,
-        limit: total_batches.map(|n| n.saturating_sub(batches_before)),
-    };
-    let exec = ExecConfig {
-        workers: p.workers,
-        prefetch: p.prefetch,
-        batches_before,
-        unordered: p.unordered,
-        read: p.read.clone(),
-        source: p.source_options.clone(),
-    };
-    let mut batches = Batches::start(
-        records,
-        snapshot,
-        read_stats,
-        stream_stats,
-        exec,
-        work,
-        fingerprint,
+    let (seed, shares, tail) = schedule.key();
+    let mut key: Vec<u64> = vec![seed, tail.map_or(u64::MAX, |t| t)];
+    key.extend_from_slice(shares);
+    key.extend((0..bucketer.num_buckets()).map(|b| bucketer.batch_size(b) as u64));
+    key.extend(
+        (0..bucketer.num_buckets())
+            .filter_map(|b| bucketer.pad_to(b))
+            .map(|b| b as u64),
     );
-    batches.shape_schedule = shape_schedule;
-    Ok(batches)
+    let bytes: Vec<u8> = key.iter().flat_map(|v| v.to_le_bytes()).collect();
+    xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
 /// The batch size of every bucket, when they all have the same.
@@ -335,9 +413,11 @@ fn sample_buckets(
     Ok(counts)
 }
 
-/// With [`Pipeline::equal_batches`]: how many batches every host emits.
+/// With [`Pipeline::equal_batches`]: how many batches every stream (so
+/// every host) emits, each stream's batches of `batch_size` rows.
 fn total_batches(
     p: &RecordSettings,
+    streams: u64,
     batch_size: usize,
     drop_remainder: bool,
 ) -> Result<Option<u64>, PipelineError> {
@@ -355,7 +435,8 @@ fn total_batches(
         ));
     }
     let counts = counts::count_records(&p.files, &p.read, &p.source_options)?;
-    let (index_count, total): (u64, u64) = (p.host.map_or(1, |(_, n)| n), counts.iter().sum());
+    // Every stream's records (a stream is what `shard(s, streams)` reads).
+    let (index_count, total): (u64, u64) = (streams, counts.iter().sum());
     let per_host: Vec<u64> = (0..index_count)
         .map(|i| {
             let records = if counts.len() as u64 >= index_count {

@@ -17,10 +17,15 @@ pub(crate) mod stream {
     pub const FILE_ORDER: u64 = 1 << 32;
     /// The shape schedule of several hosts (`group/schedule.rs`).
     pub const SCHEDULE: u64 = 2 << 32;
+    /// The seed of logical stream `s` (`Pipeline::streams`) is the first
+    /// draw of counter `s`.
+    pub const LOGICAL_STREAMS: u64 = 3 << 32;
 
     // The streams never meet: file orders take one per epoch, up to 2^32
     // epochs between FILE_ORDER and SCHEDULE (checked when compiling).
-    const _: () = assert!(SHUFFLE < FILE_ORDER && SCHEDULE - FILE_ORDER == 1 << 32);
+    const _: () = assert!(
+        SHUFFLE < FILE_ORDER && SCHEDULE - FILE_ORDER == 1 << 32 && LOGICAL_STREAMS > SCHEDULE
+    );
 }
 
 /// Golden-ratio increment of SplitMix64.

@@ -24,7 +24,8 @@ pub struct BatchStream<T> {
     rx: mpsc::Receiver<Item<T>>,
     last: Option<(Arc<Snapshot>, u64)>,
     initial: Vec<u8>,
-    fingerprint: u32,
+    /// The job's logical streams (for its states).
+    streams: u32,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -33,7 +34,7 @@ impl<T: Send + 'static> Batches<T> {
     pub fn into_stream(mut self) -> BatchStream<T> {
         let (tx, rx) = mpsc::channel(1);
         let initial = self.state();
-        let fingerprint = self.fingerprint;
+        let streams = self.streams;
         let thread = std::thread::Builder::new()
             .name("infeed-stream".into())
             .spawn(move || {
@@ -57,7 +58,7 @@ impl<T: Send + 'static> Batches<T> {
             rx,
             last: None,
             initial,
-            fingerprint,
+            streams,
             thread: Some(thread),
         }
     }
@@ -68,7 +69,7 @@ impl<T> BatchStream<T> {
     /// [`Batches::state`]).
     pub fn state(&self) -> Vec<u8> {
         match &self.last {
-            Some((s, delivered)) => checkpoint::encode(s, *delivered, self.fingerprint),
+            Some((s, delivered)) => checkpoint::encode(s, *delivered, self.streams),
             None => self.initial.clone(),
         }
     }

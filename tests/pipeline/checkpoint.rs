@@ -73,19 +73,48 @@ fn varint(mut v: u64, out: &mut Vec<u8>) {
     out.push(v as u8);
 }
 
-/// The state with protobuf field `tag` of its body set to `value` (a
-/// later occurrence of a field wins), length and checksum made right: a
-/// state only a hand could make.
-fn with_field(state: &[u8], tag: u64, value: u64) -> Vec<u8> {
-    let mut body = state[16..].to_vec();
-    varint(tag << 3, &mut body);
-    varint(value, &mut body);
+/// A node of a state's tree (see `pipeline/checkpoint/parts.rs`): key,
+/// version, body, children.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Node {
+    #[prost(string, tag = "1")]
+    key: String,
+    #[prost(uint32, tag = "2")]
+    version: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    body: Vec<u8>,
+    #[prost(message, repeated, tag = "4")]
+    children: Vec<Node>,
+}
+
+/// The state with the body of part `path` (`stream/0/epochs`) edited,
+/// length and checksum made right: a state only a hand could make.
+fn with_part(state: &[u8], path: &str, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut root = <Node as prost::Message>::decode(&state[16..]).unwrap();
+    let (stream, part) = path.rsplit_once('/').unwrap();
+    let node = root
+        .children
+        .iter_mut()
+        .find(|n| n.key == stream)
+        .and_then(|s| s.children.iter_mut().find(|n| n.key == part))
+        .unwrap_or_else(|| panic!("no part {path}"));
+    edit(&mut node.body);
+    let body = prost::Message::encode_to_vec(&root);
     let mut out = state[..8].to_vec();
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[4..12]), &body);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&body);
     out
+}
+
+/// The state with field `tag` of part `path` set to `value` (a later
+/// occurrence of a field wins).
+fn with_field(state: &[u8], path: &str, tag: u64, value: u64) -> Vec<u8> {
+    with_part(state, path, |body| {
+        varint(tag << 3, body);
+        varint(value, body);
+    })
 }
 
 fn read_varint(bytes: &[u8], at: &mut usize) -> u64 {
@@ -101,35 +130,32 @@ fn read_varint(bytes: &[u8], at: &mut usize) -> u64 {
     v
 }
 
-/// The state with the packed repeated field `tag` replaced by `values`.
-fn with_list(state: &[u8], tag: u64, values: &[u64]) -> Vec<u8> {
-    let old = &state[16..];
-    let (mut body, mut at) = (Vec::new(), 0);
-    while at < old.len() {
-        let start = at;
-        let key = read_varint(old, &mut at);
-        match key & 7 {
-            0 => {
-                read_varint(old, &mut at);
+/// The state with the packed repeated field `tag` of part `path` replaced
+/// by `values`.
+fn with_list(state: &[u8], path: &str, tag: u64, values: &[u64]) -> Vec<u8> {
+    with_part(state, path, |old| {
+        let (mut body, mut at) = (Vec::new(), 0);
+        while at < old.len() {
+            let start = at;
+            let key = read_varint(old, &mut at);
+            match key & 7 {
+                0 => {
+                    read_varint(old, &mut at);
+                }
+                2 => at += read_varint(old, &mut at) as usize,
+                w => panic!("wire type {w}"),
             }
-            2 => at += read_varint(old, &mut at) as usize,
-            w => panic!("wire type {w}"),
+            if key >> 3 != tag {
+                body.extend_from_slice(&old[start..at]);
+            }
         }
-        if key >> 3 != tag {
-            body.extend_from_slice(&old[start..at]);
-        }
-    }
-    let mut packed = Vec::new();
-    values.iter().for_each(|&v| varint(v, &mut packed));
-    varint(tag << 3 | 2, &mut body);
-    varint(packed.len() as u64, &mut body);
-    body.extend_from_slice(&packed);
-    let mut out = state[..8].to_vec();
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[4..12]), &body);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&body);
-    out
+        let mut packed = Vec::new();
+        values.iter().for_each(|&v| varint(v, &mut packed));
+        varint(tag << 3 | 2, &mut body);
+        varint(packed.len() as u64, &mut body);
+        body.extend_from_slice(&packed);
+        *old = body;
+    })
 }
 
 /// Asserts that `err` is `StateError::Invalid` for `field` holding `value`.
@@ -145,11 +171,16 @@ fn assert_invalid(err: &PipelineError, field: &str, value: u64) {
     }
 }
 
-/// Field numbers of the state's body (see `pipeline/checkpoint.rs`).
-const EPOCH: u64 = 4;
-const CURSOR: u64 = 6;
-const SLOT_FILES: u64 = 12;
-const REPLAY_QUIET: u64 = 25;
+/// Parts of the state of a one-stream pipeline, and their field numbers
+/// (see each op's part in `pipeline/ops/` and the group part in
+/// `pipeline/checkpoint/mod.rs`).
+const EPOCHS: &str = "stream/0/epochs";
+const EPOCH: u64 = 1;
+const INTERLEAVE: &str = "stream/0/interleave";
+const CURSOR: u64 = 2;
+const SLOT_FILES: u64 = 4;
+const GROUP: &str = "stream/0/group";
+const REPLAY_QUIET: u64 = 6;
 
 #[test]
 fn records_waiting_in_scheduled_buckets_are_invalid_elsewhere() {
@@ -157,7 +188,7 @@ fn records_waiting_in_scheduled_buckets_are_invalid_elsewhere() {
     // has records waiting quietly; this one groups plain batches.
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
-    let state = with_field(&state_after_3(&p), REPLAY_QUIET, 2);
+    let state = with_field(&state_after_3(&p), GROUP, REPLAY_QUIET, 2);
     let err = restore(&p, &state).unwrap_err();
     assert_invalid(&err, "records waiting in scheduled buckets", 2);
 }
@@ -168,7 +199,7 @@ fn a_good_state_resumes_exactly() {
     let p = pipeline(dir.path());
     let all = records(p.build_raw(4, false).unwrap());
     let state = state_after_3(&p);
-    assert_eq!(&state[..8], b"INFS\x02\0\0\0");
+    assert_eq!(&state[..8], b"INFS\x03\0\0\0");
     assert_eq!(restore(&p, &state).unwrap(), all[12..]);
 }
 
@@ -239,19 +270,38 @@ fn a_state_from_a_newer_format_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
     let mut state = state_after_3(&p);
-    state[4] = 3;
+    state[4] = 4;
     let err = restore(&p, &state).unwrap_err();
     assert!(
         matches!(
             err,
             PipelineError::BadState(StateError::NewerFormat {
-                found: 3,
-                supported: 2
+                found: 4,
+                supported: 3
             })
         ),
         "{err:?}"
     );
     assert!(err.to_string().contains("newer than this build"), "{err}");
+    // Format 2, one flat message per host, is named as the older format.
+    state[4] = 2;
+    let err = restore(&p, &state).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PipelineError::BadState(StateError::OldFormat {
+                found: 2,
+                supported: 3
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "cannot restore the pipeline state: it is in state format 2, which this build no \
+         longer reads (it reads format 3, a tree of per-op parts): restore it with the \
+         infeed that wrote it, or start the run again"
+    );
 }
 
 #[test]
@@ -274,7 +324,7 @@ fn a_state_of_another_pipeline_names_both_fingerprints() {
 fn a_cursor_of_2_pow_63_is_invalid_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
-    let state = with_field(&state_after_3(&p), CURSOR, 1 << 63);
+    let state = with_field(&state_after_3(&p), INTERLEAVE, CURSOR, 1 << 63);
     let err = restore(&p, &state).unwrap_err();
     assert_invalid(&err, "interleave cursor", 0x8000_0000_0000_0000);
 }
@@ -283,7 +333,7 @@ fn a_cursor_of_2_pow_63_is_invalid_not_a_panic() {
 fn an_epoch_beyond_the_configured_count_is_invalid_not_a_longer_run() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
-    let state = with_field(&state_after_3(&p), EPOCH, u64::MAX);
+    let state = with_field(&state_after_3(&p), EPOCHS, EPOCH, u64::MAX);
     let err = restore(&p, &state).unwrap_err();
     assert_invalid(&err, "epoch", u64::MAX);
     assert!(
@@ -291,7 +341,7 @@ fn an_epoch_beyond_the_configured_count_is_invalid_not_a_longer_run() {
         "{err}"
     );
     // The last epoch itself is fine.
-    assert!(restore(&p, &with_field(&state_after_3(&p), EPOCH, 0)).is_ok());
+    assert!(restore(&p, &with_field(&state_after_3(&p), EPOCHS, EPOCH, 0)).is_ok());
 }
 
 #[test]
@@ -299,17 +349,20 @@ fn a_file_index_beyond_the_files_is_invalid() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
     // The second slot names file 7 (stored + 1).
-    let state = with_list(&state_after_3(&p), SLOT_FILES, &[1, 8]);
+    let state = with_list(&state_after_3(&p), INTERLEAVE, SLOT_FILES, &[1, 8]);
     let err = restore(&p, &state).unwrap_err();
     assert_invalid(&err, "file index of an interleave slot", 7);
     // A third slot: not this pipeline's interleave.
-    let state = with_list(&state_after_3(&p), SLOT_FILES, &[1, 2, 1]);
+    let state = with_list(&state_after_3(&p), INTERLEAVE, SLOT_FILES, &[1, 2, 1]);
     assert!(matches!(
         restore(&p, &state).unwrap_err(),
-        PipelineError::BadState(StateError::Invalid { field: "slots", .. })
+        PipelineError::BadState(StateError::Invalid {
+            field: "interleave slots",
+            ..
+        })
     ));
     // Still the same state when nothing changes.
-    let same = with_list(&state_after_3(&p), SLOT_FILES, &[1, 2]);
+    let same = with_list(&state_after_3(&p), INTERLEAVE, SLOT_FILES, &[1, 2]);
     assert!(restore(&p, &same).is_ok());
 }
 
@@ -564,11 +617,11 @@ fn an_empty_slot_while_files_remain_is_invalid_not_a_hang() {
     // Found by the state_restore fuzz target: restored with every slot
     // empty, such a state spun forever looking for an open one; with one
     // slot open (here) it gave another run.
-    const NEXT_FILE: u64 = 5;
+    const NEXT_FILE: u64 = 1;
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
-    let state = with_list(&state_after_3(&p), SLOT_FILES, &[0, 2]);
-    let state = with_field(&state, NEXT_FILE, 1);
+    let state = with_list(&state_after_3(&p), INTERLEAVE, SLOT_FILES, &[0, 2]);
+    let state = with_field(&state, INTERLEAVE, NEXT_FILE, 1);
     let err = crate::within(60, move || restore(&p, &state)).unwrap_err();
     assert_invalid(&err, "open interleave slots", 1);
     assert!(

@@ -3,6 +3,7 @@
 mod bucket;
 mod checkpoint;
 mod dense_direct;
+mod elastic;
 mod grouping;
 mod host_shard;
 mod many_hosts;

@@ -48,6 +48,68 @@ pub(crate) enum GroupMode {
     },
 }
 
+impl GroupMode {
+    /// The grouping of one of `per_host` logical streams that share a
+    /// host's batches: each takes `1/per_host` of every batch's rows.
+    pub fn per_stream(&self, per_host: usize) -> Result<GroupMode, PipelineError> {
+        if per_host == 1 {
+            return Ok(self.clone());
+        }
+        let share = |rows: usize| {
+            if rows % per_host == 0 {
+                Ok(rows / per_host)
+            } else {
+                Err(PipelineError::Config(format!(
+                    "a host running {per_host} logical streams takes the same rows from \
+                     each: its batch sizes must be multiples of {per_host}, and {rows} is not"
+                )))
+            }
+        };
+        let bucketer = |b: &Bucketer<Item>| -> Result<Bucketer<Item>, PipelineError> {
+            let n = b.num_buckets();
+            let sizes = (0..n)
+                .map(|i| share(b.batch_size(i)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let boundaries = (0..n).filter_map(|i| b.pad_to(i)).collect();
+            Ok(Bucketer::new(boundaries, sizes)?)
+        };
+        Ok(match self {
+            GroupMode::Fixed {
+                batch_size,
+                drop_remainder,
+            } => GroupMode::Fixed {
+                batch_size: share(*batch_size)?,
+                drop_remainder: *drop_remainder,
+            },
+            GroupMode::Bucket {
+                bucketer: b,
+                drop_remainder,
+            } => GroupMode::Bucket {
+                bucketer: bucketer(b)?,
+                drop_remainder: *drop_remainder,
+            },
+            GroupMode::Scheduled {
+                bucketer: b,
+                schedule,
+                drop_remainder,
+            } => GroupMode::Scheduled {
+                bucketer: bucketer(b)?,
+                schedule: schedule.clone(),
+                drop_remainder: *drop_remainder,
+            },
+            // First-fit placement would pack one stream's records into
+            // another's rows, and the global batch would depend on the
+            // host count.
+            GroupMode::Pack { .. } => {
+                return Err(PipelineError::Config(format!(
+                    "pack cannot yet run several logical streams on one host ({per_host} \
+                     here): run as many hosts as streams"
+                )));
+            }
+        })
+    }
+}
+
 /// How the records of a raw batch are to be laid out by the worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Layout {

@@ -5,8 +5,9 @@
 //!
 //! It runs on the record thread and is a pure function of the config, the
 //! seed and the data, so its output is the same for any number of worker
-//! threads. Its whole state is positions ([`StreamState`]); buffered
-//! records are named by (file, byte offset) and read again on restore.
+//! threads. Its whole state is its ops' parts, positions and counters;
+//! buffered records are named by (file, byte offset) and read again on
+//! restore.
 
 use std::sync::Arc;
 
@@ -20,7 +21,14 @@ use super::record_map::{RecordMapOp, apply_map};
 use super::shard::RecordShard;
 use super::shuffle::Shuffle;
 use super::skip_take::SkipTake;
-use super::{Item, StreamConfig, StreamState};
+use crate::pipeline::checkpoint::{RawParts, SavedParts};
+
+use super::epochs::EpochsPart;
+use super::interleave::InterleavePart;
+use super::shard::RecordShardPart;
+use super::shuffle::ShufflePart;
+use super::skip_take::SkipTakePart;
+use super::{Item, StreamConfig};
 
 /// The ops below the epochs, as one type.
 type EpochOps = RecordMapOp<SkipTake<RecordShard<Interleave>>>;
@@ -58,24 +66,42 @@ impl RecordChain {
         })
     }
 
-    /// A chain continuing exactly where `state` was taken; every field is
-    /// checked by the op it belongs to.
+    /// A chain continuing exactly where its `parts` were saved: each op
+    /// takes its own part and checks it.
     pub fn restore(
         cfg: Arc<StreamConfig>,
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
-        state: StreamState,
+        parts: &mut RawParts,
     ) -> Result<Self, PipelineError> {
-        if state == StreamState::default() {
+        let shuffle: ShufflePart = parts.take()?;
+        let epochs: EpochsPart = parts.take()?;
+        let skip_take: SkipTakePart = parts.take()?;
+        let shard: RecordShardPart = parts.take()?;
+        let interleave: InterleavePart = parts.take()?;
+        // A state saved before the first record: the chain at its start
+        // (its slots are not open yet, which a restore would refuse).
+        if shuffle == ShufflePart::default()
+            && epochs == EpochsPart::default()
+            && skip_take == SkipTakePart::default()
+            && shard == RecordShardPart::default()
+            && interleave.next_file == 0
+            && interleave.slot_files.iter().all(|&f| f == 0)
+        {
             return Self::new(cfg, read_stats, stats);
         }
-        Epochs::<EpochOps>::check(cfg.epochs, &state)?;
-        let interleave =
-            Interleave::restore(cfg.clone(), read_stats.clone(), stats.clone(), &state)?;
-        let shard = RecordShard::restore(interleave, cfg.record_shard, &state);
-        let skip_take = SkipTake::restore(shard, cfg.skip, cfg.take, &state)?;
+        Epochs::<EpochOps>::check(cfg.epochs, &epochs, skip_take.passed)?;
+        let interleave = Interleave::restore(
+            cfg.clone(),
+            read_stats.clone(),
+            stats.clone(),
+            &interleave,
+            epochs.epoch,
+        )?;
+        let shard_op = RecordShard::restore(interleave, cfg.record_shard, &shard);
+        let skip_take = SkipTake::restore(shard_op, cfg.skip, cfg.take, &skip_take, shard.ordinal)?;
         let map = RecordMapOp::new(skip_take, cfg.filter.clone(), cfg.map.clone());
-        let epochs = Epochs::restore(map, cfg.epochs, stats.clone(), &state);
+        let epochs = Epochs::restore(map, cfg.epochs, stats.clone(), &epochs);
         let ops = Shuffle::new(
             epochs,
             cfg.shuffle_buffer,
@@ -83,19 +109,20 @@ impl RecordChain {
             cfg.seed,
             stats,
         );
-        ops.check(&state)?;
+        ops.check(&shuffle)?;
         let mut chain = RecordChain {
             cfg,
             read_stats,
             ops,
         };
-        let buffered = chain.read_again(&state.buffer)?;
-        chain.ops.restore(&state, buffered);
+        let buffered = chain.read_again(&shuffle.buffer)?;
+        chain.ops.restore(&shuffle, buffered);
         Ok(chain)
     }
 
-    /// The state now: what a restore needs to continue from here.
-    pub fn state(&self) -> StreamState {
+    /// The state now: every op's part, what a restore needs to continue
+    /// from here.
+    pub fn state(&self) -> SavedParts {
         self.ops.save()
     }
 

@@ -9,7 +9,20 @@ use std::sync::Arc;
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::stats::StageStats;
 
-use super::{EpochInput, Item, StreamState};
+use crate::pipeline::checkpoint::{SavedParts, prost_part};
+
+use super::{EpochInput, Item};
+
+/// The epochs' part of a state.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct EpochsPart {
+    #[prost(uint64, tag = "1")]
+    pub epoch: u64,
+    /// Records this epoch emitted so far.
+    #[prost(uint64, tag = "2")]
+    pub emitted: u64,
+}
+prost_part!(EpochsPart, "epochs", 1);
 
 /// Repeats its input.
 pub(crate) struct Epochs<I> {
@@ -33,38 +46,39 @@ impl<I: EpochInput> Epochs<I> {
         }
     }
 
-    /// Checks the epoch fields of `state` before the input is restored
-    /// (the input's file order depends on the epoch).
-    pub fn check(epochs: Option<u64>, state: &StreamState) -> Result<(), StateError> {
-        if let Some(n) = epochs.filter(|&n| state.epoch >= n) {
+    /// Checks the epochs' part before the input is restored (the input's
+    /// file order depends on the epoch); `passed`: the records that passed
+    /// the record shard this epoch.
+    pub fn check(epochs: Option<u64>, part: &EpochsPart, passed: u64) -> Result<(), StateError> {
+        if let Some(n) = epochs.filter(|&n| part.epoch >= n) {
             return Err(StateError::Invalid {
                 field: "epoch",
-                value: state.epoch,
+                value: part.epoch,
                 reason: format!("the pipeline reads {n} epochs"),
             });
         }
-        if state.emitted > state.passed {
+        if part.emitted > passed {
             return Err(StateError::Invalid {
                 field: "records emitted this epoch",
-                value: state.emitted,
-                reason: format!("only {} records passed the record shard", state.passed),
+                value: part.emitted,
+                reason: format!("only {passed} records passed the record shard"),
             });
         }
         Ok(())
     }
 
-    /// Continues from `state` (checked with [`check`](Self::check)).
+    /// Continues from `part` (checked with [`check`](Self::check)).
     pub fn restore(
         input: I,
         epochs: Option<u64>,
         stats: Arc<StageStats>,
-        state: &StreamState,
+        part: &EpochsPart,
     ) -> Self {
         Epochs {
             input,
             epochs,
-            epoch: state.epoch,
-            emitted: state.emitted,
+            epoch: part.epoch,
+            emitted: part.emitted,
             stats,
         }
     }
@@ -114,9 +128,11 @@ impl<I: EpochInput> Epochs<I> {
         Ok(true)
     }
 
-    pub fn save(&self, state: &mut StreamState) {
-        state.epoch = self.epoch;
-        state.emitted = self.emitted;
-        self.input.save(state);
+    pub fn save(&self, parts: &mut SavedParts) {
+        parts.push(EpochsPart {
+            epoch: self.epoch,
+            emitted: self.emitted,
+        });
+        self.input.save(parts);
     }
 }

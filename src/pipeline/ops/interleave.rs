@@ -18,7 +18,48 @@ use crate::prefetch::prefetch;
 use crate::record::chunk_ring::SpareHold;
 use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, Record};
 
-use super::{EpochInput, Item, StreamConfig, StreamState};
+use crate::pipeline::checkpoint::{SavedParts, prost_part};
+
+use super::{EpochInput, Item, StreamConfig};
+
+/// The interleave's part of a state.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct InterleavePart {
+    /// Position in this epoch's file order of the next file to open.
+    #[prost(uint64, tag = "1")]
+    pub next_file: u64,
+    /// The slot read next, and records taken from it in this block.
+    #[prost(uint64, tag = "2")]
+    pub cursor: u64,
+    #[prost(uint64, tag = "3")]
+    pub in_block: u64,
+    /// Per slot: file index + 1, or 0 for an empty slot.
+    #[prost(uint32, repeated, tag = "4")]
+    pub slot_files: Vec<u32>,
+    /// Per slot: the offset of its next record.
+    #[prost(uint64, repeated, tag = "5")]
+    pub slot_offsets: Vec<u64>,
+}
+prost_part!(InterleavePart, "interleave", 1);
+
+impl InterleavePart {
+    /// Per slot: (file, offset of its next record), if open.
+    fn slots(&self) -> Result<Vec<Option<(u32, u64)>>, StateError> {
+        if self.slot_files.len() != self.slot_offsets.len() {
+            return Err(StateError::Invalid {
+                field: "interleave slots",
+                value: self.slot_offsets.len() as u64,
+                reason: format!("{} files for these offsets", self.slot_files.len()),
+            });
+        }
+        Ok(self
+            .slot_files
+            .iter()
+            .zip(&self.slot_offsets)
+            .map(|(&f, &o)| if f == 0 { None } else { Some((f - 1, o)) })
+            .collect())
+    }
+}
 
 /// One open interleave slot.
 struct Slot {
@@ -102,21 +143,23 @@ impl Interleave {
         }
     }
 
-    /// Where `state` was taken: its fields checked, its files reopened at
-    /// their offsets.
+    /// Where `part` was taken, in epoch `epoch`: its fields checked, its
+    /// files reopened at their offsets.
     pub fn restore(
         cfg: Arc<StreamConfig>,
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
-        s: &StreamState,
+        part: &InterleavePart,
+        epoch: u64,
     ) -> Result<Self, PipelineError> {
-        check(&cfg, s)?;
+        let slots = part.slots()?;
+        check(&cfg, part, &slots)?;
         let mut op = Self::empty(cfg, read_stats, stats);
-        op.order = file_order(&op.cfg, s.epoch);
-        op.next_file = s.next_file;
-        op.cursor = s.cursor;
-        op.in_block = s.in_block;
-        for (i, slot) in s.slots.iter().enumerate() {
+        op.order = file_order(&op.cfg, epoch);
+        op.next_file = part.next_file;
+        op.cursor = part.cursor;
+        op.in_block = part.in_block;
+        for (i, slot) in slots.iter().enumerate() {
             if let Some((file, offset)) = *slot {
                 op.open(i, file, offset)?;
                 if let Some(slot) = op.slots[i].as_mut() {
@@ -235,15 +278,22 @@ impl EpochInput for Interleave {
         self.slots.iter().all(Option::is_none) && self.next_file as usize >= self.order.len()
     }
 
-    fn save(&self, s: &mut StreamState) {
-        s.next_file = self.next_file;
-        s.cursor = self.cursor;
-        s.in_block = self.in_block;
-        s.slots = self
-            .slots
-            .iter()
-            .map(|s| s.as_ref().map(|s| (s.file, s.next_offset)))
-            .collect();
+    fn save(&self, parts: &mut SavedParts) {
+        parts.push(InterleavePart {
+            next_file: self.next_file,
+            cursor: self.cursor,
+            in_block: self.in_block,
+            slot_files: self
+                .slots
+                .iter()
+                .map(|s| s.as_ref().map_or(0, |s| s.file + 1))
+                .collect(),
+            slot_offsets: self
+                .slots
+                .iter()
+                .map(|s| s.as_ref().map_or(0, |s| s.next_offset))
+                .collect(),
+        });
     }
 }
 
@@ -271,8 +321,12 @@ fn bad_file(file: u32, files: usize) -> PipelineError {
     .into()
 }
 
-/// Checks the interleave's fields of a state.
-fn check(cfg: &StreamConfig, s: &StreamState) -> Result<(), StateError> {
+/// Checks the interleave's part of a state.
+fn check(
+    cfg: &StreamConfig,
+    s: &InterleavePart,
+    slots: &[Option<(u32, u64)>],
+) -> Result<(), StateError> {
     let invalid = |field: &'static str, value: u64, reason: String| {
         Err(StateError::Invalid {
             field,
@@ -290,10 +344,10 @@ fn check(cfg: &StreamConfig, s: &StreamState) -> Result<(), StateError> {
             format!("the pipeline has {files} files"),
         );
     }
-    if s.slots.len() as u64 != cycle {
+    if slots.len() as u64 != cycle {
         return invalid(
             "number of interleave slots",
-            s.slots.len() as u64,
+            slots.len() as u64,
             format!("the pipeline interleaves {cycle} files"),
         );
     }
@@ -311,7 +365,7 @@ fn check(cfg: &StreamConfig, s: &StreamState) -> Result<(), StateError> {
             format!("blocks are {block} records"),
         );
     }
-    let open = s.slots.iter().flatten().count() as u64;
+    let open = slots.iter().flatten().count() as u64;
     if open > s.next_file {
         return invalid(
             "open interleave slots",
@@ -333,12 +387,7 @@ fn check(cfg: &StreamConfig, s: &StreamState) -> Result<(), StateError> {
             ),
         );
     }
-    if let Some((file, _)) = s
-        .slots
-        .iter()
-        .flatten()
-        .find(|(f, _)| u64::from(*f) >= files)
-    {
+    if let Some((file, _)) = slots.iter().flatten().find(|(f, _)| u64::from(*f) >= files) {
         return invalid(
             "file index of an interleave slot",
             u64::from(*file),

@@ -7,9 +7,9 @@
 //! path has no dynamic dispatch — and gives the record thread one object
 //! with `next`, `state` and `restore`.
 //!
-//! Each op keeps its own part of the checkpoint: `save` writes its fields
-//! into a [`StreamState`], `restore` reads
-//! them back and checks them against the pipeline, so an invalid state is
+//! Each op keeps its own part of the checkpoint, keyed and versioned (see
+//! [`checkpoint`](crate::pipeline::checkpoint)): `save` pushes it, `restore`
+//! takes it back and checks it against the pipeline, so an invalid state is
 //! an error, never a panic or a different run.
 
 pub(crate) mod chain;
@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::checkpoint::SavedParts;
 use super::error::PipelineError;
 use crate::record::ReadOptions;
 
@@ -90,32 +91,6 @@ pub(crate) struct StreamConfig {
     pub epochs: Option<u64>,
 }
 
-/// The record ops' state: each op writes its fields (`save`) and reads and
-/// checks them back (`restore`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct StreamState {
-    /// Epochs: the epoch, and the records it emitted so far.
-    pub epoch: u64,
-    pub emitted: u64,
-    /// Interleave: position in this epoch's file order of the next file to
-    /// open; the slot read next and records taken from it in this block;
-    /// per slot (file, offset of its next record), if open.
-    pub next_file: u64,
-    pub cursor: u64,
-    pub in_block: u64,
-    pub slots: Vec<Option<(u32, u64)>>,
-    /// Record shard: records the interleave produced this epoch.
-    pub ordinal: u64,
-    /// Skip/take: records that passed the record shard this epoch.
-    pub passed: u64,
-    /// Shuffle: the RNG's counter; per buffer slot (file, offset); whether
-    /// the buffer drains (this epoch's input is done) and the run finished.
-    pub rng_counter: u64,
-    pub buffer: Vec<(u32, u64)>,
-    pub draining: bool,
-    pub finished: bool,
-}
-
 /// The ops below [`epochs`]: one epoch's records, restartable per epoch.
 pub(crate) trait EpochInput {
     /// The next record of this epoch, `None` when its input is done.
@@ -126,6 +101,6 @@ pub(crate) trait EpochInput {
     fn start_epoch(&mut self, epoch: u64);
     /// True when this epoch's input is done (every file read).
     fn input_done(&self) -> bool;
-    /// Writes this op's part of the state (and its input's).
-    fn save(&self, state: &mut StreamState);
+    /// Pushes this op's part of the state (then its input's).
+    fn save(&self, parts: &mut SavedParts);
 }

@@ -4,7 +4,9 @@
 
 use crate::pipeline::error::PipelineError;
 
-use super::{EpochInput, Item, RecordFilter, RecordMap, StreamState};
+use crate::pipeline::checkpoint::SavedParts;
+
+use super::{EpochInput, Item, RecordFilter, RecordMap};
 
 /// Keeps the records `filter` accepts and replaces each by `map(record)`.
 pub(crate) struct RecordMapOp<I> {
@@ -58,7 +60,8 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
         self.input.input_done()
     }
 
-    fn save(&self, state: &mut StreamState) {
-        self.input.save(state);
+    /// Filter and map keep no state: no part of their own.
+    fn save(&self, parts: &mut SavedParts) {
+        self.input.save(parts);
     }
 }

@@ -4,7 +4,18 @@
 
 use crate::pipeline::error::PipelineError;
 
-use super::{EpochInput, Item, StreamState};
+use crate::pipeline::checkpoint::{SavedParts, prost_part};
+
+use super::{EpochInput, Item};
+
+/// The record shard's part of a state.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct RecordShardPart {
+    /// Records the interleave produced this epoch.
+    #[prost(uint64, tag = "1")]
+    pub ordinal: u64,
+}
+prost_part!(RecordShardPart, "record_shard", 1);
 
 /// Keeps every `count`-th record, from the `index`-th.
 pub(crate) struct RecordShard<I> {
@@ -24,13 +35,13 @@ impl<I: EpochInput> RecordShard<I> {
         }
     }
 
-    /// Continues from `state` (its counter is checked by
+    /// Continues from `part` (its counter is checked by
     /// [`SkipTake`](super::skip_take::SkipTake), which knows how many passed).
-    pub fn restore(input: I, shard: Option<(u64, u64)>, state: &StreamState) -> Self {
+    pub fn restore(input: I, shard: Option<(u64, u64)>, part: &RecordShardPart) -> Self {
         RecordShard {
             input,
             shard,
-            ordinal: state.ordinal,
+            ordinal: part.ordinal,
         }
     }
 }
@@ -64,8 +75,10 @@ impl<I: EpochInput> EpochInput for RecordShard<I> {
         self.input.input_done()
     }
 
-    fn save(&self, state: &mut StreamState) {
-        state.ordinal = self.ordinal;
-        self.input.save(state);
+    fn save(&self, parts: &mut SavedParts) {
+        parts.push(RecordShardPart {
+            ordinal: self.ordinal,
+        });
+        self.input.save(parts);
     }
 }

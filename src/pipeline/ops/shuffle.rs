@@ -19,7 +19,80 @@ use crate::pipeline::rng::{CounterRng, stream};
 use crate::pipeline::stats::StageStats;
 
 use super::epochs::Epochs;
-use super::{EpochInput, Item, StreamState};
+use crate::pipeline::checkpoint::{Coded, OpPart, SavedParts, code_positions, decode_positions};
+
+use super::{EpochInput, Item};
+
+/// The shuffle's part of a state: the RNG's counter, per buffer slot the
+/// (file, offset) of its record, whether the buffer drains and the run
+/// finished.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ShufflePart {
+    pub rng_counter: u64,
+    pub buffer: Vec<(u32, u64)>,
+    pub draining: bool,
+    pub finished: bool,
+}
+
+/// The shuffle's part on the wire: the buffer's positions coded compactly
+/// (about 4 bytes per record, whatever its size).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ShuffleProto {
+    #[prost(uint64, tag = "1")]
+    rng_counter: u64,
+    #[prost(uint32, repeated, tag = "2")]
+    buffer_files: Vec<u32>,
+    #[prost(uint32, repeated, tag = "3")]
+    buffer_counts: Vec<u32>,
+    #[prost(uint64, repeated, tag = "4")]
+    buffer_deltas: Vec<u64>,
+    #[prost(uint32, repeated, tag = "5")]
+    buffer_order: Vec<u32>,
+    #[prost(bool, tag = "6")]
+    draining: bool,
+    #[prost(bool, tag = "7")]
+    finished: bool,
+}
+
+impl OpPart for ShufflePart {
+    const KEY: &'static str = "shuffle";
+    const VERSION: u32 = 1;
+
+    fn encode_body(&self) -> Vec<u8> {
+        let c = code_positions(&self.buffer);
+        prost::Message::encode_to_vec(&ShuffleProto {
+            rng_counter: self.rng_counter,
+            buffer_files: c.files,
+            buffer_counts: c.counts,
+            buffer_deltas: c.deltas,
+            buffer_order: c.order,
+            draining: self.draining,
+            finished: self.finished,
+        })
+    }
+
+    fn decode_body(body: &[u8]) -> Result<Self, StateError> {
+        let p = <ShuffleProto as prost::Message>::decode(body).map_err(|e| StateError::Part {
+            part: Self::KEY.into(),
+            reason: format!("it does not decode: {e}"),
+        })?;
+        let buffer = decode_positions(
+            &Coded {
+                files: p.buffer_files,
+                counts: p.buffer_counts,
+                deltas: p.buffer_deltas,
+                order: p.buffer_order,
+            },
+            "shuffle buffer",
+        )?;
+        Ok(ShufflePart {
+            rng_counter: p.rng_counter,
+            buffer,
+            draining: p.draining,
+            finished: p.finished,
+        })
+    }
+}
 use buffer::ShuffleBuffer;
 
 /// The shuffle op, on top of the epochs it drains between (or not).
@@ -59,9 +132,8 @@ impl<I: EpochInput> Shuffle<I> {
         }
     }
 
-    /// Checks the shuffle's fields of `state` (before its records are read
-    /// again).
-    pub fn check(&self, state: &StreamState) -> Result<(), StateError> {
+    /// Checks the shuffle's part (before its records are read again).
+    pub fn check(&self, state: &ShufflePart) -> Result<(), StateError> {
         let invalid = |field: &'static str, value: u64, reason: String| {
             Err(StateError::Invalid {
                 field,
@@ -102,7 +174,7 @@ impl<I: EpochInput> Shuffle<I> {
     /// Continues from `state` (checked with [`check`](Self::check)): the
     /// buffered records (read again by the caller from the state's
     /// positions) go back into their slots.
-    pub fn restore(&mut self, state: &StreamState, buffered: Vec<Item>) {
+    pub fn restore(&mut self, state: &ShufflePart, buffered: Vec<Item>) {
         self.rng.counter = state.rng_counter;
         self.draining = state.draining;
         self.finished = state.finished;
@@ -176,16 +248,16 @@ impl<I: EpochInput> Shuffle<I> {
         }
     }
 
-    /// The state of the whole chain now.
-    pub fn save(&self) -> StreamState {
-        let mut state = StreamState {
+    /// The parts of the whole chain now, this op's first.
+    pub fn save(&self) -> SavedParts {
+        let mut parts = SavedParts::default();
+        parts.push(ShufflePart {
             rng_counter: self.rng.counter,
             buffer: self.buffer.positions().to_vec(),
             draining: self.draining,
             finished: self.finished,
-            ..StreamState::default()
-        };
-        self.input.save(&mut state);
-        state
+        });
+        self.input.save(&mut parts);
+        parts
     }
 }

@@ -4,7 +4,18 @@
 
 use crate::pipeline::error::{PipelineError, StateError};
 
-use super::{EpochInput, Item, StreamState};
+use crate::pipeline::checkpoint::{SavedParts, prost_part};
+
+use super::{EpochInput, Item};
+
+/// Skip/take's part of a state.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct SkipTakePart {
+    /// Records that passed the record shard this epoch.
+    #[prost(uint64, tag = "1")]
+    pub passed: u64,
+}
+prost_part!(SkipTakePart, "skip_take", 1);
 
 /// Skips `skip` records, then keeps at most `take`.
 pub(crate) struct SkipTake<I> {
@@ -25,25 +36,27 @@ impl<I: EpochInput> SkipTake<I> {
         }
     }
 
-    /// Continues from `state`; its counter cannot exceed the records read.
+    /// Continues from `part`; its counter cannot exceed the `read` records
+    /// the interleave produced this epoch.
     pub fn restore(
         input: I,
         skip: u64,
         take: Option<u64>,
-        state: &StreamState,
+        part: &SkipTakePart,
+        read: u64,
     ) -> Result<Self, StateError> {
-        if state.passed > state.ordinal {
+        if part.passed > read {
             return Err(StateError::Invalid {
                 field: "records past the record shard",
-                value: state.passed,
-                reason: format!("only {} records were read this epoch", state.ordinal),
+                value: part.passed,
+                reason: format!("only {read} records were read this epoch"),
             });
         }
         Ok(SkipTake {
             input,
             skip,
             take,
-            passed: state.passed,
+            passed: part.passed,
         })
     }
 }
@@ -82,8 +95,10 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
         self.input.input_done()
     }
 
-    fn save(&self, state: &mut StreamState) {
-        state.passed = self.passed;
-        self.input.save(state);
+    fn save(&self, parts: &mut SavedParts) {
+        parts.push(SkipTakePart {
+            passed: self.passed,
+        });
+        self.input.save(parts);
     }
 }

@@ -4,4 +4,5 @@
 pub(crate) mod prefilter;
 pub(crate) mod record_thread;
 pub(crate) mod shard_reader;
+pub(crate) mod streams;
 pub(crate) mod workers;

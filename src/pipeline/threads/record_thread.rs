@@ -10,12 +10,11 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use crate::pipeline::checkpoint::Snapshot;
+use crate::pipeline::checkpoint::{GroupPart, SavedParts, Snapshot, StreamSnapshot};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Grouper;
 use crate::pipeline::group::plan::{Emitted, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
 use crate::pipeline::ops::Item;
-use crate::pipeline::ops::StreamState;
 use crate::pipeline::ops::chain::RecordChain;
 use crate::pipeline::stats::StageStats;
 
@@ -61,13 +60,17 @@ pub(crate) struct RecordThread {
     /// Fixed batches only: exactly this many more batches (stop there, or
     /// pad with empty batches).
     pub limit: Option<u64>,
+    /// The logical stream this thread runs, and its fingerprint (for its
+    /// part of the state).
+    pub stream: u32,
+    pub fingerprint: u32,
 }
 
 /// A chunk of records out for prefiltering.
 struct Chunk {
     items: Vec<(Item, usize)>,
     /// The stream's state and the replay queue right after the chunk.
-    stream: Arc<StreamState>,
+    stream: Arc<SavedParts>,
     replay_after: Vec<(u32, u64)>,
 }
 
@@ -134,6 +137,8 @@ impl RecordThread {
             files: self.files.clone(),
             seq: 0,
             limit: self.limit,
+            stream: self.stream,
+            fingerprint: self.fingerprint,
         };
         let result = self.refill(&mut grouper, &mut sender).and_then(|flow| {
             match (flow, self.prefilter.clone()) {
@@ -390,6 +395,8 @@ struct GroupSender<'a> {
     files: Arc<Vec<String>>,
     seq: u64,
     limit: Option<u64>,
+    stream: u32,
+    fingerprint: u32,
 }
 
 impl GroupSender<'_> {
@@ -399,7 +406,7 @@ impl GroupSender<'_> {
 
     /// Sends `group`; the replay list after it is the group's own, then
     /// `queued` (records pulled but not yet grouped).
-    fn send(&mut self, group: Emitted, stream: &Arc<StreamState>, queued: Vec<(u32, u64)>) -> Flow {
+    fn send(&mut self, group: Emitted, chain: &Arc<SavedParts>, queued: Vec<(u32, u64)>) -> Flow {
         if self.full() {
             return Flow::Stop;
         }
@@ -411,10 +418,16 @@ impl GroupSender<'_> {
         let mut replay = group.replay;
         replay.extend(queued);
         let snapshot = Snapshot {
-            stream: stream.clone(),
-            replay_quiet,
-            replay,
-            replay_skip: group.replay_skip,
+            streams: vec![StreamSnapshot {
+                index: self.stream,
+                fingerprint: self.fingerprint,
+                chain: chain.clone(),
+                group: GroupPart {
+                    replay,
+                    replay_skip: group.replay_skip,
+                    replay_quiet,
+                },
+            }],
         };
         // Move the records out (no reference-count traffic per record).
         let mut records = Vec::with_capacity(group.items.len());

@@ -1,0 +1,691 @@
+//! The pipeline's checkpoint, end to end: what a state holds, how it is
+//! encoded, and how it is tied to its pipeline.
+//!
+//! # What a state holds
+//!
+//! Positions and counters, never data. [`Batches::state`](super::Batches::state)
+//! gives the state after the last batch delivered; a pipeline built with
+//! [`resume_from`](super::Pipeline::resume_from) reads again what it needs
+//! and continues with exactly the batches an uninterrupted run would have
+//! produced. A state is a tree:
+//!
+//! ```text
+//! pipeline  (batches delivered, logical streams of the job)
+//! └── stream/i  (one per logical stream this host runs: its fingerprint)
+//!     ├── shuffle       RNG counter, buffer positions, draining, finished
+//!     ├── epochs        epoch, records emitted this epoch
+//!     ├── skip_take     records past the record shard this epoch
+//!     ├── record_shard  records the interleave produced this epoch
+//!     ├── interleave    file order position, cursor, per slot (file, offset)
+//!     └── group         records pulled but in no delivered batch yet
+//! ```
+//!
+//! Every op owns its part — a key, a version and a protobuf body — and
+//! saves and restores it next to its `next` (see [`parts`]); adding an op
+//! adds a part, never a field of the tree. The group part holds the records
+//! waiting in length buckets, in an open packed batch or in a chunk out for
+//! `filter_rows`, as (file, offset) positions, with how many values of the
+//! first one are already packed.
+//!
+//! Positions are stored sorted and delta-coded, plus each slot's rank in the
+//! sorted list ([`positions`]): about 4 bytes per buffered record, so a
+//! 10 000-record shuffle buffer takes ~40 KB whatever the records' size.
+//!
+//! A host saves the streams it runs. Logical streams are what make a state
+//! move between host counts: a job of `L` streams runs them on any host
+//! count that divides `L`, each host the streams of its slice; the states of
+//! all hosts merged ([`merge`]) hold every stream, and each host of the new
+//! job takes the streams it now runs (docs/many-hosts.md).
+//!
+//! # Encoding
+//!
+//! ```text
+//! magic "INFS" | format version u32 | body length u32 | CRC32C u32 | body
+//! ```
+//! All integers little-endian; the CRC32C covers the version, the length
+//! and the body. The body is the tree, each node a protobuf message (key,
+//! version, body, children). Format 1 was the bare message of earlier
+//! builds, without the header, refused as not a state; format 2 one flat
+//! message per host, refused by its number.
+//!
+//! A state that is cut short, damaged, of another format or from another
+//! pipeline is refused with its own [`StateError`]; every part is checked
+//! against the pipeline on restore (file indexes, slots, cursors, epochs,
+//! counters, buffer sizes; offsets are checked when the records there are
+//! read again), so a bad state is an error, never a panic or a different run.
+//!
+//! # Fingerprint
+//!
+//! A stream's part restores only into the same stream of the pipeline it
+//! was taken from ([`fingerprint`]): the fingerprint covers exactly the
+//! settings that decide which records, in which order, make up each
+//! stream's rows of a batch — the stream's files, its index among the
+//! streams, seed, file shuffle, interleave, skip/take, whether record filter
+//! and map are set, shuffle buffer, epochs and where `repeat` stands, equal
+//! batches, the grouping (rows per stream, buckets, packing) with the
+//! feature it measures, and the order of the parsed ops. How a batch is
+//! parsed and padded (spec types, cast, decode, padding) does not move a
+//! record, and may change between a save and a restore.
+
+mod fingerprint;
+mod parts;
+mod positions;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use prost::Message;
+
+use super::error::StateError;
+use super::group::plan::GroupMode;
+
+pub(crate) use fingerprint::SequenceKey;
+pub(crate) use parts::{NodeProto, OpPart, RawParts, SavedParts, prost_part};
+pub(crate) use positions::{Coded, code_positions, decode_positions};
+
+/// The first bytes of every state.
+const MAGIC: [u8; 4] = *b"INFS";
+/// Bumped when the meaning of the header or of the tree changes.
+pub(crate) const FORMAT_VERSION: u32 = 3;
+/// Magic, version, body length, CRC32C.
+const HEADER_LEN: usize = 16;
+
+const ROOT_KEY: &str = "pipeline";
+const ROOT_VERSION: u32 = 1;
+const STREAM_VERSION: u32 = 1;
+
+/// The grouping's part of a stream: records pulled from the ops but in no
+/// emitted batch yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GroupPart {
+    /// (file, offset) of the waiting records, in the order to feed them
+    /// again.
+    pub replay: Vec<(u32, u64)>,
+    /// Values of the first replayed record already packed into emitted
+    /// batches (a record split across batches).
+    pub replay_skip: u64,
+    /// The first records of `replay` that wait in the grouper's queues and
+    /// are fed back without cutting batches (scheduled buckets).
+    pub replay_quiet: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct GroupProto {
+    #[prost(uint32, repeated, tag = "1")]
+    files: Vec<u32>,
+    #[prost(uint32, repeated, tag = "2")]
+    counts: Vec<u32>,
+    #[prost(uint64, repeated, tag = "3")]
+    deltas: Vec<u64>,
+    #[prost(uint32, repeated, tag = "4")]
+    order: Vec<u32>,
+    #[prost(uint64, tag = "5")]
+    replay_skip: u64,
+    #[prost(uint64, tag = "6")]
+    replay_quiet: u64,
+}
+
+impl OpPart for GroupPart {
+    const KEY: &'static str = "group";
+    const VERSION: u32 = 1;
+
+    fn encode_body(&self) -> Vec<u8> {
+        let c = code_positions(&self.replay);
+        GroupProto {
+            files: c.files,
+            counts: c.counts,
+            deltas: c.deltas,
+            order: c.order,
+            replay_skip: self.replay_skip,
+            replay_quiet: self.replay_quiet,
+        }
+        .encode_to_vec()
+    }
+
+    fn decode_body(body: &[u8]) -> Result<Self, StateError> {
+        let p = GroupProto::decode(body).map_err(|e| StateError::Part {
+            part: Self::KEY.into(),
+            reason: format!("it does not decode: {e}"),
+        })?;
+        let replay = decode_positions(
+            &Coded {
+                files: p.files,
+                counts: p.counts,
+                deltas: p.deltas,
+                order: p.order,
+            },
+            "waiting records",
+        )?;
+        Ok(GroupPart {
+            replay,
+            replay_skip: p.replay_skip,
+            replay_quiet: p.replay_quiet,
+        })
+    }
+}
+
+/// Where one logical stream is: its ops' parts and its grouping's.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StreamSnapshot {
+    /// The stream's index among the pipeline's logical streams.
+    pub index: u32,
+    pub fingerprint: u32,
+    pub chain: Arc<SavedParts>,
+    pub group: GroupPart,
+}
+
+/// Where a host is: each logical stream it runs, in stream order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Snapshot {
+    pub streams: Vec<StreamSnapshot>,
+}
+
+/// The root's body.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RootProto {
+    /// Batches (steps) delivered so far.
+    #[prost(uint64, tag = "1")]
+    batches: u64,
+    /// The job's logical streams.
+    #[prost(uint32, tag = "2")]
+    streams: u32,
+}
+
+/// A stream node's body.
+#[derive(Clone, PartialEq, prost::Message)]
+struct StreamProto {
+    #[prost(uint32, tag = "1")]
+    index: u32,
+    #[prost(uint32, tag = "2")]
+    fingerprint: u32,
+}
+
+fn stream_key(index: u32) -> String {
+    format!("stream/{index}")
+}
+
+/// Serializes a host's state after `batches` delivered batches, in a job
+/// of `streams` logical streams.
+pub(crate) fn encode(snapshot: &Snapshot, batches: u64, streams: u32) -> Vec<u8> {
+    let children = snapshot
+        .streams
+        .iter()
+        .map(|s| {
+            let mut parts = s.chain.nodes();
+            parts.push(NodeProto {
+                key: GroupPart::KEY.into(),
+                version: GroupPart::VERSION,
+                body: s.group.encode_body(),
+                children: Vec::new(),
+            });
+            NodeProto {
+                key: stream_key(s.index),
+                version: STREAM_VERSION,
+                body: StreamProto {
+                    index: s.index,
+                    fingerprint: s.fingerprint,
+                }
+                .encode_to_vec(),
+                children: parts,
+            }
+        })
+        .collect();
+    seal_root(batches, streams, children)
+}
+
+fn seal_root(batches: u64, streams: u32, children: Vec<NodeProto>) -> Vec<u8> {
+    let root = NodeProto {
+        key: ROOT_KEY.into(),
+        version: ROOT_VERSION,
+        body: RootProto { batches, streams }.encode_to_vec(),
+        children,
+    };
+    seal(&root.encode_to_vec())
+}
+
+/// Wraps a body in the header: magic, version, length, checksum.
+fn seal(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    // A body is positions of at most a shuffle buffer and a few batches:
+    // far below 4 GiB.
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[4..12]), body);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The little-endian u32 at `at` (the caller checked the length).
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(word)
+}
+
+/// Checks the header and returns the body.
+fn open(bytes: &[u8]) -> Result<&[u8], StateError> {
+    let head = &bytes[..bytes.len().min(MAGIC.len())];
+    if head != &MAGIC[..head.len()] {
+        return Err(StateError::Corrupt(
+            "it does not begin with \"INFS\": not an infeed pipeline state (or one \
+             written before state format 2)"
+                .into(),
+        ));
+    }
+    if bytes.len() < HEADER_LEN {
+        // A newer format is named as such even when cut short.
+        if bytes.len() >= 8 && u32_at(bytes, 4) > FORMAT_VERSION {
+            return Err(StateError::NewerFormat {
+                found: u32_at(bytes, 4),
+                supported: FORMAT_VERSION,
+            });
+        }
+        return Err(StateError::Truncated {
+            found: bytes.len(),
+            expected: HEADER_LEN,
+        });
+    }
+    let version = u32_at(bytes, 4);
+    if version > FORMAT_VERSION {
+        return Err(StateError::NewerFormat {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if version < FORMAT_VERSION {
+        return Err(StateError::OldFormat {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let expected = HEADER_LEN + u32_at(bytes, 8) as usize;
+    if bytes.len() < expected {
+        return Err(StateError::Truncated {
+            found: bytes.len(),
+            expected,
+        });
+    }
+    if bytes.len() > expected {
+        return Err(StateError::Corrupt(format!(
+            "{} bytes follow its end at byte {expected}",
+            bytes.len() - expected
+        )));
+    }
+    let body = &bytes[HEADER_LEN..];
+    let stored = u32_at(bytes, 12);
+    let computed = crc32c::crc32c_append(crc32c::crc32c(&bytes[4..12]), body);
+    if stored != computed {
+        return Err(StateError::Corrupt(format!(
+            "checksum mismatch (stored {stored:08x}, computed {computed:08x})"
+        )));
+    }
+    Ok(body)
+}
+
+/// A state read back: its counters and its streams' parts, by stream index.
+#[derive(Debug)]
+pub(crate) struct Decoded {
+    pub batches: u64,
+    /// The logical streams of the job that saved it.
+    pub streams: u32,
+    pub parts: BTreeMap<u32, StreamNode>,
+}
+
+/// One stream's node, read back.
+#[derive(Debug)]
+pub(crate) struct StreamNode {
+    pub fingerprint: u32,
+    pub parts: Vec<NodeProto>,
+}
+
+impl StreamNode {
+    /// Checks the stream's fingerprint and hands its parts to their ops:
+    /// the grouping's part, and the rest for the chain.
+    pub fn open(self, index: u32, fingerprint: u32) -> Result<(GroupPart, RawParts), StateError> {
+        if self.fingerprint != fingerprint {
+            return Err(StateError::OtherPipeline {
+                found: self.fingerprint,
+                expected: fingerprint,
+            });
+        }
+        let mut parts = RawParts::new(stream_key(index), self.parts)?;
+        let group = parts.take::<GroupPart>()?;
+        Ok((group, parts))
+    }
+}
+
+/// Reads a state's tree back (the parts are checked by their ops).
+pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
+    let root = NodeProto::decode(open(bytes)?)
+        .map_err(|e| StateError::Corrupt(format!("its body does not decode: {e}")))?;
+    if root.key != ROOT_KEY || root.version != ROOT_VERSION {
+        return Err(StateError::Part {
+            part: root.key,
+            reason: format!(
+                "the root of a state is `{ROOT_KEY}` version {ROOT_VERSION}, this is version {}",
+                root.version
+            ),
+        });
+    }
+    let body = RootProto::decode(root.body.as_slice()).map_err(|e| StateError::Part {
+        part: ROOT_KEY.into(),
+        reason: format!("it does not decode: {e}"),
+    })?;
+    let mut parts = BTreeMap::new();
+    for node in root.children {
+        let stream = StreamProto::decode(node.body.as_slice()).map_err(|e| StateError::Part {
+            part: node.key.clone(),
+            reason: format!("it does not decode: {e}"),
+        })?;
+        if node.key != stream_key(stream.index) || node.version != STREAM_VERSION {
+            return Err(StateError::Part {
+                part: node.key,
+                reason: format!(
+                    "a stream node is `{}` version {STREAM_VERSION}",
+                    stream_key(stream.index)
+                ),
+            });
+        }
+        if stream.index >= body.streams {
+            return Err(StateError::Streams(format!(
+                "it holds stream {} of a job of {} streams",
+                stream.index, body.streams
+            )));
+        }
+        let node = StreamNode {
+            fingerprint: stream.fingerprint,
+            parts: node.children,
+        };
+        if parts.insert(stream.index, node).is_some() {
+            return Err(StateError::Streams(format!(
+                "it holds stream {} twice",
+                stream.index
+            )));
+        }
+    }
+    Ok(Decoded {
+        batches: body.batches,
+        streams: body.streams,
+        parts,
+    })
+}
+
+/// Merges the states of several hosts of one job, taken at the same step,
+/// into one that holds all their streams: any host of a job on another
+/// host count restores from it, taking the streams it runs.
+pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
+    let mut merged: Option<(u64, u32)> = None;
+    let mut streams: BTreeMap<u32, NodeProto> = BTreeMap::new();
+    for (i, bytes) in states.iter().enumerate() {
+        let root = NodeProto::decode(open(bytes)?).map_err(|e| {
+            StateError::Corrupt(format!("state {i}: its body does not decode: {e}"))
+        })?;
+        let body = RootProto::decode(root.body.as_slice()).map_err(|e| {
+            StateError::Corrupt(format!("state {i}: its root does not decode: {e}"))
+        })?;
+        match merged {
+            None => merged = Some((body.batches, body.streams)),
+            Some((batches, count)) if (batches, count) != (body.batches, body.streams) => {
+                return Err(StateError::Streams(format!(
+                    "state {i} was taken after {} batches of a job of {} streams, state 0 \
+                     after {batches} of {count}: merge the states of one step",
+                    body.batches, body.streams
+                )));
+            }
+            Some(_) => {}
+        }
+        for node in root.children {
+            let index = StreamProto::decode(node.body.as_slice())
+                .map_err(|e| StateError::Corrupt(format!("state {i}: a stream node: {e}")))?
+                .index;
+            match streams.get(&index) {
+                Some(seen) if *seen != node => {
+                    return Err(StateError::Streams(format!(
+                        "state {i} holds stream {index}, which an earlier state holds \
+                         differently: these are states of different runs"
+                    )));
+                }
+                _ => {
+                    streams.insert(index, node);
+                }
+            }
+        }
+    }
+    let (batches, count) = merged.ok_or_else(|| StateError::Streams("no state to merge".into()))?;
+    Ok(seal_root(batches, count, streams.into_values().collect()))
+}
+
+/// Checks the grouping's part of a stream: the waiting records name files
+/// of the stream, a packed record's progress only exists when packing,
+/// and a stream with a fixed batch count has not delivered more.
+pub(crate) fn check_group(
+    group: &GroupPart,
+    batches: u64,
+    mode: &GroupMode,
+    files: usize,
+    limit: Option<u64>,
+) -> Result<(), StateError> {
+    if let Some(&(file, _)) = group.replay.iter().find(|p| p.0 as usize >= files) {
+        return Err(StateError::Invalid {
+            field: "waiting records",
+            value: u64::from(file),
+            reason: format!("a file index; the pipeline has {files} files"),
+        });
+    }
+    let packing = matches!(mode, GroupMode::Pack { .. });
+    if group.replay_skip > 0 && (!packing || group.replay.is_empty()) {
+        return Err(StateError::Invalid {
+            field: "packed values",
+            value: group.replay_skip,
+            reason: "only a packing pipeline with a waiting record has packed values".into(),
+        });
+    }
+    let scheduled = matches!(mode, GroupMode::Scheduled { .. });
+    if group.replay_quiet > group.replay.len() as u64 || (group.replay_quiet > 0 && !scheduled) {
+        return Err(StateError::Invalid {
+            field: "records waiting in scheduled buckets",
+            value: group.replay_quiet,
+            reason: format!(
+                "only a pipeline with scheduled buckets has them, and at most the {} \
+                 waiting records",
+                group.replay.len()
+            ),
+        });
+    }
+    if let Some(limit) = limit.filter(|&n| batches > n) {
+        return Err(StateError::Invalid {
+            field: "batches",
+            value: batches,
+            reason: format!("this host emits {limit} batches in all"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::ops::epochs::EpochsPart;
+    use crate::pipeline::ops::shuffle::ShufflePart;
+
+    /// A stream's snapshot with 10 000 buffered records of ~1 KB from 4
+    /// files, in shuffled slot order, and 960 records waiting in buckets.
+    fn stream(index: u32) -> StreamSnapshot {
+        let mut rng = super::super::rng::CounterRng::new(u64::from(index), 0, 0);
+        let mut buffer: Vec<(u32, u64)> = (0..10_000u64)
+            .map(|i| ((i % 4) as u32, 50_000_000 + i * 1_100))
+            .collect();
+        rng.shuffle(&mut buffer);
+        let mut chain = SavedParts::default();
+        chain.push(ShufflePart {
+            rng_counter: 5_000,
+            buffer,
+            draining: false,
+            finished: false,
+        });
+        chain.push(EpochsPart {
+            epoch: 3,
+            emitted: 60,
+        });
+        StreamSnapshot {
+            index,
+            fingerprint: 0xfeed + index,
+            chain: Arc::new(chain),
+            group: GroupPart {
+                replay: (0..960u64)
+                    .map(|i| ((i % 4) as u32, 60_000_000 + i * 1_300))
+                    .collect(),
+                replay_skip: 17,
+                replay_quiet: 0,
+            },
+        }
+    }
+
+    /// Decodes a stream's parts back into the snapshot's values.
+    fn read_back(decoded: &mut Decoded, index: u32) -> (GroupPart, ShufflePart, EpochsPart) {
+        let node = decoded.parts.remove(&index).unwrap();
+        let (group, mut parts) = node.open(index, 0xfeed + index).unwrap();
+        let shuffle = parts.take::<ShufflePart>().unwrap();
+        let epochs = parts.take::<EpochsPart>().unwrap();
+        parts.finish().unwrap();
+        (group, shuffle, epochs)
+    }
+
+    #[test]
+    fn a_host_state_round_trips_and_stays_under_64_kib_with_a_large_buffer() {
+        let snapshot = Snapshot {
+            streams: vec![stream(1)],
+        };
+        let bytes = encode(&snapshot, 42, 4);
+        assert!(bytes.len() < 52 * 1024, "{} bytes", bytes.len());
+        assert_eq!(&bytes[..8], b"INFS\x03\0\0\0");
+        let mut decoded = decode(&bytes).unwrap();
+        assert_eq!((decoded.batches, decoded.streams), (42, 4));
+        let (group, shuffle, epochs) = read_back(&mut decoded, 1);
+        let original = stream(1);
+        assert_eq!(group, original.group);
+        assert_eq!(
+            epochs,
+            EpochsPart {
+                epoch: 3,
+                emitted: 60
+            }
+        );
+        assert_eq!(shuffle.rng_counter, 5_000);
+        assert_eq!(shuffle.buffer.len(), 10_000);
+        assert_eq!(shuffle.encode_body(), original.chain.nodes()[0].body);
+        // Another stream's fingerprint is another pipeline.
+        let mut decoded = decode(&bytes).unwrap();
+        let node = decoded.parts.remove(&1).unwrap();
+        assert!(matches!(
+            node.open(1, 7),
+            Err(StateError::OtherPipeline {
+                found: 0xfeee,
+                expected: 7
+            })
+        ));
+    }
+
+    #[test]
+    fn every_cut_is_truncated_and_every_flip_is_caught() {
+        let bytes = encode(
+            &Snapshot {
+                streams: vec![stream(0)],
+            },
+            42,
+            1,
+        );
+        for cut in (0..bytes.len()).step_by(7) {
+            let err = decode(&bytes[..cut]).unwrap_err();
+            assert!(
+                matches!(err, StateError::Truncated { found, expected } if found == cut
+                    && expected == if cut < HEADER_LEN { HEADER_LEN } else { bytes.len() }),
+                "cut at {cut}: {err:?}"
+            );
+        }
+        for at in (0..bytes.len())
+            .filter(|at| !(4..12).contains(at))
+            .step_by(5)
+        {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            let err = decode(&bad).unwrap_err();
+            assert!(
+                matches!(err, StateError::Corrupt(_)),
+                "flip at {at}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn states_of_one_step_merge_and_others_are_refused() {
+        let a = encode(
+            &Snapshot {
+                streams: vec![stream(0), stream(1)],
+            },
+            9,
+            4,
+        );
+        let b = encode(
+            &Snapshot {
+                streams: vec![stream(3), stream(2)],
+            },
+            9,
+            4,
+        );
+        let merged = merge(&[&a, &b]).unwrap();
+        let mut decoded = decode(&merged).unwrap();
+        assert_eq!((decoded.batches, decoded.streams), (9, 4));
+        assert_eq!(
+            decoded.parts.keys().copied().collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        for index in 0..4 {
+            assert_eq!(read_back(&mut decoded, index).0, stream(index).group);
+        }
+        // Merging again, or with a part of itself, changes nothing.
+        assert_eq!(merge(&[&merged, &a]).unwrap(), merged);
+        let later = encode(
+            &Snapshot {
+                streams: vec![stream(2)],
+            },
+            10,
+            4,
+        );
+        let err = merge(&[&a, &later]).unwrap_err();
+        assert!(
+            err.to_string().contains("merge the states of one step"),
+            "{err}"
+        );
+        let mut other = stream(0);
+        other.group.replay_skip = 1;
+        let other = encode(
+            &Snapshot {
+                streams: vec![other],
+            },
+            9,
+            4,
+        );
+        let err = merge(&[&a, &other]).unwrap_err();
+        assert!(
+            err.to_string().contains("states of different runs"),
+            "{err}"
+        );
+        assert!(matches!(merge(&[]), Err(StateError::Streams(_))));
+    }
+
+    #[test]
+    fn a_stream_beyond_the_jobs_count_is_refused() {
+        let bytes = encode(
+            &Snapshot {
+                streams: vec![stream(5)],
+            },
+            1,
+            4,
+        );
+        let err = decode(&bytes).unwrap_err();
+        assert_eq!(err.to_string(), "it holds stream 5 of a job of 4 streams");
+    }
+}
