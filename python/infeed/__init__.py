@@ -23,7 +23,10 @@ buffers (no copy); a buffer returns to its pool when the last array viewing
 it is collected. The engine runs on its own threads and never takes the GIL.
 """
 
-from infeed._infeed import __version__  # python/Cargo.toml's, compiled in
+from infeed._infeed import (
+    __version__,  # python/Cargo.toml's, compiled in
+    merge_states,
+)
 from infeed.errors import (
     BatchError,
     CorruptRecordError,
@@ -54,4 +57,5 @@ __all__ = [
     "VarLen",
     "WorkerError",
     "__version__",
+    "merge_states",
 ]

@@ -20,6 +20,10 @@ __version__: Final[str]
 def list_files(pattern: str) -> list[str]:
     """The files a glob matches (local paths or gs://, s3://, az:// URLs), sorted."""
 
+def merge_states(states: Sequence[bytes]) -> bytes:
+    """The states of several hosts of one job, taken at the same step, merged
+    into one that any host of the job on another host count restores from."""
+
 def shapes(files: Sequence[str], steps: list[_Step]) -> list[list[tuple[str, str, list[int]]]]:
     """Every batch shape the steps can emit: a list of lists of
     ``(name, numpy dtype name, shape)``."""

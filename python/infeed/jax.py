@@ -29,10 +29,12 @@ pipeline ``.cast("int32")`` rather than letting JAX narrow int64 arrays.
 
 from __future__ import annotations
 
+import atexit
 import json
 import queue
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -106,6 +108,7 @@ class DeviceIterator:
     # The producer ---------------------------------------------------------
 
     def _start_thread(self) -> None:
+        _LIVE.add(self)
         self._queue: queue.Queue = queue.Queue(maxsize=self._prefetch)
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -187,6 +190,7 @@ class DeviceIterator:
 
     def close(self) -> None:
         """Stops the prefetch thread and the pipeline."""
+        _LIVE.discard(self)
         self._stop.set()
         self._host.close()
         self._thread.join()
@@ -196,6 +200,19 @@ class DeviceIterator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Device iterators whose prefetch thread may still run. At exit they are
+# closed before the interpreter finalizes: a daemon thread stopped there in
+# the middle of XLA or infeed code aborts the process ("exception not
+# rethrown") instead of letting it exit.
+_LIVE: weakref.WeakSet[DeviceIterator] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live() -> None:
+    for it in list(_LIVE):
+        it.close()
 
 
 def device_iterator(

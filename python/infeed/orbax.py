@@ -17,8 +17,11 @@
     ))
 
 Each process writes its own iterator's state (a few KB) as
-``process_<index>-of-<count>.infeed`` in the item's directory, so every host
-restores its own part of a sharded pipeline.
+``process_<index>-of-<count>.infeed`` in the item's directory. A restore
+reads every process's file and merges them (:func:`infeed.merge_states`), so
+each process takes the logical streams it runs: on the same process count,
+its own; on another (a pipeline with ``streams(n)``, on a process count that
+divides ``n``), those of its new slice.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import dataclasses
 import orbax.checkpoint as ocp
 from etils import epath
 
+from infeed._infeed import merge_states
 from infeed.pipeline import Iterator
 
 
@@ -76,7 +80,10 @@ class CheckpointHandler(ocp.CheckpointHandler):
         args: CheckpointRestore | None = None,
     ) -> Iterator:
         iterator = _iterator(item, args)
-        iterator.set_state(_state_file(directory).read_bytes())
+        saved = sorted(epath.Path(directory).glob("process_*-of-*.infeed"))
+        if not saved:
+            raise FileNotFoundError(f"no infeed iterator state in {directory}")
+        iterator.set_state(merge_states([path.read_bytes() for path in saved]))
         return iterator
 
 

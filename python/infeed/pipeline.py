@@ -131,6 +131,21 @@ class Pipeline:
         schedule all hosts compute alike (docs/many-hosts.md)."""
         return self._with("shard", int(index), int(count))
 
+    def streams(self, count: int) -> Pipeline:
+        """Splits the data into ``count`` logical streams, fixed for the life
+        of the job, so that its state moves between host counts. Each stream
+        is the part ``shard(s, count)`` would give, with its own file order,
+        interleave, shuffle buffer and seed (derived from ``seed``, which must
+        then be the same on every process). Process ``i`` of ``n`` runs
+        streams ``i*count/n`` to ``(i+1)*count/n`` and each step takes
+        ``batch_size / (count/n)`` rows from each, in stream order, so a
+        step's global batch is the same on any process count that divides
+        ``count``; the states of all processes, merged
+        (:func:`infeed.merge_states`; ``infeed.orbax`` does it), restore on
+        any such count. Without it a job has one stream per process and
+        restores on the same process count only (docs/many-hosts.md)."""
+        return self._with("streams", int(count))
+
     def shuffle_files(self) -> Pipeline:
         """Shuffles the file order, anew each epoch."""
         return self._with("shuffle_files")

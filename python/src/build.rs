@@ -37,6 +37,7 @@ pub fn build(
         pipeline = match name.as_str() {
             "seed" => pipeline.seed(args.get_item(0)?.extract()?),
             "shard" => pipeline.shard(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?),
+            "streams" => pipeline.streams(args.get_item(0)?.extract()?),
             "shuffle_files" => pipeline.shuffle_files(),
             "interleave" => {
                 pipeline.interleave(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?)

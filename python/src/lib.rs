@@ -49,10 +49,21 @@ fn shapes(
         .collect())
 }
 
+/// The states of several hosts of one job, taken at the same step, merged
+/// into one that any host of the job on another host count restores from
+/// (`Pipeline.streams`).
+#[pyfunction]
+fn merge_states(py: Python<'_>, states: Vec<Vec<u8>>) -> PyResult<Vec<u8>> {
+    let parts: Vec<&[u8]> = states.iter().map(Vec::as_slice).collect();
+    infeed::pipeline::merge_states(&parts)
+        .map_err(|e| errors::state(py, format!("cannot merge the pipeline states: {e}")))
+}
+
 #[pymodule]
 fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_files, m)?)?;
     m.add_function(wrap_pyfunction!(shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_states, m)?)?;
     m.add_class::<batches::Batches>()?;
     m.add_class::<batches::Buffer>()?;
     m.add("ALIGN", infeed::batch::ALIGN)?;

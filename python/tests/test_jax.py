@@ -307,3 +307,64 @@ def test_processes_whose_shapes_would_differ_are_refused_at_the_start():
         "the same step (per process [shapes digest, schedule digest]"
     )
     assert said == [expected, expected], said
+
+
+# A job of 12 logical streams saved with Orbax by `{n}` processes after
+# `{k}` steps, then restored in fresh processes on another count: every
+# later global batch equals the uninterrupted run's, which one process of a
+# 12-stream job with the global batch size computes alone.
+ELASTIC = """
+import itertools, json
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+if {n} > 1:
+    jax.distributed.initialize("127.0.0.1:{port}", num_processes={n}, process_id={pid})
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import orbax.checkpoint as ocp
+import infeed, infeed.jax, infeed.orbax
+
+N, ME, K, GLOBAL = {n}, {pid}, {k}, 24
+
+def host(i, n):
+    return (infeed.Pipeline.from_files({files!r}).shard(i, n).streams(12).seed(3)
+            .shuffle_files().interleave(2).shuffle(64).repeat()
+            .parse("input_ids:var_len:int64").pad_to_multiple_of(64).max_length(512)
+            .cast("int32").batch(GLOBAL // n))
+
+it = host(ME, N).iter()
+mngr = ocp.CheckpointManager({directory!r})
+if "{phase}" == "save":
+    for _ in range(K):
+        next(it)
+    mngr.save(K, args=ocp.args.Composite(data=infeed.orbax.CheckpointSave(it)))
+    mngr.wait_until_finished()
+    print("RESULT saved")
+else:
+    mngr.restore(K, args=ocp.args.Composite(data=infeed.orbax.CheckpointRestore(it)))
+    sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+    whole = host(0, 1).iter()
+    want = [b["input_ids"].copy() for b in itertools.islice(whole, K + 8)][K:]
+    steps = 0
+    for step, batch in enumerate(itertools.islice(infeed.jax.device_iterator(it, sharding), 8)):
+        ids = batch["input_ids"]
+        full = multihost_utils.process_allgather(ids, tiled=True) if N > 1 else np.asarray(ids)
+        np.testing.assert_array_equal(full, want[step], err_msg=f"step {{K + step}}")
+        steps += 1
+    print("RESULT", steps)
+mngr.close()
+"""
+
+
+@pytest.mark.parametrize(("before", "after", "k"), [(2, 4, 5), (4, 2, 9), (2, 1, 3), (1, 3, 7)])
+def test_a_job_saved_on_n_processes_continues_on_m(tmp_path, before, after, k):
+    pytest.importorskip("orbax.checkpoint")
+    directory = str(tmp_path / "ckpt")
+    common = dict(files=LM_FILES, k=k, directory=directory)
+    outs = run_jax_processes(ELASTIC, before, phase="save", **common)
+    assert all(out.split("RESULT", 1)[1].split() == ["saved"] for out in outs)
+    saved = sorted(p.name for p in (tmp_path / "ckpt" / str(k) / "data").glob("*.infeed"))
+    assert saved == [f"process_{i}-of-{before}.infeed" for i in range(before)]
+    outs = run_jax_processes(ELASTIC, after, phase="restore", **common)
+    assert [out.split("RESULT", 1)[1].split() for out in outs] == [["8"]] * after

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -59,6 +60,33 @@ def test_state_of_another_pipeline_is_refused():
     bad[len(bad) // 2] ^= 0xFF
     with pytest.raises(infeed.StateError):
         lm_pipeline(seed=1).iter(state=bytes(bad))
+
+
+def elastic(index: int, hosts: int) -> infeed.Pipeline:
+    """Host ``index`` of ``hosts`` of a job of 4 logical streams, 8 rows a step."""
+    return lm_pipeline(seed=5, repeat=None, batch=8 // hosts).shard(index, hosts).streams(4)
+
+
+def test_merged_states_of_two_hosts_continue_on_one():
+    whole = as_lists(list(itertools.islice(elastic(0, 1).iter(), 12)))
+    states = []
+    for i in range(2):
+        it = elastic(i, 2).iter()
+        for _ in range(5):
+            next(it)
+        states.append(it.get_state())
+        it.close()
+    merged = infeed.merge_states(states)
+    rest = as_lists(list(itertools.islice(elastic(0, 1).iter(state=merged), 7)))
+    assert_same_batches(rest, whole[5:])
+    # One host's state alone lacks the other's streams.
+    with pytest.raises(infeed.StateError, match="does not hold logical stream 2"):
+        elastic(0, 1).iter(state=states[0])
+    # States of different steps do not merge.
+    it = elastic(1, 2).iter()
+    next(it)
+    with pytest.raises(infeed.StateError, match="merge the states of one step"):
+        infeed.merge_states([states[0], it.get_state()])
 
 
 PIPELINE = """
