@@ -664,7 +664,12 @@ impl Packer {
     }
 
     fn emit(&mut self) -> Option<Batch> {
-        let mut cur = self.current.take()?;
+        let cur = self.current.take()?;
+        Some(self.emit_current(cur))
+    }
+
+    /// `cur` padded and made a batch.
+    fn emit_current(&self, mut cur: Current) -> Batch {
         self.pad_tails(&mut cur);
         let rows = cur.segments.len();
         let shape = vec![self.batch_size, self.row_length];
@@ -686,10 +691,18 @@ impl Packer {
             POSITIONS.to_string(),
             Tensor::from_parts(TensorType::I32, shape, cur.positions),
         ));
-        Some(Batch {
+        Batch {
             tensors,
             real_rows: rows,
-        })
+        }
+    }
+
+    /// A batch of padding only (`real_rows == 0`), for a host that must
+    /// reach a batch count its records do not fill.
+    pub fn empty_batch(&mut self) -> Batch {
+        self.rows.finish();
+        self.current = None;
+        self.emit_current(self.begin())
     }
 
     /// Ends the input: the batch being filled, padded, unless `remainder` is

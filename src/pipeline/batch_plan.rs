@@ -704,6 +704,11 @@ fn pack_group(
         Layout::Pack { parts, rows } => (parts.as_slice(), *rows),
         _ => (&[][..], 0),
     };
+    // An empty group: a host padding to its batch count.
+    if parsed.num_records == 0 {
+        packer.finish(Remainder::Drop);
+        return Ok(packer.empty_batch());
+    }
     let mut out = Vec::new();
     for r in 0..parsed.num_records {
         let pushed = match parts.get(r) {

@@ -288,10 +288,12 @@ impl<T: Send + 'static> Batches<T> {
 
     /// A digest of the schedule by which this host's batches take their
     /// shapes when hosts must agree on them (scheduled buckets: several
-    /// hosts, length-dependent shapes; see docs/many-hosts.md); 0 when a
-    /// batch's shape depends on its own records only. Hosts that give
-    /// different digests would feed steps of different shapes: compare them
-    /// once, at the start (`infeed.jax.device_iterator` does).
+    /// hosts, length-dependent shapes; see docs/many-hosts.md), and of the
+    /// batch count `equal_batches` found by running the grouping (which
+    /// needs the same seed on every host); 0 when neither applies. Hosts
+    /// that give different digests would feed steps of different shapes or
+    /// run different step counts: compare them once, at the start
+    /// (`infeed.jax.device_iterator` does).
     pub fn shape_schedule(&self) -> u64 {
         self.shape_schedule
     }

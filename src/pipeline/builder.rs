@@ -11,7 +11,8 @@ use super::batches::Batches;
 use super::error::PipelineError;
 use super::group::plan::{BatchFn, EqualBatches, GroupMode, RawBatch};
 use super::parsed::{MapError, ParsedOp};
-use super::plan::{self, Grouping, RecordSettings};
+use super::plan::{self, Grouping};
+use super::settings::RecordSettings;
 use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
 use crate::example::ParsedBatch;
 use crate::record::ReadOptions;
@@ -218,11 +219,15 @@ impl Pipeline {
     }
 
     /// Makes every host of [`Pipeline::shard`] emit the same number of
-    /// batches over a finite run (`repeat(Some(n))` or none). It counts the
-    /// records of every shard once when the pipeline is built (a read of the
-    /// whole dataset); it cannot be combined with `filter`, whose effect is
-    /// unknown in advance. With `repeat(None)` no host runs dry and it does
-    /// nothing.
+    /// batches over a finite run (`repeat(Some(n))` or none), for every
+    /// grouping. Where each batch takes a fixed number of records it counts
+    /// the records of every shard when the pipeline is built (from
+    /// `infeed convert`'s manifests, else a read of the whole dataset);
+    /// where it does not (`filter`, `filter_rows`, buckets with batch sizes
+    /// of their own, `pack`) every host runs each host's record chain and
+    /// grouping once on lengths alone, exactly as the run will: a pass over
+    /// the whole dataset before the first batch. With `repeat(None)` no host
+    /// runs dry and it does nothing.
     pub fn equal_batches(mut self, how: EqualBatches) -> Self {
         self.s.equal_batches = Some(how);
         self

@@ -7,22 +7,19 @@ use std::sync::Arc;
 
 use super::batches::{Batches, ExecConfig};
 use super::checkpoint::{self, GroupPart, Snapshot, StreamSnapshot};
-use super::counts;
+use super::equal;
 use super::error::{PipelineError, StateError};
-use super::group::plan::{
-    BatchFn, EqualBatches, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch,
-};
+use super::group::plan::{BatchFn, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
 use super::ops::Item;
+use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
-use super::ops::{RecordFilter, RecordMap, StreamConfig};
 use super::rng::{self, CounterRng};
+use super::settings::RecordSettings;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
 use super::threads::shard_reader::first_records;
 use crate::batch::Bucketer;
-use crate::record::ReadOptions;
-use crate::source::SourceOptions;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
 const PREFILTER_CHUNK: usize = 256;
@@ -33,36 +30,6 @@ const PREFILTER_CHUNK: usize = 256;
 /// overlapping records. 0 is the default seed, so pipelines seeded 0 read
 /// the order they always did.
 const SHARED_FILE_ORDER_SEED: u64 = 0;
-
-/// Everything the user said about the record-level pipeline, as the
-/// builder collected it.
-#[derive(Clone)]
-pub(crate) struct RecordSettings {
-    pub source: String,
-    pub files: Vec<String>,
-    pub host: Option<(u64, u64)>,
-    /// The job's logical streams, when set (`streams(n)`).
-    pub streams: Option<u64>,
-    pub seed: u64,
-    pub shuffle_files: bool,
-    pub cycle_length: usize,
-    pub block_length: usize,
-    pub skip: u64,
-    pub take: Option<u64>,
-    pub filter: Option<RecordFilter>,
-    pub map: Option<RecordMap>,
-    pub shuffle_buffer: usize,
-    pub repeat: Option<Option<u64>>,
-    pub repeat_before_shuffle: bool,
-    pub read: ReadOptions,
-    /// How shards are listed and fetched (retries, timeouts, range size).
-    pub source_options: SourceOptions,
-    pub workers: usize,
-    pub prefetch: usize,
-    pub unordered: bool,
-    pub equal_batches: Option<EqualBatches>,
-    pub resume: Option<Vec<u8>>,
-}
 
 /// How a pipeline groups its records, with what the record thread needs.
 pub(crate) struct Grouping {
@@ -111,12 +78,15 @@ pub(crate) fn start<T: Send + 'static>(
     let mut grouping = grouping;
     // The grouping of one stream: its share of every batch's rows.
     let mut mode = grouping.mode.per_stream(per_host as usize)?;
-    let total_batches = match &mode {
+    // Equal batch counts: from the records' counts where a batch always
+    // takes the same number of records, else by running every stream's
+    // grouping once (below, once the schedule is set).
+    let counted = match &mode {
         GroupMode::Fixed {
             batch_size,
             drop_remainder,
         } if grouping.prefilter.is_none() => {
-            total_batches(p, streams, *batch_size, *drop_remainder)?
+            equal::from_counts(p, streams, *batch_size, *drop_remainder)?
         }
         GroupMode::Scheduled {
             bucketer,
@@ -124,14 +94,7 @@ pub(crate) fn start<T: Send + 'static>(
             ..
         } if !grouping.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
             let batch_size = one_batch_size(bucketer).unwrap_or(1);
-            total_batches(p, streams, batch_size, *drop_remainder)?
-        }
-        _ if p.equal_batches.is_some() && p.repeat != Some(None) => {
-            return Err(PipelineError::Config(
-                "equal_batches cannot be combined with bucket_by_length (with batch sizes \
-                 per bucket), pack or filter_rows, whose batch counts are unknown in advance"
-                    .into(),
-            ));
+            equal::from_counts(p, streams, batch_size, *drop_remainder)?
         }
         _ => None,
     };
@@ -145,7 +108,7 @@ pub(crate) fn start<T: Send + 'static>(
             .map(|b| bucketer.batch_size(b))
             .collect();
         let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
-        if let Some(total) = total_batches {
+        if let Some(total) = counted {
             planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
         }
         let planned = Arc::new(planned);
@@ -154,7 +117,27 @@ pub(crate) fn start<T: Send + 'static>(
             *schedule = Some(planned);
         }
     }
-    let shape_schedule = shape_schedule(&grouping.mode);
+    let mut shape_schedule = shape_schedule(&grouping.mode);
+    let total_batches = match counted {
+        Some(n) => Some(n),
+        None if p.equal_batches.is_some() && p.repeat != Some(None) => {
+            let grouped = equal::Grouped {
+                mode: &mode,
+                measure: grouping.measure.as_ref(),
+                prefilter: grouping.prefilter.as_ref(),
+            };
+            let total =
+                equal::from_grouping(p, streams, &grouped, |s| stream_config(p, s, streams))?;
+            // Counted with this host's seed for every stream: hosts seeded
+            // differently would count differently, so the count is part of
+            // what hosts compare at the start.
+            let mut key = shape_schedule.to_le_bytes().to_vec();
+            key.extend_from_slice(&total.unwrap_or(u64::MAX).to_le_bytes());
+            shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
+            total
+        }
+        None => None,
+    };
     let mut decoded = match &p.resume {
         None => None,
         Some(bytes) => {
@@ -411,53 +394,4 @@ fn sample_buckets(
         }
     }
     Ok(counts)
-}
-
-/// With [`Pipeline::equal_batches`]: how many batches every stream (so
-/// every host) emits, each stream's batches of `batch_size` rows.
-fn total_batches(
-    p: &RecordSettings,
-    streams: u64,
-    batch_size: usize,
-    drop_remainder: bool,
-) -> Result<Option<u64>, PipelineError> {
-    let Some(how) = p.equal_batches else {
-        return Ok(None);
-    };
-    let epochs = match p.repeat {
-        None => 1,
-        Some(Some(n)) => n,
-        Some(None) => return Ok(None),
-    };
-    if p.filter.is_some() {
-        return Err(PipelineError::Config(
-            "equal_batches cannot be combined with filter".into(),
-        ));
-    }
-    let counts = counts::count_records(&p.files, &p.read, &p.source_options)?;
-    // Every stream's records (a stream is what `shard(s, streams)` reads).
-    let (index_count, total): (u64, u64) = (streams, counts.iter().sum());
-    let per_host: Vec<u64> = (0..index_count)
-        .map(|i| {
-            let records = if counts.len() as u64 >= index_count {
-                counts
-                    .iter()
-                    .skip(i as usize)
-                    .step_by(index_count as usize)
-                    .sum()
-            } else {
-                (total + index_count - 1 - i) / index_count
-            };
-            let epoch = records
-                .saturating_sub(p.skip)
-                .min(p.take.unwrap_or(u64::MAX));
-            epoch * epochs
-        })
-        .collect();
-    let b = batch_size as u64;
-    Ok(Some(match how {
-        EqualBatches::Drop => per_host.iter().map(|r| r / b).min().unwrap_or(0),
-        EqualBatches::Pad if drop_remainder => per_host.iter().map(|r| r / b).max().unwrap_or(0),
-        EqualBatches::Pad => per_host.iter().map(|r| r.div_ceil(b)).max().unwrap_or(0),
-    }))
 }

@@ -169,6 +169,178 @@ fn equal_batches_give_every_host_the_same_count_and_shapes() {
     }
 }
 
+/// The groupings whose batch counts the records' counts do not give: buckets
+/// with batch sizes of their own, packing, `filter_rows` and a record
+/// filter, each on `hosts` hosts of a finite run, every host seeded alike
+/// (each counts every host's batches by running its grouping).
+fn uncounted(
+    files: &[String],
+    grouping: &str,
+    i: u64,
+    hosts: u64,
+    how: Option<EqualBatches>,
+) -> ParsedPipeline {
+    let mut p = Pipeline::from_files(files.to_vec()).unwrap();
+    if let Some(how) = how {
+        p = p.equal_batches(how);
+    }
+    p = p
+        .shard(i, hosts)
+        .seed(7)
+        .shuffle_files()
+        .interleave(2, 1)
+        .shuffle(8)
+        .repeat(Some(2));
+    if grouping == "record filter" {
+        p = p.filter(|bytes| bytes.len() % 2 == 0);
+    }
+    let parsed = p.parse(grouping::spec());
+    match grouping {
+        "buckets" => parsed
+            .bucket_by_length("ids", &[32, 64], &[8, 4, 2])
+            .max_length(128)
+            .drop_remainder(false),
+        "pack" => parsed.pack(96).batch(3, false),
+        "filter_rows" => parsed
+            .filter_rows(|b, row| match b.get("ids") {
+                Some(infeed::example::Column::Ragged { row_splits, .. }) => {
+                    row_splits[row + 1] - row_splits[row] > 20
+                }
+                _ => true,
+            })
+            .fixed_length(96)
+            .batch(4, false),
+        "filtered buckets" => parsed
+            .filter_rows(|b, row| match b.get("ids") {
+                Some(infeed::example::Column::Ragged { row_splits, .. }) => {
+                    row_splits[row + 1] - row_splits[row] > 20
+                }
+                _ => true,
+            })
+            .pad_to_multiple_of(16)
+            .max_length(96)
+            .batch(4, false),
+        _ => parsed.fixed_length(96).batch(4, false),
+    }
+}
+
+/// Every real value of `ids` (mask 1), with how often it came.
+fn values(batches: &[Batch]) -> BTreeMap<i64, usize> {
+    let mut seen = BTreeMap::new();
+    for b in batches {
+        let ids = grouping::rows(b, "ids");
+        let mask = grouping::rows(b, "ids_mask");
+        for (r, m) in ids.iter().zip(&mask) {
+            for (&v, &m) in r.iter().zip(m) {
+                if m == 1 {
+                    *seen.entry(v).or_default() += 1;
+                }
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn equal_batches_hold_for_every_grouping() {
+    let dir = tempfile::tempdir().unwrap();
+    // Uneven hosts: 5 files over 2 or 3 hosts.
+    let lens = lengths(5, 70, 6);
+    let files = grouping::write_files(dir.path(), &lens);
+    for grouping in [
+        "buckets",
+        "pack",
+        "filter_rows",
+        "record filter",
+        "filtered buckets",
+    ] {
+        for hosts in [2, 3] {
+            // Without equal_batches: what each host has.
+            let own: Vec<Vec<Batch>> = (0..hosts)
+                .map(|i| run(&uncounted(&files, grouping, i, hosts, None), usize::MAX))
+                .collect();
+            let mut all = BTreeMap::new();
+            for r in &own {
+                for (v, n) in values(r) {
+                    *all.entry(v).or_insert(0) += n;
+                }
+            }
+            let own_counts: Vec<usize> = own.iter().map(Vec::len).collect();
+            assert!(
+                own_counts.iter().any(|&n| n != own_counts[0]),
+                "{grouping}: {own_counts:?}"
+            );
+            for how in [EqualBatches::Drop, EqualBatches::Pad] {
+                let runs: Vec<Vec<Batch>> = (0..hosts)
+                    .map(|i| {
+                        run(
+                            &uncounted(&files, grouping, i, hosts, Some(how)),
+                            usize::MAX,
+                        )
+                    })
+                    .collect();
+                let n = runs[0].len();
+                let at = format!("{grouping}, {how:?}, {hosts} hosts");
+                for (i, r) in runs.iter().enumerate() {
+                    assert_eq!(r.len(), n, "{at}: host {i}");
+                    assert_eq!(shapes(r), shapes(&runs[0]), "{at}: host {i}");
+                }
+                if !grouping.contains("buckets") {
+                    // The batches follow the records alone: each host's
+                    // count is its own run's, stopped or padded. (Scheduled
+                    // buckets with a batch count follow the schedule to the
+                    // end, so their counts differ from a run without one.)
+                    let expected = match how {
+                        EqualBatches::Drop => own_counts.iter().min(),
+                        EqualBatches::Pad => own_counts.iter().max(),
+                    };
+                    assert_eq!(Some(&n), expected, "{at}");
+                }
+                if how == EqualBatches::Pad {
+                    // Nothing lost: every kept value, as often as without.
+                    let mut seen = BTreeMap::new();
+                    for r in &runs {
+                        for (v, c) in values(r) {
+                            *seen.entry(v).or_insert(0) += c;
+                        }
+                    }
+                    assert!(seen == all, "{at}: values lost or repeated");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn equal_batch_runs_of_every_grouping_restore_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let lens = lengths(5, 70, 6);
+    let files = grouping::write_files(dir.path(), &lens);
+    for grouping in [
+        "buckets",
+        "pack",
+        "filter_rows",
+        "record filter",
+        "filtered buckets",
+    ] {
+        let p = uncounted(&files, grouping, 1, 2, Some(EqualBatches::Pad));
+        let whole = run(&p, usize::MAX);
+        for k in [1, whole.len() / 2, whole.len() - 1] {
+            let mut batches = p.build().unwrap();
+            for _ in 0..k {
+                batches.next_batch().unwrap().unwrap();
+            }
+            let state = batches.state();
+            drop(batches);
+            let rest = run(&p.clone().resume_from(&state), usize::MAX);
+            assert_eq!(rest.len(), whole.len() - k, "{grouping} at {k}");
+            for (a, b) in rest.iter().zip(&whole[k..]) {
+                assert_eq!(a.digest(), b.digest(), "{grouping} at {k}");
+            }
+        }
+    }
+}
+
 #[test]
 fn buckets_agree_on_every_host() {
     let dir = tempfile::tempdir().unwrap();

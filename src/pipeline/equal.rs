@@ -1,0 +1,183 @@
+//! Equal batch counts ([`Pipeline::equal_batches`](super::Pipeline::equal_batches)):
+//! how many batches every logical stream, so every host, emits in a finite
+//! run. Where each batch takes a fixed number of records, the records'
+//! counts say it ([`from_counts`]). Where it does not — buckets with batch
+//! sizes of their own, packing, `filter_rows` — every host runs each
+//! stream's record chain and grouping once on lengths alone
+//! ([`from_grouping`]): the very code the run uses, so the count is exact,
+//! at the cost of one pass over the data before the first batch (as a count
+//! by reading is for shards without a manifest).
+
+use std::sync::Arc;
+
+use super::counts;
+use super::error::PipelineError;
+use super::group::Grouper;
+use super::group::plan::{EqualBatches, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
+use super::ops::chain::RecordChain;
+use super::ops::{Item, StreamConfig};
+use super::settings::RecordSettings;
+use super::stats::StageStats;
+
+/// Records a stream's grouping simulation hands to the prefilter at once.
+const CHUNK: usize = 256;
+
+/// What decides a stream's batches.
+pub(crate) struct Grouped<'a> {
+    pub mode: &'a GroupMode,
+    pub measure: Option<&'a MeasureFn>,
+    pub prefilter: Option<&'a PrefilterFn>,
+}
+
+/// How many batches every stream emits when the counts of records do not
+/// say: each of the `streams` streams (`config(s)`) is run once through its
+/// record chain and grouping, as the run will, counting its batches; the
+/// poorest stream's count (`Drop`) or the richest's (`Pad`) is everyone's.
+pub(crate) fn from_grouping(
+    p: &RecordSettings,
+    streams: u64,
+    grouped: &Grouped<'_>,
+    config: impl Fn(u64) -> Arc<StreamConfig> + Sync,
+) -> Result<Option<u64>, PipelineError> {
+    let Some(how) = p.equal_batches else {
+        return Ok(None);
+    };
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut counts = Vec::with_capacity(streams as usize);
+    let indexes: Vec<u64> = (0..streams).collect();
+    for chunk in indexes.chunks(parallel) {
+        let found: Vec<Result<u64, PipelineError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|&s| {
+                    let cfg = config(s);
+                    scope.spawn(move || stream_batches(cfg, grouped))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(PipelineError::Worker("batch counting".into())))
+                })
+                .collect()
+        });
+        for n in found {
+            counts.push(n?);
+        }
+    }
+    Ok(Some(match how {
+        EqualBatches::Drop => counts.iter().copied().min().unwrap_or(0),
+        EqualBatches::Pad => counts.iter().copied().max().unwrap_or(0),
+    }))
+}
+
+/// The batches one stream emits: its records measured (or prefiltered)
+/// and grouped exactly as on its record thread.
+fn stream_batches(cfg: Arc<StreamConfig>, grouped: &Grouped<'_>) -> Result<u64, PipelineError> {
+    let stats = Arc::new(StageStats::default());
+    let files = Arc::new(cfg.files.clone());
+    let mut chain = RecordChain::new(cfg, stats.clone(), stats)?;
+    // A run with a fixed batch count groups its remainder by the schedule:
+    // count it so.
+    let mut grouper = Grouper::new(grouped.mode, 0, true);
+    let mut out = Vec::new();
+    let mut batches = 0u64;
+    let named = |mut e: PipelineError, file: u32| {
+        if let PipelineError::Batch { path, .. }
+        | PipelineError::Parse { path, .. }
+        | PipelineError::Length { path, .. } = &mut e
+            && path.is_empty()
+        {
+            *path = files.get(file as usize).cloned().unwrap_or_default();
+        }
+        e
+    };
+    loop {
+        let mut items: Vec<Item> = Vec::with_capacity(CHUNK);
+        while items.len() < CHUNK {
+            match chain.next_item()? {
+                Some(item) => items.push(item),
+                None => break,
+            }
+        }
+        if items.is_empty() {
+            break;
+        }
+        let lengths: Vec<Option<usize>> = match (grouped.measure, grouped.prefilter) {
+            (Some(measure), _) => items
+                .iter()
+                .map(|i| measure(i).map(Some).map_err(|e| named(e, i.file)))
+                .collect::<Result<_, _>>()?,
+            (None, Some(prefilter)) => prefilter(&RawBatch {
+                records: items.iter().map(|i| i.data.clone()).collect(),
+                provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
+                files: files.clone(),
+                layout: Layout::Rows,
+            })?,
+            (None, None) => vec![Some(0); items.len()],
+        };
+        for (item, len) in items.into_iter().zip(lengths) {
+            let Some(len) = len else { continue };
+            let file = item.file;
+            grouper
+                .push(item, len, 0, &mut out)
+                .map_err(|e| named(e, file))?;
+            batches += out.len() as u64;
+            out.clear();
+        }
+    }
+    while grouper.finish_one().is_some() {
+        batches += 1;
+    }
+    Ok(batches)
+}
+
+/// How many batches every stream emits when each takes `batch_size`
+/// records: from the records' counts (convert's manifests, else a read).
+pub(crate) fn from_counts(
+    p: &RecordSettings,
+    streams: u64,
+    batch_size: usize,
+    drop_remainder: bool,
+) -> Result<Option<u64>, PipelineError> {
+    let Some(how) = p.equal_batches else {
+        return Ok(None);
+    };
+    let epochs = match p.repeat {
+        None => 1,
+        Some(Some(n)) => n,
+        Some(None) => return Ok(None),
+    };
+    if p.filter.is_some() {
+        // What a record filter keeps is unknown until it runs: counted by
+        // grouping instead.
+        return Ok(None);
+    }
+    let counts = counts::count_records(&p.files, &p.read, &p.source_options)?;
+    // Every stream's records (a stream is what `shard(s, streams)` reads).
+    let (index_count, total): (u64, u64) = (streams, counts.iter().sum());
+    let per_host: Vec<u64> = (0..index_count)
+        .map(|i| {
+            let records = if counts.len() as u64 >= index_count {
+                counts
+                    .iter()
+                    .skip(i as usize)
+                    .step_by(index_count as usize)
+                    .sum()
+            } else {
+                (total + index_count - 1 - i) / index_count
+            };
+            let epoch = records
+                .saturating_sub(p.skip)
+                .min(p.take.unwrap_or(u64::MAX));
+            epoch * epochs
+        })
+        .collect();
+    let b = batch_size as u64;
+    Ok(Some(match how {
+        EqualBatches::Drop => per_host.iter().map(|r| r / b).min().unwrap_or(0),
+        EqualBatches::Pad if drop_remainder => per_host.iter().map(|r| r / b).max().unwrap_or(0),
+        EqualBatches::Pad => per_host.iter().map(|r| r.div_ceil(b)).max().unwrap_or(0),
+    }))
+}
