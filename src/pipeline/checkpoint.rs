@@ -65,7 +65,7 @@ use prost::Message;
 
 use super::error::StateError;
 use super::group::plan::{EqualBatches, GroupMode};
-use super::ops::StreamState;
+use super::ops::{RecordRange, StreamState};
 use crate::batch::{Bucketer, Overflow};
 
 /// The first bytes of every state.
@@ -156,6 +156,11 @@ struct StateProto {
     /// Replayed records that wait in scheduled buckets.
     #[prost(uint64, tag = "25")]
     replay_quiet: u64,
+    /// Per interleave slot, the record number of its next record in its
+    /// file: only for files with record ranges (TFDS split slices), empty
+    /// otherwise, so other states keep their bytes.
+    #[prost(uint64, repeated, tag = "26")]
+    slot_records: Vec<u64>,
 }
 
 /// Positions coded compactly: sorted (file, count) runs with offset deltas,
@@ -282,6 +287,7 @@ pub(crate) fn encode(snapshot: &Snapshot, batches: u64, fingerprint: u32) -> Vec
         replay_order: replay.order,
         replay_skip: snapshot.replay_skip,
         replay_quiet: snapshot.replay_quiet,
+        slot_records: state.slot_records.clone(),
     }
     .encode_to_vec();
     seal(&body)
@@ -417,6 +423,7 @@ pub(crate) fn decode(bytes: &[u8], fingerprint: u32) -> Result<(Snapshot, u64), 
         cursor: p.cursor,
         in_block: p.in_block,
         slots,
+        slot_records: p.slot_records,
         ordinal: p.ordinal,
         passed: p.passed,
         emitted: p.emitted,
@@ -488,6 +495,8 @@ pub(crate) fn check_replay(
 pub(crate) struct SequenceKey<'a> {
     /// The host's files, after host sharding.
     pub files: &'a [String],
+    /// Their record ranges (TFDS split slices); empty: whole files.
+    pub ranges: &'a [Option<RecordRange>],
     pub host: Option<(u64, u64)>,
     pub seed: u64,
     /// The seed of the file order where it is not `seed` (record sharding
@@ -645,6 +654,17 @@ impl SequenceKey<'_> {
         if !self.masks.is_empty() {
             w.tag(15).str(self.masks);
         }
+        // A file's range is part of what it is: the same file with another
+        // slice gives other records at the same offsets.
+        if !self.ranges.is_empty() {
+            w.tag(17).u64(self.ranges.len() as u64);
+            for range in self.ranges {
+                match range {
+                    None => w.bool(false),
+                    Some(r) => w.bool(true).u64(r.first).u64(r.count),
+                };
+            }
+        }
         w.0
     }
 
@@ -671,6 +691,8 @@ mod tests {
             cursor: 1,
             in_block: 0,
             slots: vec![Some((0, 123)), None, Some((3, 99_999_999))],
+            // Record numbers, as a pipeline with record ranges keeps them.
+            slot_records: vec![12, 0, 4_000],
             ordinal: 77,
             passed: 70,
             emitted: 60,
@@ -808,6 +830,7 @@ mod tests {
     fn key<'a>(files: &'a [String], grouping: &'a GroupMode) -> SequenceKey<'a> {
         SequenceKey {
             files,
+            ranges: &[],
             host: Some((1, 2)),
             seed: 7,
             file_order_seed: None,
@@ -894,6 +917,14 @@ mod tests {
             },
             SequenceKey {
                 files: &files[..1],
+                ..key(&files, &grouping)
+            },
+            SequenceKey {
+                ranges: &[None, Some(RecordRange { first: 0, count: 5 })],
+                ..key(&files, &grouping)
+            },
+            SequenceKey {
+                ranges: &[None, Some(RecordRange { first: 1, count: 4 })],
                 ..key(&files, &grouping)
             },
         ];

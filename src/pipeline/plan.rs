@@ -15,13 +15,14 @@ use super::group::plan::{
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
 use super::ops::Item;
 use super::ops::chain::RecordChain;
-use super::ops::{RecordFilter, RecordMap, StreamConfig, StreamState};
+use super::ops::{RecordFilter, RecordMap, RecordRange, StreamConfig, StreamState};
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
 use super::threads::shard_reader::first_records;
 use crate::batch::Bucketer;
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
+use crate::tfds::TfdsDataset;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
 const PREFILTER_CHUNK: usize = 256;
@@ -39,6 +40,14 @@ const SHARED_FILE_ORDER_SEED: u64 = 0;
 pub(crate) struct RecordSettings {
     pub source: String,
     pub files: Vec<String>,
+    /// Per file, the records to read (a TFDS split slice); empty: every
+    /// file whole.
+    pub ranges: Vec<Option<RecordRange>>,
+    /// Per file, its records (after its range) when known without reading
+    /// (a TFDS dataset_info.json): `equal_batches` then counts nothing.
+    pub record_counts: Option<Vec<u64>>,
+    /// The TFDS dataset the files come from (its features give the spec).
+    pub tfds: Option<Arc<TfdsDataset>>,
     pub host: Option<(u64, u64)>,
     pub seed: u64,
     pub shuffle_files: bool,
@@ -89,19 +98,21 @@ pub(crate) fn start<T: Send + 'static>(
             return Err(PipelineError::Config(format!("host {index} of {count}")));
         }
     }
-    let (files, record_shard) = match p.host {
+    let (files, ranges, record_shard) = match p.host {
         Some((index, count)) if p.files.len() as u64 >= count => {
-            let mine = p
-                .files
-                .iter()
-                .skip(index as usize)
-                .step_by(count as usize)
-                .cloned()
+            let pick = |i: &usize| *i as u64 % count == index;
+            let mine = (0..p.files.len())
+                .filter(pick)
+                .map(|i| p.files[i].clone())
                 .collect();
-            (mine, None)
+            let ranges = (0..p.ranges.len())
+                .filter(pick)
+                .map(|i| p.ranges[i])
+                .collect();
+            (mine, ranges, None)
         }
-        Some(host) => (p.files.clone(), Some(host)),
-        None => (p.files.clone(), None),
+        Some(host) => (p.files.clone(), p.ranges.clone(), Some(host)),
+        None => (p.files.clone(), p.ranges.clone(), None),
     };
     let file_order_seed = match record_shard {
         Some(_) => SHARED_FILE_ORDER_SEED,
@@ -109,6 +120,7 @@ pub(crate) fn start<T: Send + 'static>(
     };
     let cfg = Arc::new(StreamConfig {
         files: files.clone(),
+        ranges: ranges.clone(),
         read: p.read.clone(),
         source: p.source_options.clone(),
         seed: p.seed,
@@ -187,6 +199,7 @@ pub(crate) fn start<T: Send + 'static>(
     };
     let fingerprint = checkpoint::SequenceKey {
         files: &files,
+        ranges: &ranges,
         host: p.host,
         seed: p.seed,
         file_order_seed: (p.shuffle_files && file_order_seed != p.seed).then_some(file_order_seed),
@@ -354,7 +367,10 @@ fn total_batches(
             "equal_batches cannot be combined with filter".into(),
         ));
     }
-    let counts = counts::count_records(&p.files, &p.read, &p.source_options)?;
+    let counts = match &p.record_counts {
+        Some(known) => known.clone(),
+        None => counts::count_records(&p.files, &p.read, &p.source_options)?,
+    };
     let (index_count, total): (u64, u64) = (p.host.map_or(1, |(_, n)| n), counts.iter().sum());
     let per_host: Vec<u64> = (0..index_count)
         .map(|i| {

@@ -63,6 +63,9 @@ pub type RecordMap = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
 pub(crate) struct StreamConfig {
     /// This host's files, in listing order.
     pub files: Vec<String>,
+    /// Per file, the records to read from it (a TFDS split slice); empty
+    /// when every file is read whole.
+    pub ranges: Vec<Option<RecordRange>>,
     pub read: ReadOptions,
     /// How the shards' bytes are fetched.
     pub source: crate::source::SourceOptions,
@@ -90,6 +93,22 @@ pub(crate) struct StreamConfig {
     pub epochs: Option<u64>,
 }
 
+/// The records of one file to read: `count` records from its record
+/// number `first` (counted from 0 in the file). The records before are read
+/// and dropped (TFRecord has no index); the file is closed after the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRange {
+    pub first: u64,
+    pub count: u64,
+}
+
+impl RecordRange {
+    /// The record number after the last one read.
+    pub(crate) fn end(self) -> u64 {
+        self.first.saturating_add(self.count)
+    }
+}
+
 /// The record ops' state: each op writes its fields (`save`) and reads and
 /// checks them back (`restore`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -104,6 +123,10 @@ pub(crate) struct StreamState {
     pub cursor: u64,
     pub in_block: u64,
     pub slots: Vec<Option<(u32, u64)>>,
+    /// Per slot, the record number in its file of its next record; kept
+    /// only when files have record ranges (empty otherwise), since a byte
+    /// offset alone does not say how much of a range is left.
+    pub slot_records: Vec<u64>,
     /// Record shard: records the interleave produced this epoch.
     pub ordinal: u64,
     /// Skip/take: records that passed the record shard this epoch.
