@@ -34,6 +34,18 @@ pub struct TfdsFeature {
 }
 
 impl TfdsFeature {
+    /// The feature in the spec's text form (`name:fixed_len[2,3]:int64`,
+    /// `name:var_len:string`), as `infeed inspect` prints specs.
+    pub fn spec_text(&self) -> String {
+        match self.fixed_shape() {
+            Some(shape) => {
+                let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+                format!("{}:fixed_len[{}]:{}", self.name, dims.join(","), self.dtype)
+            }
+            None => format!("{}:var_len:{}", self.name, self.dtype),
+        }
+    }
+
     /// The static shape of a fixed-length feature; `None` for a feature
     /// whose first dimension is unknown (parsed as variable-length, its
     /// values flattened).
@@ -543,7 +555,13 @@ mod tests {
         assert_eq!(summary(&fs), want);
         let rows = fs.iter().find(|f| f.name == "rows").unwrap();
         assert_eq!(rows.dims, [None, Some(3)]);
+        let texts: Vec<String> = fs.iter().take(2).map(TfdsFeature::spec_text).collect();
+        assert_eq!(texts, ["frames:var_len:string", "image:fixed_len[]:string"]);
+        assert_eq!(fs[14].spec_text(), "vec:fixed_len[2,3]:int64");
+        let text: Vec<String> = fs.iter().map(TfdsFeature::spec_text).collect();
+        let parsed: FeatureSpec = text.join(",").parse().unwrap();
         let spec = spec_of(&fs);
+        assert_eq!(parsed.features(), spec.features());
         assert_eq!(spec.len(), 15);
         assert!(spec.get("meta/id").is_some());
     }
