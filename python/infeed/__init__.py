@@ -34,6 +34,7 @@ from infeed.errors import (
     SourceError,
     SpecError,
     StateError,
+    TfdsError,
     WorkerError,
 )
 from infeed.pipeline import FixedLen, Iterator, Pipeline, VarLen
@@ -51,6 +52,7 @@ __all__ = [
     "SourceError",
     "SpecError",
     "StateError",
+    "TfdsError",
     "VarLen",
     "WorkerError",
     "__version__",
