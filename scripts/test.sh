@@ -2,8 +2,8 @@
 # Sets up and runs every test of infeed, including the TensorFlow interop tests and the
 # cloud-storage emulator tests:
 #   bash scripts/test.sh
-# Creates .venv (python3 -m venv) with tensorflow-cpu pinned below, unless it already has
-# it; checks that testdata/ is exactly what testdata/make_testdata.py writes; installs and
+# Creates .venv (python3 -m venv) with tensorflow-cpu and tensorflow-datasets pinned
+# below, unless it already has them; checks that testdata/ is exactly what testdata/make_testdata.py writes; installs and
 # starts the storage emulators (scripts/emulators.sh: fake-gcs-server, moto, azurite, on
 # 127.0.0.1; stopped by PID when this script exits); fetches the XLA CPU PJRT plugin
 # (scripts/fetch-pjrt.sh, into .pjrt/) for the `xla` feature's tests; then runs
@@ -20,23 +20,26 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 TF_PIN="tensorflow-cpu==2.21.0"
+# tfds prepares the datasets of the TFDS interop tests (tests/tfds/oracle.rs).
+TFDS_PIN="tensorflow-datasets==4.9.10"
 VENV=.venv
 VPY="$VENV/bin/python"
 
 has_tf() {
-    "$VPY" - "${TF_PIN#*==}" <<'PY' 2>/dev/null
+    "$VPY" - "${TF_PIN#*==}" "${TFDS_PIN#*==}" <<'PY' 2>/dev/null
 import importlib.metadata as m, sys
-sys.exit(0 if m.version("tensorflow-cpu") == sys.argv[1] else 1)
+ok = m.version("tensorflow-cpu") == sys.argv[1] and m.version("tensorflow-datasets") == sys.argv[2]
+sys.exit(0 if ok else 1)
 PY
 }
 
 if [[ -x "$VPY" ]] && has_tf; then
-    echo "test.sh: $VENV already has $TF_PIN"
+    echo "test.sh: $VENV already has $TF_PIN and $TFDS_PIN"
 else
-    echo "test.sh: setting up $VENV with $TF_PIN"
+    echo "test.sh: setting up $VENV with $TF_PIN and $TFDS_PIN"
     [[ -x "$VPY" ]] || "${PYTHON:-python3}" -m venv "$VENV"
-    "$VPY" -m pip install --quiet --disable-pip-version-check "$TF_PIN"
-    has_tf || { echo "test.sh: $TF_PIN did not install into $VENV" >&2; exit 1; }
+    "$VPY" -m pip install --quiet --disable-pip-version-check "$TF_PIN" "$TFDS_PIN"
+    has_tf || { echo "test.sh: $TF_PIN or $TFDS_PIN did not install into $VENV" >&2; exit 1; }
 fi
 INFEED_PYTHON="$(pwd)/$VPY"
 export INFEED_PYTHON

@@ -11,6 +11,8 @@
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
 //! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
 //!   shards (`infeed convert`).
+//! - [`tfds`]: prepared TensorFlow Datasets directories (dataset_info.json,
+//!   features.json, split strings) without TensorFlow.
 //! - [`source`]: shard discovery (globs by prefix listing) and reading of
 //!   local files and gs://, s3://, az:// objects with readahead and retries.
 //! - `xla` (feature `xla`): PJRT plugins, compiled StableHLO programs,
@@ -32,5 +34,6 @@ mod prefetch;
 pub mod record;
 pub mod source;
 pub mod spec;
+pub mod tfds;
 #[cfg(feature = "xla")]
 pub mod xla;

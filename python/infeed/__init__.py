@@ -37,6 +37,7 @@ from infeed.errors import (
     SourceError,
     SpecError,
     StateError,
+    TfdsError,
     WorkerError,
 )
 from infeed.pipeline import FixedLen, Iterator, Pipeline, VarLen
@@ -54,6 +55,7 @@ __all__ = [
     "SourceError",
     "SpecError",
     "StateError",
+    "TfdsError",
     "VarLen",
     "WorkerError",
     "__version__",

@@ -24,9 +24,20 @@ def merge_states(states: Sequence[bytes]) -> bytes:
     """The states of several hosts of one job, taken at the same step, merged
     into one that any host of the job on another host count restores from."""
 
-def shapes(files: Sequence[str], steps: list[_Step]) -> list[list[tuple[str, str, list[int]]]]:
+def shapes(
+    files: Sequence[str], steps: list[_Step], tfds: tuple[str, str] | None = None
+) -> list[list[tuple[str, str, list[int]]]]:
     """Every batch shape the steps can emit: a list of lists of
-    ``(name, numpy dtype name, shape)``."""
+    ``(name, numpy dtype name, shape)``. With ``tfds`` (``(dir, split)``)
+    the pipeline reads that TFDS split instead of ``files``."""
+
+def tfds_files(dir: str, split: str) -> list[str]:
+    """The files a TFDS split string selects in the dataset directory, in
+    reading order."""
+
+def tfds_spec(dir: str) -> list[tuple[str, str, str, list[int], list[Any] | None]]:
+    """The spec of a TFDS dataset's own features (features.json): entries
+    ``(name, kind, dtype, shape, default)``."""
 
 @final
 class Buffer:
@@ -51,10 +62,15 @@ class Batches:
     """A running pipeline (:class:`infeed.Iterator` wraps it)."""
 
     def __init__(
-        self, files: Sequence[str], steps: list[_Step], state: bytes | None = None
+        self,
+        files: Sequence[str],
+        steps: list[_Step],
+        state: bytes | None = None,
+        tfds: tuple[str, str] | None = None,
     ) -> None:
-        """Starts the pipeline the steps describe over ``files``, from
-        ``state`` (bytes from :meth:`state`) when given."""
+        """Starts the pipeline the steps describe over ``files`` (or the TFDS
+        split ``tfds``: ``(dir, split)``), from ``state`` (bytes from
+        :meth:`state`) when given."""
     def next(self) -> dict[str, npt.NDArray[Any]] | None:
         """The next batch as a dict name -> numpy array, or ``None`` at the end."""
     def state(self) -> bytes:

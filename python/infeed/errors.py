@@ -62,6 +62,13 @@ class SourceError(Error, OSError):
     for a read)."""
 
 
+class TfdsError(Error, ValueError):
+    """A TFDS dataset directory could not be read as asked: a missing split
+    (the message lists the dataset's), a bad split string, a file format other
+    than TFRecord, an unknown feature type, malformed JSON (``path``: the
+    directory or file; ``feature`` when one is at fault)."""
+
+
 class MapError(Error):
     """A ``map_batch`` function failed inside the engine."""
 
@@ -84,5 +91,6 @@ __all__ = [
     "SourceError",
     "SpecError",
     "StateError",
+    "TfdsError",
     "WorkerError",
 ]

@@ -82,10 +82,14 @@ class Pipeline:
         files: Sequence[str],
         steps: tuple[Step, ...] = (),
         maps: tuple[Callable[[Batch], Batch], ...] = (),
+        tfds: tuple[str, str] | None = None,
     ) -> None:
         self._files = list(files)
         self._steps = tuple(steps)
         self._maps = tuple(maps)
+        # (dataset directory, split string) of a pipeline from from_tfds: the
+        # engine reads the split itself (its record ranges and counts).
+        self._tfds = tfds
 
     # Sources -------------------------------------------------------------
 
@@ -101,13 +105,29 @@ class Pipeline:
         """These files, read in this order (before any shuffle)."""
         return cls([os.fspath(f) for f in files])
 
+    @classmethod
+    def from_tfds(cls, dir: str | os.PathLike[str], split: str = "train") -> Pipeline:
+        """A split of a prepared TensorFlow Datasets directory
+        (``{data_dir}/{name}[/{config}]/{version}``, local or gs://, s3://,
+        az://), read without TensorFlow. ``split`` is a TFDS split string:
+        ``"train"``, ``"train[:80%]"``, ``"train[10%:]+test"``,
+        ``"train[-1000:]"``, ``"all"``, with TFDS's rounding; the selected
+        records come in shard order. :meth:`parse` with no spec parses by the
+        dataset's own features. Raises :class:`infeed.TfdsError` for a
+        missing split (naming the dataset's), a file format other than
+        TFRecord or bad JSON."""
+        dir = os.fspath(dir)
+        return cls(_infeed.tfds_files(dir, split), tfds=(dir, split))
+
     @property
     def files(self) -> list[str]:
         """The files the pipeline reads, before host sharding."""
         return list(self._files)
 
     def _with(self, name: str, *args: Any) -> Pipeline:
-        return Pipeline(self._files, self._steps + ((name, tuple(args)),), self._maps)
+        return Pipeline(
+            self._files, self._steps + ((name, tuple(args)),), self._maps, self._tfds
+        )
 
     # Record-level steps --------------------------------------------------
 
@@ -290,10 +310,20 @@ class Pipeline:
 
     # Parsing and batching ------------------------------------------------
 
-    def parse(self, spec: Spec) -> Pipeline:
+    def parse(self, spec: Spec | None = None, *, features: Sequence[str] | None = None) -> Pipeline:
         """Parses records by ``spec``: a dict name → :class:`VarLen` /
         :class:`FixedLen`, or the spec string the CLI takes
-        (``"input_ids:var_len:int64,label:fixed_len[]:int64"``)."""
+        (``"input_ids:var_len:int64,label:fixed_len[]:int64"``).
+
+        For a pipeline from :meth:`from_tfds`, ``spec`` may be left out: the
+        records are parsed by the dataset's own features (features.json;
+        nested names joined with ``/``), or by those named in ``features``,
+        in that order. Text and (not yet decoded) Image features are bytes,
+        which batches cannot hold: name the numeric features to batch."""
+        if spec is None:
+            return self._with("parse", self._tfds_entries(features))
+        if features is not None:
+            raise TypeError("parse: give a spec or features=, not both")
         if isinstance(spec, str):
             return self._with("parse", spec)
         entries = []
@@ -305,6 +335,27 @@ class Pipeline:
                 )
             entries.append(feature._entry(name))
         return self._with("parse", entries)
+
+    def _tfds_entries(self, features: Sequence[str] | None) -> list[SpecEntry]:
+        """The dataset's own spec, or the part of it ``features`` names."""
+        if self._tfds is None:
+            raise SpecError(
+                "parse() without a spec needs a pipeline from Pipeline.from_tfds "
+                "(a TFDS dataset describes its own features)"
+            )
+        entries = _infeed.tfds_spec(self._tfds[0])
+        if features is None:
+            return list(entries)
+        by_name = {entry[0]: entry for entry in entries}
+        picked: list[SpecEntry] = []
+        for name in features:
+            if name not in by_name:
+                raise SpecError(
+                    f"the dataset has no feature {name!r}; it has {sorted(by_name)}",
+                    feature=name,
+                )
+            picked.append(by_name[name])
+        return picked
 
     def batch(self, batch_size: int, drop_remainder: bool = True) -> Pipeline:
         """Batches of ``batch_size`` records (with :meth:`pack`: rows). The
@@ -393,7 +444,7 @@ class Pipeline:
         """
         if not callable(fn):
             raise TypeError("map_batch needs a callable")
-        return Pipeline(self._files, self._steps, self._maps + (fn,))
+        return Pipeline(self._files, self._steps, self._maps + (fn,), self._tfds)
 
     # Running ---------------------------------------------------------------
 
@@ -402,7 +453,7 @@ class Pipeline:
         dict name → (shape, numpy dtype) per shape."""
         return [
             {name: (tuple(shape), np.dtype(dtype)) for name, dtype, shape in tensors}
-            for tensors in _infeed.shapes(self._files, list(self._steps))
+            for tensors in _infeed.shapes(self._files, list(self._steps), self._tfds)
         ]
 
     def iter(self, state: bytes | None = None) -> Iterator:
@@ -415,7 +466,10 @@ class Pipeline:
 
     def __repr__(self) -> str:
         steps = ".".join(f"{name}{args!r}" for name, args in self._steps)
-        return f"Pipeline({len(self._files)} files).{steps}"
+        source = f"{len(self._files)} files"
+        if self._tfds is not None:
+            source = f"tfds {self._tfds[0]!r} split {self._tfds[1]!r}"
+        return f"Pipeline({source}).{steps}"
 
 
 class Iterator:
@@ -431,7 +485,10 @@ class Iterator:
     def __init__(self, pipeline: Pipeline, state: bytes | None = None) -> None:
         self._pipeline = pipeline
         self._batches = _infeed.Batches(
-            pipeline._files, list(pipeline._steps), None if state is None else bytes(state)
+            pipeline._files,
+            list(pipeline._steps),
+            None if state is None else bytes(state),
+            pipeline._tfds,
         )
 
     def __iter__(self) -> Iterator:
@@ -480,7 +537,9 @@ class Iterator:
     def set_state(self, state: bytes) -> None:
         """Continues from ``state`` (from :meth:`get_state` of an iterator of
         the same pipeline)."""
-        batches = _infeed.Batches(self._pipeline._files, list(self._pipeline._steps), bytes(state))
+        batches = _infeed.Batches(
+            self._pipeline._files, list(self._pipeline._steps), bytes(state), self._pipeline._tfds
+        )
         self._batches.close()
         self._batches = batches
 

@@ -79,14 +79,15 @@ impl Batches {
     /// Starts the pipeline the steps describe over `files`, from `state`
     /// (bytes from `state()`) when given.
     #[new]
-    #[pyo3(signature = (files, steps, state = None))]
+    #[pyo3(signature = (files, steps, state = None, tfds = None))]
     fn new(
         py: Python<'_>,
         files: Vec<String>,
         steps: &Bound<'_, PyList>,
         state: Option<Vec<u8>>,
+        tfds: Option<(String, String)>,
     ) -> PyResult<Self> {
-        let pipeline = build::build(py, files, steps, state.as_deref())?;
+        let pipeline = build::build(py, files, tfds, steps, state.as_deref())?;
         let batches = py
             .detach(|| pipeline.build())
             .map_err(|e| errors::to_py(py, e))?;

@@ -15,7 +15,8 @@ use crate::errors;
 /// One step as the Python side records it: `(name, args)`.
 type Step<'py> = (String, Bound<'py, PyTuple>);
 
-/// The pipeline the steps describe, over `files`, resumed from `state`.
+/// The pipeline the steps describe, over `files` (or, with `tfds`, over a
+/// split of a TFDS directory: `(dir, split)`), resumed from `state`.
 ///
 /// Record-level steps apply to the [`Pipeline`] and the others to the
 /// [`ParsedPipeline`], each in the order given (the Rust builder decides
@@ -26,11 +27,18 @@ type Step<'py> = (String, Bound<'py, PyTuple>);
 pub fn build(
     py: Python<'_>,
     files: Vec<String>,
+    tfds: Option<(String, String)>,
     steps: &Bound<'_, PyList>,
     state: Option<&[u8]>,
 ) -> PyResult<ParsedPipeline> {
     let steps: Vec<Step<'_>> = steps.extract()?;
-    let mut pipeline = Pipeline::from_files(files).map_err(|e| errors::to_py(py, e))?;
+    let pipeline = match tfds {
+        // The split's record ranges and counts come with it, which a file
+        // list cannot carry.
+        Some((dir, split)) => py.detach(|| Pipeline::from_tfds(&dir, &split)),
+        None => Pipeline::from_files(files),
+    };
+    let mut pipeline = pipeline.map_err(|e| errors::to_py(py, e))?;
     let mut spec = None;
     let mut parsed_steps = Vec::new();
     for (name, args) in &steps {

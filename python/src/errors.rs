@@ -3,6 +3,7 @@
 use infeed::batch::PlanError;
 use infeed::pipeline::PipelineError;
 use infeed::record::ErrorKind;
+use infeed::tfds::TfdsError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -162,12 +163,41 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
         ),
         PipelineError::Bucket(_) | PipelineError::Config(_) => ("SpecError", Fields::default()),
         PipelineError::BadState(_) => ("StateError", Fields::default()),
+        PipelineError::Tfds(e) => (
+            "TfdsError",
+            Fields {
+                path: tfds_path(e),
+                feature: match e {
+                    TfdsError::UnknownFeature { feature, .. }
+                    | TfdsError::UnsupportedFeature { feature, .. } => Some(feature.clone()),
+                    _ => None,
+                },
+                ..Fields::default()
+            },
+        ),
         PipelineError::Worker(_) => ("WorkerError", Fields::default()),
         // A variant added later still arrives as an infeed.Error.
         #[allow(unreachable_patterns)]
         _ => ("Error", Fields::default()),
     };
     raise(py, class, message, fields)
+}
+
+/// The directory or file a TFDS error names.
+fn tfds_path(e: &TfdsError) -> Option<String> {
+    Some(match e {
+        TfdsError::Read { path, .. }
+        | TfdsError::Io { path, .. }
+        | TfdsError::Json { path, .. }
+        | TfdsError::Field { path, .. }
+        | TfdsError::UnknownFeature { path, .. }
+        | TfdsError::UnsupportedFeature { path, .. } => path.clone(),
+        TfdsError::UnknownSplit { dir, .. }
+        | TfdsError::EmptySlice { dir, .. }
+        | TfdsError::UnsupportedFormat { dir, .. }
+        | TfdsError::BadTemplate { dir, .. } => dir.clone(),
+        _ => return None,
+    })
 }
 
 /// The feature a plan error names, if any.

@@ -22,18 +22,62 @@ fn list_files(py: Python<'_>, pattern: &str) -> PyResult<Vec<String>> {
         .map_err(|e| errors::to_py(py, e))
 }
 
+/// The files a TFDS split string selects in the dataset directory `dir`,
+/// in reading order.
+#[pyfunction]
+fn tfds_files(py: Python<'_>, dir: &str, split: &str) -> PyResult<Vec<String>> {
+    py.detach(|| infeed::pipeline::Pipeline::from_tfds(dir, split))
+        .map(|p| p.files().to_vec())
+        .map_err(|e| errors::to_py(py, e))
+}
+
+/// A feature as the Python spec classes give it: `(name, kind, dtype,
+/// shape, default)`.
+type SpecEntry = (
+    String,
+    &'static str,
+    &'static str,
+    Vec<usize>,
+    Option<Vec<i64>>,
+);
+
+/// The spec of a TFDS dataset's own features (features.json), as entries.
+#[pyfunction]
+fn tfds_spec(py: Python<'_>, dir: &str) -> PyResult<Vec<SpecEntry>> {
+    let features = py
+        .detach(|| infeed::tfds::TfdsDataset::open(dir).and_then(|d| d.features()))
+        .map_err(|e| errors::to_py(py, e.into()))?;
+    Ok(features
+        .into_iter()
+        .map(|f| {
+            let dtype = match f.dtype {
+                infeed::spec::DType::Int64 => "int64",
+                infeed::spec::DType::Int32 => "int32",
+                infeed::spec::DType::Float32 => "float32",
+                infeed::spec::DType::Bytes => "bytes",
+            };
+            match f.fixed_shape() {
+                Some(shape) => (f.name, "fixed_len", dtype, shape, None),
+                None => (f.name, "var_len", dtype, Vec::new(), None),
+            }
+        })
+        .collect())
+}
+
 /// One tensor of a batch shape: `(name, numpy dtype name, shape)`.
 type TensorShape = (String, &'static str, Vec<usize>);
 
 /// Every batch shape the steps can emit: a list of lists of
 /// `(name, dtype, shape)`.
 #[pyfunction]
+#[pyo3(signature = (files, steps, tfds = None))]
 fn shapes(
     py: Python<'_>,
     files: Vec<String>,
     steps: &Bound<'_, PyList>,
+    tfds: Option<(String, String)>,
 ) -> PyResult<Vec<Vec<TensorShape>>> {
-    let pipeline = build::build(py, files, steps, None)?;
+    let pipeline = build::build(py, files, tfds, steps, None)?;
     let shapes = py
         .detach(|| pipeline.shapes())
         .map_err(|e| errors::to_py(py, e))?;
@@ -64,6 +108,8 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_files, m)?)?;
     m.add_function(wrap_pyfunction!(shapes, m)?)?;
     m.add_function(wrap_pyfunction!(merge_states, m)?)?;
+    m.add_function(wrap_pyfunction!(tfds_files, m)?)?;
+    m.add_function(wrap_pyfunction!(tfds_spec, m)?)?;
     m.add_class::<batches::Batches>()?;
     m.add_class::<batches::Buffer>()?;
     m.add("ALIGN", infeed::batch::ALIGN)?;

@@ -97,6 +97,9 @@ def test_step_names_are_the_method_names():
         method = getattr(base, name)
         params = inspect.signature(method).parameters.values()
         args = [_dummy(p.annotation) for p in params if p.default is inspect.Parameter.empty]
+        if name == "parse":
+            # Its spec may be left out only for a TFDS pipeline (from_tfds).
+            args = [LM_SPEC]
         stepped = method(*args)
         assert stepped._steps[:-1] == base._steps, name
         assert stepped._steps[-1][0] == name

@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// without it records are batched unparsed.
     #[arg(long)]
     spec: Option<FeatureSpec>,
+    /// The one input is a prepared TFDS dataset directory; read this split
+    /// of it (a TFDS split string: `train`, `train[:10%]`, `train[:50%]+test`).
+    #[arg(long, value_name = "SPLIT")]
+    tfds_split: Option<String>,
     /// Pad variable-length features to a multiple of N (static shapes).
     #[arg(long)]
     pad_to_multiple_of: Option<usize>,
@@ -507,7 +511,18 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             "give the files to read (or an `inputs` key in --config)".into(),
         ));
     }
-    let mut p = Pipeline::from_glob(&args.inputs.join(","))?
+    let p = match &args.tfds_split {
+        None => Pipeline::from_glob(&args.inputs.join(","))?,
+        Some(split) => {
+            let [dir] = &args.inputs[..] else {
+                return Err(CliError::Message(
+                    "--tfds-split reads one TFDS dataset directory: give exactly one".into(),
+                ));
+            };
+            Pipeline::from_tfds(dir, split)?
+        }
+    };
+    let mut p = p
         .read_options(read)
         .seed(args.seed)
         .interleave(args.interleave, args.block)

@@ -10,6 +10,7 @@ use super::batch_plan::{ParsedGrouping, ParsedSettings};
 use super::batches::Batches;
 use super::error::PipelineError;
 use super::group::plan::{BatchFn, EqualBatches, GroupMode, RawBatch};
+use super::ops::RecordRange;
 use super::parsed::{MapError, ParsedOp};
 use super::plan::{self, Grouping};
 use super::settings::RecordSettings;
@@ -18,6 +19,7 @@ use crate::example::ParsedBatch;
 use crate::record::ReadOptions;
 use crate::source::{SourceOptions, list_shards_blocking};
 use crate::spec::{FeatureSpec, SequenceSpec};
+use crate::tfds::TfdsDataset;
 
 /// A description of an input pipeline; `build` starts it.
 #[derive(Clone)]
@@ -61,11 +63,72 @@ impl Pipeline {
         Ok(Self::with_files(pattern.to_owned(), files).source_options(source))
     }
 
+    /// A pipeline over a split of a prepared TensorFlow Datasets directory
+    /// (`{data_dir}/{name}[/{config}]/{version}/`, local or gs://, s3://,
+    /// az://), read without TensorFlow: `split` is a TFDS split string
+    /// (`"train"`, `"train[:80%]"`, `"train[10%:]+test"`, `"train[-1000:]"`,
+    /// `"all"`), with TFDS's rounding. The selected shards are read in shard
+    /// order, a partly selected shard from its first selected record to its
+    /// last; the record counts come from `dataset_info.json`, so
+    /// [`equal_batches`](Self::equal_batches) reads nothing to count.
+    /// [`tfds_spec`](Self::tfds_spec) gives the spec of the dataset's own
+    /// features. Listed and read with the default [`SourceOptions`].
+    pub fn from_tfds(dir: &str, split: &str) -> Result<Self, PipelineError> {
+        Self::from_tfds_with(dir, split, SourceOptions::default())
+    }
+
+    /// [`from_tfds`](Self::from_tfds), reading the dataset's JSON files and
+    /// shards with `source` (as [`from_glob_with`](Self::from_glob_with)).
+    pub fn from_tfds_with(
+        dir: &str,
+        split: &str,
+        source: SourceOptions,
+    ) -> Result<Self, PipelineError> {
+        let dataset = TfdsDataset::open_with(dir, &source)?;
+        let shards = dataset.select(split)?;
+        let files = shards.iter().map(|s| s.url.clone()).collect();
+        let mut pipeline =
+            Self::with_files(format!("{}[{split}]", dataset.dir()), files).source_options(source);
+        if shards.iter().any(|s| s.range.is_some()) {
+            pipeline.s.ranges = shards
+                .iter()
+                .map(|s| s.range.map(|(first, count)| RecordRange { first, count }))
+                .collect();
+        }
+        pipeline.s.record_counts = Some(shards.iter().map(|s| s.records).collect());
+        pipeline.s.tfds = Some(Arc::new(dataset));
+        Ok(pipeline)
+    }
+
+    /// The spec of the dataset's own features, for a pipeline made by
+    /// [`from_tfds`](Self::from_tfds): `features.json` mapped as
+    /// [`crate::tfds::spec_of`] says (`Image` features are their encoded
+    /// bytes, not decoded yet). Parse by it with `.parse(p.tfds_spec()?)`,
+    /// or by a subset of it.
+    pub fn tfds_spec(&self) -> Result<FeatureSpec, PipelineError> {
+        match &self.s.tfds {
+            Some(dataset) => Ok(dataset.spec()?),
+            None => Err(PipelineError::Config(format!(
+                "{}: not a TFDS dataset (tfds_spec needs a pipeline from from_tfds)",
+                self.s.source
+            ))),
+        }
+    }
+
+    /// The TFDS dataset the pipeline reads, when made by
+    /// [`from_tfds`](Self::from_tfds).
+    pub fn tfds(&self) -> Option<&TfdsDataset> {
+        self.s.tfds.as_deref()
+    }
+
     fn with_files(source: String, files: Vec<String>) -> Self {
         Pipeline {
             s: RecordSettings {
                 source,
                 files,
+                ranges: Vec::new(),
+                record_counts: None,
+                tfds: None,
                 host: None,
                 streams: None,
                 seed: 0,

@@ -154,7 +154,10 @@ pub(crate) fn from_counts(
         // grouping instead.
         return Ok(None);
     }
-    let counts = counts::count_records(&p.files, &p.read, &p.source_options)?;
+    let counts = match &p.record_counts {
+        Some(known) => known.clone(),
+        None => counts::count_records(&p.files, &p.read, &p.source_options)?,
+    };
     // Every stream's records (a stream is what `shard(s, streams)` reads).
     let (index_count, total): (u64, u64) = (streams, counts.iter().sum());
     let per_host: Vec<u64> = (0..index_count)

@@ -27,6 +27,11 @@ pub enum PipelineError {
     /// read the byte ([`SourceError::offset`](crate::source::SourceError::offset)).
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
+    /// A TFDS directory could not be read as asked (a missing split, a
+    /// file format other than TFRecord, an unknown feature type, bad JSON):
+    /// the [`TfdsError`](crate::tfds::TfdsError) names the file and the thing.
+    #[error(transparent)]
+    Tfds(#[from] crate::tfds::TfdsError),
     /// The pattern matched no file, or the file list is empty.
     #[error("no input files match {0:?}")]
     NoFiles(String),

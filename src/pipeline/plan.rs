@@ -163,6 +163,7 @@ pub(crate) fn start<T: Send + 'static>(
         let cfg = stream_config(p, index, streams);
         let fingerprint = checkpoint::SequenceKey {
             files: &cfg.files,
+            ranges: &cfg.ranges,
             host: (p.host.is_some() || p.streams.is_some()).then_some((index, streams)),
             seed: cfg.seed,
             file_order_seed: (p.shuffle_files && cfg.file_order_seed != cfg.seed)
@@ -266,19 +267,22 @@ pub(crate) fn start<T: Send + 'static>(
 /// as streams, else by record), seeded by the pipeline's seed — derived per
 /// stream when the job sets its streams, so that streams never share draws.
 fn stream_config(p: &RecordSettings, index: u64, streams: u64) -> Arc<StreamConfig> {
-    let (files, record_shard) = if streams == 1 {
-        (p.files.clone(), None)
+    let (files, ranges, record_shard) = if streams == 1 {
+        (p.files.clone(), p.ranges.clone(), None)
     } else if p.files.len() as u64 >= streams {
-        let mine = p
-            .files
-            .iter()
-            .skip(index as usize)
-            .step_by(streams as usize)
-            .cloned()
+        // A file's record range (a TFDS slice) goes with it.
+        let mine = |i: &usize| *i as u64 % streams == index;
+        let files = (0..p.files.len())
+            .filter(mine)
+            .map(|i| p.files[i].clone())
             .collect();
-        (mine, None)
+        let ranges = (0..p.ranges.len())
+            .filter(mine)
+            .map(|i| p.ranges[i])
+            .collect();
+        (files, ranges, None)
     } else {
-        (p.files.clone(), Some((index, streams)))
+        (p.files.clone(), p.ranges.clone(), Some((index, streams)))
     };
     let seed = match p.streams {
         Some(_) => CounterRng::new(p.seed, rng::stream::LOGICAL_STREAMS, index).next_u64(),
@@ -290,6 +294,7 @@ fn stream_config(p: &RecordSettings, index: u64, streams: u64) -> Arc<StreamConf
     };
     Arc::new(StreamConfig {
         files,
+        ranges,
         read: p.read.clone(),
         source: p.source_options.clone(),
         seed,

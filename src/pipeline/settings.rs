@@ -3,15 +3,26 @@
 //! counting that `equal_batches` does first.
 
 use super::group::plan::EqualBatches;
-use super::ops::{RecordFilter, RecordMap};
+use std::sync::Arc;
+
+use super::ops::{RecordFilter, RecordMap, RecordRange};
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
+use crate::tfds::TfdsDataset;
 
 /// The record-level settings.
 #[derive(Clone)]
 pub(crate) struct RecordSettings {
     pub source: String,
     pub files: Vec<String>,
+    /// Per file, the records to read (a TFDS split slice); empty: every
+    /// file whole.
+    pub ranges: Vec<Option<RecordRange>>,
+    /// Per file, its records (after its range) when known without reading
+    /// (a TFDS dataset_info.json): `equal_batches` then counts nothing.
+    pub record_counts: Option<Vec<u64>>,
+    /// The TFDS dataset the files come from (its features give the spec).
+    pub tfds: Option<Arc<TfdsDataset>>,
     pub host: Option<(u64, u64)>,
     /// The job's logical streams, when set (`streams(n)`).
     pub streams: Option<u64>,

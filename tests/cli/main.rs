@@ -11,3 +11,4 @@ mod bench_output;
 mod inspect;
 mod manifest;
 mod masks;
+mod tfds;

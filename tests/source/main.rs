@@ -11,3 +11,4 @@ mod faults;
 mod local;
 mod pipeline_cloud;
 mod pipeline_faults;
+mod tfds_cloud;

@@ -4,6 +4,7 @@
 
 use crate::batch::{Bucketer, Overflow};
 use crate::pipeline::group::plan::{EqualBatches, GroupMode};
+use crate::pipeline::ops::RecordRange;
 
 /// Bumped when the fingerprint's encoding changes (which refuses every
 /// state taken before).
@@ -12,8 +13,10 @@ const FINGERPRINT_VERSION: u8 = 1;
 /// The settings that decide which records, in which order, make up each
 /// batch: all that the fingerprint covers.
 pub(crate) struct SequenceKey<'a> {
-    /// The host's files, after host sharding.
+    /// The stream's files, after sharding.
     pub files: &'a [String],
+    /// Their record ranges (TFDS split slices); empty: whole files.
+    pub ranges: &'a [Option<RecordRange>],
     pub host: Option<(u64, u64)>,
     pub seed: u64,
     /// The seed of the file order where it is not `seed` (record sharding
@@ -179,6 +182,17 @@ impl SequenceKey<'_> {
         if let Some(streams) = self.streams {
             w.tag(17).u64(streams);
         }
+        // A file's range is part of what it is: the same file with another
+        // slice gives other records at the same offsets.
+        if !self.ranges.is_empty() {
+            w.tag(18).u64(self.ranges.len() as u64);
+            for range in self.ranges {
+                match range {
+                    None => w.bool(false),
+                    Some(r) => w.bool(true).u64(r.first).u64(r.count),
+                };
+            }
+        }
         w.0
     }
 
@@ -195,6 +209,7 @@ mod tests {
     fn key<'a>(files: &'a [String], grouping: &'a GroupMode) -> SequenceKey<'a> {
         SequenceKey {
             files,
+            ranges: &[],
             host: Some((1, 2)),
             seed: 7,
             file_order_seed: None,
@@ -286,6 +301,14 @@ mod tests {
             },
             SequenceKey {
                 streams: Some(2),
+                ..key(&files, &grouping)
+            },
+            SequenceKey {
+                ranges: &[None, Some(RecordRange { first: 0, count: 5 })],
+                ..key(&files, &grouping)
+            },
+            SequenceKey {
+                ranges: &[None, Some(RecordRange { first: 1, count: 4 })],
                 ..key(&files, &grouping)
             },
         ];

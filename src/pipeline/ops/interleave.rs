@@ -4,9 +4,13 @@
 //! of the order. Each open file is read by its own shard reader thread
 //! ([`ShardBlocks`]).
 //!
+//! A file with a record range (a TFDS split slice) gives only the records
+//! of its range: those before are read and dropped, and the file ends after
+//! the last.
+//!
 //! Its state: the position in the file order, the slot read next and the
 //! records taken from it in this block, and per slot (file, offset of its
-//! next record).
+//! next record) and, with record ranges, the record number of that record.
 
 use std::sync::Arc;
 
@@ -20,7 +24,7 @@ use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, Record};
 
 use crate::pipeline::checkpoint::{SavedParts, prost_part};
 
-use super::{EpochInput, Item, StreamConfig};
+use super::{EpochInput, Item, RecordRange, StreamConfig};
 
 /// The interleave's part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -39,6 +43,11 @@ pub(crate) struct InterleavePart {
     /// Per slot: the offset of its next record.
     #[prost(uint64, repeated, tag = "5")]
     pub slot_offsets: Vec<u64>,
+    /// Per slot: the record number in its file of its next record; kept
+    /// only when files have record ranges (TFDS split slices), since a byte
+    /// offset alone does not say how much of a range is left.
+    #[prost(uint64, repeated, tag = "6")]
+    pub slot_records: Vec<u64>,
 }
 prost_part!(InterleavePart, "interleave", 1);
 
@@ -67,6 +76,10 @@ struct Slot {
     reader: ShardBlocks,
     block: std::vec::IntoIter<Record>,
     next_offset: u64,
+    /// The record number in the file of the next record, and the file's
+    /// record range (the whole file when `None`).
+    record_no: u64,
+    range: Option<RecordRange>,
     /// After a restore: the offset its first record must have (a state
     /// naming a byte that is no record boundary must not resynchronise
     /// silently), or under the skip policy the start of the corrupt region
@@ -161,7 +174,8 @@ impl Interleave {
         op.in_block = part.in_block;
         for (i, slot) in slots.iter().enumerate() {
             if let Some((file, offset)) = *slot {
-                op.open(i, file, offset)?;
+                let record = part.slot_records.get(i).copied().unwrap_or(0);
+                op.open(i, file, offset, record)?;
                 if let Some(slot) = op.slots[i].as_mut() {
                     slot.check_at = Some(offset);
                 }
@@ -170,7 +184,15 @@ impl Interleave {
         Ok(op)
     }
 
-    fn open(&mut self, slot: usize, file: u32, offset: u64) -> Result<(), PipelineError> {
+    /// Opens `file` in `slot` at byte `offset`, whose record is record
+    /// number `record` of the file.
+    fn open(
+        &mut self,
+        slot: usize,
+        file: u32,
+        offset: u64,
+        record: u64,
+    ) -> Result<(), PipelineError> {
         let path = self
             .cfg
             .files
@@ -188,6 +210,8 @@ impl Interleave {
             reader,
             block: Vec::new().into_iter(),
             next_offset: offset,
+            record_no: record,
+            range: self.cfg.ranges.get(file as usize).copied().flatten(),
             check_at: None,
         });
         Ok(())
@@ -209,7 +233,14 @@ impl EpochInput for Interleave {
                 self.in_block = 0;
                 continue;
             };
-            match slot.next_record(&self.stats)? {
+            // A range's end closes the file without reading on.
+            let ended = slot.range.is_some_and(|r| slot.record_no >= r.end());
+            let next = if ended {
+                None
+            } else {
+                slot.next_record(&self.stats)?
+            };
+            match next {
                 Some(record) => {
                     let file = slot.file;
                     if let Some(offset) = slot.check_at.take() {
@@ -228,6 +259,11 @@ impl EpochInput for Interleave {
                             .into());
                         }
                     }
+                    let number = slot.record_no;
+                    slot.record_no += 1;
+                    if slot.range.is_some_and(|r| number < r.first) {
+                        continue;
+                    }
                     self.in_block += 1;
                     if self.in_block >= self.cfg.block_length.max(1) as u64 {
                         self.in_block = 0;
@@ -244,7 +280,7 @@ impl EpochInput for Interleave {
                     self.slots[cur] = None;
                     if let Some(&file) = self.order.get(self.next_file as usize) {
                         self.next_file += 1;
-                        self.open(cur, file, 0)?;
+                        self.open(cur, file, 0, 0)?;
                     }
                     self.in_block = 0;
                     self.cursor = (self.cursor + 1) % cycle;
@@ -269,7 +305,7 @@ impl EpochInput for Interleave {
             if let Some(&file) = self.order.get(self.next_file as usize) {
                 self.next_file += 1;
                 // Opening cannot fail here: the file index comes from the order.
-                let _ = self.open(i, file, 0);
+                let _ = self.open(i, file, 0, 0);
             }
         }
     }
@@ -293,6 +329,14 @@ impl EpochInput for Interleave {
                 .iter()
                 .map(|s| s.as_ref().map_or(0, |s| s.next_offset))
                 .collect(),
+            slot_records: if self.cfg.ranges.is_empty() {
+                Vec::new()
+            } else {
+                self.slots
+                    .iter()
+                    .map(|s| s.as_ref().map_or(0, |s| s.record_no))
+                    .collect()
+            },
         });
     }
 }
@@ -385,6 +429,15 @@ fn check(
                  must be open",
                 files - s.next_file
             ),
+        );
+    }
+    // Record numbers come with record ranges, one per slot, and only then.
+    let records_expected = if cfg.ranges.is_empty() { 0 } else { cycle };
+    if s.slot_records.len() as u64 != records_expected {
+        return invalid(
+            "record numbers of the interleave slots",
+            s.slot_records.len() as u64,
+            format!("the pipeline keeps {records_expected}"),
         );
     }
     if let Some((file, _)) = slots.iter().flatten().find(|(f, _)| u64::from(*f) >= files) {

@@ -64,6 +64,9 @@ pub type RecordMap = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
 pub(crate) struct StreamConfig {
     /// This host's files, in listing order.
     pub files: Vec<String>,
+    /// Per file, the records to read from it (a TFDS split slice); empty
+    /// when every file is read whole.
+    pub ranges: Vec<Option<RecordRange>>,
     pub read: ReadOptions,
     /// How the shards' bytes are fetched.
     pub source: crate::source::SourceOptions,
@@ -89,6 +92,22 @@ pub(crate) struct StreamConfig {
     pub shuffle_across_epochs: bool,
     /// Epochs to read; `None`: forever.
     pub epochs: Option<u64>,
+}
+
+/// The records of one file to read: `count` records from its record
+/// number `first` (counted from 0 in the file). The records before are read
+/// and dropped (TFRecord has no index); the file is closed after the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRange {
+    pub first: u64,
+    pub count: u64,
+}
+
+impl RecordRange {
+    /// The record number after the last one read.
+    pub(crate) fn end(self) -> u64 {
+        self.first.saturating_add(self.count)
+    }
 }
 
 /// The ops below [`epochs`]: one epoch's records, restartable per epoch.

@@ -1,0 +1,125 @@
+//! tfds as the oracle: tensorflow-datasets prepares a dataset with every
+//! kind of feature infeed maps, in several shards, and reads it back for
+//! several split strings (`tests/tfds/tfds_oracle.py`, run by
+//! `$INFEED_PYTHON`); `Pipeline::from_tfds` with the dataset's own spec must
+//! give the same records in the same order with exactly the same values
+//! (floats by their bits; images as their encoded bytes, not decoded yet).
+//!
+//! Needs tensorflow-datasets: ignored by default, run by `scripts/test.sh`
+//! (or `INFEED_PYTHON=... cargo test --test tfds oracle -- --include-ignored`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use infeed::example::{Column, Values};
+use infeed::pipeline::Pipeline;
+use serde_json::{Value, json};
+
+/// What `tfds_oracle.py ARGS` prints, one JSON value per line.
+fn oracle(args: &[&str]) -> Vec<Value> {
+    let python = std::env::var("INFEED_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "INFEED_PYTHON is not set: these tests need a Python with tensorflow-datasets; \
+             run scripts/test.sh, which creates .venv and sets it"
+        )
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tfds/tfds_oracle.py");
+    let out = Command::new(&python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python} (INFEED_PYTHON): {e}"));
+    assert!(
+        out.status.success(),
+        "tfds_oracle.py {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("tfds_oracle.py prints UTF-8")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// Values `range` of a column as the oracle prints them.
+fn json_values(values: &Values, range: std::ops::Range<usize>) -> Value {
+    match values {
+        Values::Int64(v) => json!(v[range]),
+        Values::Int32(v) => json!(v[range]),
+        Values::Float32(v) => json!(v[range].iter().map(|f| f.to_bits()).collect::<Vec<_>>()),
+        Values::Bytes(b) => json!(
+            range
+                .map(|i| b
+                    .get(i)
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<String>())
+                .collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// Every record of the split, as the oracle prints them.
+fn infeed_records(dir: &str, split: &str) -> Vec<Value> {
+    let p = Pipeline::from_tfds(dir, split).unwrap();
+    let spec = p.tfds_spec().unwrap();
+    let mut out = Vec::new();
+    for batch in p.parse(spec).batch(16, false).build_columns().unwrap() {
+        let batch = batch.unwrap();
+        for row in 0..batch.num_records {
+            let mut record = BTreeMap::new();
+            for (name, column) in &batch.columns {
+                let range = match column {
+                    Column::Dense { shape, .. } => {
+                        let per: usize = shape[1..].iter().product();
+                        row * per..(row + 1) * per
+                    }
+                    Column::Ragged {
+                        row_splits,
+                        inner_shape,
+                        ..
+                    } => {
+                        let per: usize = inner_shape.iter().product();
+                        row_splits[row] * per..row_splits[row + 1] * per
+                    }
+                    Column::Ragged2 { .. } => panic!("{name}: no TFDS feature is ragged twice"),
+                };
+                record.insert(name.clone(), json_values(column.values(), range));
+            }
+            out.push(json!(record));
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs TensorFlow Datasets (INFEED_PYTHON with tensorflow-datasets; scripts/test.sh)"]
+fn tfds_oracle_every_feature_and_slice_match_tfds() {
+    let root = tempfile::tempdir().unwrap();
+    let made = oracle(&["make", &root.path().display().to_string()]);
+    let dir = made[0]["dir"].as_str().unwrap().to_owned();
+    let p = Pipeline::from_tfds(&dir, "train").unwrap();
+    assert_eq!(p.files().len(), 4, "the dataset has 4 train shards");
+    for split in [
+        "train",
+        "test",
+        "train[:10%]",
+        "train[33%:]",
+        "train[:7]",
+        "train[-5:]",
+        "train[5:13]+test[-2:]",
+        "train[:50%]+test",
+        "train[1shard]",
+        "all",
+    ] {
+        let want = oracle(&["read", &dir, split]);
+        let got = infeed_records(&dir, split);
+        assert!(!want.is_empty(), "{split}");
+        assert_eq!(got.len(), want.len(), "{split}: records");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{split}: record {i}");
+        }
+    }
+}
