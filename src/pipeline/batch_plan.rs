@@ -6,11 +6,11 @@
 use std::sync::{Arc, Mutex};
 
 use super::error::PipelineError;
+use super::group::plan::Grouping;
 use super::group::plan::{BatchFn, RawBatch};
 use super::group::plan::{GroupMode, Layout, MeasureFn, PrefilterFn};
 use super::ops::Item;
 use super::parsed::{self, ColumnPool, OpError, ParsedOp};
-use super::plan::Grouping;
 use crate::batch::{
     Assembler, Batch, BatchError, BatchErrorKind, BatchPlan, BatchShape, BucketGroup, Bucketer,
     LengthPolicy, MaskType, Overflow, PackPlan, Packer, PlanError, Remainder, TensorType,

@@ -74,6 +74,8 @@ pub struct Batches<T> {
     pub(crate) streams: u32,
     /// See [`Batches::shape_schedule`].
     pub(crate) shape_schedule: u64,
+    /// A mixture's sources and the records taken from each so far.
+    pub(crate) source_counts: Option<(Vec<String>, Arc<Vec<std::sync::atomic::AtomicU64>>)>,
     read: crate::record::ReadOptions,
     source: crate::source::SourceOptions,
     /// Takes batches given back ([`recycle`](Self::recycle)) for their
@@ -167,6 +169,7 @@ impl<T: Send + 'static> Batches<T> {
             states_ahead: BTreeMap::new(),
             streams,
             shape_schedule: 0,
+            source_counts: None,
             read,
             source,
             recycler: None,
@@ -296,6 +299,20 @@ impl<T: Send + 'static> Batches<T> {
     /// (`infeed.jax.device_iterator` does).
     pub fn shape_schedule(&self) -> u64 {
         self.shape_schedule
+    }
+
+    /// A mixture's sources with the records taken from each so far (the
+    /// record thread's count, a little ahead of the batches delivered);
+    /// empty for a pipeline that mixes nothing.
+    pub fn source_counts(&self) -> Vec<(String, u64)> {
+        match &self.source_counts {
+            None => Vec::new(),
+            Some((names, taken)) => names
+                .iter()
+                .zip(taken.iter())
+                .map(|(n, t)| (n.clone(), t.load(std::sync::atomic::Ordering::Relaxed)))
+                .collect(),
+        }
     }
 
     /// Batches delivered so far, counting those before a restore; with

@@ -9,10 +9,11 @@ use bytes::Bytes;
 use super::batch_plan::{ParsedGrouping, ParsedSettings};
 use super::batches::Batches;
 use super::error::PipelineError;
+use super::group::plan::Grouping;
 use super::group::plan::{BatchFn, EqualBatches, GroupMode, RawBatch};
 use super::ops::RecordRange;
 use super::parsed::{MapError, ParsedOp};
-use super::plan::{self, Grouping};
+use super::plan;
 use super::settings::RecordSettings;
 use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
 use crate::example::ParsedBatch;
@@ -20,6 +21,9 @@ use crate::record::ReadOptions;
 use crate::source::{SourceOptions, list_shards_blocking};
 use crate::spec::{FeatureSpec, SequenceSpec};
 use crate::tfds::TfdsDataset;
+
+use super::ops::mix::{MixChoice, OnExhausted};
+use super::settings::MixSettings;
 
 /// A description of an input pipeline; `build` starts it.
 #[derive(Clone)]
@@ -38,6 +42,85 @@ impl Pipeline {
         }
         let source = files.join(",");
         Ok(Self::with_files(source, files))
+    }
+
+    /// A mixture of record-level pipelines in set proportions: each source
+    /// has its own files, host shard, file shuffle, interleave, shuffle
+    /// buffer and repeat; the mixture takes `weights[i]` of its records from
+    /// source `i` (positive, any scale) and is a record-level pipeline
+    /// itself: it takes [`seed`](Self::seed) (of its draws), then `parse`,
+    /// padding, bucketing, packing and batching as any other. Which source
+    /// gives the `n`-th record is a pure function of the seed, `n` and the
+    /// weights ([`mix_by`](Self::mix_by)); what happens when a source runs
+    /// out is [`on_exhausted`](Self::on_exhausted). Sources are named: a
+    /// state restores with other weights (continuing every source where it
+    /// was, the new weights from there), a new source (from its start) or
+    /// without a source (dropped). See docs/pipeline.md, Mixtures.
+    pub fn mix<S: Into<String>>(
+        sources: impl IntoIterator<Item = (S, Pipeline)>,
+        weights: &[f64],
+    ) -> Result<Self, PipelineError> {
+        let sources: Vec<(String, RecordSettings)> =
+            sources.into_iter().map(|(n, p)| (n.into(), p.s)).collect();
+        let bad = |m: String| Err(PipelineError::Config(format!("mix: {m}")));
+        if sources.is_empty() {
+            return bad("no source".into());
+        }
+        if weights.len() != sources.len() {
+            return bad(format!(
+                "{} weights for {} sources",
+                weights.len(),
+                sources.len()
+            ));
+        }
+        if let Some(w) = weights.iter().find(|w| !w.is_finite() || **w <= 0.0) {
+            return bad(format!("weight {w}: every weight must be positive"));
+        }
+        for (i, (name, _)) in sources.iter().enumerate() {
+            if name.is_empty() || name.contains('/') {
+                return bad(format!("source name {name:?}: not empty, without '/'"));
+            }
+            if sources[..i].iter().any(|(n, _)| n == name) {
+                return bad(format!("source name {name:?} given twice"));
+            }
+        }
+        let files: Vec<String> = sources
+            .iter()
+            .flat_map(|(_, s)| s.files.iter().cloned())
+            .collect();
+        let label = sources
+            .iter()
+            .map(|(n, s)| format!("{n}={}", s.source))
+            .collect::<Vec<_>>()
+            .join(";");
+        let mut p = Self::with_files(format!("mix({label})"), files);
+        p.s.workers = sources[0].1.workers;
+        p.s.mixture = Some(Arc::new(MixSettings {
+            sources,
+            weights: weights.to_vec(),
+            choice: MixChoice::Random,
+            on_exhausted: OnExhausted::Stop,
+        }));
+        Ok(p)
+    }
+
+    /// How a mixture picks the source of each record: a random draw by
+    /// weight (the default), or stratified so that every batch holds each
+    /// source's share (see [`MixChoice`]).
+    pub fn mix_by(mut self, choice: MixChoice) -> Self {
+        if let Some(m) = self.s.mixture.as_mut() {
+            Arc::make_mut(m).choice = choice;
+        }
+        self
+    }
+
+    /// What a mixture does when a source runs out: stop (the default),
+    /// drop the source and renormalize the others' weights, or fail.
+    pub fn on_exhausted(mut self, policy: OnExhausted) -> Self {
+        if let Some(m) = self.s.mixture.as_mut() {
+            Arc::make_mut(m).on_exhausted = policy;
+        }
+        self
     }
 
     /// A pipeline over the shards matching a glob (`*`, `?`, `[…]`) of local
@@ -131,6 +214,7 @@ impl Pipeline {
                 tfds: None,
                 host: None,
                 streams: None,
+                mixture: None,
                 seed: 0,
                 shuffle_files: false,
                 cycle_length: 1,
@@ -600,7 +684,12 @@ impl ParsedPipeline {
     /// shapes follow the shared schedule.
     fn hosts(&self) -> u64 {
         let s = &self.pipeline.s;
-        s.streams.unwrap_or_else(|| s.host.map_or(1, |(_, n)| n))
+        // A mixture's hosts are its sources' (they all shard alike).
+        let host = match &s.mixture {
+            Some(m) => m.sources.first().and_then(|(_, s)| s.host),
+            None => s.host,
+        };
+        s.streams.unwrap_or_else(|| host.map_or(1, |(_, n)| n))
     }
 
     /// Every shape a batch of this pipeline can have, known before the

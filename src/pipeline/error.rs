@@ -38,6 +38,12 @@ pub enum PipelineError {
     /// An input file could not be listed or opened.
     #[error("{path}: {message}")]
     Open { path: String, message: String },
+    /// A source of a mixture ran out under `OnExhausted::Fail`.
+    #[error(
+        "source {name:?} of the mixture ran out after {records} records (on_exhausted: fail; \
+         repeat it, or choose stop or drop)"
+    )]
+    SourceExhausted { name: String, records: u64 },
     /// A whole epoch produced no record, so `repeat` would never end.
     #[error("epoch {epoch} produced no records (empty files, or everything filtered out)")]
     EmptyEpoch { epoch: u64 },

@@ -6,15 +6,14 @@
 use std::sync::Arc;
 
 use super::batches::{Batches, ExecConfig};
-use super::checkpoint::{self, GroupPart, Snapshot, StreamSnapshot};
+use super::checkpoint::{self, Snapshot, StreamSnapshot};
 use super::equal;
 use super::error::{PipelineError, StateError};
-use super::group::plan::{BatchFn, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
+use super::group::plan::{BatchFn, GroupMode, Grouping, Layout, MeasureFn, PrefilterFn, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
+use super::mixture;
+use super::open::{Built, Opened, one_stream};
 use super::ops::Item;
-use super::ops::StreamConfig;
-use super::ops::chain::RecordChain;
-use super::rng::{self, CounterRng};
 use super::settings::RecordSettings;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
@@ -23,29 +22,6 @@ use crate::batch::Bucketer;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
 const PREFILTER_CHUNK: usize = 256;
-
-/// Seed of the file order under record sharding, the same on every host:
-/// a host keeps records by their ordinal in the interleaved stream, so
-/// hosts with different seeds (`seed(host_index)`) would otherwise own
-/// overlapping records. 0 is the default seed, so pipelines seeded 0 read
-/// the order they always did.
-const SHARED_FILE_ORDER_SEED: u64 = 0;
-
-/// How a pipeline groups its records, with what the record thread needs.
-pub(crate) struct Grouping {
-    pub mode: GroupMode,
-    pub measure: Option<MeasureFn>,
-    pub prefilter: Option<PrefilterFn>,
-    /// The feature whose length buckets or packs records (for the
-    /// checkpoint's fingerprint).
-    pub length_feature: Option<String>,
-    /// The parsed ops in builder order, `m` a map and `f` a filter (for the
-    /// fingerprint).
-    pub parsed_ops: String,
-    /// The mask settings, empty when default (for the fingerprint: a state
-    /// saved with other masks is refused).
-    pub masks: String,
-}
 
 /// Starts the threads: records grouped as `grouping` says, each group
 /// handed to `work` on the worker pool.
@@ -60,7 +36,12 @@ pub(crate) fn start<T: Send + 'static>(
     grouping: Grouping,
     work: BatchFn<T>,
 ) -> Result<Batches<T>, PipelineError> {
-    let (host_index, hosts) = p.host.unwrap_or((0, 1));
+    // A mixture is sharded as its sources are (all alike).
+    let host = match &p.mixture {
+        Some(mix) => mix.sources.first().and_then(|(_, s)| s.host),
+        None => p.host,
+    };
+    let (host_index, hosts) = host.unwrap_or((0, 1));
     if hosts == 0 || host_index >= hosts {
         return Err(PipelineError::Config(format!(
             "host {host_index} of {hosts}"
@@ -127,7 +108,7 @@ pub(crate) fn start<T: Send + 'static>(
                 prefilter: grouping.prefilter.as_ref(),
             };
             let total =
-                equal::from_grouping(p, streams, &grouped, |s| stream_config(p, s, streams))?;
+                equal::from_grouping(p, streams, &grouped, |s| p.stream_config(s, streams))?;
             // Counted with this host's seed for every stream: hosts seeded
             // differently would count differently, so the count is part of
             // what hosts compare at the start.
@@ -159,61 +140,41 @@ pub(crate) fn start<T: Send + 'static>(
     let mut threads = Vec::with_capacity(per_host as usize);
     let mut initial = Snapshot::default();
     let mut host_files = Vec::new();
+    let mut source_counts = None;
     for index in first..first + per_host {
-        let cfg = stream_config(p, index, streams);
-        let fingerprint = checkpoint::SequenceKey {
-            files: &cfg.files,
-            ranges: &cfg.ranges,
-            host: (p.host.is_some() || p.streams.is_some()).then_some((index, streams)),
-            seed: cfg.seed,
-            file_order_seed: (p.shuffle_files && cfg.file_order_seed != cfg.seed)
-                .then_some(cfg.file_order_seed),
-            shuffle_files: p.shuffle_files,
-            cycle_length: cfg.cycle_length as u64,
-            block_length: cfg.block_length as u64,
-            skip: p.skip,
-            take: p.take,
-            record_filter: p.filter.is_some(),
-            record_map: p.map.is_some(),
-            shuffle_buffer: p.shuffle_buffer as u64,
-            epochs: cfg.epochs,
-            shuffle_across_epochs: cfg.shuffle_across_epochs,
-            equal_batches: p.equal_batches,
-            grouping: &mode,
-            length_feature: grouping.length_feature.as_deref(),
-            parsed_ops: &grouping.parsed_ops,
-            masks: &grouping.masks,
-            streams: p.streams,
-        }
-        .fingerprint();
-        let index = index as u32;
-        let files = cfg.files.clone();
-        let (chain, group) = match decoded.as_mut() {
-            None => {
-                let chain = RecordChain::new(cfg, read_stats.clone(), stream_stats.clone())?;
-                (chain, GroupPart::default())
-            }
-            Some(decoded) => {
-                let node = decoded.parts.remove(&index).ok_or_else(|| {
-                    StateError::Streams(format!(
-                        "it does not hold logical stream {index}, which host {host_index} of \
-                         {hosts} runs: it holds streams {:?}; restore from the states of \
-                         every host of the saving job, merged (merge_states)",
-                        decoded.parts.keys().collect::<Vec<_>>()
-                    ))
-                })?;
-                let (group, mut parts) = node.open(index, fingerprint)?;
-                checkpoint::check_group(&group, batches_before, &mode, files.len(), total_batches)?;
-                let chain = RecordChain::restore(
-                    cfg,
-                    read_stats.clone(),
-                    stream_stats.clone(),
-                    &mut parts,
-                )?;
-                parts.finish()?;
-                (chain, group)
+        let node = match decoded.as_mut() {
+            None => None,
+            Some(decoded) => Some(decoded.parts.remove(&(index as u32)).ok_or_else(|| {
+                StateError::Streams(format!(
+                    "it does not hold logical stream {index}, which host {host_index} of \
+                     {hosts} runs: it holds streams {:?}; restore from the states of every \
+                     host of the saving job, merged (merge_states)",
+                    decoded.parts.keys().collect::<Vec<_>>()
+                ))
+            })?),
+        };
+        let opened = Opened {
+            mode: &mode,
+            grouping: &grouping,
+            batches_before,
+            total_batches,
+            read_stats: &read_stats,
+            stream_stats: &stream_stats,
+        };
+        let Built {
+            chain,
+            files,
+            fingerprint,
+            group,
+        } = match &p.mixture {
+            None => one_stream(p, index, streams, node, &opened)?,
+            Some(mix) => {
+                let (built, taken) = mixture::build(p, mix, index as u32, node, &opened)?;
+                source_counts = Some((mix.names(), taken));
+                built
             }
         };
+        let index = index as u32;
         initial.streams.push(StreamSnapshot {
             index,
             fingerprint,
@@ -259,61 +220,8 @@ pub(crate) fn start<T: Send + 'static>(
         streams as u32,
     );
     batches.shape_schedule = shape_schedule;
+    batches.source_counts = source_counts;
     Ok(batches)
-}
-
-/// The record ops' settings of logical stream `index` of `streams`: the
-/// part `shard(index, streams)` gives (by file with at least as many files
-/// as streams, else by record), seeded by the pipeline's seed — derived per
-/// stream when the job sets its streams, so that streams never share draws.
-fn stream_config(p: &RecordSettings, index: u64, streams: u64) -> Arc<StreamConfig> {
-    let (files, ranges, record_shard) = if streams == 1 {
-        (p.files.clone(), p.ranges.clone(), None)
-    } else if p.files.len() as u64 >= streams {
-        // A file's record range (a TFDS slice) goes with it.
-        let mine = |i: &usize| *i as u64 % streams == index;
-        let files = (0..p.files.len())
-            .filter(mine)
-            .map(|i| p.files[i].clone())
-            .collect();
-        let ranges = (0..p.ranges.len())
-            .filter(mine)
-            .map(|i| p.ranges[i])
-            .collect();
-        (files, ranges, None)
-    } else {
-        (p.files.clone(), p.ranges.clone(), Some((index, streams)))
-    };
-    let seed = match p.streams {
-        Some(_) => CounterRng::new(p.seed, rng::stream::LOGICAL_STREAMS, index).next_u64(),
-        None => p.seed,
-    };
-    let file_order_seed = match record_shard {
-        Some(_) => SHARED_FILE_ORDER_SEED,
-        None => seed,
-    };
-    Arc::new(StreamConfig {
-        files,
-        ranges,
-        read: p.read.clone(),
-        source: p.source_options.clone(),
-        seed,
-        file_order_seed,
-        shuffle_files: p.shuffle_files,
-        cycle_length: p.cycle_length.max(1),
-        block_length: p.block_length.max(1),
-        record_shard,
-        skip: p.skip,
-        take: p.take,
-        filter: p.filter.clone(),
-        map: p.map.clone(),
-        shuffle_buffer: p.shuffle_buffer,
-        shuffle_across_epochs: p.repeat_before_shuffle,
-        epochs: match p.repeat {
-            None => Some(1),
-            Some(epochs) => epochs,
-        },
-    })
 }
 
 /// A digest of the shape schedule hosts must share (0 without one).

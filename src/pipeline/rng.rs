@@ -20,11 +20,16 @@ pub(crate) mod stream {
     /// The seed of logical stream `s` (`Pipeline::streams`) is the first
     /// draw of counter `s`.
     pub const LOGICAL_STREAMS: u64 = 3 << 32;
+    /// A mixture's random choice of source for record `n` is counter `n`.
+    pub const MIX: u64 = 4 << 32;
 
     // The streams never meet: file orders take one per epoch, up to 2^32
     // epochs between FILE_ORDER and SCHEDULE (checked when compiling).
     const _: () = assert!(
-        SHUFFLE < FILE_ORDER && SCHEDULE - FILE_ORDER == 1 << 32 && LOGICAL_STREAMS > SCHEDULE
+        SHUFFLE < FILE_ORDER
+            && SCHEDULE - FILE_ORDER == 1 << 32
+            && LOGICAL_STREAMS > SCHEDULE
+            && MIX > LOGICAL_STREAMS
     );
 }
 

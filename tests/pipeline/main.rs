@@ -8,6 +8,7 @@ mod grouping;
 mod host_shard;
 mod many_hosts;
 mod masks;
+mod mixture;
 mod pack;
 mod parse;
 mod parsed_ops;

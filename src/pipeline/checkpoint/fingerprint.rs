@@ -44,6 +44,9 @@ pub(crate) struct SequenceKey<'a> {
     /// The job's logical streams when it sets them (`host` is then the
     /// stream's index among them).
     pub streams: Option<u64>,
+    /// A mixture's choice and exhaustion policy (its sources and weights
+    /// are not here: they may change between a save and a restore).
+    pub mixture: Option<u64>,
 }
 
 /// A canonical encoding: each field a tag byte then its value, integers
@@ -182,6 +185,9 @@ impl SequenceKey<'_> {
         if let Some(streams) = self.streams {
             w.tag(17).u64(streams);
         }
+        if let Some(code) = self.mixture {
+            w.tag(19).u64(code);
+        }
         // A file's range is part of what it is: the same file with another
         // slice gives other records at the same offsets.
         if !self.ranges.is_empty() {
@@ -229,6 +235,7 @@ mod tests {
             parsed_ops: "",
             masks: "",
             streams: None,
+            mixture: None,
         }
     }
 

@@ -62,26 +62,42 @@ macro_rules! prost_part {
 }
 pub(crate) use prost_part;
 
-/// What a chain of ops saved, one part per op.
+/// What a chain of ops saved, one part per op, and the parts of the chains
+/// it is made of (a mixture's sources), each under its own key.
 #[derive(Debug, Default)]
-pub(crate) struct SavedParts(Vec<Box<dyn Part>>);
+pub(crate) struct SavedParts {
+    parts: Vec<Box<dyn Part>>,
+    children: Vec<(String, SavedParts)>,
+}
+
+/// The version of a node that only groups the parts of a chain.
+const GROUP_VERSION: u32 = 1;
 
 impl SavedParts {
     pub fn push(&mut self, part: impl Part + 'static) {
-        self.0.push(Box::new(part));
+        self.parts.push(Box::new(part));
+    }
+
+    /// Adds the parts of an inner chain under `key`.
+    pub fn push_child(&mut self, key: String, parts: SavedParts) {
+        self.children.push((key, parts));
     }
 
     /// The parts as nodes of the state's tree.
     pub fn nodes(&self) -> Vec<NodeProto> {
-        self.0
-            .iter()
-            .map(|p| NodeProto {
-                key: p.key().to_owned(),
-                version: p.version(),
-                body: p.encode(),
-                children: Vec::new(),
-            })
-            .collect()
+        let parts = self.parts.iter().map(|p| NodeProto {
+            key: p.key().to_owned(),
+            version: p.version(),
+            body: p.encode(),
+            children: Vec::new(),
+        });
+        let children = self.children.iter().map(|(key, parts)| NodeProto {
+            key: key.clone(),
+            version: GROUP_VERSION,
+            body: Vec::new(),
+            children: parts.nodes(),
+        });
+        parts.chain(children).collect()
     }
 }
 
@@ -103,7 +119,7 @@ pub(crate) struct NodeProto {
 pub(crate) struct RawParts {
     /// Where the parts are, for errors (`stream/3`).
     at: String,
-    parts: BTreeMap<String, (u32, Vec<u8>)>,
+    parts: BTreeMap<String, NodeProto>,
 }
 
 impl RawParts {
@@ -111,11 +127,8 @@ impl RawParts {
     pub fn new(at: String, nodes: Vec<NodeProto>) -> Result<Self, StateError> {
         let mut parts = BTreeMap::new();
         for node in nodes {
-            let key = node.key;
-            if parts
-                .insert(key.clone(), (node.version, node.body))
-                .is_some()
-            {
+            let key = node.key.clone();
+            if parts.insert(key.clone(), node).is_some() {
                 return Err(StateError::Part {
                     part: format!("{at}/{key}"),
                     reason: "it appears twice".into(),
@@ -129,7 +142,7 @@ impl RawParts {
     /// decodable (its fields are checked by the op).
     pub fn take<P: OpPart>(&mut self) -> Result<P, StateError> {
         let part = format!("{}/{}", self.at, P::KEY);
-        let Some((version, body)) = self.parts.remove(P::KEY) else {
+        let Some(NodeProto { version, body, .. }) = self.parts.remove(P::KEY) else {
             return Err(StateError::Part {
                 part,
                 reason: "the state has no such part: it was taken from a pipeline without \
@@ -150,6 +163,30 @@ impl RawParts {
             StateError::Part { reason, .. } => StateError::Part { part, reason },
             other => other,
         })
+    }
+
+    /// The parts of the inner chain saved under `key`, if the state has it.
+    pub fn take_child(&mut self, key: &str) -> Result<Option<RawParts>, StateError> {
+        let Some(node) = self.parts.remove(key) else {
+            return Ok(None);
+        };
+        let at = format!("{}/{key}", self.at);
+        if node.version != GROUP_VERSION {
+            return Err(StateError::Part {
+                part: at,
+                reason: format!(
+                    "it is version {} of a group of parts; this build reads version \
+                     {GROUP_VERSION}",
+                    node.version
+                ),
+            });
+        }
+        RawParts::new(at, node.children).map(Some)
+    }
+
+    /// Drops the part or group under `key` (a mixture's removed source).
+    pub fn drop_key(&mut self, key: &str) {
+        self.parts.remove(key);
     }
 
     /// Every part must have been taken: one left over belongs to an op this

@@ -110,6 +110,22 @@ impl GroupMode {
     }
 }
 
+/// How a pipeline groups its records, with what the record thread needs.
+pub(crate) struct Grouping {
+    pub mode: GroupMode,
+    pub measure: Option<MeasureFn>,
+    pub prefilter: Option<PrefilterFn>,
+    /// The feature whose length buckets or packs records (for the
+    /// checkpoint's fingerprint).
+    pub length_feature: Option<String>,
+    /// The parsed ops in builder order, `m` a map and `f` a filter (for the
+    /// fingerprint).
+    pub parsed_ops: String,
+    /// The mask settings, empty when default (for the fingerprint: a state
+    /// saved with other masks is refused).
+    pub masks: String,
+}
+
 /// How the records of a raw batch are to be laid out by the worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Layout {

@@ -15,10 +15,12 @@
 pub(crate) mod chain;
 pub(crate) mod epochs;
 pub(crate) mod interleave;
+pub(crate) mod mix;
 pub(crate) mod record_map;
 pub(crate) mod shard;
 pub(crate) mod shuffle;
 pub(crate) mod skip_take;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 

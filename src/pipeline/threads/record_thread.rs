@@ -1,5 +1,5 @@
 //! The record thread (`infeed-records`): runs the record ops' chain
-//! ([`RecordChain`]), groups records into batches ([`Grouper`]) and sends
+//! ([`StreamChain`]: one chain, or a mixture), groups records into batches ([`Grouper`]) and sends
 //! each group, numbered and with the pipeline's state after it, to the
 //! workers. It is the only thread that decides order, so the output is the
 //! same for any number of workers. With parsed filters it hands chunks to
@@ -15,7 +15,7 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Grouper;
 use crate::pipeline::group::plan::{Emitted, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
 use crate::pipeline::ops::Item;
-use crate::pipeline::ops::chain::RecordChain;
+use crate::pipeline::ops::stream::StreamChain;
 use crate::pipeline::stats::StageStats;
 
 use crate::prefetch::{AHEAD_BYTES, prefetch};
@@ -37,7 +37,7 @@ pub(crate) fn spawn(
 
 /// What the record thread runs with.
 pub(crate) struct RecordThread {
-    pub chain: RecordChain,
+    pub chain: StreamChain,
     pub files: Arc<Vec<String>>,
     pub mode: GroupMode,
     pub measure: Option<MeasureFn>,

@@ -1,0 +1,102 @@
+//! Opening a logical stream's record chain, from its start or from its
+//! node of a state: what every stream needs (`Opened`), what it gives back
+//! (`Built`), and the plain one-chain stream; a mixture's is in
+//! `mixture.rs`.
+
+use std::sync::Arc;
+
+use super::checkpoint::{self, GroupPart, StreamNode};
+use super::error::PipelineError;
+use super::group::plan::GroupMode;
+use super::group::plan::Grouping;
+use super::ops::chain::RecordChain;
+use super::ops::stream::StreamChain;
+use super::settings::RecordSettings;
+use super::stats::StageStats;
+
+/// What a stream's chain is opened with.
+pub(crate) struct Opened<'a> {
+    pub mode: &'a GroupMode,
+    pub grouping: &'a Grouping,
+    pub batches_before: u64,
+    pub total_batches: Option<u64>,
+    pub read_stats: &'a Arc<StageStats>,
+    pub stream_stats: &'a Arc<StageStats>,
+}
+
+/// A stream's chain, started or restored, with what its state needs.
+pub(crate) struct Built {
+    pub chain: StreamChain,
+    /// Its files (file indexes in its records and state point here).
+    pub files: Vec<String>,
+    pub fingerprint: u32,
+    pub group: GroupPart,
+}
+
+/// Logical stream `index` of `streams`: one record chain.
+pub(crate) fn one_stream(
+    p: &RecordSettings,
+    index: u64,
+    streams: u64,
+    node: Option<StreamNode>,
+    o: &Opened<'_>,
+) -> Result<Built, PipelineError> {
+    let cfg = p.stream_config(index, streams);
+    let fingerprint = checkpoint::SequenceKey {
+        files: &cfg.files,
+        ranges: &cfg.ranges,
+        host: (p.host.is_some() || p.streams.is_some()).then_some((index, streams)),
+        seed: cfg.seed,
+        file_order_seed: (p.shuffle_files && cfg.file_order_seed != cfg.seed)
+            .then_some(cfg.file_order_seed),
+        shuffle_files: p.shuffle_files,
+        cycle_length: cfg.cycle_length as u64,
+        block_length: cfg.block_length as u64,
+        skip: p.skip,
+        take: p.take,
+        record_filter: p.filter.is_some(),
+        record_map: p.map.is_some(),
+        shuffle_buffer: p.shuffle_buffer as u64,
+        epochs: cfg.epochs,
+        shuffle_across_epochs: cfg.shuffle_across_epochs,
+        equal_batches: p.equal_batches,
+        grouping: o.mode,
+        length_feature: o.grouping.length_feature.as_deref(),
+        parsed_ops: &o.grouping.parsed_ops,
+        masks: &o.grouping.masks,
+        streams: p.streams,
+        mixture: None,
+    }
+    .fingerprint();
+    let files = cfg.files.clone();
+    let (chain, group) = match node {
+        None => {
+            let chain = RecordChain::new(cfg, o.read_stats.clone(), o.stream_stats.clone())?;
+            (chain, GroupPart::default())
+        }
+        Some(node) => {
+            let (group, mut parts) = node.open(index as u32, fingerprint)?;
+            checkpoint::check_group(
+                &group,
+                o.batches_before,
+                o.mode,
+                files.len(),
+                o.total_batches,
+            )?;
+            let chain = RecordChain::restore(
+                cfg,
+                o.read_stats.clone(),
+                o.stream_stats.clone(),
+                &mut parts,
+            )?;
+            parts.finish()?;
+            (chain, group)
+        }
+    };
+    Ok(Built {
+        chain: StreamChain::One(chain),
+        files,
+        fingerprint,
+        group,
+    })
+}

@@ -1,0 +1,517 @@
+//! Mixtures ([`Pipeline::mix`](crate::pipeline::Pipeline::mix)): several
+//! sources, each a record chain of its own (files, host shard, file order,
+//! interleave, shuffle buffer, repeat), drawn from in set proportions.
+//!
+//! Which source gives the mixture's `n`-th record is a function of the seed,
+//! `n` and the weights alone:
+//!
+//! - [`MixChoice::Random`]: a draw from the counter-based RNG at counter
+//!   `n`, by weight (tf.data's `sample_from_datasets`);
+//! - [`MixChoice::Stratified`]: every global batch (the hosts' batches of
+//!   one step together) holds each source's share by Hamilton's method over
+//!   the batches so far (within two rows of its weight, within one with two
+//!   sources, exact over the run); each host takes its rows of that
+//!   allocation, dealt round-robin, and orders them by smooth weighted
+//!   round-robin.
+//!
+//! Its part of the state: records drawn, per source (by name) the records
+//! taken, whether it ran out and its fingerprint, the weights and where
+//! they took effect; each source's chain saves its own parts under
+//! `source/<name>`. A restore with other weights or sources continues every
+//! source it knows where it was and applies the new weights from there.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::pipeline::checkpoint::{RawParts, SavedParts};
+use crate::pipeline::error::{PipelineError, StateError};
+use crate::pipeline::rng::{CounterRng, stream};
+
+use super::Item;
+use super::chain::RecordChain;
+
+/// How a mixture picks the source of each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MixChoice {
+    /// A random draw per record, by weight.
+    #[default]
+    Random,
+    /// Every batch holds each source's share (needs `batch`).
+    Stratified,
+}
+
+/// What a mixture does when one of its sources runs out (a finite
+/// `repeat` on the source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnExhausted {
+    /// The mixture ends there: the proportions hold to the last record.
+    #[default]
+    Stop,
+    /// The source is dropped and the others' weights renormalized.
+    Drop,
+    /// An error ([`PipelineError::SourceExhausted`]).
+    Fail,
+}
+
+/// What a mixture does; fixed when the pipeline is built.
+#[derive(Clone, Debug)]
+pub(crate) struct MixConfig {
+    pub names: Vec<String>,
+    /// Positive, in the order of `names`.
+    pub weights: Vec<f64>,
+    pub choice: MixChoice,
+    pub on_exhausted: OnExhausted,
+    pub seed: u64,
+    /// Stratified: rows of this host's batch, and (host, hosts).
+    pub batch: usize,
+    pub host: (u64, u64),
+}
+
+/// One source of a mixture.
+pub(crate) struct Source {
+    pub chain: RecordChain,
+    /// Where its file indexes start in the mixture's file list.
+    pub first_file: u32,
+    pub files: u32,
+    pub fingerprint: u32,
+}
+
+/// The mixture's part of a state.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct MixPart {
+    /// Records drawn so far, and when the current weights took effect.
+    #[prost(uint64, tag = "1")]
+    pub drawn: u64,
+    #[prost(uint64, tag = "2")]
+    pub phase: u64,
+    #[prost(string, repeated, tag = "3")]
+    pub names: Vec<String>,
+    #[prost(double, repeated, tag = "4")]
+    pub weights: Vec<f64>,
+    #[prost(uint64, repeated, tag = "5")]
+    pub taken: Vec<u64>,
+    #[prost(bool, repeated, tag = "6")]
+    pub exhausted: Vec<bool>,
+    #[prost(uint32, repeated, tag = "7")]
+    pub fingerprints: Vec<u32>,
+}
+crate::pipeline::checkpoint::prost_part!(MixPart, "mix", 1);
+
+/// The mixture op: its sources' chains and the draw.
+pub(crate) struct MixChain {
+    cfg: Arc<MixConfig>,
+    sources: Vec<Source>,
+    exhausted: Vec<bool>,
+    drawn: u64,
+    phase: u64,
+    /// Per source: records taken, shared with the pipeline's figures.
+    taken: Arc<Vec<AtomicU64>>,
+    /// Stratified: the source of each row of the current batch.
+    rows: Vec<usize>,
+    finished: bool,
+}
+
+fn child_key(name: &str) -> String {
+    format!("source/{name}")
+}
+
+impl MixChain {
+    /// A mixture at its start.
+    pub fn new(cfg: Arc<MixConfig>, sources: Vec<Source>, taken: Arc<Vec<AtomicU64>>) -> Self {
+        let n = sources.len();
+        MixChain {
+            cfg,
+            sources,
+            exhausted: vec![false; n],
+            drawn: 0,
+            phase: 0,
+            taken,
+            rows: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// A mixture continuing where `parts` were saved. `make(i, parts)`
+    /// builds source `i`'s chain: restored from its parts when the state
+    /// has them, else from its start. Sources are matched by name; weights
+    /// or sources that changed start a new phase here.
+    pub fn restore(
+        cfg: Arc<MixConfig>,
+        parts: &mut RawParts,
+        mut make: impl FnMut(usize, Option<&mut RawParts>) -> Result<Source, PipelineError>,
+        taken: Arc<Vec<AtomicU64>>,
+    ) -> Result<Self, PipelineError> {
+        let part: MixPart = parts.take()?;
+        let n = part.names.len();
+        if [part.weights.len(), part.taken.len(), part.exhausted.len()]
+            .iter()
+            .chain([&part.fingerprints.len()])
+            .any(|&len| len != n)
+        {
+            return Err(StateError::Invalid {
+                field: "mixture sources",
+                value: n as u64,
+                reason: "its names, weights, counts and flags differ in number".into(),
+            }
+            .into());
+        }
+        if part.phase > part.drawn {
+            return Err(StateError::Invalid {
+                field: "mixture phase",
+                value: part.phase,
+                reason: format!("only {} records were drawn", part.drawn),
+            }
+            .into());
+        }
+        let mut sources = Vec::with_capacity(cfg.names.len());
+        let mut exhausted = Vec::with_capacity(cfg.names.len());
+        let mut same = part.names == cfg.names && part.weights == cfg.weights;
+        for (i, name) in cfg.names.iter().enumerate() {
+            let saved = part.names.iter().position(|s| s == name);
+            let mut child = parts.take_child(&child_key(name))?;
+            if saved.is_some() != child.is_some() {
+                return Err(StateError::Part {
+                    part: child_key(name),
+                    reason: "the mixture's part and its sources' parts disagree".into(),
+                }
+                .into());
+            }
+            let source = make(i, child.as_mut())?;
+            if let Some(child) = child {
+                child.finish()?;
+            }
+            match saved {
+                Some(s) => {
+                    if part.fingerprints[s] != source.fingerprint {
+                        return Err(StateError::Part {
+                            part: child_key(name),
+                            reason: "the source was saved with other files or settings that \
+                                     decide its order"
+                                .into(),
+                        }
+                        .into());
+                    }
+                    taken[i].store(part.taken[s], Ordering::Relaxed);
+                    exhausted.push(part.exhausted[s]);
+                }
+                None => {
+                    same = false;
+                    exhausted.push(false);
+                }
+            }
+            sources.push(source);
+        }
+        // Sources the mixture no longer has.
+        for name in &part.names {
+            if !cfg.names.contains(name) {
+                parts.drop_key(&child_key(name));
+            }
+        }
+        let phase = if same { part.phase } else { part.drawn };
+        if cfg.choice == MixChoice::Stratified
+            && (part.drawn - part.phase) % cfg.batch as u64 != 0
+            && !same
+        {
+            return Err(StateError::Invalid {
+                field: "records drawn",
+                value: part.drawn,
+                reason: "a stratified mixture changes weights or sources only at a batch \
+                         boundary"
+                    .into(),
+            }
+            .into());
+        }
+        let mut mix = MixChain {
+            cfg,
+            sources,
+            exhausted,
+            drawn: part.drawn,
+            phase,
+            taken,
+            rows: Vec::new(),
+            finished: false,
+        };
+        mix.plan_batch();
+        Ok(mix)
+    }
+
+    /// Its parts: the mixture's, then each source's chain under its name.
+    pub fn state(&self) -> SavedParts {
+        let mut parts = SavedParts::default();
+        parts.push(MixPart {
+            drawn: self.drawn,
+            phase: self.phase,
+            names: self.cfg.names.clone(),
+            weights: self.cfg.weights.clone(),
+            taken: self
+                .taken
+                .iter()
+                .map(|t| t.load(Ordering::Relaxed))
+                .collect(),
+            exhausted: self.exhausted.clone(),
+            fingerprints: self.sources.iter().map(|s| s.fingerprint).collect(),
+        });
+        for (name, source) in self.cfg.names.iter().zip(&self.sources) {
+            parts.push_child(child_key(name), source.chain.state());
+        }
+        parts
+    }
+
+    /// The next record of the mixture, `None` at its end.
+    pub fn next_item(&mut self) -> Result<Option<Item>, PipelineError> {
+        loop {
+            if self.finished {
+                return Ok(None);
+            }
+            if self.cfg.choice == MixChoice::Stratified
+                && (self.drawn - self.phase) % self.cfg.batch as u64 == 0
+            {
+                self.plan_batch();
+            }
+            let Some(j) = self.choose() else {
+                self.finished = true;
+                return Ok(None);
+            };
+            let source = &mut self.sources[j];
+            match source.chain.next_item()? {
+                Some(mut item) => {
+                    item.file += source.first_file;
+                    self.drawn += 1;
+                    self.taken[j].fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(item));
+                }
+                None => match self.cfg.on_exhausted {
+                    OnExhausted::Stop => {
+                        self.exhausted[j] = true;
+                        self.finished = true;
+                        return Ok(None);
+                    }
+                    OnExhausted::Fail => {
+                        self.exhausted[j] = true;
+                        self.finished = true;
+                        return Err(PipelineError::SourceExhausted {
+                            name: self.cfg.names[j].clone(),
+                            records: self.taken[j].load(Ordering::Relaxed),
+                        });
+                    }
+                    // Drawn again among the others, for the same record.
+                    OnExhausted::Drop => self.exhausted[j] = true,
+                },
+            }
+        }
+    }
+
+    /// The source of the next record, among those not run out.
+    fn choose(&self) -> Option<usize> {
+        let alive: Vec<usize> = (0..self.sources.len())
+            .filter(|&j| !self.exhausted[j])
+            .collect();
+        if alive.is_empty() {
+            return None;
+        }
+        if self.cfg.choice == MixChoice::Stratified {
+            let row = ((self.drawn - self.phase) % self.cfg.batch as u64) as usize;
+            if let Some(&j) = self.rows.get(row).filter(|&&j| !self.exhausted[j]) {
+                return Some(j);
+            }
+            // The planned source ran out (OnExhausted::Drop): a draw among
+            // the others, below.
+        }
+        let total: f64 = alive.iter().map(|&j| self.cfg.weights[j]).sum();
+        let mut rng = CounterRng::new(self.cfg.seed, stream::MIX, self.drawn);
+        let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        let mut sum = 0.0;
+        for &j in &alive {
+            sum += self.cfg.weights[j];
+            if u < sum {
+                return Some(j);
+            }
+        }
+        alive.last().copied()
+    }
+
+    /// Stratified: the sources of the rows of this host's current batch.
+    fn plan_batch(&mut self) {
+        if self.cfg.choice != MixChoice::Stratified {
+            return;
+        }
+        let alive: Vec<f64> = (0..self.sources.len())
+            .map(|j| {
+                if self.exhausted[j] {
+                    0.0
+                } else {
+                    self.cfg.weights[j]
+                }
+            })
+            .collect();
+        let batch = (self.drawn - self.phase) / self.cfg.batch as u64;
+        self.rows = host_rows(&alive, batch, self.cfg.batch, self.cfg.host);
+    }
+
+    /// Reads records at mixture file indexes again, each from its source,
+    /// in the given order.
+    pub fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {
+        let mut out: Vec<Option<Item>> = vec![None; positions.len()];
+        for source in &self.sources {
+            let range = source.first_file..source.first_file + source.files;
+            let (mine, local): (Vec<usize>, Vec<(u32, u64)>) = positions
+                .iter()
+                .enumerate()
+                .filter(|(_, (f, _))| range.contains(f))
+                .map(|(i, &(f, o))| (i, (f - source.first_file, o)))
+                .unzip();
+            if mine.is_empty() {
+                continue;
+            }
+            for (i, mut item) in mine.into_iter().zip(source.chain.read_again(&local)?) {
+                item.file += source.first_file;
+                out[i] = Some(item);
+            }
+        }
+        out.into_iter()
+            .zip(positions)
+            .map(|(item, &(file, _))| {
+                item.ok_or_else(|| {
+                    StateError::Invalid {
+                        field: "file index",
+                        value: u64::from(file),
+                        reason: "no source of the mixture has it".into(),
+                    }
+                    .into()
+                })
+            })
+            .collect()
+    }
+}
+
+/// Hamilton's apportionment of `rows` by `weights`: each gets the floor of
+/// its quota, the rows left go to the largest remainders (ties to the
+/// first).
+fn hamilton(weights: &[f64], rows: u64) -> Vec<u64> {
+    let total: f64 = weights.iter().sum();
+    if total <= 0.0 {
+        return vec![0; weights.len()];
+    }
+    let quotas: Vec<f64> = weights.iter().map(|w| rows as f64 * w / total).collect();
+    let mut counts: Vec<u64> = quotas.iter().map(|q| q.floor() as u64).collect();
+    let left = rows.saturating_sub(counts.iter().sum());
+    let mut order: Vec<usize> = (0..weights.len()).filter(|&j| weights[j] > 0.0).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (quotas[a] - quotas[a].floor(), quotas[b] - quotas[b].floor());
+        rb.total_cmp(&ra).then(a.cmp(&b))
+    });
+    for &j in order.iter().cycle().take(left as usize) {
+        counts[j] += 1;
+    }
+    counts
+}
+
+/// The sources of the rows of host `host.0`'s batch `batch` (of `rows`
+/// rows each on `host.1` hosts). The global batch's allocation is the
+/// difference of Hamilton's apportionments of all the rows up to it and
+/// before it (so the run's totals are exact); each source's rows are dealt
+/// to the hosts round-robin from a place that moves each batch; a host
+/// orders its rows by smooth weighted round-robin.
+pub(crate) fn host_rows(weights: &[f64], batch: u64, rows: usize, host: (u64, u64)) -> Vec<usize> {
+    let (h, hosts) = (host.0, host.1.max(1));
+    let global = rows as u64 * hosts;
+    let before = hamilton(weights, batch * global);
+    let after = hamilton(weights, (batch + 1) * global);
+    let counts: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    // Each source's rows: an equal share per host, the remainder dealt one
+    // per host in turn, continuing from where the previous source stopped.
+    let mut mine = vec![0u64; counts.len()];
+    let mut next = batch % hosts;
+    for (j, &c) in counts.iter().enumerate() {
+        mine[j] = c / hosts;
+        let extra = c % hosts;
+        // Hosts next, next+1, ... (mod hosts) get one more.
+        if (h + hosts - next) % hosts < extra {
+            mine[j] += 1;
+        }
+        next = (next + extra) % hosts;
+    }
+    // The dealing gives every host the same number of rows (all rows are
+    // dealt in one round-robin sequence), `rows` each.
+    let mut order = Vec::with_capacity(rows);
+    let total: u64 = mine.iter().sum();
+    let mut current = vec![0i64; mine.len()];
+    for _ in 0..total {
+        for (j, c) in current.iter_mut().enumerate() {
+            *c += mine[j] as i64;
+        }
+        let j = (0..mine.len())
+            .filter(|&j| mine[j] > 0)
+            .max_by(|&a, &b| current[a].cmp(&current[b]).then(b.cmp(&a)))
+            .unwrap_or(0);
+        current[j] -= total as i64;
+        order.push(j);
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(rows: &[usize], k: usize) -> Vec<u64> {
+        let mut c = vec![0; k];
+        for &j in rows {
+            c[j] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn every_global_batch_holds_the_shares_and_the_run_is_exact() {
+        for (weights, hosts, rows) in [
+            (vec![3.0, 1.0], 1u64, 16usize),
+            (vec![3.0, 1.0], 4, 6),
+            (vec![0.5, 0.3, 0.2], 3, 7),
+            (vec![1.0, 1.0, 1.0, 1.0, 5.0], 2, 9),
+        ] {
+            let k = weights.len();
+            let total: f64 = weights.iter().sum();
+            let global = rows as f64 * hosts as f64;
+            let mut run = vec![0u64; k];
+            for batch in 0..200 {
+                let mut step = vec![0u64; k];
+                for h in 0..hosts {
+                    let mine = host_rows(&weights, batch, rows, (h, hosts));
+                    assert_eq!(mine.len(), rows, "{weights:?} batch {batch} host {h}");
+                    for (j, c) in counts(&mine, k).into_iter().enumerate() {
+                        step[j] += c;
+                        // A host's rows: within two of its share.
+                        let share = rows as f64 * weights[j] / total;
+                        assert!(
+                            (c as f64 - share).abs() < 2.0 + 1e-9,
+                            "{weights:?} {c} {share}"
+                        );
+                    }
+                }
+                for j in 0..k {
+                    let share = global * weights[j] / total;
+                    let bound = if k == 2 { 1.0 } else { 2.0 };
+                    assert!(
+                        (step[j] as f64 - share).abs() < bound + 1e-9,
+                        "{weights:?} batch {batch}: {step:?}"
+                    );
+                    run[j] += step[j];
+                }
+                // The run so far: within one row of exact.
+                for j in 0..k {
+                    let exact = (batch + 1) as f64 * global * weights[j] / total;
+                    assert!((run[j] as f64 - exact).abs() < 1.0 + 1e-9, "{run:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_source_without_weight_gets_no_row() {
+        let rows = host_rows(&[2.0, 0.0, 1.0], 5, 9, (0, 1));
+        assert_eq!(counts(&rows, 3), [6, 0, 3]);
+        // Interleaved, not blocked.
+        assert_eq!(&rows[..3], &[0, 2, 0]);
+    }
+}
