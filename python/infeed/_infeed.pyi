@@ -76,6 +76,8 @@ class Batches:
     def state(self) -> bytes:
         """The state after the last batch :meth:`next` returned."""
     @property
+    def source_counts(self) -> list[tuple[str, int]]: ...
+    @property
     def shape_schedule(self) -> int:
         """A digest of the schedule by which batches take their shapes when
         hosts must agree on them (0 when each batch's shape is its own)."""

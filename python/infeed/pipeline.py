@@ -106,6 +106,39 @@ class Pipeline:
         return cls([os.fspath(f) for f in files])
 
     @classmethod
+    def mix(
+        cls,
+        sources: Mapping[str, Pipeline],
+        weights: Mapping[str, float],
+        by: str = "random",
+        on_exhausted: str = "stop",
+    ) -> Pipeline:
+        """A mixture of record-level pipelines in set proportions, each with
+        its own files, shard, file shuffle, interleave, shuffle buffer and
+        repeat: ``weights[name]`` of the records come from ``sources[name]``.
+        The result takes ``seed`` (of its draws), then ``parse``, padding,
+        bucketing, packing and batching as any pipeline. ``by``: ``"random"``
+        (a draw per record, a pure function of the seed and the record's
+        number) or ``"stratified"`` (every batch holds each source's share;
+        plain ``batch`` only). ``on_exhausted``: ``"stop"`` (the default: the
+        mixture ends with the first source that runs out), ``"drop"`` (the
+        others go on, reweighted) or ``"fail"``. A state restores with new
+        weights or sources, keyed by name (docs/pipeline.md, Mixtures)."""
+        if set(weights) != set(sources):
+            raise ValueError(
+                f"mix: weights for {sorted(weights)}, sources {sorted(sources)}: give one "
+                "weight per source"
+            )
+        parts = []
+        for name, p in sources.items():
+            if p._maps:
+                raise ValueError(f"mix: source {name!r} has map_batch: put it on the mixture")
+            parts.append((name, p._files, list(p._steps), p._tfds))
+        step = ("mix", (parts, [float(weights[n]) for n in sources], by, on_exhausted))
+        files = [f for p in sources.values() for f in p._files]
+        return cls(files, (step,))
+
+    @classmethod
     def from_tfds(cls, dir: str | os.PathLike[str], split: str = "train") -> Pipeline:
         """A split of a prepared TensorFlow Datasets directory
         (``{data_dir}/{name}[/{config}]/{version}``, local or gs://, s3://,
@@ -524,6 +557,12 @@ class Iterator:
         """The state after the last batch returned: positions and counters,
         not data (a few KB)."""
         return self._batches.state()
+
+    @property
+    def source_counts(self) -> dict[str, int]:
+        """A mixture's sources with the records taken from each so far (a
+        little ahead of the batches returned); empty without a mixture."""
+        return dict(self._batches.source_counts)
 
     @property
     def shape_schedule(self) -> int:

@@ -144,6 +144,15 @@ impl Batches {
         lock(&self.inner).as_ref().map_or(0, |b| b.shape_schedule())
     }
 
+    /// A mixture's sources with the records taken from each so far; empty
+    /// for a pipeline that mixes nothing.
+    #[getter]
+    fn source_counts(&self) -> Vec<(String, u64)> {
+        lock(&self.inner)
+            .as_ref()
+            .map_or_else(Vec::new, |b| b.source_counts())
+    }
+
     /// Rows of the last batch that hold data (the rest are padding rows).
     #[getter]
     fn real_rows(&self) -> Option<usize> {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
-use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
+use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, ParsedPipeline, Pipeline};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::source::SourceOptions;
 use infeed::spec::{DType, DefaultValue, FeatureSpec};
@@ -32,51 +32,21 @@ pub fn build(
     state: Option<&[u8]>,
 ) -> PyResult<ParsedPipeline> {
     let steps: Vec<Step<'_>> = steps.extract()?;
-    let pipeline = match tfds {
-        // The split's record ranges and counts come with it, which a file
-        // list cannot carry.
-        Some((dir, split)) => py.detach(|| Pipeline::from_tfds(&dir, &split)),
-        None => Pipeline::from_files(files),
+    let (mut pipeline, steps) = match steps.split_first() {
+        // A mixture: its sources first, each a record-level pipeline.
+        Some(((name, args), rest)) if name == "mix" => (mixture(py, args)?, rest),
+        _ => (source(py, files, tfds)?, &steps[..]),
     };
-    let mut pipeline = pipeline.map_err(|e| errors::to_py(py, e))?;
     let mut spec = None;
     let mut parsed_steps = Vec::new();
-    for (name, args) in &steps {
-        pipeline = match name.as_str() {
-            "seed" => pipeline.seed(args.get_item(0)?.extract()?),
-            "shard" => pipeline.shard(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?),
-            "streams" => pipeline.streams(args.get_item(0)?.extract()?),
-            "shuffle_files" => pipeline.shuffle_files(),
-            "interleave" => {
-                pipeline.interleave(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?)
-            }
-            "skip" => pipeline.skip(args.get_item(0)?.extract()?),
-            "take" => pipeline.take(args.get_item(0)?.extract()?),
-            "shuffle" => pipeline.shuffle(args.get_item(0)?.extract()?),
-            "repeat" => pipeline.repeat(args.get_item(0)?.extract()?),
-            "read_options" => pipeline.read_options(read_options(py, args)?),
-            "source_options" => pipeline.source_options(source_options(py, args)?),
-            "threads" => pipeline.threads(args.get_item(0)?.extract()?),
-            "prefetch" => pipeline.prefetch(args.get_item(0)?.extract()?),
-            "unordered" => pipeline.unordered(),
-            "equal_batches" => {
-                let how: String = args.get_item(0)?.extract()?;
-                pipeline.equal_batches(match how.as_str() {
-                    "drop" => EqualBatches::Drop,
-                    "pad" => EqualBatches::Pad,
-                    other => {
-                        return Err(errors::spec(
-                            py,
-                            format!("equal_batches: {other:?} is neither \"drop\" nor \"pad\""),
-                        ));
-                    }
-                })
-            }
-            "parse" => {
+    for (name, args) in steps {
+        pipeline = match record_step(py, pipeline, name, args)? {
+            Ok(pipeline) => pipeline,
+            Err(pipeline) if name == "parse" => {
                 spec = Some(feature_spec(py, &args.get_item(0)?)?);
                 pipeline
             }
-            _ => {
+            Err(pipeline) => {
                 parsed_steps.push((name, args));
                 pipeline
             }
@@ -130,6 +100,122 @@ pub fn build(
         Some(state) => parsed.resume_from(state),
         None => parsed,
     })
+}
+
+/// The pipeline over `files` (or a TFDS split: `(dir, split)`).
+fn source(
+    py: Python<'_>,
+    files: Vec<String>,
+    tfds: Option<(String, String)>,
+) -> PyResult<Pipeline> {
+    let pipeline = match tfds {
+        // The split's record ranges and counts come with it, which a file
+        // list cannot carry.
+        Some((dir, split)) => py.detach(|| Pipeline::from_tfds(&dir, &split)),
+        None => Pipeline::from_files(files),
+    };
+    pipeline.map_err(|e| errors::to_py(py, e))
+}
+
+/// Applies a record-level step; gives the pipeline back untouched
+/// (`Err`) when `name` is not one.
+fn record_step(
+    py: Python<'_>,
+    pipeline: Pipeline,
+    name: &str,
+    args: &Bound<'_, PyTuple>,
+) -> PyResult<Result<Pipeline, Pipeline>> {
+    Ok(Ok(match name {
+        "seed" => pipeline.seed(args.get_item(0)?.extract()?),
+        "shard" => pipeline.shard(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?),
+        "streams" => pipeline.streams(args.get_item(0)?.extract()?),
+        "shuffle_files" => pipeline.shuffle_files(),
+        "interleave" => {
+            pipeline.interleave(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?)
+        }
+        "skip" => pipeline.skip(args.get_item(0)?.extract()?),
+        "take" => pipeline.take(args.get_item(0)?.extract()?),
+        "shuffle" => pipeline.shuffle(args.get_item(0)?.extract()?),
+        "repeat" => pipeline.repeat(args.get_item(0)?.extract()?),
+        "read_options" => pipeline.read_options(read_options(py, args)?),
+        "source_options" => pipeline.source_options(source_options(py, args)?),
+        "threads" => pipeline.threads(args.get_item(0)?.extract()?),
+        "prefetch" => pipeline.prefetch(args.get_item(0)?.extract()?),
+        "unordered" => pipeline.unordered(),
+        "equal_batches" => {
+            let how: String = args.get_item(0)?.extract()?;
+            pipeline.equal_batches(match how.as_str() {
+                "drop" => EqualBatches::Drop,
+                "pad" => EqualBatches::Pad,
+                other => {
+                    return Err(errors::spec(
+                        py,
+                        format!("equal_batches: {other:?} is neither \"drop\" nor \"pad\""),
+                    ));
+                }
+            })
+        }
+        _ => return Ok(Err(pipeline)),
+    }))
+}
+
+/// `mix(sources, weights, by, on_exhausted)`, each source `(name, files,
+/// steps, tfds)` with record-level steps only.
+fn mixture(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Pipeline> {
+    type SourceArgs<'py> = (
+        String,
+        Vec<String>,
+        Vec<Step<'py>>,
+        Option<(String, String)>,
+    );
+    let sources: Vec<SourceArgs<'_>> = args.get_item(0)?.extract()?;
+    let weights: Vec<f64> = args.get_item(1)?.extract()?;
+    let by: String = args.get_item(2)?.extract()?;
+    let on_exhausted: String = args.get_item(3)?.extract()?;
+    let mut built = Vec::with_capacity(sources.len());
+    for (name, files, steps, tfds) in sources {
+        let mut pipeline = source(py, files, tfds)?;
+        for (step, args) in &steps {
+            pipeline = match record_step(py, pipeline, step, args)? {
+                Ok(pipeline) => pipeline,
+                Err(_) => {
+                    return Err(errors::spec(
+                        py,
+                        format!(
+                            "mix: source {name:?} has a {step}() step; a source takes \
+                             record-level steps only (parse, padding and batching go on the \
+                             mixture)"
+                        ),
+                    ));
+                }
+            };
+        }
+        built.push((name, pipeline));
+    }
+    let choice = match by.as_str() {
+        "random" => MixChoice::Random,
+        "stratified" => MixChoice::Stratified,
+        other => {
+            return Err(errors::spec(
+                py,
+                format!("mix: by={other:?} is neither \"random\" nor \"stratified\""),
+            ));
+        }
+    };
+    let policy = match on_exhausted.as_str() {
+        "stop" => OnExhausted::Stop,
+        "drop" => OnExhausted::Drop,
+        "fail" => OnExhausted::Fail,
+        other => {
+            return Err(errors::spec(
+                py,
+                format!("mix: on_exhausted={other:?} is not \"stop\", \"drop\" or \"fail\""),
+            ));
+        }
+    };
+    Pipeline::mix(built, &weights)
+        .map(|p| p.mix_by(choice).on_exhausted(policy))
+        .map_err(|e| errors::to_py(py, e))
 }
 
 /// `read_options(compression, verify_crc, skip_corrupt, max_record_size, mmap)`.
