@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, CommandFactory};
 use infeed::batch::{Batch, MaskType, Overflow, TensorType, Truncation};
 use infeed::example::{Column, ParsedBatch, Values};
-use infeed::pipeline::{Batches, EqualBatches, Pipeline, PipelineStats, RawBatch, StageFigures};
+use infeed::pipeline::{
+    Batches, EqualBatches, MixChoice, OnExhausted, Pipeline, PipelineStats, RawBatch, StageFigures,
+};
 use infeed::record::{CorruptPolicy, ReadOptions};
 use infeed::spec::FeatureSpec;
 use serde_json::{Value, json};
@@ -111,6 +113,17 @@ pub struct BenchArgs {
     /// This host's part, as INDEX/COUNT.
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(u64, u64)>,
+    /// A source of a mixture, as NAME:WEIGHT:GLOB (repeat it; the inputs are
+    /// then left out). Every source takes the record-level flags (read,
+    /// shard, file shuffle, interleave, shuffle, epochs), seeded apart.
+    #[arg(long, value_parser = parse_mix)]
+    mix: Vec<(String, f64, String)>,
+    /// How a mixture picks each record's source: random or stratified.
+    #[arg(long, value_parser = parse_mix_by, default_value = "random")]
+    mix_by: MixChoice,
+    /// What a mixture does when a source runs out: stop, drop or fail.
+    #[arg(long, value_parser = parse_on_exhausted, default_value = "stop")]
+    on_exhausted: OnExhausted,
     /// Make every host emit the same number of batches: drop or pad.
     #[arg(long, value_parser = parse_equal)]
     equal_batches: Option<EqualBatches>,
@@ -333,6 +346,34 @@ fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
     Ok((name.to_owned(), shape))
 }
 
+fn parse_mix(s: &str) -> Result<(String, f64, String), String> {
+    let mut parts = s.splitn(3, ':');
+    let (Some(name), Some(weight), Some(glob)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected NAME:WEIGHT:GLOB, e.g. web:3:data/web-*".into());
+    };
+    let weight: f64 = weight
+        .parse()
+        .map_err(|_| format!("weight {weight:?} is not a number"))?;
+    Ok((name.to_owned(), weight, glob.to_owned()))
+}
+
+fn parse_mix_by(s: &str) -> Result<MixChoice, String> {
+    match s {
+        "random" => Ok(MixChoice::Random),
+        "stratified" => Ok(MixChoice::Stratified),
+        _ => Err("expected random or stratified".into()),
+    }
+}
+
+fn parse_on_exhausted(s: &str) -> Result<OnExhausted, String> {
+    match s {
+        "stop" => Ok(OnExhausted::Stop),
+        "drop" => Ok(OnExhausted::Drop),
+        "fail" => Ok(OnExhausted::Fail),
+        _ => Err("expected stop, drop or fail".into()),
+    }
+}
+
 fn parse_equal(s: &str) -> Result<EqualBatches, String> {
     match s {
         "drop" => Ok(EqualBatches::Drop),
@@ -495,6 +536,26 @@ impl Measured for ParsedBatch {
     }
 }
 
+/// The record-level flags on `p` (each source of a mixture, or the one
+/// pipeline), seeded with `seed`.
+fn record_level(p: Pipeline, args: &BenchArgs, read: &ReadOptions, seed: u64) -> Pipeline {
+    let mut p = p
+        .read_options(read.clone())
+        .seed(seed)
+        .interleave(args.interleave, args.block);
+    if let Some((index, count)) = args.shard {
+        p = p.shard(index, count);
+    }
+    if args.shuffle_files {
+        p = p.shuffle_files();
+    }
+    p.shuffle(args.shuffle).repeat(if args.epochs == 0 {
+        None
+    } else {
+        Some(args.epochs)
+    })
+}
+
 pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
     let read = ReadOptions {
         compression: args.compression.0,
@@ -506,44 +567,54 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         mmap: args.mmap,
         ..ReadOptions::default()
     };
-    if args.inputs.is_empty() {
-        return Err(CliError::Message(
-            "give the files to read (or an `inputs` key in --config)".into(),
-        ));
-    }
-    let p = match &args.tfds_split {
-        None => Pipeline::from_glob(&args.inputs.join(","))?,
-        Some(split) => {
-            let [dir] = &args.inputs[..] else {
-                return Err(CliError::Message(
-                    "--tfds-split reads one TFDS dataset directory: give exactly one".into(),
-                ));
-            };
-            Pipeline::from_tfds(dir, split)?
+    let mut p = if args.mix.is_empty() {
+        if args.inputs.is_empty() {
+            return Err(CliError::Message(
+                "give the files to read (or an `inputs` key in --config)".into(),
+            ));
         }
+        let p = match &args.tfds_split {
+            None => Pipeline::from_glob(&args.inputs.join(","))?,
+            Some(split) => {
+                let [dir] = &args.inputs[..] else {
+                    return Err(CliError::Message(
+                        "--tfds-split reads one TFDS dataset directory: give exactly one".into(),
+                    ));
+                };
+                Pipeline::from_tfds(dir, split)?
+            }
+        };
+        record_level(p, args, &read, args.seed)
+    } else {
+        if !args.inputs.is_empty() {
+            return Err(CliError::Message(
+                "with --mix the sources name their files: leave the inputs out".into(),
+            ));
+        }
+        let mut sources = Vec::new();
+        let mut weights = Vec::new();
+        for (i, (name, weight, glob)) in args.mix.iter().enumerate() {
+            let source = record_level(
+                Pipeline::from_glob(glob)?,
+                args,
+                &read,
+                args.seed + i as u64,
+            );
+            sources.push((name.clone(), source));
+            weights.push(*weight);
+        }
+        Pipeline::mix(sources, &weights)?
+            .seed(args.seed)
+            .mix_by(args.mix_by)
+            .on_exhausted(args.on_exhausted)
     };
-    let mut p = p
-        .read_options(read)
-        .seed(args.seed)
-        .interleave(args.interleave, args.block)
-        .prefetch(args.prefetch);
-    if let Some((index, count)) = args.shard {
-        p = p.shard(index, count);
-    }
-    if args.shuffle_files {
-        p = p.shuffle_files();
-    }
+    p = p.prefetch(args.prefetch);
     if let Some(how) = args.equal_batches {
         p = p.equal_batches(how);
     }
     if args.unordered {
         p = p.unordered();
     }
-    p = p.shuffle(args.shuffle).repeat(if args.epochs == 0 {
-        None
-    } else {
-        Some(args.epochs)
-    });
     if let Some(threads) = args.threads {
         p = p.threads(threads);
     }
@@ -709,6 +780,15 @@ fn measure<T: Measured + Send + 'static>(
     });
     if args.digests {
         report["digests"] = json!(digests);
+    }
+    let sources = batches.source_counts();
+    if !sources.is_empty() {
+        report["sources"] = json!(
+            sources
+                .iter()
+                .map(|(name, n)| json!({"name": name, "records": n}))
+                .collect::<Vec<_>>()
+        );
     }
     Ok(report)
 }

@@ -194,6 +194,16 @@ pub fn summary(report: &Value) -> String {
     if let Some(digest) = report["digest"].as_str() {
         let _ = writeln!(s, "  digest       {digest}");
     }
+    if let Some(sources) = report["sources"].as_array() {
+        // Records taken from each source of a mixture, and their share.
+        let total: f64 = sources.iter().filter_map(|x| x["records"].as_f64()).sum();
+        for x in sources {
+            let n = x["records"].as_f64().unwrap_or(0.0);
+            let share = if total > 0.0 { 100.0 * n / total } else { 0.0 };
+            let name = x["name"].as_str().unwrap_or("?");
+            let _ = writeln!(s, "  source       {name}: {n} records ({share:.1}%)");
+        }
+    }
     let stages = &report["stages"];
     if stages.is_object() {
         let _ = writeln!(s, "  stage        busy s    wait s   busy");

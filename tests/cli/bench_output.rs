@@ -100,3 +100,55 @@ fn the_default_is_the_readable_summary_of_the_same_run() {
     );
     assert!(lines.contains(&"  workers      2"), "{text}");
 }
+
+#[test]
+fn a_mixture_reports_the_records_of_each_source() {
+    let mix = [
+        "bench",
+        "--mix",
+        "web:3:testdata/lm-sample.tfrecord",
+        "--mix",
+        "code:1:testdata/lm-sample.tfrecord.gz",
+        "--mix-by",
+        "stratified",
+        "--epochs",
+        "0",
+        "--batches",
+        "20",
+        "--batch",
+        "16",
+        "--spec",
+        "input_ids:var_len:int64",
+        "--fixed-length",
+        "512",
+        "--shuffle",
+        "64",
+    ];
+    let report: Value =
+        serde_json::from_str(&stdout_of(&[&mix[..], &["--json"]].concat())).unwrap();
+    // 20 batches of 16, 12 + 4 in each; the record thread may have taken
+    // part of a few batches more.
+    let sources = report["sources"].as_array().unwrap();
+    let (web, code) = (
+        sources[0]["records"].as_u64().unwrap(),
+        sources[1]["records"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        (sources[0]["name"].as_str(), sources[1]["name"].as_str()),
+        (Some("web"), Some("code"))
+    );
+    assert!(
+        web >= 240 && web % 12 == 0 && web / 12 == code / 4,
+        "{web} {code}"
+    );
+    let text = stdout_of(&mix);
+    assert!(text.contains("  source       web: "), "{text}");
+    assert!(
+        text.contains("(75.0%)") && text.contains("(25.0%)"),
+        "{text}"
+    );
+    // Inputs beside --mix are refused.
+    let both = infeed(&[&mix[..], &["testdata/lm-sample.tfrecord"]].concat());
+    assert!(!both.status.success());
+    assert!(String::from_utf8_lossy(&both.stderr).contains("leave the inputs out"));
+}
