@@ -14,6 +14,8 @@
 //! an earlier run of the same task that this run did not write are removed.
 //! So rerunning a task, finished or crashed, replaces its output exactly.
 
+pub mod bundle;
+pub mod commit;
 pub mod encode;
 pub mod error;
 pub mod input;
@@ -24,6 +26,7 @@ pub mod schema;
 pub mod shard;
 pub mod sink;
 pub mod split;
+pub mod tfds_out;
 pub mod tokenize;
 
 use std::collections::BTreeMap;
@@ -37,20 +40,23 @@ use serde_json::{Value, json};
 
 use crate::record::Compression;
 
+pub use commit::{Committed, OutputLayout, commit, manifest_name};
 pub use encode::{ColBuf, encode_example};
 pub use error::{BadKind, BadRecord, ConvertError, Location};
 pub use input::{Format, InputFile};
 #[cfg(feature = "cloud")]
 pub use object_sink::ObjectSink;
 pub use schema::{Column, ColumnSelect, FeatureArg, Schema, Shape, ValueType};
-pub use shard::{Naming, ShardInfo, ShardLimit};
+pub use shard::{Closed, Naming, ShardInfo, ShardLimit};
 pub use sink::{LocalSink, ShardSink, ShardWrite};
+pub use tfds_out::TfdsTarget;
 pub use tokenize::{TokenMode, TokenizeOptions};
 
+use bundle::{OutSrc, output_layout};
 use input::{Chunk, ChunkData, ChunkReader, FileCtx};
 use row::{Bad, RowParser};
 use schema::Observed;
-use shard::{Closed, ShardWriter};
+use shard::ShardWriter;
 use split::FileRange;
 use tokenize::Tok;
 
@@ -101,6 +107,9 @@ pub struct ConvertOptions {
     pub num_tasks: usize,
     /// Worker threads; 0 means one per available core.
     pub threads: usize,
+    /// Write a TensorFlow Datasets directory (this split of this dataset)
+    /// instead of plain shards: TFDS names, `features.json`, `dataset_info.json`.
+    pub tfds: Option<TfdsTarget>,
 }
 
 impl Default for ConvertOptions {
@@ -123,6 +132,7 @@ impl Default for ConvertOptions {
             task_index: 0,
             num_tasks: 1,
             threads: 0,
+            tfds: None,
         }
     }
 }
@@ -180,14 +190,6 @@ pub struct ConvertSummary {
     pub removed: Vec<String>,
     /// Wall time.
     pub elapsed: Duration,
-}
-
-/// Where an output feature's values come from.
-#[derive(Clone, Copy, Debug)]
-enum OutSrc {
-    Input(usize),
-    Ids,
-    Mask,
 }
 
 /// Everything the workers share.
@@ -594,6 +596,24 @@ fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
             _ => {}
         }
     }
+    if opts.tfds.is_some() {
+        if opts.compression != Compression::None {
+            return fail("TFDS reads uncompressed shards only: drop --compression with --tfds");
+        }
+        if opts.num_tasks > 1 {
+            return fail(
+                "--tfds writes one split's dataset_info.json: use one task (--num-tasks 1)",
+            );
+        }
+        if opts.null_omit {
+            return fail(
+                "TFDS needs every feature in every record: --nulls omit cannot go with --tfds",
+            );
+        }
+        if opts.prefix.is_some() {
+            return fail("--tfds names the shards {name}-{split}.tfrecord-…: drop --prefix");
+        }
+    }
     if let Some(p) = &opts.prefix
         && (p.is_empty() || p.contains('/') || p.starts_with('.'))
     {
@@ -859,46 +879,12 @@ fn sample(
     Ok(())
 }
 
-/// The output features: input columns, with the text column replaced by
-/// `input_ids` and `attention_mask` when tokenizing.
-fn output_layout(
-    schema: &Schema,
-    opts: &ConvertOptions,
-) -> (Vec<(String, ValueType, OutSrc)>, Schema, Option<usize>) {
-    let mut layout = Vec::new();
-    let mut out = Schema::default();
-    let text_idx = opts
-        .tokenize
-        .as_ref()
-        .and_then(|t| schema.position(&t.text_column));
-    for (i, c) in schema.columns.iter().enumerate() {
-        if Some(i) == text_idx {
-            continue;
-        }
-        layout.push((c.name.clone(), c.vtype, OutSrc::Input(i)));
-        out.columns.push(c.clone());
-    }
-    if let Some(t) = &opts.tokenize {
-        let shape = match t.mode {
-            TokenMode::Group { len, .. } => Shape::Fixed(len),
-            _ => Shape::List,
-        };
-        for (name, src) in [("input_ids", OutSrc::Ids), ("attention_mask", OutSrc::Mask)] {
-            layout.push((name.to_string(), ValueType::Int64, src));
-            out.columns.push(Column {
-                source: t.text_column.clone(),
-                name: name.to_string(),
-                vtype: ValueType::Int64,
-                shape,
-            });
-        }
-    }
-    (layout, out, text_idx)
-}
-
 /// The stem of this task's shard names: the prefix, plus `-taskIIIII` when
 /// there is more than one task.
 pub fn task_stem(opts: &ConvertOptions) -> String {
+    if let Some(t) = &opts.tfds {
+        return t.stem();
+    }
     let prefix = opts
         .prefix
         .clone()
@@ -910,9 +896,20 @@ pub fn task_stem(opts: &ConvertOptions) -> String {
     }
 }
 
-/// The manifest's name for a task stem.
-pub fn manifest_name(stem: &str) -> String {
-    format!("{stem}.manifest.json")
+/// How this task's shards are named and committed.
+fn output_layout_of(opts: &ConvertOptions, stem: String) -> OutputLayout {
+    OutputLayout {
+        stem,
+        naming: if opts.tfds.is_some() {
+            Naming::Tfds
+        } else {
+            opts.naming
+        },
+        compression: opts.compression,
+        task_index: opts.task_index,
+        num_tasks: opts.num_tasks,
+        tfds: opts.tfds.clone(),
+    }
 }
 
 /// This task's part of the input (see [`split`]).
@@ -943,68 +940,6 @@ fn plan(
     ))
 }
 
-fn manifest_json(
-    opts: &ConvertOptions,
-    schema: &Schema,
-    shards: &[ShardInfo],
-    files: &[InputFile],
-    plan: &[FileRange],
-    w: &WriterOut,
-) -> Value {
-    let features: Vec<Value> = schema
-        .columns
-        .iter()
-        .map(|c| {
-            let (shape, len) = match c.shape {
-                Shape::Scalar => ("scalar", None),
-                Shape::List => ("list", None),
-                Shape::Fixed(n) => ("fixed", Some(n)),
-            };
-            let mut v = json!({"name": c.name, "dtype": c.vtype.spec_name(), "shape": shape, "source": c.source});
-            if let (Some(n), Some(obj)) = (len, v.as_object_mut()) {
-                obj.insert("length".into(), json!(n));
-            }
-            v
-        })
-        .collect();
-    let inputs: Vec<Value> = plan
-        .iter()
-        .filter_map(|r| {
-            let f = files.get(r.file)?;
-            let mut v = json!({"path": f.display, "format": f.format.name(), "bytes": f.size});
-            if let Some(obj) = v.as_object_mut()
-                && (r.start > 0 || r.end != u64::MAX)
-            {
-                obj.insert("records".into(), json!([r.start, r.end]));
-            }
-            Some(v)
-        })
-        .collect();
-    json!({
-        "infeed_manifest": 1,
-        "created_by": format!("infeed {}", env!("CARGO_PKG_VERSION")),
-        "task_index": opts.task_index,
-        "num_tasks": opts.num_tasks,
-        "naming": opts.naming.name(),
-        "compression": opts.compression.to_string(),
-        "spec": schema.spec(),
-        "features": features,
-        "records": shards.iter().map(|s| s.records).sum::<u64>(),
-        "bytes": shards.iter().map(|s| s.bytes).sum::<u64>(),
-        "shards": shards.iter().map(|s| json!({
-            "name": s.name,
-            "records": s.records,
-            "bytes": s.bytes,
-            "crc32c": format!("{:08x}", s.crc32c),
-        })).collect::<Vec<_>>(),
-        "input": {
-            "files": inputs,
-            "records_read": w.records_in,
-            "records_skipped": w.skipped,
-        },
-    })
-}
-
 /// Converts the inputs of `opts` into shards in `sink`, then commits them and
 /// writes the manifest. See the module documentation.
 pub fn convert(
@@ -1020,7 +955,7 @@ pub fn convert(
         Some(t) => Some(Tok::load(&t.tokenizer, t.mode, t.add_special_tokens)?),
         None => None,
     };
-    let (layout, out_schema, text_idx) = output_layout(&schema, opts);
+    let (layout, out_schema, text_idx) = output_layout(&schema, opts.tokenize.as_ref());
     let block = match opts.tokenize.as_ref().map(|t| t.mode) {
         Some(TokenMode::Group { block, .. }) => block,
         _ => 1,
@@ -1115,42 +1050,31 @@ pub fn convert(
         return Err(e);
     }
 
-    // Commit: final names, then the manifest, then remove what an earlier run left.
-    let count = written.closed.len();
-    let mut shards = Vec::with_capacity(count);
-    for (i, c) in written.closed.iter().enumerate() {
-        let name = shard::shard_name(opts.naming, &stem, i, count, c.records, opts.compression);
-        sink.commit(&c.temp, &name)
-            .map_err(|e| ConvertError::output(sink.location(&name), e))?;
-        shards.push(ShardInfo {
-            name,
-            records: c.records,
-            bytes: c.bytes,
-            crc32c: c.crc32c,
-        });
-    }
-    let manifest = manifest_name(&stem);
-    let doc = manifest_json(opts, &out_schema, &shards, &files, &plan, &written);
-    let mut text =
-        serde_json::to_vec_pretty(&doc).map_err(|e| ConvertError::output(&manifest, e.into()))?;
-    text.push(b'\n');
-    sink.put(&manifest, &text)
-        .map_err(|e| ConvertError::output(sink.location(&manifest), e))?;
-    let mut removed = Vec::new();
-    let existing = sink
-        .list(&format!("{stem}-"))
-        .map_err(|e| ConvertError::output(sink.location(""), e))?;
-    for name in existing {
-        let ours = shard::is_shard_of(Naming::Tf, &stem, &name)
-            || shard::is_shard_of(Naming::Hf, &stem, &name);
-        if ours && !shards.iter().any(|s| s.name == name) {
-            sink.remove(&name)
-                .map_err(|e| ConvertError::output(sink.location(&name), e))?;
-            removed.push(name);
-        }
-    }
-    sink.sync()
-        .map_err(|e| ConvertError::output(sink.location(""), e))?;
+    let inputs: Vec<Value> = plan
+        .iter()
+        .filter_map(|r| {
+            let f = files.get(r.file)?;
+            let mut v = json!({"path": f.display, "format": f.format.name(), "bytes": f.size});
+            if let Some(obj) = v.as_object_mut()
+                && (r.start > 0 || r.end != u64::MAX)
+            {
+                obj.insert("records".into(), json!([r.start, r.end]));
+            }
+            Some(v)
+        })
+        .collect();
+    let input = json!({
+        "files": inputs,
+        "records_read": written.records_in,
+        "records_skipped": written.skipped,
+    });
+    let layout = output_layout_of(opts, stem);
+    let committed = commit::commit(sink.as_ref(), &layout, &out_schema, &written.closed, input)?;
+    let Committed {
+        shards,
+        manifest,
+        removed,
+    } = committed;
     Ok(ConvertSummary {
         output_bytes: shards.iter().map(|s| s.bytes).sum(),
         shards,
