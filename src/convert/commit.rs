@@ -58,6 +58,9 @@ pub fn commit(
     closed: &[Closed],
     input: Value,
 ) -> Result<Committed, ConvertError> {
+    if let Some(target) = &layout.tfds {
+        tfds_out::check_existing(sink, target, schema)?;
+    }
     let count = closed.len();
     let mut shards = Vec::with_capacity(count);
     for (i, c) in closed.iter().enumerate() {

@@ -180,8 +180,34 @@ pub fn dataset_info_json(
     }))
 }
 
+/// Checks, before anything is committed, that the directory holds no other
+/// dataset (or version) and no other features than this split's.
+pub fn check_existing(
+    sink: &dyn ShardSink,
+    target: &TfdsTarget,
+    schema: &Schema,
+) -> Result<(), ConvertError> {
+    let dir = sink.location("");
+    let dir = dir.trim_end_matches('/');
+    if let Some(old) = read(sink, FEATURES)? {
+        let old: Value = serde_json::from_slice(&old).unwrap_or(Value::Null);
+        if old != features_json(schema) {
+            return Err(ConvertError::Schema(format!(
+                "{dir}/{FEATURES} describes other features than this split's ({}): every split of a TFDS dataset has the same features",
+                schema.spec()
+            )));
+        }
+    }
+    dataset_info_json(read(sink, INFO)?.as_deref(), target, &[], dir).map(|_| ())
+}
+
+fn read(sink: &dyn ShardSink, name: &str) -> Result<Option<Vec<u8>>, ConvertError> {
+    sink.read(name)
+        .map_err(|e| ConvertError::output(sink.location(name), e))
+}
+
 /// Writes `features.json` and `dataset_info.json` of the split's committed
-/// shards. Another split's run must have written the same features.
+/// shards ([`check_existing`] ran before they were committed).
 pub fn write_tfds_files(
     sink: &dyn ShardSink,
     target: &TfdsTarget,
@@ -190,22 +216,8 @@ pub fn write_tfds_files(
 ) -> Result<(), ConvertError> {
     let dir = sink.location("");
     let dir = dir.trim_end_matches('/');
-    let read = |name: &str| {
-        sink.read(name)
-            .map_err(|e| ConvertError::output(sink.location(name), e))
-    };
-    let features = features_json(schema);
-    if let Some(old) = read(FEATURES)? {
-        let old: Value = serde_json::from_slice(&old).unwrap_or(Value::Null);
-        if old != features {
-            return Err(ConvertError::Schema(format!(
-                "{dir}/{FEATURES} describes other features than this split's ({}): every split of a TFDS dataset has the same features",
-                schema.spec()
-            )));
-        }
-    }
-    let info = dataset_info_json(read(INFO)?.as_deref(), target, shards, dir)?;
-    for (name, doc) in [(FEATURES, &features), (INFO, &info)] {
+    let info = dataset_info_json(read(sink, INFO)?.as_deref(), target, shards, dir)?;
+    for (name, doc) in [(FEATURES, &features_json(schema)), (INFO, &info)] {
         let mut text =
             serde_json::to_vec_pretty(doc).map_err(|e| ConvertError::output(name, e.into()))?;
         text.push(b'\n');
