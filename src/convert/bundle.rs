@@ -72,6 +72,12 @@ pub(crate) fn output_layout(
     (layout, out, text_idx)
 }
 
+/// The features written for rows of `input` (the text column replaced by
+/// `input_ids` and `attention_mask` when tokenizing).
+pub fn output_schema(input: &Schema, tokenize: Option<&TokenizeOptions>) -> Schema {
+    output_layout(input, tokenize).1
+}
+
 /// The temporary-name stem of one attempt's shards.
 pub fn attempt_stem(stem: &str, attempt: &str) -> String {
     format!("{stem}.attempt-{attempt}")
