@@ -221,6 +221,7 @@ fn plan_feature(e: &PlanError) -> Option<String> {
     }
 }
 
+#[cfg(feature = "beam")]
 /// A conversion error (`infeed.ConvertError`): a bad output, option or schema.
 pub fn convert(py: Python<'_>, error: infeed::convert::ConvertError) -> PyErr {
     use infeed::convert::ConvertError as E;
@@ -242,6 +243,7 @@ pub fn convert(py: Python<'_>, error: infeed::convert::ConvertError) -> PyErr {
     )
 }
 
+#[cfg(feature = "beam")]
 /// A conversion error with only a message (and the feature at fault).
 pub fn convert_message(py: Python<'_>, message: String, feature: Option<String>) -> PyErr {
     raise(
@@ -255,6 +257,7 @@ pub fn convert_message(py: Python<'_>, message: String, feature: Option<String>)
     )
 }
 
+#[cfg(feature = "beam")]
 /// A row that cannot be written: `record` is its index in the rows handed
 /// to the writer, `feature` the column at fault.
 pub fn bad_row(

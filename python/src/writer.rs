@@ -23,6 +23,9 @@ use crate::errors;
 /// A closed temporary shard as Python holds it: `(temp name, records, bytes, crc32c)`.
 type ClosedTuple = (String, u64, u64, u32);
 
+/// What `finalize` gives: the manifest's name and `(shard name, records, bytes)`.
+type Finalized = (String, Vec<(String, u64, u64)>);
+
 /// The input schema from `--feature` words (`name:int64`, `ids:int64[]`, …).
 fn schema_of(py: Python<'_>, features: &[String]) -> PyResult<Schema> {
     let mut columns = Vec::new();
@@ -424,7 +427,7 @@ pub fn finalize(
     group_block: u64,
     tfds: Option<(String, String)>,
     records_read: u64,
-) -> PyResult<(String, Vec<(String, u64, u64)>)> {
+) -> PyResult<Finalized> {
     let input = schema_of(py, &features)?;
     let compression = self::compression(py, compression)?;
     let tok = tokenize_options(

@@ -1057,4 +1057,3 @@ pub fn convert(
         elapsed: started.elapsed(),
     })
 }
-
