@@ -1,6 +1,6 @@
 //! Conversion to TFRecord shards of `tf.train.Example`, optionally tokenized,
 //! with a manifest: `infeed convert` (JSONL, CSV, Parquet and plain text,
-//! [`task`]), and the writing half alone for rows that come from another
+//! `task`), and the writing half alone for rows that come from another
 //! engine ([`bundle`]: the Beam transform of the Python package).
 //!
 //! Features: `encode` is the writing half (encoder, schema, shards, sinks,
