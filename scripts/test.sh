@@ -14,6 +14,10 @@
 # target/ so it shares compiled dependencies) into .venv-python with the pins of
 # python/requirements-test.txt, runs `ruff check python benches`, mypy (the package with its
 # stub of the extension, its tests, examples and benches) and pytest (python/tests).
+# Then the Beam transform (infeed.beam): its own venv .venv-beam with the pins of
+# python/requirements-beam.txt (apache-beam pins its own numpy/protobuf; jax's are
+# python/requirements-test.txt's), the package built into it (same target/, so no second
+# compile) and pytest python/tests/test_beam.py on the DirectRunner (2 processes).
 # Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+). Set PYTHON to pick
 # another python3.
 set -euo pipefail
@@ -76,4 +80,22 @@ fi
     VIRTUAL_ENV="$(cd .. && pwd)/$PYVENV" CARGO_TARGET_DIR="$(cd .. && pwd)/target" \
         "../$PYVENV/bin/maturin" develop --quiet
     "../$PYVENV/bin/python" -m pytest -q tests
+)
+
+# The Beam transform: .venv-beam (apache-beam and the package), tests on the DirectRunner;
+# the infeed binary they compare with is cargo test's debug build.
+BEAMVENV=.venv-beam
+BEAMREQ=python/requirements-beam.txt
+[[ -x "$BEAMVENV/bin/python" ]] || "${PYTHON:-python3}" -m venv "$BEAMVENV"
+if ! cmp -s "$BEAMREQ" "$BEAMVENV/.requirements-beam.txt"; then
+    echo "test.sh: installing $BEAMREQ into $BEAMVENV"
+    "$BEAMVENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$BEAMREQ"
+    cp "$BEAMREQ" "$BEAMVENV/.requirements-beam.txt"
+fi
+(
+    cd python
+    VIRTUAL_ENV="$(cd .. && pwd)/$BEAMVENV" CARGO_TARGET_DIR="$(cd .. && pwd)/target" \
+        "../$BEAMVENV/bin/maturin" develop --quiet
+    INFEED_CLI="$(cd .. && pwd)/target/debug/infeed" \
+        "../$BEAMVENV/bin/python" -m pytest -q -p no:logging tests/test_beam.py
 )

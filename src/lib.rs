@@ -10,7 +10,8 @@
 //!   aligned pooled buffers.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
 //! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
-//!   shards (`infeed convert`).
+//!   shards (`infeed convert`); its writing half alone with feature `encode`
+//!   (plus `tokenize` for a tokenizer), for rows from another engine.
 //! - [`tfds`]: prepared TensorFlow Datasets directories (dataset_info.json,
 //!   features.json, split strings) without TensorFlow.
 //! - [`source`]: shard discovery (globs by prefix listing) and reading of
@@ -24,7 +25,7 @@
 //! `infeed = { version = "0.1", default-features = false, features = ["cloud"] }`.
 
 pub mod batch;
-#[cfg(feature = "convert")]
+#[cfg(feature = "encode")]
 pub mod convert;
 pub mod example;
 #[doc(hidden)]

@@ -93,3 +93,66 @@ class Batches:
         empty once closed."""
     def close(self) -> None:
         """Stops the pipeline's threads; :meth:`state` still answers."""
+
+# The Beam writer (python/src/writer.rs; features `beam` and `tokenize`).
+
+@final
+class RowWriter:
+    """Writes one bundle attempt's rows (dicts) into shards under temporary
+    names unique to ``attempt``."""
+
+    def __init__(
+        self,
+        output: str,
+        stem: str,
+        attempt: str,
+        features: Sequence[str],
+        *,
+        compression: str = "none",
+        shard_bytes: int | None = None,
+        records_per_shard: int | None = None,
+        tokenizer: str | None = None,
+        text_column: str = "text",
+        max_length: int | None = None,
+        group_to: int | None = None,
+        group_block: int = 1000,
+        add_special_tokens: bool = True,
+        null_omit: bool = False,
+        ignore_unknown: bool = False,
+    ) -> None: ...
+    def write(self, rows: Sequence[Any]) -> None:
+        """Checks, encodes and writes the rows; a bad row raises
+        ``infeed.errors.ConvertError`` (``record``: its index, ``feature``)."""
+    def finish(self) -> list[tuple[str, int, int, int]]:
+        """The attempt's shards: ``(temp name, records, bytes, crc32c)``."""
+    def abort(self) -> None:
+        """Removes what the attempt wrote."""
+    @property
+    def output_spec(self) -> str:
+        """The features written, as a spec string."""
+
+def finalize(
+    output: str,
+    stem: str,
+    features: Sequence[str],
+    closed: Sequence[tuple[str, int, int, int]],
+    *,
+    compression: str = "none",
+    tokenizer: str | None = None,
+    text_column: str = "text",
+    max_length: int | None = None,
+    group_to: int | None = None,
+    group_block: int = 1000,
+    tfds: tuple[str, str] | None = None,
+    records_read: int = 0,
+) -> tuple[str, list[tuple[str, int, int]]]:
+    """Commits the shards of the attempts that succeeded, writes the manifest
+    (and TFDS files), removes every other attempt's files: ``(manifest,
+    [(shard name, records, bytes)])``."""
+
+def resolve_feature(name: str, seen: dict[str, Any]) -> str:
+    """A ``--feature`` word from what schema inference saw, by ``infeed
+    convert``'s rules."""
+
+def can_tokenize() -> bool:
+    """Whether this build can tokenize."""

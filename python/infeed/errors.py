@@ -69,6 +69,12 @@ class TfdsError(Error, ValueError):
     directory or file; ``feature`` when one is at fault)."""
 
 
+class ConvertError(Error, ValueError):
+    """A row that cannot be written (``record``: its index in the rows handed
+    to the writer; ``feature``: the column at fault), a schema that cannot be
+    inferred, or an output that cannot be written (``path``)."""
+
+
 class MapError(Error):
     """A ``map_batch`` function failed inside the engine."""
 

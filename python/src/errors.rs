@@ -220,3 +220,66 @@ fn plan_feature(e: &PlanError) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(feature = "beam")]
+/// A conversion error (`infeed.ConvertError`): a bad output, option or schema.
+pub fn convert(py: Python<'_>, error: infeed::convert::ConvertError) -> PyErr {
+    use infeed::convert::ConvertError as E;
+    let path = match &error {
+        E::Io { path, .. } | E::Input { path, .. } | E::Tokenizer { path, .. } => {
+            Some(path.clone())
+        }
+        E::Output { name, .. } => Some(name.clone()),
+        _ => None,
+    };
+    raise(
+        py,
+        "ConvertError",
+        error.to_string(),
+        Fields {
+            path,
+            ..Fields::default()
+        },
+    )
+}
+
+#[cfg(feature = "beam")]
+/// A conversion error with only a message (and the feature at fault).
+pub fn convert_message(py: Python<'_>, message: String, feature: Option<String>) -> PyErr {
+    raise(
+        py,
+        "ConvertError",
+        message,
+        Fields {
+            feature,
+            ..Fields::default()
+        },
+    )
+}
+
+#[cfg(feature = "beam")]
+/// A row that cannot be written: `record` is its index in the rows handed
+/// to the writer, `feature` the column at fault.
+pub fn bad_row(
+    py: Python<'_>,
+    label: &str,
+    index: usize,
+    feature: Option<String>,
+    kind: &infeed::convert::BadKind,
+) -> PyErr {
+    let column = feature
+        .as_ref()
+        .map(|c| format!("column {c:?}: "))
+        .unwrap_or_default();
+    raise(
+        py,
+        "ConvertError",
+        format!("{label}: row {index}: {column}{kind}"),
+        Fields {
+            path: Some(label.to_owned()),
+            feature,
+            record: Some(index as u64),
+            ..Fields::default()
+        },
+    )
+}

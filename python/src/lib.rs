@@ -10,6 +10,8 @@
 mod batches;
 mod build;
 mod errors;
+#[cfg(feature = "beam")]
+mod writer;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -110,6 +112,13 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_files, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_spec, m)?)?;
+    #[cfg(feature = "beam")]
+    {
+        m.add_class::<writer::RowWriter>()?;
+        m.add_function(wrap_pyfunction!(writer::finalize, m)?)?;
+        m.add_function(wrap_pyfunction!(writer::resolve_feature, m)?)?;
+        m.add_function(wrap_pyfunction!(writer::can_tokenize, m)?)?;
+    }
     m.add_class::<batches::Batches>()?;
     m.add_class::<batches::Buffer>()?;
     m.add("ALIGN", infeed::batch::ALIGN)?;

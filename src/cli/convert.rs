@@ -95,6 +95,15 @@ pub struct ConvertArgs {
     /// Number of tasks.
     #[arg(long, default_value_t = 1)]
     num_tasks: usize,
+    /// Write a TensorFlow Datasets directory: OUTPUT becomes the dataset's
+    /// directory (dataset_info.json, features.json, shards named
+    /// NAME-SPLIT.tfrecord-00000-of-00004), which tfds.builder_from_directory
+    /// and Pipeline::from_tfds open. NAME is snake_case, VERSION MAJOR.MINOR.PATCH.
+    #[arg(long, value_name = "NAME:VERSION", conflicts_with_all = ["naming", "prefix"])]
+    tfds: Option<String>,
+    /// The split --tfds writes (another run into the same directory adds another split).
+    #[arg(long, default_value = "train", requires = "tfds")]
+    split: String,
     /// Worker threads (default: one per available core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -293,6 +302,13 @@ fn options(args: &ConvertArgs) -> Result<ConvertOptions, CliError> {
         task_index: args.task_index,
         num_tasks: args.num_tasks,
         threads: args.threads,
+        tfds: match &args.tfds {
+            Some(t) => Some(
+                convert::TfdsTarget::parse(t, &args.split)
+                    .map_err(|e| CliError::Message(e.to_string()))?,
+            ),
+            None => None,
+        },
     })
 }
 

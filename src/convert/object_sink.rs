@@ -154,6 +154,19 @@ impl ShardSink for ObjectSink {
             .collect())
     }
 
+    fn read(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        let path = self.path(name)?;
+        let got = self.runtime.block_on(async {
+            let result = self.store.get(&path).await?;
+            result.bytes().await
+        });
+        match got {
+            Ok(bytes) => Ok(Some(bytes.to_vec())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(other(e)),
+        }
+    }
+
     fn location(&self, name: &str) -> String {
         if self.prefix.is_empty() {
             format!("{}/{name}", self.base)

@@ -224,18 +224,23 @@ pub fn parse_columns(s: &str) -> Result<Vec<ColumnSelect>, String> {
     Ok(out)
 }
 
-/// What the inference sample showed for one column.
+/// What the inference sample showed for one column (also filled from
+/// Python values by the Beam transform's schema inference).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Observed {
-    /// First place (a display string such as `line 3`) holding each kind.
+pub struct Observed {
+    /// First place (a display string such as `line 3`) holding an integer.
     pub int: Option<String>,
+    /// First place holding a fractional number.
     pub float: Option<String>,
+    /// First place holding a string.
     pub bytes: Option<String>,
     /// First integer that float32 cannot hold exactly (beyond 2^24, or
     /// beyond int64): such a column must not become float32, which would
     /// round it.
     pub inexact_int: Option<String>,
+    /// First place holding a single value.
     pub scalar: Option<String>,
+    /// First place holding a list.
     pub list: Option<String>,
     /// The first unsupported value, e.g. an object or a nested list.
     pub unsupported: Option<(String, String)>,
@@ -243,9 +248,12 @@ pub(crate) struct Observed {
 
 /// A kind of value seen in the sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Seen {
+pub enum Seen {
+    /// An integer (or a bool).
     Int,
+    /// A fractional number.
     Float,
+    /// A string.
     Bytes,
 }
 
@@ -255,6 +263,7 @@ impl Observed {
         self.inexact_int.get_or_insert_with(|| at.to_string());
     }
 
+    /// Notes a value of kind `kind` at `at`.
     pub fn see(&mut self, kind: Seen, at: &str) {
         let slot = match kind {
             Seen::Int => &mut self.int,
@@ -264,6 +273,7 @@ impl Observed {
         slot.get_or_insert_with(|| at.to_string());
     }
 
+    /// Notes a single value (`list` false) or a list at `at`.
     pub fn see_shape(&mut self, list: bool, at: &str) {
         let slot = if list {
             &mut self.list

@@ -29,13 +29,16 @@ pub enum Naming {
     Tf,
     /// `dataset-3-5000.tfrecord`: shard index and record count (Hugging Face's script).
     Hf,
+    /// `mnist-train.tfrecord-00000-of-00016`: TensorFlow Datasets' own file names
+    /// (the stem is `{dataset}-{split}`; uncompressed only, as TFDS reads them).
+    Tfds,
 }
 
 impl Naming {
     /// The default `--prefix`.
     pub fn default_prefix(self) -> &'static str {
         match self {
-            Naming::Tf => "train",
+            Naming::Tf | Naming::Tfds => "train",
             Naming::Hf => "dataset",
         }
     }
@@ -45,6 +48,7 @@ impl Naming {
         match self {
             Naming::Tf => "tf",
             Naming::Hf => "hf",
+            Naming::Tfds => "tfds",
         }
     }
 }
@@ -71,6 +75,7 @@ pub fn shard_name(
     match naming {
         Naming::Tf => format!("{stem}-{index:05}-of-{count:05}{ext}"),
         Naming::Hf => format!("{stem}-{index}-{records}{ext}"),
+        Naming::Tfds => format!("{stem}{ext}-{index:05}-of-{count:05}"),
     }
 }
 
@@ -89,6 +94,16 @@ pub fn is_temp_of(stem: &str, name: &str) -> bool {
 /// True when `name` is a shard name of `stem` under `naming` (any compression),
 /// so that a rerun can remove shards an earlier run left and this one did not write.
 pub fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let x_of_y = |s: &str| {
+        s.split_once("-of-")
+            .is_some_and(|(a, b)| a.len() == 5 && b.len() == 5 && digits(a) && digits(b))
+    };
+    if naming == Naming::Tfds {
+        return name
+            .strip_prefix(&format!("{stem}.tfrecord-"))
+            .is_some_and(x_of_y);
+    }
     let Some(rest) = name.strip_prefix(&format!("{stem}-")) else {
         return false;
     };
@@ -98,11 +113,8 @@ pub fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
     else {
         return false;
     };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     match naming {
-        Naming::Tf => core
-            .split_once("-of-")
-            .is_some_and(|(a, b)| a.len() == 5 && b.len() == 5 && digits(a) && digits(b)),
+        Naming::Tf | Naming::Tfds => x_of_y(core),
         Naming::Hf => core
             .split_once('-')
             .is_some_and(|(a, b)| digits(a) && digits(b)),
@@ -147,12 +159,16 @@ struct Open {
     framed: u64,
 }
 
-/// A closed shard under its temporary name.
-#[derive(Clone, Debug)]
-pub(crate) struct Closed {
+/// A closed shard under its temporary name, waiting to be committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Closed {
+    /// Its temporary name in the sink.
     pub temp: String,
+    /// Records in it.
     pub records: u64,
+    /// Its bytes (as stored, after compression).
     pub bytes: u64,
+    /// The CRC32C of its bytes.
     pub crc32c: u32,
 }
 
@@ -308,6 +324,20 @@ mod tests {
             Naming::Hf,
             "dataset",
             "dataset-3-5000.tfrecord.tmp"
+        ));
+        assert_eq!(
+            shard_name(Naming::Tfds, "lm-train", 3, 16, 9, Compression::None),
+            "lm-train.tfrecord-00003-of-00016"
+        );
+        assert!(is_shard_of(
+            Naming::Tfds,
+            "lm-train",
+            "lm-train.tfrecord-00003-of-00016"
+        ));
+        assert!(!is_shard_of(
+            Naming::Tfds,
+            "lm-train",
+            "lm-train-00003-of-00016.tfrecord"
         ));
         assert_eq!(temp_name("train", 2), ".train-00002.tmp");
         assert!(is_temp_of("train", ".train-00002.tmp"));

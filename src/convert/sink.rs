@@ -35,6 +35,15 @@ pub trait ShardSink: Send + Sync {
         self.commit(&temp, name)
     }
     /// Where `name` is, for messages (a path or URL).
+    /// The whole object `name`, or `None` when there is none (small files
+    /// only: a dataset_info.json that another split's run wrote). Sinks that
+    /// cannot read say so.
+    fn read(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("this sink cannot read {name} back"),
+        ))
+    }
     fn location(&self, name: &str) -> String;
     /// Makes committed renames durable (fsync of the folder); no-op by default.
     fn sync(&self) -> io::Result<()> {
@@ -127,6 +136,14 @@ impl ShardSink for LocalSink {
         }
         names.sort();
         Ok(names)
+    }
+
+    fn read(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        match fs::read(self.path(name)?) {
+            Ok(data) => Ok(Some(data)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn location(&self, name: &str) -> String {

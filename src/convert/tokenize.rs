@@ -11,7 +11,9 @@
 
 use std::path::Path;
 
+#[cfg(feature = "tokenize")]
 use tokenizers::Tokenizer;
+#[cfg(feature = "tokenize")]
 use tokenizers::utils::truncation::TruncationParams;
 
 use super::error::ConvertError;
@@ -46,11 +48,13 @@ pub struct TokenizeOptions {
 }
 
 /// A loaded tokenizer, shared by the worker threads.
+#[cfg(feature = "tokenize")]
 pub(crate) struct Tok {
     tokenizer: Tokenizer,
     add_special: bool,
 }
 
+#[cfg(feature = "tokenize")]
 impl Tok {
     pub fn load(path: &Path, mode: TokenMode, add_special: bool) -> Result<Tok, ConvertError> {
         let err = |message: String| ConvertError::Tokenizer {
@@ -92,5 +96,24 @@ impl Tok {
         ids.extend(encoding.get_ids().iter().map(|&i| i64::from(i)));
         mask.extend(encoding.get_attention_mask().iter().map(|&m| i64::from(m)));
         Ok(())
+    }
+}
+
+/// Without the `tokenize` feature a tokenizer cannot be loaded: the error
+/// says so (nothing is ever encoded with it).
+#[cfg(not(feature = "tokenize"))]
+pub(crate) enum Tok {}
+
+#[cfg(not(feature = "tokenize"))]
+impl Tok {
+    pub fn load(path: &Path, _: TokenMode, _: bool) -> Result<Tok, ConvertError> {
+        Err(ConvertError::Tokenizer {
+            path: path.display().to_string(),
+            message: "this build of infeed has no tokenizer (the `tokenize` feature)".into(),
+        })
+    }
+
+    pub fn encode(&self, _: &str, _: &mut Vec<i64>, _: &mut Vec<i64>) -> Result<(), String> {
+        match *self {}
     }
 }

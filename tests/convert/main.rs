@@ -12,3 +12,5 @@ mod library;
 mod run;
 #[cfg(feature = "cli")]
 mod tf;
+#[cfg(feature = "cli")]
+mod tfds;

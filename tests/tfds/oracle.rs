@@ -123,3 +123,46 @@ fn tfds_oracle_every_feature_and_slice_match_tfds() {
         }
     }
 }
+
+/// What `infeed convert --tfds` wrote, as tfds reads it: the same records,
+/// in the same order, with the same values, for whole splits and slices.
+#[cfg(feature = "cli")]
+#[test]
+#[ignore = "needs TensorFlow Datasets (INFEED_PYTHON with tensorflow-datasets; scripts/test.sh)"]
+fn tfds_reads_what_infeed_convert_wrote() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sample_ds/1.0.0");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/convert/sample.jsonl");
+    for (split, per_shard) in [("train", "2"), ("test", "3")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_infeed"))
+            .args([
+                "convert",
+                "-q",
+                "--tfds",
+                "sample_ds:1.0.0",
+                "--split",
+                split,
+            ])
+            .args(["--records-per-shard", per_shard, "-o"])
+            .arg(&dir)
+            .arg(&sample)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let dir = dir.display().to_string();
+    for split in ["train", "test", "train[1:4]+test[-1:]", "all"] {
+        let want = oracle(&["read", &dir, split]);
+        let got = infeed_records(&dir, split);
+        assert_eq!(
+            got.len(),
+            if split == "all" { 10 } else { want.len() },
+            "{split}"
+        );
+        assert_eq!(got, want, "{split}");
+    }
+}

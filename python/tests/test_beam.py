@@ -1,0 +1,301 @@
+"""infeed.beam.WriteTFRecords on Beam's DirectRunner: the same records as
+``infeed convert`` (as a multiset of serialized Examples, which the same Rust
+encoder writes byte for byte), exact per-shard counts in the manifest, a
+retried bundle or a rerun after a failed run leaving each record once, and a
+TFDS directory that tfds and ``Pipeline.from_tfds`` open.
+
+Runs in .venv-beam (scripts/test.sh); skipped where apache-beam is missing.
+Needs the ``infeed`` binary (target/debug/infeed, or $INFEED_CLI).
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+beam = pytest.importorskip("apache_beam")
+
+import infeed  # noqa: E402
+from infeed import _infeed  # noqa: E402
+from infeed import beam as infeed_beam  # noqa: E402
+from infeed.beam import WriteTFRecords  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("INFEED_CLI", str(ROOT / "target" / "debug" / "infeed"))
+FEATURES = ["id:int64", "label:int64", "score:float", "text:bytes", "tokens:int64[]"]
+N = 300
+
+
+def rows() -> list[dict[str, Any]]:
+    out = []
+    for i in range(N):
+        out.append(
+            {
+                "id": i,
+                "label": i % 3,
+                "score": i / 8,
+                "text": f"row {i} " + "é" * (i % 5),
+                "tokens": list(range(i % 7)),
+            }
+        )
+    return out
+
+
+def write_inputs(tmp: Path) -> dict[str, Path]:
+    data = rows()
+    jsonl = tmp / "in.jsonl"
+    jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data))
+    # CSV holds scalars only.
+    scalar = [{k: v for k, v in r.items() if k != "tokens"} for r in data]
+    csv_path = tmp / "in.csv"
+    with csv_path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(scalar[0]))
+        w.writeheader()
+        w.writerows(scalar)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = tmp / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(data), parquet, row_group_size=64)
+    return {"jsonl": jsonl, "csv": csv_path, "parquet": parquet}
+
+
+def read_rows(kind: str, path: Path) -> list[dict[str, Any]]:
+    """The input as the Beam pipeline gets it (the usual readers)."""
+    if kind == "jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    if kind == "csv":
+        with path.open(newline="") as f:
+            return [
+                {"id": int(r["id"]), "label": int(r["label"]), "score": float(r["score"]),
+                 "text": r["text"]}
+                for r in csv.DictReader(f)
+            ]
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def features_of(kind: str) -> list[str]:
+    return [f for f in FEATURES if kind != "csv" or not f.startswith("tokens")]
+
+
+def records(path: Path) -> list[bytes]:
+    """The payloads of an uncompressed TFRecord file (framing only)."""
+    data = path.read_bytes()
+    out, pos = [], 0
+    while pos < len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        out.append(data[pos + 12 : pos + 12 + length])
+        pos += 12 + length + 4
+    return out
+
+
+def output(dir: Path) -> tuple[collections.Counter[bytes], dict[str, Any]]:
+    """Every record of the shards the manifest lists, and the manifest; each
+    shard's count must be the manifest's."""
+    (manifest_path,) = dir.glob("*.manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    got: collections.Counter[bytes] = collections.Counter()
+    for shard in manifest["shards"]:
+        recs = records(dir / shard["name"])
+        assert len(recs) == shard["records"], shard
+        assert (dir / shard["name"]).stat().st_size == shard["bytes"]
+        got.update(recs)
+    assert sum(got.values()) == manifest["records"]
+    listed = {s["name"] for s in manifest["shards"]} | {manifest_path.name}
+    assert sorted(p.name for p in dir.iterdir()) == sorted(listed), "no stray file"
+    return got, manifest
+
+
+def cli(args: list[str]) -> None:
+    subprocess.run([CLI, "convert", "-q", *args], check=True)
+
+
+def multiprocess() -> Any:
+    return beam.options.pipeline_options.PipelineOptions(
+        flags=[], direct_num_workers=2, direct_running_mode="multi_processing"
+    )
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "parquet"])
+def test_multiprocess_output_equals_the_clis(tmp_path: Path, kind: str) -> None:
+    inputs = write_inputs(tmp_path)
+    features = features_of(kind)
+    cli_dir = tmp_path / "cli"
+    flags = [a for f in features for a in ("--feature", f)]
+    cli([str(inputs[kind]), "-o", str(cli_dir), "--records-per-shard", "70", *flags])
+    want, cli_manifest = output(cli_dir)
+
+    beam_dir = tmp_path / "beam"
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = (
+            p
+            | beam.Create(read_rows(kind, inputs[kind]), reshuffle=True)
+            | WriteTFRecords(str(beam_dir), features=features, records_per_shard=70)
+        )
+    got, manifest = output(beam_dir)
+    assert got == want
+    assert manifest["records"] == N
+    assert manifest["spec"] == cli_manifest["spec"]
+    assert all(s["records"] <= 70 for s in manifest["shards"])
+    n = len(manifest["shards"])
+    assert [s["name"] for s in manifest["shards"]] == [
+        f"train-{i:05d}-of-{n:05d}.tfrecord" for i in range(n)
+    ]
+    pipeline = infeed.Pipeline.from_glob(str(beam_dir / "*.tfrecord"))
+    (batch,) = list(pipeline.parse({"id": infeed.FixedLen([], "int64")}).batch(N))
+    assert sorted(batch["id"].tolist()) == list(range(N))
+
+
+def test_inferred_schema_matches_the_clis(tmp_path: Path) -> None:
+    inputs = write_inputs(tmp_path)
+    cli_dir = tmp_path / "cli"
+    cli([str(inputs["jsonl"]), "-o", str(cli_dir)])
+    _, cli_manifest = output(cli_dir)
+    beam_dir = tmp_path / "beam"
+    with beam.Pipeline(options=beam.options.pipeline_options.PipelineOptions(flags=[])) as p:
+        _ = p | beam.Create(read_rows("jsonl", inputs["jsonl"])) | WriteTFRecords(str(beam_dir))
+    _, manifest = output(beam_dir)
+    assert sorted(manifest["spec"].split(",")) == sorted(cli_manifest["spec"].split(","))
+    assert manifest["records"] == N
+
+
+class _FailOnce(infeed_beam._WriteBundle):
+    """Fails the first attempt of the bundle that holds row 0, after its
+    shards are complete: the worst case, finished files of a discarded attempt."""
+
+    marker = ""
+
+    def process(self, row: Any, features: Any) -> Any:
+        self._has_first = getattr(self, "_has_first", False) or row["id"] == 0
+        return super().process(row, features)
+
+    def finish_bundle(self) -> Any:
+        out = list(super().finish_bundle())
+        if getattr(self, "_has_first", False) and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            raise RuntimeError("this bundle fails once, on purpose")
+        self._has_first = False
+        yield from out
+
+
+def test_a_retried_bundle_leaves_each_record_once(tmp_path: Path, monkeypatch: Any) -> None:
+    _FailOnce.marker = str(tmp_path / "failed-once")
+    monkeypatch.setattr(infeed_beam, "_WriteBundle", _FailOnce)
+    out = tmp_path / "out"
+    # The bundle-based DirectRunner retries a failed bundle (up to 4 times).
+    options = beam.options.pipeline_options.PipelineOptions(
+        flags=[], runner="BundleBasedDirectRunner"
+    )
+    with beam.Pipeline(options=options) as p:
+        _ = p | beam.Create(rows()) | WriteTFRecords(
+            str(out), features=FEATURES, records_per_shard=50, batch_rows=16
+        )
+    assert os.path.exists(_FailOnce.marker), "the bundle failed once"
+    got, manifest = output(out)
+    assert manifest["records"] == N
+    assert sorted(got.values()) == [1] * N, "each record once"
+
+
+class _FailRow(infeed_beam._WriteBundle):
+    def process(self, row: Any, features: Any) -> Any:
+        if row["id"] == N - 1:
+            raise RuntimeError("this run fails, on purpose")
+        return super().process(row, features)
+
+
+def test_a_rerun_after_a_failed_run_replaces_it_exactly(tmp_path: Path, monkeypatch: Any) -> None:
+    out = tmp_path / "out"
+    # A run whose every attempt fails after writing (in process: the test's
+    # DoFn cannot be unpickled by the multi-process workers).
+    monkeypatch.setattr(infeed_beam, "_WriteBundle", _FailRow)
+    options = beam.options.pipeline_options.PipelineOptions(
+        flags=[], runner="BundleBasedDirectRunner"
+    )
+    with pytest.raises(Exception, match="on purpose"):
+        with beam.Pipeline(options=options) as p:
+            _ = p | beam.Create(rows()) | WriteTFRecords(
+                str(out), features=FEATURES, records_per_shard=20, batch_rows=4
+            )
+    assert list(out.glob(".train.attempt-*.tmp")), "the failed attempts left files"
+    monkeypatch.undo()
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = p | beam.Create(rows(), reshuffle=True) | WriteTFRecords(
+            str(out), features=FEATURES, records_per_shard=40
+        )
+    got, manifest = output(out)
+    assert manifest["records"] == N
+    assert sorted(got.values()) == [1] * N
+
+
+TFDS_READ = """
+import json, sys
+import tensorflow_datasets as tfds
+b = tfds.builder_from_directory(sys.argv[1])
+ds = b.as_dataset(split=sys.argv[2], shuffle_files=False)
+ids = sorted(int(x["id"]) for x in tfds.as_numpy(ds))
+print(json.dumps({"n": b.info.splits[sys.argv[2]].num_examples, "ids": ids}))
+"""
+
+
+def test_a_tfds_directory_tfds_and_infeed_open(tmp_path: Path) -> None:
+    out = tmp_path / "beam_ds" / "1.0.0"
+    for split, n in [("train", N), ("test", 40)]:
+        with beam.Pipeline(options=multiprocess()) as p:
+            _ = p | beam.Create(rows()[:n], reshuffle=True) | WriteTFRecords(
+                str(out), features=FEATURES, tfds="beam_ds:1.0.0", split=split,
+                records_per_shard=64,
+            )
+    info = json.loads((out / "dataset_info.json").read_text())
+    lengths = {s["name"]: sum(int(x) for x in s["shardLengths"]) for s in info["splits"]}
+    assert lengths == {"train": N, "test": 40}
+    names = sorted(p.name for p in out.glob("beam_ds-train.tfrecord-*"))
+    assert names[0] == f"beam_ds-train.tfrecord-00000-of-{len(names):05d}"
+    files = _infeed.tfds_files(str(out), "train[:50%]+test")
+    assert files, "the split string selects shards"
+    pipeline = infeed.Pipeline.from_tfds(str(out), "train").parse(features=["id"]).batch(N)
+    (batch,) = list(pipeline)
+    assert sorted(batch["id"].tolist()) == list(range(N))
+    python = os.environ.get("INFEED_PYTHON")
+    if not python:
+        pytest.skip("INFEED_PYTHON (a python with tensorflow-datasets) is not set")
+    for split, n in [("train", N), ("test", 40)]:
+        done = subprocess.run(
+            [python, "-c", TFDS_READ, str(out), split], check=True, capture_output=True, text=True
+        )
+        read = json.loads(done.stdout.strip().splitlines()[-1])
+        assert read == {"n": n, "ids": list(range(n))}
+
+
+def test_a_bad_row_names_its_feature(tmp_path: Path) -> None:
+    w = _infeed.RowWriter(str(tmp_path), "train", "a", FEATURES)
+    good = rows()[0]
+    for bad, feature, words in [
+        ({**good, "label": "x"}, "label", "expected int64, found str"),
+        ({**good, "score": None}, "score", "null value"),
+        ({k: v for k, v in good.items() if k != "id"}, "id", "missing value"),
+        ({**good, "extra": 1}, "extra", "not in the schema"),
+        ({**good, "tokens": [1, 2.5]}, "tokens", "expected list of int64, found float"),
+        ({**good, "id": 1 << 70}, "id", "does not fit int64"),
+    ]:
+        with pytest.raises(infeed.errors.ConvertError, match=words) as e:
+            w.write([good, bad])
+        assert e.value.feature == feature
+        assert e.value.record == 1
+    w.abort()
+    with pytest.raises(infeed.errors.ConvertError, match="unknown type"):
+        _infeed.RowWriter(str(tmp_path), "train", "a", ["x:complex"])
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
