@@ -26,11 +26,10 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
-
 from infeed.beam import WriteTFRecords
 
 FEATURES = ["id:int64", "label:int64", "score:float", "text:bytes", "tokens:int64[]"]
-WORDS = "the quick brown fox jumps over a lazy dog and keeps on running far".split()
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "keeps", "on", "running", "far"]
 
 
 def make_input(path: Path, mb: int) -> int:
