@@ -14,10 +14,9 @@ use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
 use super::group::plan::{EqualBatches, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
-use super::ops::chain::RecordChain;
-use super::ops::{Item, StreamConfig};
+use super::ops::Item;
+use super::ops::stream::StreamChain;
 use super::settings::RecordSettings;
-use super::stats::StageStats;
 
 /// Records a stream's grouping simulation hands to the prefilter at once.
 const CHUNK: usize = 256;
@@ -30,14 +29,15 @@ pub(crate) struct Grouped<'a> {
 }
 
 /// How many batches every stream emits when the counts of records do not
-/// say: each of the `streams` streams (`config(s)`) is run once through its
-/// record chain and grouping, as the run will, counting its batches; the
-/// poorest stream's count (`Drop`) or the richest's (`Pad`) is everyone's.
+/// say: each of the `streams` streams (`open(s)`: its chain, or a host's
+/// mixture, and its files) is run once through its grouping, as the run
+/// will, counting its batches; the poorest stream's count (`Drop`) or the
+/// richest's (`Pad`) is everyone's.
 pub(crate) fn from_grouping(
     p: &RecordSettings,
     streams: u64,
     grouped: &Grouped<'_>,
-    config: impl Fn(u64) -> Arc<StreamConfig> + Sync,
+    open: impl Fn(u64) -> Result<(StreamChain, Vec<String>), PipelineError> + Sync,
 ) -> Result<Option<u64>, PipelineError> {
     let Some(how) = p.equal_batches else {
         return Ok(None);
@@ -50,8 +50,11 @@ pub(crate) fn from_grouping(
             let handles: Vec<_> = chunk
                 .iter()
                 .map(|&s| {
-                    let cfg = config(s);
-                    scope.spawn(move || stream_batches(cfg, grouped))
+                    let open = &open;
+                    scope.spawn(move || {
+                        let (chain, files) = open(s)?;
+                        stream_batches(chain, files, grouped)
+                    })
                 })
                 .collect();
             handles
@@ -74,10 +77,12 @@ pub(crate) fn from_grouping(
 
 /// The batches one stream emits: its records measured (or prefiltered)
 /// and grouped exactly as on its record thread.
-fn stream_batches(cfg: Arc<StreamConfig>, grouped: &Grouped<'_>) -> Result<u64, PipelineError> {
-    let stats = Arc::new(StageStats::default());
-    let files = Arc::new(cfg.files.clone());
-    let mut chain = RecordChain::new(cfg, stats.clone(), stats)?;
+fn stream_batches(
+    mut chain: StreamChain,
+    files: Vec<String>,
+    grouped: &Grouped<'_>,
+) -> Result<u64, PipelineError> {
+    let files = Arc::new(files);
     // A run with a fixed batch count groups its remainder by the schedule:
     // count it so.
     let mut grouper = Grouper::new(grouped.mode, 0, true);

@@ -83,9 +83,6 @@ pub(crate) fn build(
     {
         return refuse("cannot have logical streams, or a mixture as a source, yet");
     }
-    if p.equal_batches.is_some() {
-        return refuse("cannot equal batch counts across hosts yet: repeat its sources forever");
-    }
     let host = mix.sources.first().and_then(|(_, s)| s.host);
     if mix.sources.iter().any(|(_, s)| s.host != host) {
         return refuse("needs every source sharded alike (the same shard(i, n))");

@@ -14,6 +14,7 @@ use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS
 use super::mixture;
 use super::open::{Built, Opened, one_stream};
 use super::ops::Item;
+use super::ops::stream::StreamChain;
 use super::settings::RecordSettings;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
@@ -63,6 +64,8 @@ pub(crate) fn start<T: Send + 'static>(
     // takes the same number of records, else by running every stream's
     // grouping once (below, once the schedule is set).
     let counted = match &mode {
+        // A mixture's batches are not its files' records: counted by grouping.
+        _ if p.mixture.is_some() => None,
         GroupMode::Fixed {
             batch_size,
             drop_remainder,
@@ -101,14 +104,35 @@ pub(crate) fn start<T: Send + 'static>(
     let mut shape_schedule = shape_schedule(&grouping.mode);
     let total_batches = match counted {
         Some(n) => Some(n),
-        None if p.equal_batches.is_some() && p.repeat != Some(None) => {
+        None if p.equal_batches.is_some()
+            && p.mixture
+                .as_ref()
+                .map_or(p.repeat != Some(None), |m| m.finite()) =>
+        {
             let grouped = equal::Grouped {
                 mode: &mode,
                 measure: grouping.measure.as_ref(),
                 prefilter: grouping.prefilter.as_ref(),
             };
-            let total =
-                equal::from_grouping(p, streams, &grouped, |s| p.stream_config(s, streams))?;
+            let stats = Arc::new(StageStats::default());
+            let counting = Opened {
+                mode: &mode,
+                grouping: &grouping,
+                batches_before: 0,
+                total_batches: None,
+                read_stats: &stats,
+                stream_stats: &stats,
+            };
+            // Stream `s`: its chain, or host `s`'s mixture of its sources'
+            // shards.
+            let open = |s: u64| -> Result<(StreamChain, Vec<String>), PipelineError> {
+                let built = match &p.mixture {
+                    None => one_stream(p, s, streams, None, &counting)?,
+                    Some(mix) => mixture::build(p, &mix.on_host(s), s as u32, None, &counting)?.0,
+                };
+                Ok((built.chain, built.files))
+            };
+            let total = equal::from_grouping(p, streams, &grouped, open)?;
             // Counted with this host's seed for every stream: hosts seeded
             // differently would count differently, so the count is part of
             // what hosts compare at the start.

@@ -72,6 +72,25 @@ impl MixSettings {
     pub fn names(&self) -> Vec<String> {
         self.sources.iter().map(|(n, _)| n.clone()).collect()
     }
+
+    /// True when the mixture ends: with `Stop` or `Fail` when a source does,
+    /// with `Drop` when all do.
+    pub fn finite(&self) -> bool {
+        let ends = |s: &RecordSettings| s.repeat != Some(None);
+        match self.on_exhausted {
+            OnExhausted::Drop => self.sources.iter().all(|(_, s)| ends(s)),
+            OnExhausted::Stop | OnExhausted::Fail => self.sources.iter().any(|(_, s)| ends(s)),
+        }
+    }
+
+    /// The same mixture as host `index` of the same host count runs it.
+    pub fn on_host(&self, index: u64) -> MixSettings {
+        let mut mix = self.clone();
+        for (_, s) in &mut mix.sources {
+            s.host = s.host.map(|(_, n)| (index, n));
+        }
+        mix
+    }
 }
 
 impl RecordSettings {

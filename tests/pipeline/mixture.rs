@@ -342,3 +342,52 @@ fn what_a_mixture_cannot_do_is_refused() {
     ];
     assert!(err(Pipeline::mix(uneven, &[1.0, 1.0])).contains("sharded alike"));
 }
+
+#[test]
+fn hosts_of_a_finite_mixture_run_the_same_steps_with_the_same_shapes() {
+    use infeed::pipeline::EqualBatches;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let lens = |n: usize, k: usize| -> Vec<Vec<usize>> {
+        (0..n)
+            .map(|f| (0..k).map(|i| (f * 13 + i * 7) % 90 + 1).collect())
+            .collect()
+    };
+    let a = crate::grouping::write_files(&a, &lens(3, 50));
+    let b = crate::grouping::write_files(&b, &lens(2, 40));
+    let host = |i: u64, how| {
+        let src = |files: &[String], seed| {
+            Pipeline::from_files(files.to_vec())
+                .unwrap()
+                .shard(i, 2)
+                .seed(seed)
+                .shuffle(8)
+                .repeat(Some(1))
+        };
+        Pipeline::mix([("a", src(&a, 1)), ("b", src(&b, 2))], &[2.0, 1.0])
+            .unwrap()
+            .seed(3)
+            .on_exhausted(OnExhausted::Drop)
+            .equal_batches(how)
+            .parse(crate::grouping::spec())
+            .pad_to_multiple_of(16)
+            .max_length(96)
+            .batch(4, false)
+    };
+    for how in [EqualBatches::Drop, EqualBatches::Pad] {
+        let runs: Vec<Vec<infeed::batch::Batch>> = (0..2)
+            .map(|i| host(i, how).build().unwrap().map(Result::unwrap).collect())
+            .collect();
+        assert_eq!(runs[0].len(), runs[1].len(), "{how:?}");
+        assert!(!runs[0].is_empty());
+        let shapes = |r: &[infeed::batch::Batch]| r.iter().map(|b| b.shape()).collect::<Vec<_>>();
+        assert_eq!(shapes(&runs[0]), shapes(&runs[1]), "{how:?}");
+        if how == EqualBatches::Pad {
+            // Every record of both corpora, on one host or the other.
+            let real: usize = runs.iter().flatten().map(|b| b.real_rows).sum();
+            assert_eq!(real, 3 * 50 + 2 * 40);
+        }
+    }
+}
