@@ -12,8 +12,8 @@ use super::error::{PipelineError, StateError};
 use super::group::plan::{BatchFn, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
 use super::ops::Item;
-use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
+use super::ops::{LengthScan, StreamConfig};
 use super::rng::{self, CounterRng};
 use super::settings::RecordSettings;
 use super::stats::StageStats;
@@ -35,6 +35,9 @@ const SHARED_FILE_ORDER_SEED: u64 = 0;
 pub(crate) struct Grouping {
     pub mode: GroupMode,
     pub measure: Option<MeasureFn>,
+    /// `measure`'s wire scan alone, for the shard readers (`None` where
+    /// the grouping measures nothing, or parses to measure).
+    pub scan: Option<LengthScan>,
     pub prefilter: Option<PrefilterFn>,
     /// The feature whose length buckets or packs records (for the
     /// checkpoint's fingerprint).
@@ -127,7 +130,7 @@ pub(crate) fn start<T: Send + 'static>(
                 prefilter: grouping.prefilter.as_ref(),
             };
             let total =
-                equal::from_grouping(p, streams, &grouped, |s| stream_config(p, s, streams))?;
+                equal::from_grouping(p, streams, &grouped, |s| stream_config(p, s, streams, None))?;
             // Counted with this host's seed for every stream: hosts seeded
             // differently would count differently, so the count is part of
             // what hosts compare at the start.
@@ -160,7 +163,7 @@ pub(crate) fn start<T: Send + 'static>(
     let mut initial = Snapshot::default();
     let mut host_files = Vec::new();
     for index in first..first + per_host {
-        let cfg = stream_config(p, index, streams);
+        let cfg = stream_config(p, index, streams, grouping.scan.as_ref());
         let fingerprint = checkpoint::SequenceKey {
             files: &cfg.files,
             ranges: &cfg.ranges,
@@ -266,7 +269,14 @@ pub(crate) fn start<T: Send + 'static>(
 /// part `shard(index, streams)` gives (by file with at least as many files
 /// as streams, else by record), seeded by the pipeline's seed — derived per
 /// stream when the job sets its streams, so that streams never share draws.
-fn stream_config(p: &RecordSettings, index: u64, streams: u64) -> Arc<StreamConfig> {
+/// The shard readers measure records with `scan`, unless a record map
+/// changes them after.
+fn stream_config(
+    p: &RecordSettings,
+    index: u64,
+    streams: u64,
+    scan: Option<&LengthScan>,
+) -> Arc<StreamConfig> {
     let (files, ranges, record_shard) = if streams == 1 {
         (p.files.clone(), p.ranges.clone(), None)
     } else if p.files.len() as u64 >= streams {
@@ -307,6 +317,7 @@ fn stream_config(p: &RecordSettings, index: u64, streams: u64) -> Arc<StreamConf
         take: p.take,
         filter: p.filter.clone(),
         map: p.map.clone(),
+        scan: scan.filter(|_| p.map.is_none()).cloned(),
         shuffle_buffer: p.shuffle_buffer,
         shuffle_across_epochs: p.repeat_before_shuffle,
         epochs: match p.repeat {
