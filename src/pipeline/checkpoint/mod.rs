@@ -21,14 +21,14 @@
 //! ```
 //!
 //! Every op owns its part — a key, a version and a protobuf body — and
-//! saves and restores it next to its `next` (see [`parts`]); adding an op
+//! saves and restores it next to its `next` (see `parts.rs`); adding an op
 //! adds a part, never a field of the tree. The group part holds the records
 //! waiting in length buckets, in an open packed batch or in a chunk out for
 //! `filter_rows`, as (file, offset) positions, with how many values of the
 //! first one are already packed.
 //!
 //! Positions are stored sorted and delta-coded, plus each slot's rank in the
-//! sorted list ([`positions`]): about 4 bytes per buffered record, so a
+//! sorted list (`positions.rs`): about 4 bytes per buffered record, so a
 //! 10 000-record shuffle buffer takes ~40 KB whatever the records' size.
 //!
 //! A host saves the streams it runs. Logical streams are what make a state
@@ -57,7 +57,7 @@
 //! # Fingerprint
 //!
 //! A stream's part restores only into the same stream of the pipeline it
-//! was taken from ([`fingerprint`]): the fingerprint covers exactly the
+//! was taken from (`fingerprint.rs`): the fingerprint covers exactly the
 //! settings that decide which records, in which order, make up each
 //! stream's rows of a batch — the stream's files, its index among the
 //! streams, seed, file shuffle, interleave, skip/take, whether record filter
