@@ -9,7 +9,7 @@ use super::error::PipelineError;
 use super::group::plan::Grouping;
 use super::group::plan::{BatchFn, RawBatch};
 use super::group::plan::{GroupMode, Layout, MeasureFn, PrefilterFn};
-use super::ops::Item;
+use super::ops::{Item, LengthScan};
 use super::parsed::{self, ColumnPool, OpError, ParsedOp};
 use crate::batch::{
     Assembler, Batch, BatchError, BatchErrorKind, BatchPlan, BatchShape, BucketGroup, Bucketer,
@@ -466,10 +466,11 @@ impl ParsedSettings {
         // threads (the wire scan reads Examples only).
         let prefilter =
             self.has_filter() || (length.is_some() && (self.has_map() || self.sequence.is_some()));
-        let (measure, prefilter) = if prefilter {
-            (None, Some(self.prefilter_fn(length)))
+        let (measure, scan, prefilter) = if prefilter {
+            (None, None, Some(self.prefilter_fn(length)))
         } else {
-            (length.map(|features| self.measure_fn(features)), None)
+            let scan = length.clone().map(scan_fn);
+            (length.map(|features| self.measure_fn(features)), scan, None)
         };
         let parsed_ops = self
             .ops
@@ -482,6 +483,7 @@ impl ParsedSettings {
         Ok(Grouping {
             mode,
             measure,
+            scan,
             prefilter,
             length_feature,
             parsed_ops,
@@ -692,6 +694,13 @@ impl ParsedSettings {
         });
         Ok((grouping, work, pool))
     }
+}
+
+/// The wire scan of [`ParsedSettings::measure_fn`] without its error
+/// report, for the shard readers: a record it cannot read is measured
+/// again on the record thread, which names it.
+fn scan_fn(features: Vec<(String, WireKind)>) -> LengthScan {
+    Arc::new(move |data: &[u8]| longest_feature_length(data, &features).ok())
 }
 
 /// Packs the records of a planned group into one batch.

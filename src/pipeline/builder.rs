@@ -417,6 +417,7 @@ impl Pipeline {
                     drop_remainder,
                 },
                 measure: None,
+                scan: None,
                 prefilter: None,
                 length_feature: None,
                 parsed_ops: String::new(),

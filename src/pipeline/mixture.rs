@@ -107,7 +107,7 @@ pub(crate) fn build(
         .iter()
         .map(|(_, s)| {
             let (i, n) = s.host.unwrap_or((0, 1));
-            s.stream_config(i, n)
+            s.stream_config(i, n, o.grouping.scan.as_ref())
         })
         .collect();
     let fingerprints: Vec<u32> = mix

@@ -41,7 +41,7 @@ pub(crate) fn one_stream(
     node: Option<StreamNode>,
     o: &Opened<'_>,
 ) -> Result<Built, PipelineError> {
-    let cfg = p.stream_config(index, streams);
+    let cfg = p.stream_config(index, streams, o.grouping.scan.as_ref());
     let fingerprint = checkpoint::SequenceKey {
         files: &cfg.files,
         ranges: &cfg.ranges,

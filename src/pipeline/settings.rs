@@ -6,7 +6,7 @@ use super::group::plan::EqualBatches;
 use std::sync::Arc;
 
 use super::ops::mix::{MixChoice, OnExhausted};
-use super::ops::{RecordFilter, RecordMap, RecordRange, StreamConfig};
+use super::ops::{LengthScan, RecordFilter, RecordMap, RecordRange, StreamConfig};
 use super::rng::{self, CounterRng};
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
@@ -98,7 +98,14 @@ impl RecordSettings {
     /// part `shard(index, streams)` gives (by file with at least as many files
     /// as streams, else by record), seeded by the pipeline's seed — derived per
     /// stream when the job sets its streams, so that streams never share draws.
-    pub fn stream_config(&self, index: u64, streams: u64) -> Arc<StreamConfig> {
+    /// The shard readers measure records with `scan`, unless a record map
+    /// changes them after.
+    pub fn stream_config(
+        &self,
+        index: u64,
+        streams: u64,
+        scan: Option<&LengthScan>,
+    ) -> Arc<StreamConfig> {
         let p = self;
         let (files, ranges, record_shard) = if streams == 1 {
             (p.files.clone(), p.ranges.clone(), None)
@@ -140,6 +147,7 @@ impl RecordSettings {
             take: p.take,
             filter: p.filter.clone(),
             map: p.map.clone(),
+            scan: scan.filter(|_| p.map.is_none()).cloned(),
             shuffle_buffer: p.shuffle_buffer,
             shuffle_across_epochs: p.repeat_before_shuffle,
             epochs: match p.repeat {

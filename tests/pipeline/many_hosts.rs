@@ -410,3 +410,101 @@ proptest! {
         prop_assert_eq!(&rest[..], &full[first.len()..]);
     }
 }
+
+/// The lm chain of `padded`, with `map` on the serialized records.
+fn padded_mapped(files: &[String], index: u64, hosts: u64, map: bool) -> ParsedPipeline {
+    let mut p = Pipeline::from_files(files.to_vec()).unwrap();
+    if map {
+        p = p.map(|b| b);
+    }
+    p.shard(index, hosts)
+        .seed(100 + index)
+        .shuffle_files()
+        .interleave(2, 1)
+        .shuffle(16)
+        .repeat(Some(2))
+        .parse(grouping::spec())
+        .pad_to_multiple_of(16)
+        .max_length(96)
+        .batch(4, true)
+}
+
+/// The shard readers measure each record as they frame it and the length
+/// travels with the record through the interleave and the shuffle buffer;
+/// a record map changes the bytes measured, so with one the record thread
+/// measures instead. An identity map must then cut the very same batches.
+#[test]
+fn lengths_measured_by_the_readers_cut_the_batches_the_record_thread_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let lens = lengths(4, 40, 7);
+    let files = grouping::write_files(dir.path(), &lens);
+    for hosts in [1, 2] {
+        for index in 0..hosts {
+            let carried =
+                grouping::digests(padded_mapped(&files, index, hosts, false).build().unwrap());
+            let measured =
+                grouping::digests(padded_mapped(&files, index, hosts, true).build().unwrap());
+            assert!(!carried.is_empty());
+            assert_eq!(carried, measured, "host {index} of {hosts}");
+        }
+    }
+}
+
+/// A record the shard reader cannot measure is measured again in its turn
+/// on the record thread (after the interleave and the shuffle buffer), and
+/// the error names its file and offset.
+#[test]
+fn a_record_that_cannot_be_measured_is_named_in_its_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let lens = lengths(2, 12, 3);
+    let files = grouping::write_files(dir.path(), &lens);
+    // Host 0 of 2 reads part-0 (file sharding): rewrite it with record 5
+    // holding "ids" as a float list.
+    let mut w =
+        infeed::record::RecordWriter::create(&files[0], infeed::record::Compression::None).unwrap();
+    let (mut offset, mut bad_at) = (0, 0);
+    for (i, &len) in lens[0].iter().enumerate() {
+        let record = if i == 5 {
+            bad_at = offset;
+            float_ids()
+        } else {
+            grouping::lm_record(i as i64, len)
+        };
+        offset += 16 + record.len() as u64;
+        w.write_record(&record).unwrap();
+    }
+    w.finish().unwrap();
+    let mut batches = padded(&files, 0, 2, Some(1)).build().unwrap();
+    let error = loop {
+        match batches.next_batch() {
+            Ok(Some(_)) => continue,
+            Err(e) => break e,
+            Ok(None) => panic!("the bad record was not reported"),
+        }
+    };
+    match error {
+        infeed::pipeline::PipelineError::Parse { path, offset, .. }
+        | infeed::pipeline::PipelineError::Length { path, offset, .. } => {
+            assert_eq!(path, files[0]);
+            assert_eq!(offset, bad_at);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+/// An Example whose "ids" is a float list.
+fn float_ids() -> Vec<u8> {
+    use infeed::example::proto;
+    let mut map = std::collections::HashMap::new();
+    map.insert(
+        "ids".to_string(),
+        proto::Feature {
+            kind: Some(proto::feature::Kind::FloatList(proto::FloatList {
+                value: vec![1.0],
+            })),
+        },
+    );
+    prost::Message::encode_to_vec(&proto::Example {
+        features: Some(proto::Features { feature: map }),
+    })
+}

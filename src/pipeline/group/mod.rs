@@ -3,8 +3,10 @@
 //! ([`pack`]). [`plan`] holds what passes between the threads.
 //!
 //! The record thread alone decides order, so it also decides grouping.
-//! For buckets and packing it needs each record's length, which it reads
-//! with a cheap wire scan ([`feature_length`](crate::example::feature_length));
+//! For buckets and packing it needs each record's length, a cheap wire scan
+//! ([`feature_length`](crate::example::feature_length)) that the shard
+//! readers run as they frame records (the length travels with the record;
+//! the record thread scans those changed by a record map or read again);
 //! when parsed ops (`filter_rows`, or `map_batch` before bucketing or
 //! packing) decide which records survive or how long they are, the
 //! prefilter threads parse chunks of records first and the record thread

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::batch::{Bucketer, Overflow};
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::ops::Item;
+use crate::pipeline::ops::{Item, LengthScan};
 
 use super::schedule::Schedule;
 
@@ -114,6 +114,9 @@ impl GroupMode {
 pub(crate) struct Grouping {
     pub mode: GroupMode,
     pub measure: Option<MeasureFn>,
+    /// `measure`'s wire scan alone, for the shard readers (`None` where
+    /// the grouping measures nothing, or parses to measure).
+    pub scan: Option<LengthScan>,
     pub prefilter: Option<PrefilterFn>,
     /// The feature whose length buckets or packs records (for the
     /// checkpoint's fingerprint).

@@ -24,7 +24,7 @@ use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, Record};
 
 use crate::pipeline::checkpoint::{SavedParts, prost_part};
 
-use super::{EpochInput, Item, RecordRange, StreamConfig};
+use super::{EpochInput, Item, RecordRange, StreamConfig, UNMEASURED};
 
 /// The interleave's part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -75,6 +75,8 @@ struct Slot {
     file: u32,
     reader: ShardBlocks,
     block: std::vec::IntoIter<Record>,
+    /// The block's records' lengths, when the reader measures them.
+    lengths: std::vec::IntoIter<u32>,
     next_offset: u64,
     /// The record number in the file of the next record, and the file's
     /// record range (the whole file when `None`).
@@ -88,9 +90,12 @@ struct Slot {
 }
 
 impl Slot {
-    fn next_record(&mut self, stats: &StageStats) -> Result<Option<Record>, PipelineError> {
+    /// The next record, with its carried length ([`UNMEASURED`] when the
+    /// reader measures none).
+    fn next_record(&mut self, stats: &StageStats) -> Result<Option<(Record, u32)>, PipelineError> {
         loop {
             if let Some(record) = self.block.next() {
+                let measured = self.lengths.next().unwrap_or(UNMEASURED);
                 // This slot is read again a cycle later: its next record
                 // by then is in cache.
                 if let Some(next) = self.block.as_slice().first() {
@@ -98,15 +103,19 @@ impl Slot {
                 }
                 self.next_offset =
                     record.offset + (HEADER_LEN + FOOTER_LEN) as u64 + record.data.len() as u64;
-                return Ok(Some(record));
+                return Ok(Some((record, measured)));
             }
             let next = {
                 let _wait = stats.wait_timer();
-                self.reader.next_block()
+                self.reader.next_measured()
             };
             match next {
                 None => return Ok(None),
-                Some(block) => self.block = block?.into_iter(),
+                Some(block) => {
+                    let (records, lengths) = block?;
+                    self.block = records.into_iter();
+                    self.lengths = lengths.into_iter();
+                }
             }
         }
     }
@@ -198,17 +207,19 @@ impl Interleave {
             .files
             .get(file as usize)
             .ok_or_else(|| bad_file(file, self.cfg.files.len()))?;
-        let reader = ShardBlocks::spawn(
+        let reader = ShardBlocks::spawn_measured(
             path.clone(),
             offset,
             self.cfg.read.clone(),
             self.cfg.source.clone(),
             self.read_stats.clone(),
+            self.cfg.scan.clone(),
         );
         self.slots[slot] = Some(Slot {
             file,
             reader,
             block: Vec::new().into_iter(),
+            lengths: Vec::new().into_iter(),
             next_offset: offset,
             record_no: record,
             range: self.cfg.ranges.get(file as usize).copied().flatten(),
@@ -241,7 +252,7 @@ impl EpochInput for Interleave {
                 slot.next_record(&self.stats)?
             };
             match next {
-                Some(record) => {
+                Some((record, measured)) => {
                     let file = slot.file;
                     if let Some(offset) = slot.check_at.take() {
                         // A slot's saved offset is the end of the record it
@@ -273,6 +284,7 @@ impl EpochInput for Interleave {
                         data: record.data,
                         file,
                         offset: record.offset,
+                        measured,
                         mapped: slot.reader.mapped(),
                     }));
                 }

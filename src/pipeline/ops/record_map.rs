@@ -26,8 +26,10 @@ impl<I: EpochInput> RecordMapOp<I> {
 pub(crate) fn apply_map(map: Option<&RecordMap>, mut item: Item) -> Item {
     if let Some(map) = map {
         item.data = map(item.data);
-        // The map's output may be anything: not known to be mapped.
+        // The map's output may be anything: not known to be mapped, nor
+        // measured.
         item.mapped = false;
+        item.measured = super::UNMEASURED;
     }
     item
 }

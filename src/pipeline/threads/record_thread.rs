@@ -99,7 +99,10 @@ impl RecordThread {
         }
         match self.chain.next_item() {
             Ok(Some(item)) => {
-                prefetch(&item.data[..item.data.len().min(AHEAD_BYTES)]);
+                // A record measured already is not read here.
+                if item.measured().is_none() {
+                    prefetch(&item.data[..item.data.len().min(AHEAD_BYTES)]);
+                }
                 self.replay.push_back(item);
             }
             Ok(None) => {}
@@ -251,9 +254,13 @@ impl RecordThread {
                     break true;
                 };
                 self.pull_ahead();
-                let len = match &self.measure {
-                    Some(measure) => measure(&item).map_err(|e| self.locate(e, item.file))?,
-                    None => 0,
+                // Most records come measured by their shard reader.
+                let len = match (&self.measure, item.measured()) {
+                    (Some(_), Some(len)) => len,
+                    (Some(measure), None) => {
+                        measure(&item).map_err(|e| self.locate(e, item.file))?
+                    }
+                    (None, _) => 0,
                 };
                 let file = item.file;
                 grouper

@@ -25,7 +25,7 @@ use crate::record::{
 use bytes::Bytes;
 
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::ops::Item;
+use crate::pipeline::ops::{Item, LengthScan, carried};
 use crate::pipeline::stats::StageStats;
 use crate::record::chunk_source::{ChunkSource, Prefixed};
 use crate::source::{ReadStats, SourceOptions, open_blocking_at};
@@ -39,9 +39,13 @@ const BLOCKS_IN_FLIGHT: usize = 2;
 /// first batch can go.
 const BLOCKS_PER_DOUBLING: u32 = 4;
 
+/// A block of records, with each record's [`carried`] length when the
+/// reader measures them (else no lengths).
+type Block = (Vec<Record>, Vec<u32>);
+
 /// The reading side of a shard thread.
 pub(crate) struct ShardBlocks {
-    rx: Receiver<Result<Vec<Record>, RecordError>>,
+    rx: Receiver<Result<Block, RecordError>>,
     handle: Option<JoinHandle<()>>,
     /// Blocks the consumer has taken: the thread sizes its next block by it.
     taken: Arc<AtomicU32>,
@@ -60,6 +64,19 @@ impl ShardBlocks {
         source: SourceOptions,
         stats: Arc<StageStats>,
     ) -> Self {
+        Self::spawn_measured(path, start, opts, source, stats, None)
+    }
+
+    /// As [`spawn`](Self::spawn), measuring every record with `scan` as it
+    /// is framed (see [`next_measured`](Self::next_measured)).
+    pub fn spawn_measured(
+        path: String,
+        start: u64,
+        opts: ReadOptions,
+        source: SourceOptions,
+        stats: Arc<StageStats>,
+        scan: Option<LengthScan>,
+    ) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
         let taken = Arc::new(AtomicU32::new(0));
         let consumed = taken.clone();
@@ -73,6 +90,7 @@ impl ShardBlocks {
                     stats: &stats,
                     taken: &consumed,
                     mapped: &is_mapped,
+                    scan: scan.as_ref(),
                 };
                 if let Err(e) = read_shard(&path, start, &opts, &source, &shard) {
                     let _ = tx.send(Err(e));
@@ -96,6 +114,12 @@ impl ShardBlocks {
 
     /// The next block, or `None` at the end of the shard.
     pub fn next_block(&mut self) -> Option<Result<Vec<Record>, RecordError>> {
+        self.next_measured().map(|b| b.map(|(records, _)| records))
+    }
+
+    /// The next block with its records' lengths (empty unless the reader
+    /// was started with a scan), or `None` at the end of the shard.
+    pub fn next_measured(&mut self) -> Option<Result<Block, RecordError>> {
         // Counted first: the thread sizes its next block as soon as this
         // receive frees a slot.
         self.taken.fetch_add(1, Relaxed);
@@ -116,10 +140,11 @@ impl Drop for ShardBlocks {
 
 /// What a shard thread reports to its [`ShardBlocks`] through.
 struct ShardThread<'a> {
-    tx: &'a SyncSender<Result<Vec<Record>, RecordError>>,
+    tx: &'a SyncSender<Result<Block, RecordError>>,
     stats: &'a StageStats,
     taken: &'a AtomicU32,
     mapped: &'a AtomicBool,
+    scan: Option<&'a LengthScan>,
 }
 
 fn io_error(path: &str, offset: u64, e: std::io::Error) -> RecordError {
@@ -219,6 +244,7 @@ fn read_shard(
         stats,
         taken,
         mapped,
+        scan,
     } = shard;
     let Opened {
         mut reader,
@@ -231,6 +257,7 @@ fn read_shard(
         let timer = stats.busy_timer();
         let block_bytes = SizeRamp::at(taken.load(Relaxed) / BLOCKS_PER_DOUBLING, opts.chunk_size);
         let mut block = Vec::new();
+        let mut lengths = Vec::new();
         let mut bytes = 0;
         let mut failure = None;
         let mut ended = true;
@@ -238,6 +265,10 @@ fn read_shard(
             match record {
                 Ok(record) => {
                     bytes += record.data.len() + 16;
+                    // Measured while its bytes are in cache from the CRC.
+                    if let Some(scan) = scan {
+                        lengths.push(carried(scan, &record.data));
+                    }
                     block.push(record);
                     if bytes >= block_bytes {
                         ended = false;
@@ -258,7 +289,7 @@ fn read_shard(
         drop(timer);
         if !block.is_empty() {
             let _wait = stats.wait_timer();
-            if tx.send(Ok(block)).is_err() {
+            if tx.send(Ok((block, lengths))).is_err() {
                 return Ok(());
             }
         }

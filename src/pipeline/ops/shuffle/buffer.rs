@@ -57,6 +57,8 @@ const END: u32 = u32::MAX;
 struct Loc {
     first: u32,
     len: u32,
+    /// The record's [`Item::measured`], carried through the buffer.
+    measured: u32,
     kept: Kept,
 }
 
@@ -151,7 +153,7 @@ impl ShuffleBuffer {
     /// Appends a record in a new last slot.
     #[inline]
     pub fn push(&mut self, item: Item) {
-        let loc = self.store(item.data, item.mapped);
+        let loc = self.store(item.data, item.mapped, item.measured);
         self.locs.push(loc);
         self.positions.push((item.file, item.offset));
     }
@@ -162,9 +164,9 @@ impl ShuffleBuffer {
         let old = *self.locs.get(j)?;
         let (file, offset) = self.positions[j];
         let data = self.take_out(old);
-        self.locs[j] = self.store(item.data, item.mapped);
+        self.locs[j] = self.store(item.data, item.mapped, item.measured);
         self.positions[j] = (item.file, item.offset);
-        Some(Item::new(data, file, offset))
+        Some(leaving(data, file, offset, old))
     }
 
     /// Removes slot `j`, moving the last slot into its place (as
@@ -176,7 +178,7 @@ impl ShuffleBuffer {
         let data = self.take_out(old);
         self.locs.swap_remove(j);
         self.positions.swap_remove(j);
-        Some(Item::new(data, file, offset))
+        Some(leaving(data, file, offset, old))
     }
 
     /// Asks the CPU to load slot `j`'s blocks into cache (a hint: it
@@ -201,7 +203,7 @@ impl ShuffleBuffer {
     }
 
     /// Stores `data` (holds it, if `mapped`; else copies it).
-    fn store(&mut self, data: Bytes, mapped: bool) -> Loc {
+    fn store(&mut self, data: Bytes, mapped: bool, measured: u32) -> Loc {
         let len = data.len();
         let mapped = mapped && len >= HOLD_MIN;
         if mapped || len > LARGE {
@@ -226,6 +228,7 @@ impl ShuffleBuffer {
             return Loc {
                 first: index,
                 len: len as u32,
+                measured,
                 kept: if mapped { Kept::Mapped } else { Kept::Large },
             };
         }
@@ -256,6 +259,7 @@ impl ShuffleBuffer {
         Loc {
             first,
             len: len as u32,
+            measured,
             kept: Kept::Blocks,
         }
     }
@@ -344,6 +348,19 @@ impl ShuffleBuffer {
     }
 }
 
+/// A record leaving the buffer, with the length it came with: a held view
+/// of a mapped file stays marked as one, so that a grouper that keeps it
+/// waiting holds it as it is instead of copying it again (see
+/// `group::plan::compact`).
+#[inline]
+fn leaving(data: Bytes, file: u32, offset: u64, loc: Loc) -> Item {
+    Item {
+        mapped: loc.kept == Kept::Mapped,
+        measured: loc.measured,
+        ..Item::new(data, file, offset)
+    }
+}
+
 /// True when block `b` directly follows block `a` in the same page.
 #[inline]
 fn follows(a: u32, b: u32) -> bool {
@@ -358,10 +375,15 @@ fn block_at(b: u32) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::ops::UNMEASURED;
 
+    /// Record `i`: every fifth one unmeasured, the others measured `i`.
     fn item(i: u64, len: usize) -> Item {
         let data = (0..len).map(|k| (i as usize * 7 + k) as u8);
-        Item::new(Bytes::from(data.collect::<Vec<_>>()), (i % 3) as u32, i)
+        Item {
+            measured: if i % 5 == 0 { UNMEASURED } else { i as u32 },
+            ..Item::new(Bytes::from(data.collect::<Vec<_>>()), (i % 3) as u32, i)
+        }
     }
 
     /// A seeded generator: `rnd(n)` is in `0..n`.
@@ -426,8 +448,9 @@ mod tests {
         assert_eq!(buf.outside.len(), 1, "the large slot is reused");
     }
 
-    /// A plain `Vec` model: the buffer must give the same records in the
-    /// same slots under any sequence of operations.
+    /// A plain `Vec` model: the buffer must give the same records (with
+    /// the lengths they came with) in the same slots under any sequence of
+    /// operations.
     #[test]
     fn matches_a_vec_of_records() {
         let mut rnd = xorshift(12345);
@@ -452,16 +475,16 @@ mod tests {
                 let want = model.swap_remove(j);
                 let got = buf.swap_remove(j).unwrap();
                 assert_eq!(
-                    (got.data, got.file, got.offset),
-                    (want.data, want.file, want.offset)
+                    (got.data, got.file, got.offset, got.measured),
+                    (want.data, want.file, want.offset, want.measured)
                 );
             } else if !model.is_empty() {
                 let j = rnd(model.len() as u64) as usize;
                 let want = std::mem::replace(&mut model[j], item(i, len));
                 let got = buf.replace(j, item(i, len)).unwrap();
                 assert_eq!(
-                    (got.data, got.file, got.offset),
-                    (want.data, want.file, want.offset)
+                    (got.data, got.file, got.offset, got.measured),
+                    (want.data, want.file, want.offset, want.measured)
                 );
             }
             assert_eq!(buf.len(), model.len());
@@ -508,12 +531,14 @@ mod tests {
             std::ptr::eq(out.data.as_ptr(), at),
             "handed on without a copy"
         );
+        assert!(out.mapped, "still marked as a view of a mapped file");
         let short = mapped(4, HOLD_MIN - 1);
         let at = short.data.as_ptr();
         buf.push(short);
         let out = buf.swap_remove(2).unwrap();
         assert_eq!(out.data, item(4, HOLD_MIN - 1).data);
         assert!(!std::ptr::eq(out.data.as_ptr(), at), "copied");
+        assert!(!out.mapped, "a copy in the buffer's own memory");
         assert_eq!(buf.mapped_bytes(), 0);
     }
 
