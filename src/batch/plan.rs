@@ -346,6 +346,8 @@ pub enum PlanError {
     NeedsDecode { feature: String },
     #[error("feature {feature:?} is {dtype}: only a fixed-length bytes feature can be decoded raw")]
     NotDecodable { feature: String, dtype: DType },
+    #[error("image feature {feature:?}: {reason}")]
+    BadImage { feature: String, reason: String },
     #[error("feature {feature:?}: pad value {value} is not a {dtype}")]
     PadValue {
         feature: String,
@@ -459,7 +461,15 @@ pub struct BatchPlan {
 
 impl BatchPlan {
     /// A plan for batches of `batch_size` rows of the features of `spec`.
+    /// An image feature is taken as decoded already (its values `H×W×C`
+    /// bytes of pixels, as the pipeline's workers make them): it becomes
+    /// `[B, H, W, C]` u8.
     pub fn new(spec: &FeatureSpec, batch_size: usize) -> Self {
+        let decodes = spec
+            .images()
+            .iter()
+            .map(|(name, image)| (name.clone(), image.shape().to_vec()))
+            .collect();
         Self {
             spec: spec.clone(),
             lists: Vec::new(),
@@ -468,7 +478,7 @@ impl BatchPlan {
             pad_all: None,
             casts: Vec::new(),
             cast_ints: None,
-            decodes: Vec::new(),
+            decodes,
             masks: Vec::new(),
             skips: Vec::new(),
             pool: None,
@@ -566,6 +576,12 @@ impl BatchPlan {
         self.decodes.iter().try_for_each(|(n, _)| known(n))?;
         self.masks.iter().try_for_each(|(n, _)| known(n))?;
         self.skips.iter().try_for_each(|n| known(n))?;
+        for (name, image) in self.spec.images() {
+            image.check().map_err(|reason| PlanError::BadImage {
+                feature: name.clone(),
+                reason,
+            })?;
+        }
 
         // Group index of each feature named in an explicit group.
         let mut group_of: Vec<(String, usize)> = Vec::new();
