@@ -522,7 +522,7 @@ impl ParsedPipeline {
     /// Starts the pipeline: static-shape, 64-byte aligned batches whose
     /// buffers return to a pool when dropped.
     pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
-        let (grouping, work) = self.p.batches(self.hosts())?;
+        let (grouping, work) = self.p.batches(self.hosts(), self.pipeline.s.seed)?;
         plan::start(&self.pipeline.s, grouping, work)
     }
 
@@ -533,7 +533,7 @@ impl ParsedPipeline {
     /// [`Batches::recycle`] once done with it, and the next batches are
     /// parsed into its buffers instead of fresh memory.
     pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
-        let (grouping, work, pool) = self.p.columns()?;
+        let (grouping, work, pool) = self.p.columns(self.pipeline.s.seed)?;
         let mut batches = plan::start(&self.pipeline.s, grouping, work)?;
         batches.recycler = Some(Arc::new(move |batch| pool.give(batch)));
         Ok(batches)

@@ -84,6 +84,8 @@ pub mod checkpoint;
 mod counts;
 mod error;
 mod group;
+#[cfg(feature = "images")]
+mod images;
 mod ops;
 mod parsed;
 mod plan;

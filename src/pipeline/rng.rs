@@ -17,10 +17,14 @@ pub(crate) mod stream {
     pub const FILE_ORDER: u64 = 1 << 32;
     /// The shape schedule of several hosts (`group/schedule.rs`).
     pub const SCHEDULE: u64 = 2 << 32;
+    /// Image crops and flips (`pipeline/images.rs`): one generator per
+    /// record, its seed derived from the pipeline seed and the record.
+    pub const IMAGE: u64 = 3 << 32;
 
     // The streams never meet: file orders take one per epoch, up to 2^32
     // epochs between FILE_ORDER and SCHEDULE (checked when compiling).
-    const _: () = assert!(SHUFFLE < FILE_ORDER && SCHEDULE - FILE_ORDER == 1 << 32);
+    const _: () =
+        assert!(SHUFFLE < FILE_ORDER && SCHEDULE - FILE_ORDER == 1 << 32 && IMAGE > SCHEDULE);
 }
 
 /// Golden-ratio increment of SplitMix64.

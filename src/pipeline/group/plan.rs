@@ -74,6 +74,10 @@ pub struct RawBatch {
     pub(crate) files: Arc<Vec<String>>,
     /// How the worker lays the records out (rows, a bucket, packed rows).
     pub(crate) layout: Layout,
+    /// The batch's number in the whole run, counting the batches before a
+    /// restore (0 for chunks that are not batches): with the row, it keys
+    /// a record's random image crop, the same at any thread count.
+    pub(crate) number: u64,
 }
 
 impl RawBatch {
