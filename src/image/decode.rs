@@ -132,8 +132,9 @@ impl Decoder {
 }
 
 /// The region of the JPEG to decode at 1/`denom`: the source pixels the
-/// grid reads (train mode; the whole image otherwise), its left edge moved
-/// down to a multiple of the scaled iMCU width as TurboJPEG requires.
+/// grid reads (train mode; the whole image otherwise) and an iMCU around
+/// them, its left edge moved down to a multiple of the scaled iMCU width as
+/// TurboJPEG requires.
 fn region(
     header: &jpeg::Header,
     y: &Axis,
@@ -159,8 +160,15 @@ fn region(
         return whole;
     }
     let ((y0, y1), (x0, x1)) = (y.span(out_h), x.span(out_w));
-    let to_scaled =
-        |lo: usize, hi: usize, len: usize| ((lo / denom).min(len - 1), (hi / denom).min(len - 1));
+    // One iMCU of margin on every side: at a region's edge libjpeg-turbo's
+    // fancy upsampling lacks its neighbours and may differ from a whole
+    // decode by a level or two; inside the margin it does not.
+    let to_scaled = |lo: usize, hi: usize, len: usize| {
+        (
+            (lo / denom).saturating_sub(mcu).min(len - 1),
+            (hi / denom + mcu).min(len - 1),
+        )
+    };
     let (y0, y1) = to_scaled(y0, y1, sh);
     let (x0, x1) = to_scaled(x0, x1, sw);
     let left = x0 / mcu * mcu;
@@ -206,15 +214,16 @@ mod tests {
         };
         let (y, x) = (Axis::crop(w.y, w.height, 64), Axis::crop(w.x, w.width, 64));
         let r = region(&header, &y, &x, 64, 64, 2, ImageMode::RandomResizedCrop);
-        // Scaled 1/2: columns 50..=149, rows 25..=99; 50 down to 48.
+        // Scaled 1/2: columns 50..=149, rows 25..=99, and 8 (16 / 2) more
+        // on each side; 42 down to 40.
         assert_eq!(
             r,
             Region {
                 denom: 2,
-                x: 48,
-                y: 25,
-                w: 102,
-                h: 75
+                x: 40,
+                y: 17,
+                w: 118,
+                h: 91
             }
         );
     }

@@ -1,7 +1,7 @@
 //! JPEG decoding through libjpeg-turbo's TurboJPEG 3 API (the
 //! `turbojpeg-sys` crate builds it from its vendored source): the decoder
-//! TensorFlow's `decode_jpeg` uses, with the same defaults (accurate
-//! integer IDCT, fancy upsampling), plus DCT-domain scaling by 1/2, 1/4,
+//! TensorFlow's `decode_jpeg` uses, with the same defaults (fast integer
+//! IDCT, fancy upsampling), plus DCT-domain scaling by 1/2, 1/4,
 //! 1/8 and decoding only a region. Why this decoder:
 //! docs/performance.md, "Image decoding".
 
@@ -56,6 +56,9 @@ impl Jpeg {
         // image is refused, never half grey. The scan limit bounds the work
         // a hostile progressive JPEG can ask for.
         jpeg.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)?;
+        // TensorFlow's default `dct_method` ("") is libjpeg's fast integer
+        // IDCT (JDCT_IFAST), not TurboJPEG's accurate default.
+        jpeg.set(tj::TJPARAM_TJPARAM_FASTDCT, 1)?;
         jpeg.set(tj::TJPARAM_TJPARAM_SCANLIMIT, 500)?;
         Ok(jpeg)
     }
