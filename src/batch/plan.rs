@@ -65,6 +65,7 @@ pub(crate) enum Fill {
     I32(i32),
     F32(f32),
     U8(u8),
+    BF16(super::dtype::Bf16),
 }
 
 impl Fill {
@@ -79,7 +80,7 @@ impl Fill {
                 (v.unsigned_abs() <= 1 << 24).then_some(Fill::F32(v as f32))
             }
             (Scalar::Float(v), TensorType::F32) => Some(Fill::F32(v)),
-            (Scalar::Float(_), _) => None,
+            (Scalar::Float(_), _) | (Scalar::Int(_), TensorType::BF16) => None,
         }
     }
 
@@ -95,6 +96,9 @@ impl Fill {
             TensorType::I32 => Fill::I32(one.into()),
             TensorType::F32 => Fill::F32(if one { 1.0 } else { 0.0 }),
             TensorType::U8 => Fill::U8(one.into()),
+            TensorType::BF16 => {
+                Fill::BF16(super::dtype::Bf16::from_f32(if one { 1.0 } else { 0.0 }))
+            }
         }
     }
 }
@@ -133,7 +137,7 @@ impl MaskType {
             MaskType::Type(t) => Some(t),
             MaskType::Auto => Some(match dtype {
                 TensorType::I64 | TensorType::I32 => dtype,
-                TensorType::F32 | TensorType::U8 => TensorType::U8,
+                TensorType::F32 | TensorType::U8 | TensorType::BF16 => TensorType::U8,
             }),
         }
     }

@@ -10,6 +10,7 @@ use super::group::plan::{BatchFn, RawBatch};
 use super::group::plan::{GroupMode, Layout, MeasureFn, PrefilterFn};
 #[cfg(feature = "images")]
 use super::images::ImageStage;
+use super::normalize::Normalize;
 use super::ops::Item;
 use super::parsed::{self, ColumnPool, OpError, ParsedOp};
 use super::plan::Grouping;
@@ -60,6 +61,8 @@ pub(crate) struct ParsedSettings {
     pub decode: Vec<(String, Vec<usize>)>,
     pub grouping: ParsedGrouping,
     pub ops: Vec<ParsedOp>,
+    /// Features normalized to float after assembly, in order.
+    pub normalize: Vec<Normalize>,
 }
 
 /// The grouping a pipeline runs with (see [`ParsedSettings::decide`]).
@@ -400,10 +403,23 @@ impl ParsedSettings {
 
     /// Every shape a batch can have (see [`ParsedPipeline::shapes`](super::ParsedPipeline::shapes)).
     pub(crate) fn shapes(&self, hosts: u64) -> Result<Vec<BatchShape>, PipelineError> {
-        Ok(match self.plan(hosts)? {
+        self.plan_shapes(&self.plan(hosts)?)
+    }
+
+    /// The shapes of `plan`'s batches after `normalize`, which is checked
+    /// against them.
+    fn plan_shapes(&self, plan: &Plan) -> Result<Vec<BatchShape>, PipelineError> {
+        let mut shapes = match plan {
             Plan::Rows(assembler) => assembler.shapes(),
-            Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes,
-        })
+            Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes.clone(),
+        };
+        for n in &self.normalize {
+            for shape in &mut shapes {
+                n.check(&self.spec, shape)?;
+                n.reshape(shape);
+            }
+        }
+        Ok(shapes)
     }
 
     /// The features whose length (the longest of them) groups records, with
@@ -595,6 +611,7 @@ impl ParsedSettings {
         seed: u64,
     ) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
         let plan = self.plan(hosts)?;
+        self.plan_shapes(&plan)?;
         let grouping = self.grouping(Some(&plan), hosts)?;
         let images = self.images(seed)?;
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
@@ -687,6 +704,19 @@ impl ParsedSettings {
                 })
             }
         };
+        if self.normalize.is_empty() {
+            return Ok((grouping, work));
+        }
+        let normalize = self.normalize.clone();
+        let pool = crate::batch::BufferPool::default();
+        let assemble = work;
+        let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
+            let mut batch = assemble(raw)?;
+            for n in &normalize {
+                n.apply(&mut batch, &pool);
+            }
+            Ok(batch)
+        });
         Ok((grouping, work))
     }
 
@@ -699,6 +729,11 @@ impl ParsedSettings {
         if self.grouping != ParsedGrouping::Rows {
             return Err(PipelineError::Config(
                 "bucket_by_length and pack give assembled batches: use build()".into(),
+            ));
+        }
+        if !self.normalize.is_empty() {
+            return Err(PipelineError::Config(
+                "normalize applies to assembled batches: use build()".into(),
             ));
         }
         // Ragged columns have no padded shape for hosts to agree on.

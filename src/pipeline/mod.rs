@@ -86,6 +86,7 @@ mod error;
 mod group;
 #[cfg(feature = "images")]
 mod images;
+mod normalize;
 mod ops;
 mod parsed;
 mod plan;

@@ -93,7 +93,7 @@ pub fn jpeg(w: usize, h: usize, channels: usize, data: &[u8], o: JpegOptions) ->
         assert!(!handle.is_null());
         let set = |p: tj::TJPARAM, v: i32| assert_eq!(tj::tj3Set(handle, p as c_int, v), 0);
         set(tj::TJPARAM_TJPARAM_QUALITY, o.quality);
-        set(tj::TJPARAM_TJPARAM_SUBSAMP, subsamp as i32);
+        set(tj::TJPARAM_TJPARAM_SUBSAMP, subsamp);
         set(tj::TJPARAM_TJPARAM_PROGRESSIVE, i32::from(o.progressive));
         let mut buf: *mut u8 = std::ptr::null_mut();
         let mut size: tj::size_t = 0;

@@ -273,3 +273,53 @@ fn a_bad_image_spec_is_refused_when_the_pipeline_is_built() {
         "invalid batch plan: image feature \"image\": channels must be 1, 3 or 4, not 2"
     );
 }
+
+#[test]
+fn normalize_gives_float_pixels_and_numbers_per_channel_or_scalar() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = shards(dir.path());
+    let spec = FeatureSpec::new()
+        .image("image", ImageSpec::new(16, 16, 3).resize_crop(20))
+        .fixed_len("label", DType::Int64, &[]);
+    let base = Pipeline::from_files(files.iter().cloned())
+        .unwrap()
+        .parse(spec)
+        .batch(4, false);
+    let (mean, std) = ([120.0, 110.0, 100.0], [60.0, 50.0, 40.0]);
+    let normalized = base.clone().normalize("image", &mean, &std).normalize_to(
+        "label",
+        &[5.5],
+        &[2.0],
+        TensorType::BF16,
+    );
+    let shapes = normalized.shapes().unwrap();
+    assert_eq!(shapes[0].get("image").unwrap().dtype, TensorType::F32);
+    assert_eq!(shapes[0].get("label").unwrap().dtype, TensorType::BF16);
+    let plain = base.build().unwrap().next_batch().unwrap().unwrap();
+    let got = normalized.build().unwrap().next_batch().unwrap().unwrap();
+    assert_eq!(got.shape(), shapes[0]);
+    let expected: Vec<f32> = plain["image"]
+        .bytes()
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (f32::from(x) - mean[i % 3]) / std[i % 3])
+        .collect();
+    assert_eq!(got["image"].values::<f32>().unwrap(), expected.as_slice());
+    let labels: Vec<f32> = got["label"]
+        .values::<infeed::batch::Bf16>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    assert_eq!(labels, [-2.75, -2.25, -1.75, -1.25]);
+    // Two means for three channels: refused when built.
+    let err = base
+        .normalize("image", &[1.0, 2.0], &[1.0])
+        .build()
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "invalid pipeline: normalize(\"image\"): mean has 2 values: give 1, or one per channel (3)"
+    );
+}

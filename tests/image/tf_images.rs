@@ -304,7 +304,7 @@ fn tf_eval_resize_and_center_crop_match_resize_then_crop() {
         let rw = (w as f64 * side as f64 / short).round() as usize;
         for (format, bytes) in files {
             let name = format!("{size}/{format}");
-            std::fs::write(dir.path().join(&name.replace('/', "_")), &bytes).unwrap();
+            std::fs::write(dir.path().join(name.replace('/', "_")), &bytes).unwrap();
             cases.push(json!({
                 "name": name, "file": name.replace('/', "_"), "channels": 3, "op": "eval",
                 "rh": rh, "rw": rw, "top": (rh - oh) / 2, "left": (rw - ow) / 2, "h": oh, "w": ow,

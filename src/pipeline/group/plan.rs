@@ -87,6 +87,12 @@ impl RawBatch {
         &self.layout
     }
 
+    /// The batch's number in the whole run (0, 1, …, counting the batches
+    /// delivered before a restore); 0 for a chunk that is not a batch.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
     /// File and byte offset of record `i` of the batch.
     pub fn origin(&self, i: usize) -> (&str, u64) {
         match self.provenance.get(i) {
