@@ -575,6 +575,21 @@ impl std::str::FromStr for FeatureSpec {
     }
 }
 
+impl std::str::FromStr for ImageSpec {
+    type Err = String;
+
+    /// Reads the form [`Display`](fmt::Display) writes:
+    /// `image[H,W,C]:MODE`, MODE `fixed`, `eval=S` or `train`, optionally
+    /// followed by `+flip`; the spec is [checked](Self::check).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (dims, mode) = s
+            .strip_prefix("image[")
+            .and_then(|r| r.split_once("]:"))
+            .ok_or_else(|| format!("{s:?} is not image[H,W,C]:MODE"))?;
+        image_from_text(dims, mode)
+    }
+}
+
 /// An image's text form after `image[`: `H,W,C` and the mode (`fixed`,
 /// `eval=S`, `train`), optionally followed by `+flip`.
 fn image_from_text(dims: &str, mode: &str) -> Result<ImageSpec, String> {

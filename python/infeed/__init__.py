@@ -29,6 +29,7 @@ from infeed.errors import (
     CorruptRecordError,
     EmptyEpochError,
     Error,
+    ImageError,
     MapError,
     ParseError,
     SourceError,
@@ -36,7 +37,7 @@ from infeed.errors import (
     StateError,
     WorkerError,
 )
-from infeed.pipeline import FixedLen, Iterator, Pipeline, VarLen
+from infeed.pipeline import FixedLen, Image, Iterator, Pipeline, VarLen
 
 __all__ = [
     "BatchError",
@@ -44,6 +45,8 @@ __all__ = [
     "EmptyEpochError",
     "Error",
     "FixedLen",
+    "Image",
+    "ImageError",
     "Iterator",
     "MapError",
     "ParseError",
