@@ -14,8 +14,9 @@
 # target/ so it shares compiled dependencies) into .venv-python with the pins of
 # python/requirements-test.txt, runs `ruff check python benches`, mypy (the package with its
 # stub of the extension, its tests, examples and benches) and pytest (python/tests).
-# Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+). Set PYTHON to pick
-# another python3.
+# Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+); cmake and nasm (for
+# libjpeg-turbo) are installed from apt when missing (scripts/build-deps.sh). Set PYTHON to
+# pick another python3.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -40,6 +41,8 @@ else
 fi
 INFEED_PYTHON="$(pwd)/$VPY"
 export INFEED_PYTHON
+
+bash scripts/build-deps.sh
 
 "$INFEED_PYTHON" testdata/make_testdata.py --check
 
