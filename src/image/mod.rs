@@ -3,7 +3,7 @@
 //! `[H, W, C]` u8 on the worker threads, as
 //! `tf.io.decode_image(channels=c)` followed by the spec's mode.
 //!
-//! - [`sniff`]: the format from the bytes, never from a name.
+//! - [`sniff()`]: the format from the bytes, never from a name.
 //! - `png` / `jpeg`: the decoders (the `png` crate; libjpeg-turbo with
 //!   DCT-scaled, cropped decodes), `channels`: PNG channel conversion with
 //!   libpng's rules.
