@@ -9,5 +9,6 @@
 #![cfg(feature = "images")]
 
 mod encode;
+mod hostile;
 mod pipeline;
 mod tf_images;
