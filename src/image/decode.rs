@@ -1,7 +1,8 @@
 //! One encoded image to its static `[H, W, C]` u8: sniff the format, pick
-//! the window the mode asks for, decode only what it needs (JPEG: a region,
-//! at 1/2, 1/4 or 1/8 scale when the crop is at least twice the output),
-//! resample, flip.
+//! the window the mode asks for, decode only what it needs (JPEG: the
+//! region the output reads; in train mode at 1/2, 1/4 or 1/8 scale when
+//! the crop is at least twice the output; eval stays at full scale so its
+//! pixels follow TensorFlow's decode and resize), resample, flip.
 
 use crate::spec::{ImageMode, ImageSpec};
 
@@ -132,8 +133,8 @@ impl Decoder {
 }
 
 /// The region of the JPEG to decode at 1/`denom`: the source pixels the
-/// grid reads (train mode; the whole image otherwise) and an iMCU around
-/// them, its left edge moved down to a multiple of the scaled iMCU width as
+/// grid reads (eval and train modes; a fixed image is read whole) and an
+/// iMCU around them, its left edge moved down to a multiple of the scaled iMCU width as
 /// TurboJPEG requires.
 fn region(
     header: &jpeg::Header,
@@ -156,7 +157,7 @@ fn region(
         h: sh,
     };
     let mcu = jpeg::scaled(header.mcu_width, denom);
-    if mode != ImageMode::RandomResizedCrop || mcu == 0 {
+    if mode == ImageMode::Fixed || mcu == 0 {
         return whole;
     }
     let ((y0, y1), (x0, x1)) = (y.span(out_h), x.span(out_w));
@@ -197,6 +198,33 @@ mod tests {
             err.to_string(),
             "not a PNG or JPEG image (first bytes [47, 49, 46, 38, 39, 61, 2e, 2e])"
         );
+    }
+
+    #[test]
+    fn the_eval_region_is_what_the_center_crop_reads_at_full_scale() {
+        let header = jpeg::Header {
+            width: 160,
+            height: 96,
+            mcu_width: 16,
+        };
+        // Shorter side 48 (80×48), center 32×32: source columns 48..=111
+        // and rows 16..=79, 16 more on each side; the left edge 32 is on
+        // an iMCU, the rows reach both edges.
+        let (y, x) = geometry::resize_center_crop(160, 96, 48, 32, 32);
+        let mode = ImageMode::ResizeCrop { shorter_side: 48 };
+        assert_eq!(
+            region(&header, &y, &x, 32, 32, 1, mode),
+            Region {
+                denom: 1,
+                x: 32,
+                y: 0,
+                w: 96,
+                h: 96
+            }
+        );
+        // A fixed image is decoded whole.
+        let r = region(&header, &y, &x, 32, 32, 1, ImageMode::Fixed);
+        assert_eq!((r.x, r.y, r.w, r.h), (0, 0, 160, 96));
     }
 
     #[test]
