@@ -18,8 +18,9 @@
 # python/requirements-beam.txt (apache-beam pins its own numpy/protobuf; jax's are
 # python/requirements-test.txt's), the package built into it (same target/, so no second
 # compile) and pytest python/tests/test_beam.py on the DirectRunner (2 processes).
-# Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+). Set PYTHON to pick
-# another python3.
+# Needs: a Rust toolchain, python3 (3.10 to 3.13) and node/npm (18+); cmake and nasm (for
+# libjpeg-turbo) are installed from apt when missing (scripts/build-deps.sh). Set PYTHON to
+# pick another python3.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -47,6 +48,8 @@ else
 fi
 INFEED_PYTHON="$(pwd)/$VPY"
 export INFEED_PYTHON
+
+bash scripts/build-deps.sh
 
 "$INFEED_PYTHON" testdata/make_testdata.py --check
 

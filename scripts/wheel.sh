@@ -5,9 +5,12 @@
 # testdata/, shapes, a batch, state, restore).
 #   bash scripts/wheel.sh
 # Needs: what scripts/test.sh set up (.venv-python with the pinned maturin and
-# numpy). Prints the wheel's name (its platform tag) and size.
+# numpy); cmake and nasm for libjpeg-turbo (installed from apt when missing, by
+# scripts/build-deps.sh). Prints the wheel's name (its platform tag) and size.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/build-deps.sh
 
 PYVENV=.venv-python
 OUT=target/wheels

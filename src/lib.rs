@@ -9,6 +9,8 @@
 //! - [`batch`]: static-shape batches: padding, masks, bucketing, packing,
 //!   aligned pooled buffers.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
+//! - `image` (feature `images`, on by default): PNG and JPEG features
+//!   decoded, cropped and resized to static shapes on the workers.
 //! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
 //!   shards (`infeed convert`); its writing half alone with feature `encode`
 //!   (plus `tokenize` for a tokenizer), for rows from another engine.
@@ -19,8 +21,8 @@
 //! - `xla` (feature `xla`): PJRT plugins, compiled StableHLO programs,
 //!   zero-copy upload of batches and a device feeder for training loops.
 //!
-//! Features: `cloud` (gs://, s3://, az://, http(s):// sources), `convert`
-//! and `cli` (the `infeed` binary) are on by default; `xla` is opt-in. A
+//! Features: `cloud` (gs://, s3://, az://, http(s):// sources), `convert`,
+//! `images` and `cli` (the `infeed` binary) are on by default; `xla` is opt-in. A
 //! training program that wants only the pipeline depends on
 //! `infeed = { version = "0.1", default-features = false, features = ["cloud"] }`.
 
@@ -28,6 +30,8 @@ pub mod batch;
 #[cfg(feature = "encode")]
 pub mod convert;
 pub mod example;
+#[cfg(feature = "images")]
+pub mod image;
 #[doc(hidden)]
 pub mod kernels;
 pub mod pipeline;

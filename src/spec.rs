@@ -162,10 +162,125 @@ pub enum SpecError {
     },
 }
 
+/// How an image feature is brought to its static `[H, W, C]` shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImageMode {
+    /// Every image must already be `H×W` (another size is an error).
+    Fixed,
+    /// Evaluation: the shorter side resized to `shorter_side` (bilinear,
+    /// half-pixel centers, no antialias), then the centered `H×W`.
+    ResizeCrop { shorter_side: usize },
+    /// Training: a random crop of 8–100% of the area with an aspect ratio
+    /// in 3/4–4/3 (Inception / ImageNet recipe), resized to `H×W`.
+    RandomResizedCrop,
+}
+
+/// An image feature: a `BytesList` of one PNG or JPEG value per record,
+/// decoded on the workers into `[H, W, C]` u8 (see `infeed::image`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ImageSpec {
+    pub height: usize,
+    pub width: usize,
+    /// 1 (gray), 3 (RGB) or 4 (RGBA), converted as
+    /// `tf.io.decode_image(channels=c)` does.
+    pub channels: usize,
+    pub mode: ImageMode,
+    /// Mirror left to right with probability 1/2.
+    pub flip: bool,
+}
+
+impl ImageSpec {
+    /// Images of exactly `height×width`, with `channels` channels.
+    pub fn new(height: usize, width: usize, channels: usize) -> Self {
+        ImageSpec {
+            height,
+            width,
+            channels,
+            mode: ImageMode::Fixed,
+            flip: false,
+        }
+    }
+
+    /// Resize the shorter side to `shorter_side`, then crop the center.
+    pub fn resize_crop(mut self, shorter_side: usize) -> Self {
+        self.mode = ImageMode::ResizeCrop { shorter_side };
+        self
+    }
+
+    /// A random resized crop per record (training).
+    pub fn random_resized_crop(mut self) -> Self {
+        self.mode = ImageMode::RandomResizedCrop;
+        self
+    }
+
+    /// A random horizontal flip per record.
+    pub fn flip(mut self) -> Self {
+        self.flip = true;
+        self
+    }
+
+    /// `[height, width, channels]`.
+    pub fn shape(&self) -> [usize; 3] {
+        [self.height, self.width, self.channels]
+    }
+
+    /// Why this spec cannot give static images, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if !matches!(self.channels, 1 | 3 | 4) {
+            return Err(format!("channels must be 1, 3 or 4, not {}", self.channels));
+        }
+        if self.height == 0 || self.width == 0 {
+            return Err("height and width must be at least 1".into());
+        }
+        if shape_count(&self.shape()) > MAX_IMAGE_VALUES {
+            return Err(format!(
+                "{}x{}x{} is more than {MAX_IMAGE_VALUES} values per image",
+                self.height, self.width, self.channels
+            ));
+        }
+        if let ImageMode::ResizeCrop { shorter_side } = self.mode
+            && shorter_side < self.height.max(self.width)
+        {
+            return Err(format!(
+                "the shorter side ({shorter_side}) must be at least the crop's height and \
+                 width ({}x{})",
+                self.height, self.width
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Most values an output image may hold (64 Mi: e.g. 4096×4096×4).
+pub const MAX_IMAGE_VALUES: usize = 1 << 26;
+
+impl fmt::Display for ImageSpec {
+    /// The text form's kind and mode: `image[224,224,3]:train+flip`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "image[{},{},{}]:",
+            self.height, self.width, self.channels
+        )?;
+        match self.mode {
+            ImageMode::Fixed => f.write_str("fixed")?,
+            ImageMode::ResizeCrop { shorter_side } => write!(f, "eval={shorter_side}")?,
+            ImageMode::RandomResizedCrop => f.write_str("train")?,
+        }
+        if self.flip {
+            f.write_str("+flip")?;
+        }
+        Ok(())
+    }
+}
+
 /// The features to parse from `tf.train.Example` records, in output order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FeatureSpec {
     features: Vec<FeatureDef>,
+    /// Features among `features` that hold encoded images (each a
+    /// fixed-length bytes feature of one value).
+    images: Vec<(String, ImageSpec)>,
 }
 
 impl FeatureSpec {
@@ -222,8 +337,30 @@ impl FeatureSpec {
         self.push(name.into(), dtype, FeatureKind::VarLen)
     }
 
+    /// Adds an image feature: one PNG or JPEG per record (a `BytesList`
+    /// of one value), decoded on the workers into `[H, W, C]` u8 as `image`
+    /// says; a record without it is an error.
+    pub fn image(self, name: impl Into<String>, image: ImageSpec) -> Self {
+        let name = name.into();
+        let mut spec = self.fixed_len(name.clone(), DType::Bytes, &[]);
+        spec.images.push((name, image));
+        spec
+    }
+
+    /// The image features and how each is decoded.
+    pub fn images(&self) -> &[(String, ImageSpec)] {
+        &self.images
+    }
+
+    /// How feature `name` is decoded, if it is an image.
+    pub fn image_of(&self, name: &str) -> Option<&ImageSpec> {
+        self.images.iter().find(|(n, _)| n == name).map(|(_, i)| i)
+    }
+
     fn push(mut self, name: String, dtype: DType, kind: FeatureKind) -> Self {
-        // A repeated name replaces the earlier entry, keeping its position.
+        // A repeated name replaces the earlier entry (an image's too),
+        // keeping its position.
+        self.images.retain(|(n, _)| *n != name);
         match self.features.iter_mut().find(|f| f.name == name) {
             Some(f) => *f = FeatureDef { name, dtype, kind },
             None => self.features.push(FeatureDef { name, dtype, kind }),
@@ -378,8 +515,10 @@ impl std::str::FromStr for DType {
 impl std::str::FromStr for FeatureSpec {
     type Err = SpecParseError;
 
-    /// Reads the text form `name:var_len:DTYPE` or
-    /// `name:fixed_len[D1,D2,…]:DTYPE`, comma-separated (the form `infeed
+    /// Reads the text form `name:var_len:DTYPE`,
+    /// `name:fixed_len[D1,D2,…]:DTYPE` or `name:image[H,W,C]:MODE` (MODE:
+    /// `fixed`, `eval=S`, `train`, each optionally with `+flip`; see
+    /// [`ImageSpec`]), comma-separated (the form `infeed
     /// inspect` prints and the CLI takes). A fixed-length feature without a
     /// default must be present in every record.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -396,6 +535,14 @@ impl std::str::FromStr for FeatureSpec {
             };
             if name.is_empty() {
                 return Err(bad("empty feature name"));
+            }
+            if let Some(dims) = kind
+                .strip_prefix("image[")
+                .and_then(|k| k.strip_suffix(']'))
+            {
+                let image = image_from_text(dims, dtype).map_err(|e| bad(&e))?;
+                spec = spec.image(name, image);
+                continue;
             }
             let dtype: DType = dtype.parse().map_err(|e: String| bad(&e))?;
             spec = if kind == "var_len" {
@@ -426,6 +573,56 @@ impl std::str::FromStr for FeatureSpec {
         }
         Ok(spec)
     }
+}
+
+impl std::str::FromStr for ImageSpec {
+    type Err = String;
+
+    /// Reads the form [`Display`](fmt::Display) writes:
+    /// `image[H,W,C]:MODE`, MODE `fixed`, `eval=S` or `train`, optionally
+    /// followed by `+flip`; the spec is [checked](Self::check).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (dims, mode) = s
+            .strip_prefix("image[")
+            .and_then(|r| r.split_once("]:"))
+            .ok_or_else(|| format!("{s:?} is not image[H,W,C]:MODE"))?;
+        image_from_text(dims, mode)
+    }
+}
+
+/// An image's text form after `image[`: `H,W,C` and the mode (`fixed`,
+/// `eval=S`, `train`), optionally followed by `+flip`.
+fn image_from_text(dims: &str, mode: &str) -> Result<ImageSpec, String> {
+    let dims = dims
+        .split(',')
+        .map(|d| d.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| "image dimensions must be whole numbers".to_string())?;
+    let &[h, w, c] = dims.as_slice() else {
+        return Err("an image needs [height,width,channels]".into());
+    };
+    let (mode, flip) = match mode.strip_suffix("+flip") {
+        Some(m) => (m, true),
+        None => (mode, false),
+    };
+    let mut image = ImageSpec::new(h, w, c);
+    image = match mode {
+        "fixed" => image,
+        "train" => image.random_resized_crop(),
+        _ => match mode.strip_prefix("eval=").map(str::parse::<usize>) {
+            Some(Ok(s)) => image.resize_crop(s),
+            _ => {
+                return Err(format!(
+                    "image mode {mode:?}: expected fixed, eval=S or train (with +flip)"
+                ));
+            }
+        },
+    };
+    if flip {
+        image = image.flip();
+    }
+    image.check()?;
+    Ok(image)
 }
 
 /// Splits at commas that are not inside `[…]`.
@@ -478,5 +675,48 @@ mod tests {
         );
         assert!("".parse::<FeatureSpec>().is_err());
         assert!("x:fixed_len[a]:int64".parse::<FeatureSpec>().is_err());
+    }
+
+    #[test]
+    fn image_text_form_parses_to_the_builder_spec() {
+        let spec: FeatureSpec =
+            "a:image[224,224,3]:train+flip,b:image[4,5,1]:fixed,c:image[224,224,3]:eval=256"
+                .parse()
+                .unwrap();
+        let expected = FeatureSpec::new()
+            .image(
+                "a",
+                ImageSpec::new(224, 224, 3).random_resized_crop().flip(),
+            )
+            .image("b", ImageSpec::new(4, 5, 1))
+            .image("c", ImageSpec::new(224, 224, 3).resize_crop(256));
+        assert_eq!(spec, expected);
+        assert_eq!(
+            spec.image_of("a").unwrap().to_string(),
+            "image[224,224,3]:train+flip"
+        );
+        assert_eq!(spec.get("a").unwrap().fixed_count(), Some(1));
+        let reason = |s: &str| s.parse::<FeatureSpec>().unwrap_err().reason;
+        assert_eq!(
+            reason("a:image[2,2,2]:fixed"),
+            "channels must be 1, 3 or 4, not 2"
+        );
+        assert_eq!(
+            reason("a:image[2,2]:fixed"),
+            "an image needs [height,width,channels]"
+        );
+        assert_eq!(
+            reason("a:image[224,224,3]:eval=200"),
+            "the shorter side (200) must be at least the crop's height and width (224x224)"
+        );
+        assert_eq!(
+            reason("a:image[2,2,3]:zoom"),
+            "image mode \"zoom\": expected fixed, eval=S or train (with +flip)"
+        );
+        // A later plain feature of the same name is no longer an image.
+        let spec = FeatureSpec::new()
+            .image("a", ImageSpec::new(2, 2, 3))
+            .var_len("a", DType::Int64);
+        assert!(spec.images().is_empty());
     }
 }

@@ -32,6 +32,7 @@ from infeed.errors import (
     CorruptRecordError,
     EmptyEpochError,
     Error,
+    ImageError,
     MapError,
     ParseError,
     SourceError,
@@ -40,7 +41,7 @@ from infeed.errors import (
     TfdsError,
     WorkerError,
 )
-from infeed.pipeline import FixedLen, Iterator, Pipeline, VarLen
+from infeed.pipeline import FixedLen, Image, Iterator, Pipeline, VarLen
 
 __all__ = [
     "BatchError",
@@ -48,6 +49,8 @@ __all__ = [
     "EmptyEpochError",
     "Error",
     "FixedLen",
+    "Image",
+    "ImageError",
     "Iterator",
     "MapError",
     "ParseError",

@@ -47,6 +47,12 @@ class BatchError(Error, ValueError):
     ``"error"`` truncation policy, an int32 overflow, a wrong byte count."""
 
 
+class ImageError(Error, ValueError):
+    """An image feature's value could not be decoded into its static shape:
+    corrupt, truncated, CMYK, neither PNG nor JPEG, too large, or (fixed
+    size) of another size (``path``, ``offset``, ``feature``, ``record``)."""
+
+
 class SpecError(Error, ValueError):
     """The pipeline is described wrongly: a bad spec, step, dtype or value
     (``feature`` when one is at fault)."""
@@ -91,6 +97,7 @@ __all__ = [
     "BatchError",
     "CorruptRecordError",
     "EmptyEpochError",
+    "ImageError",
     "Error",
     "MapError",
     "ParseError",

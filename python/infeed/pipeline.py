@@ -62,7 +62,49 @@ class FixedLen:
         return (name, "fixed_len", _dtype_name(self.dtype), list(self.shape), default)
 
 
-Spec = Mapping[str, VarLen | FixedLen] | str
+@dataclass(frozen=True)
+class Image:
+    """An image feature: one PNG or JPEG per record (a ``BytesList`` of one
+    value), decoded on the engine's workers into uint8 ``[H, W, C]``
+    (batches: ``[B, H, W, C]``). ``channels``: 1, 3 or 4, converted as
+    ``tf.io.decode_image(channels=...)`` does. ``mode``:
+
+    - ``"fixed"``: every image is ``height x width`` already;
+    - ``"eval"``: the shorter side resized to ``resize`` (bilinear, as
+      ``tf.image.resize``), then the centered ``height x width``;
+    - ``"train"``: a random resized crop (8-100% of the area, aspect ratio
+      3/4-4/3) resized to ``height x width``.
+
+    ``flip``: a random horizontal flip. The spec string form is
+    ``"name:image[H,W,C]:MODE"`` with MODE ``fixed``, ``eval=S`` or
+    ``train``, each optionally followed by ``+flip``."""
+
+    height: int
+    width: int
+    channels: int = 3
+    mode: str = "fixed"
+    resize: int | None = None
+    flip: bool = False
+
+    def _entry(self, name: str) -> SpecEntry:
+        if self.mode == "eval":
+            if self.resize is None:
+                raise SpecError(f"feature {name!r}: mode 'eval' needs resize=S", feature=name)
+            mode = f"eval={int(self.resize)}"
+        elif self.mode in ("fixed", "train"):
+            mode = self.mode
+        else:
+            raise SpecError(
+                f"feature {name!r}: image mode {self.mode!r}: expected fixed, eval or train",
+                feature=name,
+            )
+        if self.flip:
+            mode += "+flip"
+        text = f"image[{int(self.height)},{int(self.width)},{int(self.channels)}]:{mode}"
+        return (name, "image", text, [], None)
+
+
+Spec = Mapping[str, VarLen | FixedLen | Image] | str
 
 
 class Pipeline:
@@ -345,14 +387,16 @@ class Pipeline:
 
     def parse(self, spec: Spec | None = None, *, features: Sequence[str] | None = None) -> Pipeline:
         """Parses records by ``spec``: a dict name → :class:`VarLen` /
-        :class:`FixedLen`, or the spec string the CLI takes
-        (``"input_ids:var_len:int64,label:fixed_len[]:int64"``).
+        :class:`FixedLen` / :class:`Image`, or the spec string the CLI takes
+        (``"input_ids:var_len:int64,label:fixed_len[]:int64"``,
+        ``"image:image[224,224,3]:train+flip,label:fixed_len[]:int64"``).
 
         For a pipeline from :meth:`from_tfds`, ``spec`` may be left out: the
         records are parsed by the dataset's own features (features.json;
         nested names joined with ``/``), or by those named in ``features``,
-        in that order. Text and (not yet decoded) Image features are bytes,
-        which batches cannot hold: name the numeric features to batch."""
+        in that order. Text and Image features come as bytes there, which
+        batches cannot hold: name the numeric features to batch, or give a
+        spec with an :class:`Image` entry to decode one."""
         if spec is None:
             return self._with("parse", self._tfds_entries(features))
         if features is not None:
@@ -361,10 +405,10 @@ class Pipeline:
             return self._with("parse", spec)
         entries = []
         for name, feature in spec.items():
-            if not isinstance(feature, (VarLen, FixedLen)):
+            if not isinstance(feature, (VarLen, FixedLen, Image)):
                 raise TypeError(
-                    f"feature {name!r}: expected infeed.VarLen or infeed.FixedLen, "
-                    f"got {type(feature).__name__}"
+                    f"feature {name!r}: expected infeed.VarLen, infeed.FixedLen or "
+                    f"infeed.Image, got {type(feature).__name__}"
                 )
             entries.append(feature._entry(name))
         return self._with("parse", entries)
@@ -441,6 +485,22 @@ class Pipeline:
         """Decodes fixed-length bytes feature ``name`` as raw uint8 of
         ``shape`` per record (e.g. an image of ``[32, 32, 3]``)."""
         return self._with("decode_raw", name, [int(d) for d in shape])
+
+    def normalize(
+        self,
+        name: str,
+        mean: float | Sequence[float],
+        std: float | Sequence[float],
+        dtype: Any = "float32",
+    ) -> Pipeline:
+        """Emits feature ``name`` (an image, or a fixed-length numeric
+        feature) as ``(x - mean) / std``, computed on the engine's workers:
+        ``mean`` and ``std`` are scalars or one value per channel (the last
+        dimension). ``dtype``: ``"float32"`` or ``"bfloat16"`` (arrays of
+        ``ml_dtypes.bfloat16``, JAX's)."""
+        means = [float(m) for m in np.atleast_1d(np.asarray(mean, dtype=np.float64))]
+        stds = [float(s) for s in np.atleast_1d(np.asarray(std, dtype=np.float64))]
+        return self._with("normalize", name, means, stds, _dtype_name(dtype))
 
     def bucket_by_length(
         self, feature: str, boundaries: Sequence[int], batch_sizes: Sequence[int]

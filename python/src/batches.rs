@@ -23,6 +23,8 @@ pub fn numpy_dtype(dtype: TensorType) -> &'static str {
         TensorType::I32 => "int32",
         TensorType::F32 => "float32",
         TensorType::U8 => "uint8",
+        // ml_dtypes' name (numpy knows it once ml_dtypes is imported).
+        TensorType::BF16 => "bfloat16",
     }
 }
 
@@ -232,6 +234,12 @@ fn to_array<'py>(py: Python<'py>, tensor: Tensor) -> PyResult<Bound<'py, PyAny>>
             TensorType::I32 => view::<i32>(ptr, &shape, owner),
             TensorType::F32 => view::<f32>(ptr, &shape, owner),
             TensorType::U8 => view::<u8>(ptr, &shape, owner),
+            // The bits as uint16, seen as ml_dtypes.bfloat16 (JAX's).
+            TensorType::BF16 => {
+                let bits = view::<u16>(ptr, &shape, owner);
+                let bf16 = py.import("ml_dtypes")?.getattr("bfloat16")?;
+                bits.call_method1("view", (bf16,))?
+            }
         })
     }
 }

@@ -6,7 +6,7 @@ use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
 use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, ParsedPipeline, Pipeline};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::source::SourceOptions;
-use infeed::spec::{DType, DefaultValue, FeatureSpec};
+use infeed::spec::{DType, DefaultValue, FeatureSpec, ImageSpec};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
@@ -82,6 +82,13 @@ pub fn build(
                 let feature: String = args.get_item(0)?.extract()?;
                 let shape: Vec<usize> = args.get_item(1)?.extract()?;
                 parsed.decode_raw(&feature, &shape)
+            }
+            "normalize" => {
+                let feature: String = args.get_item(0)?.extract()?;
+                let mean: Vec<f32> = args.get_item(1)?.extract()?;
+                let std: Vec<f32> = args.get_item(2)?.extract()?;
+                let dtype = tensor_type(py, &args.get_item(3)?.extract::<String>()?)?;
+                parsed.normalize_to(&feature, &mean, &std, dtype)
             }
             "bucket_by_length" => {
                 let feature: String = args.get_item(0)?.extract()?;
@@ -288,7 +295,8 @@ fn source_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<SourceO
 }
 
 /// A spec string (`name:var_len:int64,…`, as the CLI takes) or a list of
-/// `(name, kind, dtype, shape, default)` from the Python spec classes.
+/// `(name, kind, dtype, shape, default)` from the Python spec classes (an
+/// image: `(name, "image", "image[H,W,C]:MODE", [], None)`).
 fn feature_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<FeatureSpec> {
     if let Ok(text) = spec.cast::<PyString>() {
         return text
@@ -310,6 +318,14 @@ fn feature_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<FeatureSpec
     let mut out = FeatureSpec::new();
     for (name, kind, dtype_name, shape, default) in entries {
         let bad = |message: String| errors::spec_at(py, message, Some(name.clone()));
+        if kind == "image" {
+            // The image's text form (`image[H,W,C]:MODE`) rides in the dtype slot.
+            let image: ImageSpec = dtype_name
+                .parse()
+                .map_err(|e: String| bad(format!("feature {name:?}: {e}")))?;
+            out = out.image(name.as_str(), image);
+            continue;
+        }
         let dtype: DType = dtype_name
             .parse()
             .map_err(|e: String| bad(format!("feature {name:?}: {e}")))?;
@@ -338,10 +354,11 @@ fn tensor_type(py: Python<'_>, name: &str) -> PyResult<TensorType> {
         "int32" | "i32" => TensorType::I32,
         "float32" | "f32" | "float" => TensorType::F32,
         "uint8" | "u8" => TensorType::U8,
+        "bfloat16" | "bf16" => TensorType::BF16,
         other => {
             return Err(errors::spec(
                 py,
-                format!("dtype {other:?}: expected int64, int32, float32 or uint8"),
+                format!("dtype {other:?}: expected int64, int32, float32, uint8 or bfloat16"),
             ));
         }
     })

@@ -120,6 +120,21 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
                 record: at.map(|a| a.index),
             },
         ),
+        PipelineError::Image {
+            path,
+            offset,
+            at,
+            feature,
+            ..
+        } => (
+            "ImageError",
+            Fields {
+                path: Some(path.clone()),
+                offset: Some(*offset),
+                feature: Some(feature.clone()),
+                record: at.map(|a| a.index),
+            },
+        ),
         PipelineError::Map {
             path, offset, at, ..
         } => (
@@ -215,7 +230,8 @@ fn plan_feature(e: &PlanError) -> Option<String> {
         | PlanError::PadValue { feature, .. }
         | PlanError::TooLarge { feature }
         | PlanError::BoundaryAboveBound { feature, .. }
-        | PlanError::DuplicateFeature { feature } => Some(feature.clone()),
+        | PlanError::DuplicateFeature { feature }
+        | PlanError::BadImage { feature, .. } => Some(feature.clone()),
         PlanError::DuplicateName { name } => Some(name.clone()),
         _ => None,
     }

@@ -69,6 +69,7 @@ def _dummy(annotation: str) -> Any:
         "str": "input_ids",
         "Any": "int32",
         "Sequence[int]": [2],
+        "float | Sequence[float]": 1.0,
         "Spec": LM_SPEC,
     }[annotation]
 

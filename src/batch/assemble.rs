@@ -9,7 +9,7 @@ use std::fmt;
 
 use super::bucket::BucketGroup;
 use super::buffer::AlignedBuf;
-use super::dtype::TensorType;
+use super::dtype::{Bf16, TensorType};
 use super::plan::{Assembler, Fill, OutKind, PlanError, Truncation};
 use super::tensor::{Batch, BatchShape, Tensor};
 use crate::example::{Column, ParsedBatch, Values};
@@ -112,6 +112,7 @@ macro_rules! from_fill {
                     Fill::I32(v) => v as $t,
                     Fill::F32(v) => v as $t,
                     Fill::U8(v) => v as $t,
+                    Fill::BF16(v) => v.to_f32() as $t,
                 }
             }
         }
@@ -122,12 +123,25 @@ from_fill!(i32);
 from_fill!(f32);
 from_fill!(u8);
 
+impl FromFill for Bf16 {
+    fn from_fill(f: Fill) -> Self {
+        Bf16::from_f32(match f {
+            Fill::I64(v) => v as f32,
+            Fill::I32(v) => v as f32,
+            Fill::F32(v) => v,
+            Fill::U8(v) => v.into(),
+            Fill::BF16(v) => return v,
+        })
+    }
+}
+
 /// A typed view of an output buffer.
 pub(crate) enum Dst<'a> {
     I64(&'a mut [i64]),
     I32(&'a mut [i32]),
     F32(&'a mut [f32]),
     U8(&'a mut [u8]),
+    BF16(&'a mut [Bf16]),
 }
 
 impl<'a> Dst<'a> {
@@ -137,6 +151,7 @@ impl<'a> Dst<'a> {
             TensorType::I32 => Dst::I32(buf.as_mut_slice()),
             TensorType::F32 => Dst::F32(buf.as_mut_slice()),
             TensorType::U8 => Dst::U8(buf.as_mut_slice()),
+            TensorType::BF16 => Dst::BF16(buf.as_mut_slice()),
         }
     }
 
@@ -152,6 +167,7 @@ impl<'a> Dst<'a> {
             Dst::I32(d) => go(d, at, n, value),
             Dst::F32(d) => go(d, at, n, value),
             Dst::U8(d) => go(d, at, n, value),
+            Dst::BF16(d) => go(d, at, n, value),
         }
     }
 

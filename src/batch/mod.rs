@@ -26,7 +26,7 @@ mod tensor;
 pub use assemble::{BatchError, BatchErrorKind};
 pub use bucket::{BucketError, BucketGroup, Bucketer, Remainder};
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, PoolConfig, PoolStats};
-pub use dtype::{Element, TensorType};
+pub use dtype::{Bf16, Element, TensorType};
 pub use pack::{
     Overflow, POSITIONS, PackPlan, Packer, Placement, RowPlanner, SEGMENT_IDS, kept_span,
 };

@@ -65,6 +65,7 @@ pub(crate) enum Fill {
     I32(i32),
     F32(f32),
     U8(u8),
+    BF16(super::dtype::Bf16),
 }
 
 impl Fill {
@@ -79,7 +80,7 @@ impl Fill {
                 (v.unsigned_abs() <= 1 << 24).then_some(Fill::F32(v as f32))
             }
             (Scalar::Float(v), TensorType::F32) => Some(Fill::F32(v)),
-            (Scalar::Float(_), _) => None,
+            (Scalar::Float(_), _) | (Scalar::Int(_), TensorType::BF16) => None,
         }
     }
 
@@ -95,6 +96,9 @@ impl Fill {
             TensorType::I32 => Fill::I32(one.into()),
             TensorType::F32 => Fill::F32(if one { 1.0 } else { 0.0 }),
             TensorType::U8 => Fill::U8(one.into()),
+            TensorType::BF16 => {
+                Fill::BF16(super::dtype::Bf16::from_f32(if one { 1.0 } else { 0.0 }))
+            }
         }
     }
 }
@@ -133,7 +137,7 @@ impl MaskType {
             MaskType::Type(t) => Some(t),
             MaskType::Auto => Some(match dtype {
                 TensorType::I64 | TensorType::I32 => dtype,
-                TensorType::F32 | TensorType::U8 => TensorType::U8,
+                TensorType::F32 | TensorType::U8 | TensorType::BF16 => TensorType::U8,
             }),
         }
     }
@@ -346,6 +350,8 @@ pub enum PlanError {
     NeedsDecode { feature: String },
     #[error("feature {feature:?} is {dtype}: only a fixed-length bytes feature can be decoded raw")]
     NotDecodable { feature: String, dtype: DType },
+    #[error("image feature {feature:?}: {reason}")]
+    BadImage { feature: String, reason: String },
     #[error("feature {feature:?}: pad value {value} is not a {dtype}")]
     PadValue {
         feature: String,
@@ -459,7 +465,15 @@ pub struct BatchPlan {
 
 impl BatchPlan {
     /// A plan for batches of `batch_size` rows of the features of `spec`.
+    /// An image feature is taken as decoded already (its values `H×W×C`
+    /// bytes of pixels, as the pipeline's workers make them): it becomes
+    /// `[B, H, W, C]` u8.
     pub fn new(spec: &FeatureSpec, batch_size: usize) -> Self {
+        let decodes = spec
+            .images()
+            .iter()
+            .map(|(name, image)| (name.clone(), image.shape().to_vec()))
+            .collect();
         Self {
             spec: spec.clone(),
             lists: Vec::new(),
@@ -468,7 +482,7 @@ impl BatchPlan {
             pad_all: None,
             casts: Vec::new(),
             cast_ints: None,
-            decodes: Vec::new(),
+            decodes,
             masks: Vec::new(),
             skips: Vec::new(),
             pool: None,
@@ -566,6 +580,12 @@ impl BatchPlan {
         self.decodes.iter().try_for_each(|(n, _)| known(n))?;
         self.masks.iter().try_for_each(|(n, _)| known(n))?;
         self.skips.iter().try_for_each(|n| known(n))?;
+        for (name, image) in self.spec.images() {
+            image.check().map_err(|reason| PlanError::BadImage {
+                feature: name.clone(),
+                reason,
+            })?;
+        }
 
         // Group index of each feature named in an explicit group.
         let mut group_of: Vec<(String, usize)> = Vec::new();

@@ -141,6 +141,7 @@ impl fmt::Debug for Tensor {
             TensorType::I32 => s.field("values", &self.data.as_slice::<i32>()),
             TensorType::F32 => s.field("values", &self.data.as_slice::<f32>()),
             TensorType::U8 => s.field("values", &self.data.as_slice::<u8>()),
+            TensorType::BF16 => s.field("values", &self.data.as_slice::<super::dtype::Bf16>()),
         };
         s.finish()
     }
@@ -230,7 +231,7 @@ impl Batch {
     ///
     /// Hashed, in order, with every integer as 8 little-endian bytes: the
     /// number of tensors; for each tensor its name's length and bytes, its
-    /// type as one byte (i64 0, i32 1, f32 2, u8 3), its rank, each dimension,
+    /// type as one byte (i64 0, i32 1, f32 2, u8 3, bf16 4), its rank, each dimension,
     /// its byte length and its bytes (little-endian elements); finally
     /// `real_rows`. The encoding is fixed: a change would be a new digest.
     pub fn digest(&self) -> u64 {

@@ -9,6 +9,9 @@ use super::error::PipelineError;
 use super::group::plan::Grouping;
 use super::group::plan::{BatchFn, RawBatch};
 use super::group::plan::{GroupMode, Layout, MeasureFn, PrefilterFn};
+#[cfg(feature = "images")]
+use super::images::ImageStage;
+use super::normalize::Normalize;
 use super::ops::{Item, LengthScan};
 use super::parsed::{self, ColumnPool, OpError, ParsedOp};
 use crate::batch::{
@@ -58,6 +61,8 @@ pub(crate) struct ParsedSettings {
     pub decode: Vec<(String, Vec<usize>)>,
     pub grouping: ParsedGrouping,
     pub ops: Vec<ParsedOp>,
+    /// Features normalized to float after assembly, in order.
+    pub normalize: Vec<Normalize>,
 }
 
 /// The grouping a pipeline runs with (see [`ParsedSettings::decide`]).
@@ -231,6 +236,24 @@ impl ParsedSettings {
         })
     }
 
+    /// The workers' image decoding, if the spec has image features.
+    #[cfg(feature = "images")]
+    fn images(&self, seed: u64) -> Result<Option<Arc<ImageStage>>, PipelineError> {
+        Ok(ImageStage::new(&self.spec, seed).map(Arc::new))
+    }
+
+    /// Without the `images` feature a spec with images cannot run.
+    #[cfg(not(feature = "images"))]
+    fn images(&self, _seed: u64) -> Result<Option<Arc<NoImages>>, PipelineError> {
+        match self.spec.images().first() {
+            Some((name, _)) => Err(PipelineError::Config(format!(
+                "feature {name:?} is an image: this build of infeed has no image \
+                 decoders (cargo feature `images`)"
+            ))),
+            None => Ok(None),
+        }
+    }
+
     fn plan(&self, hosts: u64) -> Result<Plan, PipelineError> {
         let decided = self.decide(hosts)?;
         if let Some(seq) = &self.sequence {
@@ -380,10 +403,23 @@ impl ParsedSettings {
 
     /// Every shape a batch can have (see [`ParsedPipeline::shapes`](super::ParsedPipeline::shapes)).
     pub(crate) fn shapes(&self, hosts: u64) -> Result<Vec<BatchShape>, PipelineError> {
-        Ok(match self.plan(hosts)? {
+        self.plan_shapes(&self.plan(hosts)?)
+    }
+
+    /// The shapes of `plan`'s batches after `normalize`, which is checked
+    /// against them.
+    fn plan_shapes(&self, plan: &Plan) -> Result<Vec<BatchShape>, PipelineError> {
+        let mut shapes = match plan {
             Plan::Rows(assembler) => assembler.shapes(),
-            Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes,
-        })
+            Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes.clone(),
+        };
+        for n in &self.normalize {
+            for shape in &mut shapes {
+                n.check(&self.spec, shape)?;
+                n.reshape(shape);
+            }
+        }
+        Ok(shapes)
     }
 
     /// The features whose length (the longest of them) groups records, with
@@ -532,7 +568,7 @@ impl ParsedSettings {
 
     /// Parses a chunk, runs the parsed ops, and gives each record's fate.
     fn prefilter_fn(&self, length: Option<Vec<(String, WireKind)>>) -> PrefilterFn {
-        let parsers = Arc::new(ParserPool::new(&self.spec, self.sequence.as_ref()));
+        let parsers = Arc::new(ParserPool::new(&self.spec, self.sequence.as_ref(), None));
         let ops = self.ops.clone();
         let features: Vec<String> = length.into_iter().flatten().map(|f| f.0).collect();
         Arc::new(move |raw: &RawBatch| {
@@ -571,15 +607,22 @@ impl ParsedSettings {
     }
 
     /// The grouping and the workers' job for assembled batches.
-    pub(crate) fn batches(&self, hosts: u64) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
+    pub(crate) fn batches(
+        &self,
+        hosts: u64,
+        seed: u64,
+    ) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
         let plan = self.plan(hosts)?;
+        self.plan_shapes(&plan)?;
         let grouping = self.grouping(Some(&plan), hosts)?;
-        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref());
+        let images = self.images(seed)?;
+        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
         let ops = self.ops.clone();
-        let example = self.sequence.is_none();
+        // Images are decoded between the parse and the assembly: no direct path.
+        let direct = self.sequence.is_none() && images.is_none();
         let spec = self.spec.clone();
         let work: BatchFn<Batch> = match plan {
-            Plan::Rows(assembler) if ops.is_empty() && example => Arc::new(move |raw: RawBatch| {
+            Plan::Rows(assembler) if ops.is_empty() && direct => Arc::new(move |raw: RawBatch| {
                 // Fixed-length features (img): straight from the records.
                 if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
                     return Ok(batch);
@@ -617,7 +660,7 @@ impl ParsedSettings {
                 // Straight into the padded tensors when the plan allows (as
                 // for rows); anything else, and every error, takes two steps.
                 if ops.is_empty()
-                    && example
+                    && direct
                     && let Some(batch) = parsers.with_parser(|parser| match parser {
                         AnyParser::Example(parser) => assembler.assemble_direct_bucket(
                             parser,
@@ -663,6 +706,19 @@ impl ParsedSettings {
                 })
             }
         };
+        if self.normalize.is_empty() {
+            return Ok((grouping, work));
+        }
+        let normalize = self.normalize.clone();
+        let pool = crate::batch::BufferPool::default();
+        let assemble = work;
+        let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
+            let mut batch = assemble(raw)?;
+            for n in &normalize {
+                n.apply(&mut batch, &pool);
+            }
+            Ok(batch)
+        });
         Ok((grouping, work))
     }
 
@@ -670,10 +726,16 @@ impl ParsedSettings {
     /// the consumer gives batches back to for their columns to be reused.
     pub(crate) fn columns(
         &self,
+        seed: u64,
     ) -> Result<(Grouping, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
         if self.grouping != ParsedGrouping::Rows {
             return Err(PipelineError::Config(
                 "bucket_by_length and pack give assembled batches: use build()".into(),
+            ));
+        }
+        if !self.normalize.is_empty() {
+            return Err(PipelineError::Config(
+                "normalize applies to assembled batches: use build()".into(),
             ));
         }
         // Ragged columns have no padded shape for hosts to agree on.
@@ -681,7 +743,8 @@ impl ParsedSettings {
         // The columns are handed over: they are parsed into the buffers of
         // a batch the consumer gave back, else new ones (a reused parser
         // sizes them from the last batch, so none regrows).
-        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref());
+        let images = self.images(seed)?;
+        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), None);
         let pool = ColumnPool::new(COLUMN_SPARES);
         let spare = pool.clone();
         let ops = self.ops.clone();
@@ -690,7 +753,11 @@ impl ParsedSettings {
             parsers
                 .with_parser(|parser| parser.parse_into(&raw.records, &mut parsed))
                 .map_err(|error| parse_error(&raw, error))?;
-            parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))
+            let mut parsed = parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))?;
+            if let Some(images) = &images {
+                images.apply(&raw, &mut parsed)?;
+            }
+            Ok(parsed)
         });
         Ok((grouping, work, pool))
     }
@@ -791,6 +858,21 @@ fn map_error(raw: &RawBatch, error: OpError) -> PipelineError {
     }
 }
 
+/// Stands in for the image stage in a build without image decoders (a
+/// spec with images is refused before any worker starts).
+#[cfg(not(feature = "images"))]
+pub(crate) struct NoImages;
+
+#[cfg(not(feature = "images"))]
+type ImageStage = NoImages;
+
+#[cfg(not(feature = "images"))]
+impl NoImages {
+    fn apply(&self, _raw: &RawBatch, _parsed: &mut ParsedBatch) -> Result<(), PipelineError> {
+        Ok(())
+    }
+}
+
 /// Parsed batches given back that the pool keeps: enough for the workers
 /// and the batches in flight to find one.
 const COLUMN_SPARES: usize = 8;
@@ -801,6 +883,8 @@ const COLUMN_SPARES: usize = 8;
 struct ParserPool {
     spec: FeatureSpec,
     sequence: Option<SequenceSpec>,
+    /// Image features, decoded after the parsed ops (`parse_mapped`).
+    images: Option<Arc<ImageStage>>,
     idle: Mutex<Vec<(AnyParser, ParsedBatch)>>,
 }
 
@@ -847,10 +931,15 @@ impl AnyParser {
 }
 
 impl ParserPool {
-    fn new(spec: &FeatureSpec, sequence: Option<&SequenceSpec>) -> Self {
+    fn new(
+        spec: &FeatureSpec,
+        sequence: Option<&SequenceSpec>,
+        images: Option<Arc<ImageStage>>,
+    ) -> Self {
         ParserPool {
             spec: spec.clone(),
             sequence: sequence.cloned(),
+            images,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -881,7 +970,7 @@ impl ParserPool {
         raw: &RawBatch,
         f: impl FnOnce(&ParsedBatch) -> Result<T, PipelineError>,
     ) -> Result<T, PipelineError> {
-        let (parser, parsed) = self.parse(raw)?;
+        let (parser, parsed) = self.parse_mapped(raw, &[])?;
         let result = f(&parsed);
         self.put(parser, parsed);
         result
@@ -901,17 +990,24 @@ impl ParserPool {
         }
     }
 
-    /// Parses `raw` and runs the maps of `ops` on it.
+    /// Parses `raw`, runs the maps of `ops` on it, then decodes its images.
     fn parse_mapped(
         &self,
         raw: &RawBatch,
         ops: &[ParsedOp],
     ) -> Result<(AnyParser, ParsedBatch), PipelineError> {
         let (parser, parsed) = self.parse(raw)?;
-        if ops.is_empty() {
-            return Ok((parser, parsed));
+        let mut mapped = if ops.is_empty() {
+            parsed
+        } else {
+            parsed::apply_maps(ops, parsed).map_err(|e| map_error(raw, e))?
+        };
+        if let Some(images) = &self.images
+            && let Err(e) = images.apply(raw, &mut mapped)
+        {
+            self.put(parser, mapped);
+            return Err(e);
         }
-        let mapped = parsed::apply_maps(ops, parsed).map_err(|e| map_error(raw, e))?;
         Ok((parser, mapped))
     }
 

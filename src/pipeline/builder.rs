@@ -11,6 +11,7 @@ use super::batches::Batches;
 use super::error::PipelineError;
 use super::group::plan::Grouping;
 use super::group::plan::{BatchFn, EqualBatches, GroupMode, RawBatch};
+use super::normalize::Normalize;
 use super::ops::RecordRange;
 use super::parsed::{MapError, ParsedOp};
 use super::plan;
@@ -472,6 +473,7 @@ impl Pipeline {
                 decode: Vec::new(),
                 grouping: ParsedGrouping::Rows,
                 ops: Vec::new(),
+                normalize: Vec::new(),
             },
         }
     }
@@ -578,6 +580,36 @@ impl ParsedPipeline {
     /// (e.g. an image of `[32, 32, 3]`).
     pub fn decode_raw(mut self, feature: &str, shape: &[usize]) -> Self {
         self.p.decode.push((feature.to_owned(), shape.to_vec()));
+        self
+    }
+
+    /// Emits `feature` (an image, or a fixed-length numeric feature) as
+    /// float32 `(x - mean) / std`, computed on the workers: `mean` and `std`
+    /// hold one value, or one per channel (the last dimension, e.g. RGB).
+    /// Checked when the pipeline is built (a zero std, a list of the wrong
+    /// length, a variable-length feature: [`PipelineError::Config`]).
+    pub fn normalize(self, feature: &str, mean: &[f32], std: &[f32]) -> Self {
+        self.normalize_to(feature, mean, std, TensorType::F32)
+    }
+
+    /// [`normalize`](Self::normalize) with the output as `dtype`:
+    /// [`TensorType::F32`] or [`TensorType::BF16`] (computed in f32, then
+    /// rounded to nearest even: half the bytes for a device that computes
+    /// in bfloat16 anyway).
+    pub fn normalize_to(
+        mut self,
+        feature: &str,
+        mean: &[f32],
+        std: &[f32],
+        dtype: TensorType,
+    ) -> Self {
+        self.p.normalize.retain(|n| n.feature != feature);
+        self.p.normalize.push(Normalize {
+            feature: feature.to_owned(),
+            mean: mean.to_vec(),
+            std: std.to_vec(),
+            dtype,
+        });
         self
     }
 
@@ -702,7 +734,7 @@ impl ParsedPipeline {
     /// Starts the pipeline: static-shape, 64-byte aligned batches whose
     /// buffers return to a pool when dropped.
     pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
-        let (grouping, work) = self.p.batches(self.hosts())?;
+        let (grouping, work) = self.p.batches(self.hosts(), self.pipeline.s.seed)?;
         plan::start(&self.pipeline.s, grouping, work)
     }
 
@@ -713,7 +745,7 @@ impl ParsedPipeline {
     /// [`Batches::recycle`] once done with it, and the next batches are
     /// parsed into its buffers instead of fresh memory.
     pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
-        let (grouping, work, pool) = self.p.columns()?;
+        let (grouping, work, pool) = self.p.columns(self.pipeline.s.seed)?;
         let mut batches = plan::start(&self.pipeline.s, grouping, work)?;
         batches.recycler = Some(Arc::new(move |batch| pool.give(batch)));
         Ok(batches)

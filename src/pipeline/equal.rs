@@ -115,6 +115,7 @@ fn stream_batches(
                 .map(|i| measure(i).map(Some).map_err(|e| named(e, i.file)))
                 .collect::<Result<_, _>>()?,
             (None, Some(prefilter)) => prefilter(&RawBatch {
+                number: 0,
                 records: items.iter().map(|i| i.data.clone()).collect(),
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 files: files.clone(),

@@ -57,6 +57,19 @@ pub enum PipelineError {
         at: Option<RecordIndex>,
         error: crate::batch::BatchError,
     },
+    /// An image feature's value could not be decoded into its static
+    /// shape: corrupt, truncated, CMYK, neither PNG nor JPEG, too large, or
+    /// (fixed size) of another size.
+    #[cfg(feature = "images")]
+    #[error("{}: feature {feature:?}: {error}", Place(path, *offset, at))]
+    Image {
+        path: String,
+        offset: u64,
+        /// The record's index in its file (when it could be found).
+        at: Option<RecordIndex>,
+        feature: String,
+        error: crate::image::ImageError,
+    },
     /// A record's length could not be read for bucketing or packing.
     #[error("{}: length of feature {feature:?}: {error}", Place(path, *offset, at))]
     Length {
@@ -227,6 +240,15 @@ impl PipelineError {
         mut self,
         find: impl FnOnce(&str, u64) -> Option<RecordIndex>,
     ) -> Self {
+        #[cfg(feature = "images")]
+        if let PipelineError::Image {
+            path, offset, at, ..
+        } = &mut self
+            && at.is_none()
+        {
+            *at = find(path, *offset);
+            return self;
+        }
         if let PipelineError::Parse {
             path, offset, at, ..
         }

@@ -86,7 +86,10 @@ mod counts;
 mod equal;
 mod error;
 mod group;
+#[cfg(feature = "images")]
+mod images;
 mod mixture;
+mod normalize;
 mod open;
 mod ops;
 mod parsed;

@@ -322,6 +322,7 @@ fn sample_buckets(
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 files: Arc::new(p.files.clone()),
                 layout: Layout::Rows,
+                number: 0,
             })
             .unwrap_or_default(),
             (None, None) => Vec::new(),

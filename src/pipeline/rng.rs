@@ -22,6 +22,9 @@ pub(crate) mod stream {
     pub const LOGICAL_STREAMS: u64 = 3 << 32;
     /// A mixture's random choice of source for record `n` is counter `n`.
     pub const MIX: u64 = 4 << 32;
+    /// Image crops and flips (`pipeline/images.rs`): one generator per
+    /// record, its seed derived from the pipeline seed and the record.
+    pub const IMAGE: u64 = 5 << 32;
 
     // The streams never meet: file orders take one per epoch, up to 2^32
     // epochs between FILE_ORDER and SCHEDULE (checked when compiling).
@@ -30,6 +33,7 @@ pub(crate) mod stream {
             && SCHEDULE - FILE_ORDER == 1 << 32
             && LOGICAL_STREAMS > SCHEDULE
             && MIX > LOGICAL_STREAMS
+            && IMAGE > MIX
     );
 }
 

@@ -133,6 +133,7 @@ impl From<TensorType> for ElementType {
             TensorType::I32 => ElementType::S32,
             TensorType::F32 => ElementType::F32,
             TensorType::U8 => ElementType::U8,
+            TensorType::BF16 => ElementType::BF16,
         }
     }
 }

@@ -85,6 +85,12 @@ fn bits(t: &Tensor) -> Vec<u64> {
             .iter()
             .map(|&v| v.into())
             .collect(),
+        TensorType::BF16 => t
+            .values::<infeed::batch::Bf16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.0.into())
+            .collect(),
     }
 }
 

@@ -155,6 +155,10 @@ pub struct RawBatch {
     pub(crate) files: Arc<Vec<String>>,
     /// How the worker lays the records out (rows, a bucket, packed rows).
     pub(crate) layout: Layout,
+    /// The batch's number in the whole run, counting the batches before a
+    /// restore (0 for chunks that are not batches): with the row, it keys
+    /// a record's random image crop, the same at any thread count.
+    pub(crate) number: u64,
 }
 
 impl RawBatch {
@@ -162,6 +166,12 @@ impl RawBatch {
     /// bucket's length, or packed.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The batch's number in the whole run (0, 1, …, counting the batches
+    /// delivered before a restore); 0 for a chunk that is not a batch.
+    pub fn number(&self) -> u64 {
+        self.number
     }
 
     /// File and byte offset of record `i` of the batch.

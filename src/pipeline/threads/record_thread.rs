@@ -139,6 +139,7 @@ impl RecordThread {
             tx,
             files: self.files.clone(),
             seq: 0,
+            first: self.first_batch,
             limit: self.limit,
             stream: self.stream,
             fingerprint: self.fingerprint,
@@ -208,6 +209,7 @@ impl RecordThread {
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 files: self.files.clone(),
                 layout: Layout::Rows,
+                number: 0,
             })?,
             (None, None) => vec![Some(0); items.len()],
         };
@@ -340,6 +342,7 @@ impl RecordThread {
                     provenance: items.iter().map(|(i, _)| (i.file, i.offset)).collect(),
                     files: self.files.clone(),
                     layout: Layout::Rows,
+                    number: 0,
                 };
                 let chunk = Chunk {
                     items,
@@ -401,6 +404,9 @@ struct GroupSender<'a> {
     tx: &'a Sender<Delivery<RawBatch>>,
     files: Arc<Vec<String>>,
     seq: u64,
+    /// Batches delivered before this run started (a restore's): the first
+    /// group's number in the whole run.
+    first: u64,
     limit: Option<u64>,
     stream: u32,
     fingerprint: u32,
@@ -448,6 +454,7 @@ impl GroupSender<'_> {
             provenance,
             files: self.files.clone(),
             layout: group.layout,
+            number: self.first + self.seq,
         };
         if self
             .tx

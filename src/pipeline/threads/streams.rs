@@ -84,6 +84,7 @@ fn join(joined: &mut Option<RawBatch>, raw: RawBatch, first_file: u32, files: &A
     match joined {
         None => {
             *joined = Some(RawBatch {
+                number: raw.number,
                 provenance: provenance.collect(),
                 records: raw.records,
                 files: files.clone(),
