@@ -8,15 +8,16 @@
 //! - [`MixChoice::Random`]: a draw from the counter-based RNG at counter
 //!   `n`, by weight (tf.data's `sample_from_datasets`);
 //! - [`MixChoice::Stratified`]: every global batch (the hosts' batches of
-//!   one step together) holds each source's share by Hamilton's method over
-//!   the batches so far (within two rows of its weight, within one with two
-//!   sources, exact over the run); each host takes its rows of that
+//!   one step together) holds each source's share within one row (the floor
+//!   or the ceiling of its quota; the rows left go to the largest carried
+//!   remainders, so the run is exact); each host takes its rows of that
 //!   allocation, dealt round-robin, and orders them by smooth weighted
 //!   round-robin.
 //!
 //! Its part of the state: records drawn, per source (by name) the records
 //! taken, whether it ran out and its fingerprint, the weights and where
-//! they took effect; each source's chain saves its own parts under
+//! they took effect, the carried remainders; each source's chain saves its
+//! own parts under
 //! `source/<name>`. A restore with other weights or sources continues every
 //! source it knows where it was and applies the new weights from there.
 
@@ -94,6 +95,10 @@ pub(crate) struct MixPart {
     pub exhausted: Vec<bool>,
     #[prost(uint32, repeated, tag = "7")]
     pub fingerprints: Vec<u32>,
+    /// Stratified: per source, the remainder carried into the current
+    /// batch's allocation.
+    #[prost(double, repeated, tag = "8")]
+    pub carry: Vec<f64>,
 }
 crate::pipeline::checkpoint::prost_part!(MixPart, "mix", 1);
 
@@ -106,8 +111,12 @@ pub(crate) struct MixChain {
     phase: u64,
     /// Per source: records taken, shared with the pipeline's figures.
     taken: Arc<Vec<AtomicU64>>,
-    /// Stratified: the source of each row of the current batch.
+    /// Stratified: the source of each row of the current batch, the batch
+    /// they are planned for, and the remainders carried into it and out.
     rows: Vec<usize>,
+    planned: Option<u64>,
+    carry: Vec<f64>,
+    carry_after: Vec<f64>,
     finished: bool,
 }
 
@@ -127,6 +136,9 @@ impl MixChain {
             phase: 0,
             taken,
             rows: Vec::new(),
+            planned: None,
+            carry: vec![0.0; n],
+            carry_after: vec![0.0; n],
             finished: false,
         }
     }
@@ -208,6 +220,20 @@ impl MixChain {
             }
         }
         let phase = if same { part.phase } else { part.drawn };
+        // A new phase starts with nothing carried.
+        let carry = if same {
+            part.carry.clone()
+        } else {
+            vec![0.0; cfg.names.len()]
+        };
+        if carry.len() != cfg.names.len() || carry.iter().any(|c| !c.is_finite()) {
+            return Err(StateError::Invalid {
+                field: "mixture remainders",
+                value: carry.len() as u64,
+                reason: format!("one finite remainder per source ({})", cfg.names.len()),
+            }
+            .into());
+        }
         if cfg.choice == MixChoice::Stratified
             && (part.drawn - part.phase) % cfg.batch as u64 != 0
             && !same
@@ -221,7 +247,8 @@ impl MixChain {
             }
             .into());
         }
-        let mut mix = MixChain {
+        let n = sources.len();
+        Ok(MixChain {
             cfg,
             sources,
             exhausted,
@@ -229,10 +256,11 @@ impl MixChain {
             phase,
             taken,
             rows: Vec::new(),
+            planned: None,
+            carry,
+            carry_after: vec![0.0; n],
             finished: false,
-        };
-        mix.plan_batch();
-        Ok(mix)
+        })
     }
 
     /// Its parts: the mixture's, then each source's chain under its name.
@@ -250,6 +278,12 @@ impl MixChain {
                 .collect(),
             exhausted: self.exhausted.clone(),
             fingerprints: self.sources.iter().map(|s| s.fingerprint).collect(),
+            carry: if self.planned == Some(self.batch()) || self.planned.is_none() {
+                self.carry.clone()
+            } else {
+                // At a batch boundary, the next batch not planned yet.
+                self.carry_after.clone()
+            },
         });
         for (name, source) in self.cfg.names.iter().zip(&self.sources) {
             parts.push_child(child_key(name), source.chain.state());
@@ -263,9 +297,7 @@ impl MixChain {
             if self.finished {
                 return Ok(None);
             }
-            if self.cfg.choice == MixChoice::Stratified
-                && (self.drawn - self.phase) % self.cfg.batch as u64 == 0
-            {
+            if self.cfg.choice == MixChoice::Stratified && self.planned != Some(self.batch()) {
                 self.plan_batch();
             }
             let Some(j) = self.choose() else {
@@ -330,11 +362,19 @@ impl MixChain {
         alive.last().copied()
     }
 
+    /// The batch the next record belongs to (stratified).
+    fn batch(&self) -> u64 {
+        (self.drawn - self.phase) / self.cfg.batch as u64
+    }
+
     /// Stratified: the sources of the rows of this host's current batch.
     fn plan_batch(&mut self) {
-        if self.cfg.choice != MixChoice::Stratified {
-            return;
+        let batch = self.batch();
+        // Moving on from the batch planned last: its remainders carry over.
+        if self.planned.is_some_and(|p| p + 1 == batch) {
+            self.carry = std::mem::take(&mut self.carry_after);
         }
+        self.planned = Some(batch);
         let alive: Vec<f64> = (0..self.sources.len())
             .map(|j| {
                 if self.exhausted[j] {
@@ -344,8 +384,12 @@ impl MixChain {
                 }
             })
             .collect();
-        let batch = (self.drawn - self.phase) / self.cfg.batch as u64;
-        self.rows = host_rows(&alive, batch, self.cfg.batch, self.cfg.host);
+        let global = self.cfg.batch as u64 * self.cfg.host.1.max(1);
+        // From the remainders carried into this batch: planning it again (a
+        // restore) gives the same rows.
+        self.carry_after = self.carry.clone();
+        let counts = allocate(&alive, global, &mut self.carry_after);
+        self.rows = host_rows(&counts, batch, self.cfg.batch, self.cfg.host);
     }
 
     /// Reads records at mixture file indexes again, each from its source,
@@ -384,10 +428,12 @@ impl MixChain {
     }
 }
 
-/// Hamilton's apportionment of `rows` by `weights`: each gets the floor of
-/// its quota, the rows left go to the largest remainders (ties to the
-/// first).
-fn hamilton(weights: &[f64], rows: u64) -> Vec<u64> {
+/// The rows of a global batch of `rows` for each source, by `weights`: the
+/// floor of each quota, and the rows left to the sources whose carried
+/// remainders (`carry`, updated) are largest (ties to the first). So every
+/// source gets the floor or the ceiling of its quota in every batch, and
+/// the carried remainders keep the run's totals exact.
+fn allocate(weights: &[f64], rows: u64, carry: &mut [f64]) -> Vec<u64> {
     let total: f64 = weights.iter().sum();
     if total <= 0.0 {
         return vec![0; weights.len()];
@@ -395,29 +441,24 @@ fn hamilton(weights: &[f64], rows: u64) -> Vec<u64> {
     let quotas: Vec<f64> = weights.iter().map(|w| rows as f64 * w / total).collect();
     let mut counts: Vec<u64> = quotas.iter().map(|q| q.floor() as u64).collect();
     let left = rows.saturating_sub(counts.iter().sum());
+    for (c, q) in carry.iter_mut().zip(&quotas) {
+        *c += q - q.floor();
+    }
     let mut order: Vec<usize> = (0..weights.len()).filter(|&j| weights[j] > 0.0).collect();
-    order.sort_by(|&a, &b| {
-        let (ra, rb) = (quotas[a] - quotas[a].floor(), quotas[b] - quotas[b].floor());
-        rb.total_cmp(&ra).then(a.cmp(&b))
-    });
-    for &j in order.iter().cycle().take(left as usize) {
+    order.sort_by(|&a, &b| carry[b].total_cmp(&carry[a]).then(a.cmp(&b)));
+    for &j in order.iter().take(left as usize) {
         counts[j] += 1;
+        carry[j] -= 1.0;
     }
     counts
 }
 
-/// The sources of the rows of host `host.0`'s batch `batch` (of `rows`
-/// rows each on `host.1` hosts). The global batch's allocation is the
-/// difference of Hamilton's apportionments of all the rows up to it and
-/// before it (so the run's totals are exact); each source's rows are dealt
-/// to the hosts round-robin from a place that moves each batch; a host
-/// orders its rows by smooth weighted round-robin.
-pub(crate) fn host_rows(weights: &[f64], batch: u64, rows: usize, host: (u64, u64)) -> Vec<usize> {
+/// The sources of the rows of host `host.0`'s batch (of `rows` rows each on
+/// `host.1` hosts), from the global batch's `counts`: each source's rows are
+/// dealt to the hosts round-robin from a place that moves each batch
+/// (`batch`); a host orders its rows by smooth weighted round-robin.
+pub(crate) fn host_rows(counts: &[u64], batch: u64, rows: usize, host: (u64, u64)) -> Vec<usize> {
     let (h, hosts) = (host.0, host.1.max(1));
-    let global = rows as u64 * hosts;
-    let before = hamilton(weights, batch * global);
-    let after = hamilton(weights, (batch + 1) * global);
-    let counts: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     // Each source's rows: an equal share per host, the remainder dealt one
     // per host in turn, continuing from where the previous source stopped.
     let mut mine = vec![0u64; counts.len()];
@@ -454,7 +495,7 @@ pub(crate) fn host_rows(weights: &[f64], batch: u64, rows: usize, host: (u64, u6
 mod tests {
     use super::*;
 
-    fn counts(rows: &[usize], k: usize) -> Vec<u64> {
+    fn tally(rows: &[usize], k: usize) -> Vec<u64> {
         let mut c = vec![0; k];
         for &j in rows {
             c[j] += 1;
@@ -469,39 +510,43 @@ mod tests {
             (vec![3.0, 1.0], 4, 6),
             (vec![0.5, 0.3, 0.2], 3, 7),
             (vec![1.0, 1.0, 1.0, 1.0, 5.0], 2, 9),
+            (vec![0.37, 0.21, 0.3, 0.12], 5, 13),
         ] {
             let k = weights.len();
             let total: f64 = weights.iter().sum();
-            let global = rows as f64 * hosts as f64;
+            let global = rows as u64 * hosts;
+            let mut carry = vec![0.0; k];
             let mut run = vec![0u64; k];
-            for batch in 0..200 {
+            for batch in 0..500 {
+                let counts = allocate(&weights, global, &mut carry);
+                assert_eq!(counts.iter().sum::<u64>(), global);
                 let mut step = vec![0u64; k];
                 for h in 0..hosts {
-                    let mine = host_rows(&weights, batch, rows, (h, hosts));
+                    let mine = host_rows(&counts, batch, rows, (h, hosts));
                     assert_eq!(mine.len(), rows, "{weights:?} batch {batch} host {h}");
-                    for (j, c) in counts(&mine, k).into_iter().enumerate() {
+                    for (j, c) in tally(&mine, k).into_iter().enumerate() {
                         step[j] += c;
-                        // A host's rows: within two of its share.
-                        let share = rows as f64 * weights[j] / total;
-                        assert!(
-                            (c as f64 - share).abs() < 2.0 + 1e-9,
-                            "{weights:?} {c} {share}"
-                        );
+                        // A host's rows: its even share of the step's, or one more.
+                        assert!(c == counts[j] / hosts || c == counts[j] / hosts + 1);
                     }
                 }
+                assert_eq!(step, counts);
                 for j in 0..k {
-                    let share = global * weights[j] / total;
-                    let bound = if k == 2 { 1.0 } else { 2.0 };
+                    // Every global batch: the floor or the ceiling of the share.
+                    let share = global as f64 * weights[j] / total;
                     assert!(
-                        (step[j] as f64 - share).abs() < bound + 1e-9,
+                        step[j] == share.floor() as u64 || step[j] == share.ceil() as u64,
                         "{weights:?} batch {batch}: {step:?}"
                     );
                     run[j] += step[j];
                 }
                 // The run so far: within one row of exact.
                 for j in 0..k {
-                    let exact = (batch + 1) as f64 * global * weights[j] / total;
-                    assert!((run[j] as f64 - exact).abs() < 1.0 + 1e-9, "{run:?}");
+                    let exact = (batch + 1) as f64 * global as f64 * weights[j] / total;
+                    assert!(
+                        (run[j] as f64 - exact).abs() < 1.0 + 1e-6,
+                        "{weights:?} {run:?}"
+                    );
                 }
             }
         }
@@ -509,8 +554,9 @@ mod tests {
 
     #[test]
     fn a_source_without_weight_gets_no_row() {
-        let rows = host_rows(&[2.0, 0.0, 1.0], 5, 9, (0, 1));
-        assert_eq!(counts(&rows, 3), [6, 0, 3]);
+        let global = allocate(&[2.0, 0.0, 1.0], 9, &mut [0.0; 3]);
+        let rows = host_rows(&global, 5, 9, (0, 1));
+        assert_eq!(tally(&rows, 3), [6, 0, 3]);
         // Interleaved, not blocked.
         assert_eq!(&rows[..3], &[0, 2, 0]);
     }
