@@ -7,11 +7,13 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
-from conftest import LM, TESTDATA, as_lists, assert_same_batches, lm_pipeline
+from conftest import LM, TESTDATA, as_lists, assert_same_batches, lm_pipeline, values
 
 jax = pytest.importorskip("jax")
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
@@ -134,29 +136,44 @@ def run_jax_processes(script: str, n: int, **values: object) -> list[str]:
     # One CPU device a process: fewer threads that must meet in each all-gather
     # on a 2-core machine (see test_example.py on XLA's 40 s rendezvous).
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                textwrap.dedent(script).format(port=port, pid=i, n=n, **values),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for i in range(n)
-    ]
-    try:
-        outs = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for i, (p, (_out, err)) in enumerate(zip(procs, outs, strict=True)):
-        assert p.returncode == 0, f"process {i} of {n}: {err[-3000:]}"
+    # Output goes to files, not pipes: a process blocked writing to a full
+    # pipe nobody reads yet would never reach jax's shutdown barrier, and the
+    # others would wait there for it.
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = [
+            (open(f"{tmp}/{i}.out", "w+"), open(f"{tmp}/{i}.err", "w+")) for i in range(n)
+        ]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    textwrap.dedent(script).format(port=port, pid=i, n=n, **values),
+                ],
+                stdout=out,
+                stderr=err,
+                text=True,
+                env=env,
+            )
+            for i, (out, err) in enumerate(logs)
+        ]
+        try:
+            for p in procs:
+                p.wait(timeout=300)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        outs = []
+        for out, err in logs:
+            out.seek(0)
+            err.seek(0)
+            outs.append((out.read(), err.read()))
+            out.close()
+            err.close()
+    for i, (p, (_out, err_text)) in enumerate(zip(procs, outs, strict=True)):
+        assert p.returncode == 0, f"process {i} of {n}: {err_text[-3000:]}"
     return [out for out, _ in outs]
 
 
@@ -368,3 +385,53 @@ def test_a_job_saved_on_n_processes_continues_on_m(tmp_path, before, after, k):
     assert saved == [f"process_{i}-of-{before}.infeed" for i in range(before)]
     outs = run_jax_processes(ELASTIC, after, phase="restore", **common)
     assert [out.split("RESULT", 1)[1].split() for out in outs] == [["8"]] * after
+
+
+# Two processes mix their shards of two corpora 3:1, stratified: every global
+# batch (both processes' rows of a step) holds exactly 12 and 4 of 16, and
+# both see the same global batches. Rows travel as CRCs of their tokens: a
+# pipe holds 64 KiB, and a process blocked writing to it would never reach
+# jax's shutdown barrier.
+MIXED_HOSTS = """
+import itertools, json, zlib
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes={n}, process_id={pid})
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import infeed, infeed.jax
+
+N, ME, LM = {n}, {pid}, {lm!r}
+# Record sharding (one file, two hosts) runs before skip/take: each host's
+# first half is the sample's first 128 records, its second half the rest.
+web = infeed.Pipeline.from_files([LM]).shard(ME, N).take(128 // N).seed(1).shuffle(32).repeat()
+code = (infeed.Pipeline.from_files([LM + ".gz"]).shard(ME, N).skip(128 // N).seed(2)
+        .shuffle(32).repeat())
+p = (infeed.Pipeline.mix({{"web": web, "code": code}}, weights={{"web": 3, "code": 1}},
+                         by="stratified")
+     .seed(5).parse("input_ids:var_len:int64").fixed_length(512).batch(16 // N))
+sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+it = infeed.jax.device_iterator(p, sharding)
+kept = list(itertools.islice(it, 12))
+it.close()
+steps = []
+for batch in kept:
+    ids = np.asarray(multihost_utils.process_allgather(batch["input_ids"], tiled=True))
+    mask = np.asarray(multihost_utils.process_allgather(batch["input_ids_mask"], tiled=True))
+    steps.append([zlib.crc32(r[m == 1].astype(np.int64).tobytes()) for r, m in zip(ids, mask)])
+print("RESULT", json.dumps(steps))
+"""
+
+
+def test_two_processes_mix_their_shards_in_the_global_share(lm_records):
+    outs = run_jax_processes(MIXED_HOSTS, 2, lm=str(LM))
+    steps = [json.loads(out.split("RESULT", 1)[1]) for out in outs]
+    assert steps[0] == steps[1] and len(steps[0]) == 12
+    index = {
+        zlib.crc32(np.asarray(values(r, "input_ids"), np.int64).tobytes()): i
+        for i, r in enumerate(lm_records)
+    }
+    for step in steps[0]:
+        web = sum(index[row] < 128 for row in step)
+        assert (len(step), web) == (16, 12), step
