@@ -5,8 +5,11 @@
 //!
 //! A record's random crop and flip come from its own generator on the
 //! `IMAGE` stream, seeded by the pipeline seed, the batch's number in the
-//! run, the record's row and its (file, offset): the same pixels at any
-//! thread count and after a restore (batches keep their numbers).
+//! run and the record's place: its file's name and its byte offset. Not its
+//! row or its file's index, which depend on how many hosts share the job's
+//! logical streams: so the same pixels at any thread count, after a
+//! restore (batches keep their numbers) and on any host count. (A record
+//! twice in one batch, across an epoch boundary, gets the same crop twice.)
 
 use std::cell::RefCell;
 
@@ -41,13 +44,14 @@ impl ImageStage {
 
     /// The generator of record `row` of `raw`.
     fn rng(&self, raw: &RawBatch, row: usize) -> CounterRng {
-        let (file, offset) = raw.provenance.get(row).copied().unwrap_or_default();
-        let mut key = [0u8; 36];
+        let (path, offset) = raw.origin(row);
+        // The file's name, not its folder (mounted elsewhere on other hosts).
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let mut key = [0u8; 32];
         key[..8].copy_from_slice(&self.seed.to_le_bytes());
         key[8..16].copy_from_slice(&raw.number.to_le_bytes());
-        key[16..24].copy_from_slice(&(row as u64).to_le_bytes());
-        key[24..28].copy_from_slice(&file.to_le_bytes());
-        key[28..].copy_from_slice(&offset.to_le_bytes());
+        key[16..24].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(name.as_bytes()).to_le_bytes());
+        key[24..].copy_from_slice(&offset.to_le_bytes());
         CounterRng::new(xxhash_rust::xxh3::xxh3_64(&key), stream::IMAGE, 0)
     }
 

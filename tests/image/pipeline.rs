@@ -323,3 +323,49 @@ fn normalize_gives_float_pixels_and_numbers_per_channel_or_scalar() {
         "invalid pipeline: normalize(\"image\"): mean has 2 values: give 1, or one per channel (3)"
     );
 }
+
+#[test]
+fn a_job_of_logical_streams_crops_alike_on_any_host_count() {
+    // Three streams (one shard each), one epoch, 2 rows per stream a step:
+    // one host's batch of 6 is the three hosts' batches of 2 end to end.
+    let dir = tempfile::tempdir().unwrap();
+    let files = shards(dir.path());
+    let host = |i: u64, n: u64| {
+        let spec = FeatureSpec::new()
+            .image(
+                "image",
+                ImageSpec::new(16, 16, 3).random_resized_crop().flip(),
+            )
+            .fixed_len("label", DType::Int64, &[]);
+        Pipeline::from_files(files.iter().cloned())
+            .unwrap()
+            .shard(i, n)
+            .streams(3)
+            .seed(4)
+            .shuffle(4)
+            .parse(spec)
+            .batch(6 / n as usize, true)
+    };
+    let one: Vec<Vec<u8>> = host(0, 1)
+        .build()
+        .unwrap()
+        .map(|b| b.unwrap()["image"].bytes().to_vec())
+        .collect();
+    let three: Vec<Vec<Vec<u8>>> = (0..3)
+        .map(|i| {
+            host(i, 3)
+                .build()
+                .unwrap()
+                .map(|b| b.unwrap()["image"].bytes().to_vec())
+                .collect()
+        })
+        .collect();
+    assert_eq!(one.len(), 6);
+    for (t, global) in one.iter().enumerate() {
+        let joined: Vec<u8> = three.iter().flat_map(|h| h[t].clone()).collect();
+        assert!(
+            joined == *global,
+            "step {t}: the hosts' crops differ from one host's"
+        );
+    }
+}
