@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The build tools the `images` feature (on by default, and in the Python package) needs
+# The build tools the `images` feature (opt-in for the crate, on in the Python package) needs
 # beyond a Rust toolchain and a C compiler: cmake and nasm, with which the turbojpeg-sys
 # crate builds libjpeg-turbo (and its SIMD code) from its vendored source. Installs the
 # missing ones from apt (Debian/Ubuntu), `apt-get update` first, sudo only when not root
