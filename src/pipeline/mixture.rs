@@ -8,47 +8,12 @@ use std::sync::atomic::AtomicU64;
 use super::checkpoint::{self, GroupPart, RawParts, SequenceKey, StreamNode};
 use super::error::PipelineError;
 use super::group::plan::GroupMode;
-use super::open::{Built, Opened};
+use super::open::{Built, Opened, record_key};
 use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
 use super::ops::mix::{MixChain, MixChoice, MixConfig, OnExhausted, Source};
 use super::ops::stream::StreamChain;
 use super::settings::{MixSettings, RecordSettings};
-
-/// What a source is, for its part of the state: its files and the settings
-/// that decide its order (not the mixture's grouping, which the mixture's
-/// own fingerprint covers).
-fn source_fingerprint(s: &RecordSettings, cfg: &StreamConfig) -> u32 {
-    SequenceKey {
-        files: &cfg.files,
-        ranges: &cfg.ranges,
-        host: s.host,
-        seed: cfg.seed,
-        file_order_seed: (s.shuffle_files && cfg.file_order_seed != cfg.seed)
-            .then_some(cfg.file_order_seed),
-        shuffle_files: s.shuffle_files,
-        cycle_length: cfg.cycle_length as u64,
-        block_length: cfg.block_length as u64,
-        skip: s.skip,
-        take: s.take,
-        record_filter: s.filter.is_some(),
-        record_map: s.map.is_some(),
-        shuffle_buffer: s.shuffle_buffer as u64,
-        epochs: cfg.epochs,
-        shuffle_across_epochs: cfg.shuffle_across_epochs,
-        equal_batches: None,
-        grouping: &GroupMode::Fixed {
-            batch_size: 0,
-            drop_remainder: false,
-        },
-        length_feature: None,
-        parsed_ops: "",
-        masks: "",
-        streams: None,
-        mixture: None,
-    }
-    .fingerprint()
-}
 
 /// The mixture's record chain (logical stream `index`: the host's), started
 /// or restored from `node`; with the per-source record counts it keeps.
@@ -114,7 +79,7 @@ pub(crate) fn build(
         .sources
         .iter()
         .zip(&configs)
-        .map(|((_, s), cfg)| source_fingerprint(s, cfg))
+        .map(|((_, s), cfg)| record_key(s, cfg, s.host).fingerprint())
         .collect();
     let mut files = Vec::new();
     let mut firsts = Vec::new();

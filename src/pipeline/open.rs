@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
-use super::checkpoint::{self, GroupPart, StreamNode};
+use super::checkpoint::{self, GroupPart, SequenceKey, StreamNode};
 use super::error::PipelineError;
 use super::group::plan::GroupMode;
 use super::group::plan::Grouping;
+use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
 use super::ops::stream::StreamChain;
 use super::settings::RecordSettings;
@@ -42,30 +43,15 @@ pub(crate) fn one_stream(
     o: &Opened<'_>,
 ) -> Result<Built, PipelineError> {
     let cfg = p.stream_config(index, streams, o.grouping.scan.as_ref());
-    let fingerprint = checkpoint::SequenceKey {
-        files: &cfg.files,
-        ranges: &cfg.ranges,
-        host: (p.host.is_some() || p.streams.is_some()).then_some((index, streams)),
-        seed: cfg.seed,
-        file_order_seed: (p.shuffle_files && cfg.file_order_seed != cfg.seed)
-            .then_some(cfg.file_order_seed),
-        shuffle_files: p.shuffle_files,
-        cycle_length: cfg.cycle_length as u64,
-        block_length: cfg.block_length as u64,
-        skip: p.skip,
-        take: p.take,
-        record_filter: p.filter.is_some(),
-        record_map: p.map.is_some(),
-        shuffle_buffer: p.shuffle_buffer as u64,
-        epochs: cfg.epochs,
-        shuffle_across_epochs: cfg.shuffle_across_epochs,
+    let host = (p.host.is_some() || p.streams.is_some()).then_some((index, streams));
+    let fingerprint = SequenceKey {
         equal_batches: p.equal_batches,
         grouping: o.mode,
         length_feature: o.grouping.length_feature.as_deref(),
         parsed_ops: &o.grouping.parsed_ops,
         masks: &o.grouping.masks,
         streams: p.streams,
-        mixture: None,
+        ..record_key(p, &cfg, host)
     }
     .fingerprint();
     let files = cfg.files.clone();
@@ -99,4 +85,44 @@ pub(crate) fn one_stream(
         fingerprint,
         group,
     })
+}
+
+/// The part of a fingerprint the record chain decides: `p`'s record-level
+/// settings as `cfg` runs them on `host`; the grouping's fields are left
+/// neutral for the caller to set (a mixture's source keeps them so: the
+/// mixture's own fingerprint covers its grouping).
+pub(crate) fn record_key<'a>(
+    p: &RecordSettings,
+    cfg: &'a StreamConfig,
+    host: Option<(u64, u64)>,
+) -> SequenceKey<'a> {
+    const NO_GROUPING: GroupMode = GroupMode::Fixed {
+        batch_size: 0,
+        drop_remainder: false,
+    };
+    SequenceKey {
+        files: &cfg.files,
+        ranges: &cfg.ranges,
+        host,
+        seed: cfg.seed,
+        file_order_seed: (p.shuffle_files && cfg.file_order_seed != cfg.seed)
+            .then_some(cfg.file_order_seed),
+        shuffle_files: p.shuffle_files,
+        cycle_length: cfg.cycle_length as u64,
+        block_length: cfg.block_length as u64,
+        skip: p.skip,
+        take: p.take,
+        record_filter: p.filter.is_some(),
+        record_map: p.map.is_some(),
+        shuffle_buffer: p.shuffle_buffer as u64,
+        epochs: cfg.epochs,
+        shuffle_across_epochs: cfg.shuffle_across_epochs,
+        equal_batches: None,
+        grouping: &NO_GROUPING,
+        length_feature: None,
+        parsed_ops: "",
+        masks: "",
+        streams: None,
+        mixture: None,
+    }
 }

@@ -169,6 +169,16 @@ fn equal_batches_give_every_host_the_same_count_and_shapes() {
     }
 }
 
+/// Keeps rows whose `ids` hold more than 20 values.
+fn longer_than_20(b: &infeed::example::ParsedBatch, row: usize) -> bool {
+    match b.get("ids") {
+        Some(infeed::example::Column::Ragged { row_splits, .. }) => {
+            row_splits[row + 1] - row_splits[row] > 20
+        }
+        _ => true,
+    }
+}
+
 /// The groupings whose batch counts the records' counts do not give: buckets
 /// with batch sizes of their own, packing, `filter_rows` and a record
 /// filter, each on `hosts` hosts of a finite run, every host seeded alike
@@ -202,21 +212,11 @@ fn uncounted(
             .drop_remainder(false),
         "pack" => parsed.pack(96).batch(3, false),
         "filter_rows" => parsed
-            .filter_rows(|b, row| match b.get("ids") {
-                Some(infeed::example::Column::Ragged { row_splits, .. }) => {
-                    row_splits[row + 1] - row_splits[row] > 20
-                }
-                _ => true,
-            })
+            .filter_rows(longer_than_20)
             .fixed_length(96)
             .batch(4, false),
         "filtered buckets" => parsed
-            .filter_rows(|b, row| match b.get("ids") {
-                Some(infeed::example::Column::Ragged { row_splits, .. }) => {
-                    row_splits[row + 1] - row_splits[row] > 20
-                }
-                _ => true,
-            })
+            .filter_rows(longer_than_20)
             .pad_to_multiple_of(16)
             .max_length(96)
             .batch(4, false),

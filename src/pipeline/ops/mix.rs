@@ -335,12 +335,9 @@ impl MixChain {
 
     /// The source of the next record, among those not run out.
     fn choose(&self) -> Option<usize> {
-        let alive: Vec<usize> = (0..self.sources.len())
-            .filter(|&j| !self.exhausted[j])
-            .collect();
-        if alive.is_empty() {
-            return None;
-        }
+        // Runs per record: no allocation.
+        let alive = || (0..self.sources.len()).filter(|&j| !self.exhausted[j]);
+        let last = alive().next_back()?;
         if self.cfg.choice == MixChoice::Stratified {
             let row = ((self.drawn - self.phase) % self.cfg.batch as u64) as usize;
             if let Some(&j) = self.rows.get(row).filter(|&&j| !self.exhausted[j]) {
@@ -349,17 +346,17 @@ impl MixChain {
             // The planned source ran out (OnExhausted::Drop): a draw among
             // the others, below.
         }
-        let total: f64 = alive.iter().map(|&j| self.cfg.weights[j]).sum();
+        let total: f64 = alive().map(|j| self.cfg.weights[j]).sum();
         let mut rng = CounterRng::new(self.cfg.seed, stream::MIX, self.drawn);
         let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
         let mut sum = 0.0;
-        for &j in &alive {
+        for j in alive() {
             sum += self.cfg.weights[j];
             if u < sum {
                 return Some(j);
             }
         }
-        alive.last().copied()
+        Some(last)
     }
 
     /// The batch the next record belongs to (stratified).
