@@ -15,9 +15,9 @@ use super::error::{PipelineError, RecordIndex};
 use super::group::plan::{BatchFn, RawBatch};
 use super::stats::{StageFigures, StageStats};
 use super::threads::record_thread::{self, RecordThread};
-use super::threads::shard_reader;
 use super::threads::streams::{self as streams_thread, StreamInput};
 use super::threads::workers::{self as worker_threads, Delivery};
+use super::threads::{panic_message, shard_reader};
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -127,9 +127,10 @@ impl<T: Send + 'static> Batches<T> {
                 records.into_iter().zip(&files).zip(&initial_state.streams)
             {
                 let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
-                threads.push(record_thread::spawn(records, tx, stream_stats.clone()));
+                let thread = record_thread::spawn(records, tx, stream_stats.clone());
                 inputs.push(StreamInput {
                     rx,
+                    thread: Some(thread),
                     first_file,
                     initial: initial.clone(),
                 });
@@ -352,12 +353,7 @@ impl<T: Send + 'static> Batches<T> {
         let mut panic = None;
         for handle in self.threads.drain(..) {
             if let Err(payload) = handle.join() {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "panic".into());
-                panic.get_or_insert(message);
+                panic.get_or_insert(panic_message(&*payload));
             }
         }
         panic

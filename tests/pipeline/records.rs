@@ -263,6 +263,38 @@ fn a_panicking_map_is_an_error_not_an_early_end() {
     );
 }
 
+/// A job of logical streams on one host: a stream whose record thread
+/// panics ends the run with the panic, at the step it could not fill, not
+/// with steps short of that stream's rows followed by an error.
+#[test]
+fn a_panicking_map_in_one_of_several_streams_is_an_error_not_short_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[20, 20], Compression::None);
+    let p = Pipeline::from_files(files).unwrap().streams(2).map(|r| {
+        assert_ne!(&r[..], b"f1-r9", "user map failed");
+        r
+    });
+    let results: Vec<_> = p.build_raw(4, false).unwrap().collect();
+    let (last, batches) = results.split_last().unwrap();
+    assert!(
+        matches!(last, Err(PipelineError::Worker(m)) if m.contains("user map failed")),
+        "{:?}",
+        last.as_ref().map(|b| texts(&b.records))
+    );
+    // Steps 0..4 hold f0-r0..7 and f1-r0..7, two rows of each stream a step.
+    let texts: Vec<Vec<String>> = batches
+        .iter()
+        .map(|b| texts(&b.as_ref().unwrap().records))
+        .collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    for (t, rows) in texts.iter().enumerate() {
+        let want: Vec<String> = (0..2)
+            .flat_map(|f| (2 * t..2 * t + 2).map(move |r| format!("f{f}-r{r}")))
+            .collect();
+        assert_eq!(rows, &want, "step {t}");
+    }
+}
+
 #[test]
 fn a_state_from_another_pipeline_is_refused() {
     let dir = tempfile::tempdir().unwrap();

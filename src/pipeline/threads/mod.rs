@@ -6,3 +6,12 @@ pub(crate) mod record_thread;
 pub(crate) mod shard_reader;
 pub(crate) mod streams;
 pub(crate) mod workers;
+
+/// The message of a thread's panic (`JoinHandle::join`'s error).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}

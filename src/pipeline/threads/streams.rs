@@ -4,15 +4,23 @@
 //! concatenated in stream order, so the rows of a step across all hosts are
 //! the same whatever the host count. Runs only when a host runs more than
 //! one stream (`Pipeline::streams`).
+//!
+//! It owns the record threads' handles: a stream whose channel closes has
+//! either ended or panicked (in a user's record map or filter), and only
+//! the join tells which. A panic ends the run with an error at once; taken
+//! for an end, it would leave every later step short of that stream's rows.
 
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::pipeline::checkpoint::{Snapshot, StreamSnapshot};
 use crate::pipeline::group::plan::{Layout, RawBatch};
 
+use super::panic_message;
 use super::workers::Delivery;
+use crate::pipeline::error::PipelineError;
 
 /// One logical stream as the streams thread sees it.
 pub(crate) struct StreamInput {
@@ -21,6 +29,8 @@ pub(crate) struct StreamInput {
     pub first_file: u32,
     /// The stream's state before its first group (a restore's, or the start).
     pub initial: StreamSnapshot,
+    /// Its record thread, joined when its channel closes.
+    pub thread: Option<JoinHandle<()>>,
 }
 
 /// Starts the streams thread.
@@ -31,16 +41,25 @@ pub(crate) fn spawn(
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("infeed-streams".into())
-        .spawn(move || run(inputs, &files, &tx))
+        .spawn(move || {
+            let mut inputs = inputs;
+            run(&mut inputs, &files, &tx);
+            // Close every channel first, so record threads still sending
+            // end, then wait for them.
+            let threads: Vec<_> = inputs.into_iter().filter_map(|i| i.thread).collect();
+            for thread in threads {
+                let _ = thread.join();
+            }
+        })
         .expect("spawn the streams thread")
 }
 
-fn run(inputs: Vec<StreamInput>, files: &Arc<Vec<String>>, tx: &Sender<Delivery<RawBatch>>) {
+fn run(inputs: &mut [StreamInput], files: &Arc<Vec<String>>, tx: &Sender<Delivery<RawBatch>>) {
     let mut last: Vec<StreamSnapshot> = inputs.iter().map(|i| i.initial.clone()).collect();
     let mut open: Vec<bool> = vec![true; inputs.len()];
     for seq in 0u64.. {
         let mut joined: Option<RawBatch> = None;
-        for (j, input) in inputs.iter().enumerate() {
+        for (j, input) in inputs.iter_mut().enumerate() {
             if !open[j] {
                 continue;
             }
@@ -48,6 +67,10 @@ fn run(inputs: Vec<StreamInput>, files: &Arc<Vec<String>>, tx: &Sender<Delivery<
             // its last state stays in every later snapshot.
             let Ok((_, delivery)) = input.rx.recv() else {
                 open[j] = false;
+                if let Some(Err(payload)) = input.thread.take().map(JoinHandle::join) {
+                    let _ = tx.send((seq, Err(PipelineError::Worker(panic_message(&*payload)))));
+                    return;
+                }
                 continue;
             };
             let (raw, snapshot) = match delivery {
