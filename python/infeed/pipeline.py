@@ -394,9 +394,11 @@ class Pipeline:
         For a pipeline from :meth:`from_tfds`, ``spec`` may be left out: the
         records are parsed by the dataset's own features (features.json;
         nested names joined with ``/``), or by those named in ``features``,
-        in that order. Text and Image features come as bytes there, which
-        batches cannot hold: name the numeric features to batch, or give a
-        spec with an :class:`Image` entry to decode one."""
+        in that order. An Image of static size (MNIST's ``(28, 28, 1)``) is
+        decoded to uint8 ``[H, W, C]``; Text features, and Images of unknown
+        size, come as bytes, which batches cannot hold: leave them out with
+        ``features=``, or give a spec with an :class:`Image` entry that says
+        the output size (``mode="eval"`` or ``"train"``)."""
         if spec is None:
             return self._with("parse", self._tfds_entries(features))
         if features is not None:

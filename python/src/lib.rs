@@ -34,11 +34,11 @@ fn tfds_files(py: Python<'_>, dir: &str, split: &str) -> PyResult<Vec<String>> {
 }
 
 /// A feature as the Python spec classes give it: `(name, kind, dtype,
-/// shape, default)`.
+/// shape, default)` (an image's dtype slot holds its text form).
 type SpecEntry = (
     String,
     &'static str,
-    &'static str,
+    String,
     Vec<usize>,
     Option<Vec<i64>>,
 );
@@ -58,9 +58,14 @@ fn tfds_spec(py: Python<'_>, dir: &str) -> PyResult<Vec<SpecEntry>> {
                 infeed::spec::DType::Float32 => "float32",
                 infeed::spec::DType::Bytes => "bytes",
             };
-            match f.fixed_shape() {
-                Some(shape) => (f.name, "fixed_len", dtype, shape, None),
-                None => (f.name, "var_len", dtype, Vec::new(), None),
+            // An image's text form rides in the dtype slot, as infeed.Image writes it.
+            match (f.image, f.fixed_shape()) {
+                (Some([h, w, c]), _) => {
+                    let text = format!("image[{h},{w},{c}]:fixed");
+                    (f.name, "image", text, Vec::new(), None)
+                }
+                (None, Some(shape)) => (f.name, "fixed_len", dtype.into(), shape, None),
+                (None, None) => (f.name, "var_len", dtype.into(), Vec::new(), None),
             }
         })
         .collect())

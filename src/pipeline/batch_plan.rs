@@ -14,6 +14,7 @@ use super::images::ImageStage;
 use super::normalize::Normalize;
 use super::ops::{Item, LengthScan};
 use super::parsed::{self, ColumnPool, OpError, ParsedOp};
+use super::stats::StageStats;
 use crate::batch::{
     Assembler, Batch, BatchError, BatchErrorKind, BatchPlan, BatchShape, BucketGroup, Bucketer,
     LengthPolicy, MaskType, Overflow, PackPlan, Packer, PlanError, Remainder, TensorType,
@@ -238,13 +239,21 @@ impl ParsedSettings {
 
     /// The workers' image decoding, if the spec has image features.
     #[cfg(feature = "images")]
-    fn images(&self, seed: u64) -> Result<Option<Arc<ImageStage>>, PipelineError> {
-        Ok(ImageStage::new(&self.spec, seed).map(Arc::new))
+    fn images(
+        &self,
+        seed: u64,
+        skips: Option<Arc<StageStats>>,
+    ) -> Result<Option<Arc<ImageStage>>, PipelineError> {
+        Ok(ImageStage::new(&self.spec, seed, skips).map(Arc::new))
     }
 
     /// Without the `images` feature a spec with images cannot run.
     #[cfg(not(feature = "images"))]
-    fn images(&self, _seed: u64) -> Result<Option<Arc<NoImages>>, PipelineError> {
+    fn images(
+        &self,
+        _seed: u64,
+        _skips: Option<Arc<StageStats>>,
+    ) -> Result<Option<Arc<NoImages>>, PipelineError> {
         match self.spec.images().first() {
             Some((name, _)) => Err(PipelineError::Config(format!(
                 "feature {name:?} is an image: this build of infeed has no image \
@@ -606,16 +615,19 @@ impl ParsedSettings {
         })
     }
 
-    /// The grouping and the workers' job for assembled batches.
+    /// The grouping and the workers' job for assembled batches. `skips`:
+    /// under the skip policy, where the workers count the records they
+    /// leave out (a corrupt image); `None`, such a record is an error.
     pub(crate) fn batches(
         &self,
         hosts: u64,
         seed: u64,
+        skips: Option<Arc<StageStats>>,
     ) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
         let plan = self.plan(hosts)?;
         self.plan_shapes(&plan)?;
         let grouping = self.grouping(Some(&plan), hosts)?;
-        let images = self.images(seed)?;
+        let images = self.images(seed, skips)?;
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
         let ops = self.ops.clone();
         // Images are decoded between the parse and the assembly: no direct path.
@@ -727,6 +739,7 @@ impl ParsedSettings {
     pub(crate) fn columns(
         &self,
         seed: u64,
+        skips: Option<Arc<StageStats>>,
     ) -> Result<(Grouping, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
         if self.grouping != ParsedGrouping::Rows {
             return Err(PipelineError::Config(
@@ -743,7 +756,7 @@ impl ParsedSettings {
         // The columns are handed over: they are parsed into the buffers of
         // a batch the consumer gave back, else new ones (a reused parser
         // sizes them from the last batch, so none regrows).
-        let images = self.images(seed)?;
+        let images = self.images(seed, skips)?;
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), None);
         let pool = ColumnPool::new(COLUMN_SPARES);
         let spare = pool.clone();

@@ -99,6 +99,7 @@ impl<T: Send + 'static> Batches<T> {
         stream_stats: Arc<StageStats>,
         cfg: ExecConfig,
         work: BatchFn<T>,
+        batch_stats: Arc<StageStats>,
         streams: u32,
     ) -> Self {
         let initial_state = Arc::new(initial_state);
@@ -110,7 +111,6 @@ impl<T: Send + 'static> Batches<T> {
         let workers = cfg.workers.max(1);
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(workers + 1);
         let (out_tx, out_rx) = bounded::<Delivery<T>>(prefetch.max(1) + workers);
-        let batch_stats = Arc::new(StageStats::default());
         let mut threads = Vec::with_capacity(workers + records.len() + 1);
         if records.len() == 1 {
             for records in records {

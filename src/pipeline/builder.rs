@@ -16,9 +16,10 @@ use super::ops::RecordRange;
 use super::parsed::{MapError, ParsedOp};
 use super::plan;
 use super::settings::RecordSettings;
+use super::stats::StageStats;
 use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
 use crate::example::ParsedBatch;
-use crate::record::ReadOptions;
+use crate::record::{CorruptPolicy, ReadOptions};
 use crate::source::{SourceOptions, list_shards_blocking};
 use crate::spec::{FeatureSpec, SequenceSpec};
 use crate::tfds::TfdsDataset;
@@ -186,9 +187,10 @@ impl Pipeline {
 
     /// The spec of the dataset's own features, for a pipeline made by
     /// [`from_tfds`](Self::from_tfds): `features.json` mapped as
-    /// [`crate::tfds::spec_of`] says (`Image` features are their encoded
-    /// bytes, not decoded yet). Parse by it with `.parse(p.tfds_spec()?)`,
-    /// or by a subset of it.
+    /// [`crate::tfds::spec_of`] says (an `Image` of static size is decoded
+    /// to its `[H, W, C]`; one of unknown size comes as its encoded bytes,
+    /// for a spec of your own to give an output size). Parse by it with
+    /// `.parse(p.tfds_spec()?)`, or by a subset of it.
     pub fn tfds_spec(&self) -> Result<FeatureSpec, PipelineError> {
         match &self.s.tfds {
             Some(dataset) => Ok(dataset.spec()?),
@@ -425,6 +427,7 @@ impl Pipeline {
                 masks: String::new(),
             },
             work,
+            Arc::new(StageStats::default()),
         )
     }
 
@@ -734,8 +737,19 @@ impl ParsedPipeline {
     /// Starts the pipeline: static-shape, 64-byte aligned batches whose
     /// buffers return to a pool when dropped.
     pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
-        let (grouping, work) = self.p.batches(self.hosts(), self.pipeline.s.seed)?;
-        plan::start(&self.pipeline.s, grouping, work)
+        let stats = Arc::new(StageStats::default());
+        let (grouping, work) = self.p.batches(
+            self.hosts(),
+            self.pipeline.s.seed,
+            self.worker_skips(&stats),
+        )?;
+        plan::start(&self.pipeline.s, grouping, work, stats)
+    }
+
+    /// Where the workers count the records they skip (a corrupt image),
+    /// under the skip policy; `None` when such a record is an error.
+    fn worker_skips(&self, stats: &Arc<StageStats>) -> Option<Arc<StageStats>> {
+        (self.pipeline.s.read.on_corrupt == CorruptPolicy::Skip).then(|| stats.clone())
     }
 
     /// Starts the pipeline, giving the parsed columns as they are (ragged
@@ -745,8 +759,10 @@ impl ParsedPipeline {
     /// [`Batches::recycle`] once done with it, and the next batches are
     /// parsed into its buffers instead of fresh memory.
     pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
-        let (grouping, work, pool) = self.p.columns(self.pipeline.s.seed)?;
-        let mut batches = plan::start(&self.pipeline.s, grouping, work)?;
+        let stats = Arc::new(StageStats::default());
+        let skips = self.worker_skips(&stats);
+        let (grouping, work, pool) = self.p.columns(self.pipeline.s.seed, skips)?;
+        let mut batches = plan::start(&self.pipeline.s, grouping, work, stats)?;
         batches.recycler = Some(Arc::new(move |batch| pool.give(batch)));
         Ok(batches)
     }

@@ -10,8 +10,15 @@
 //! logical streams: so the same pixels at any thread count, after a
 //! restore (batches keep their numbers) and on any host count. (A record
 //! twice in one batch, across an epoch boundary, gets the same crop twice.)
+//!
+//! A corrupt image is a [`PipelineError::Image`] naming its file, offset and
+//! feature; under the skip policy (`CorruptPolicy::Skip`) its record is
+//! left out of the batch instead, counted as a skipped record of the
+//! workers' stage and logged: the rows after it move up and the batch keeps
+//! its static shape, one more padding row at its end (`real_rows`).
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use crate::example::{BytesValues, Column, ParsedBatch, Values};
 use crate::image::{Decoder, ImageError};
@@ -19,7 +26,9 @@ use crate::spec::{FeatureSpec, ImageSpec};
 
 use super::error::PipelineError;
 use super::group::plan::RawBatch;
+use super::parsed::select_rows;
 use super::rng::{CounterRng, stream};
+use super::stats::StageStats;
 
 thread_local! {
     /// Each worker's decoder (its JPEG handle and scratch buffers).
@@ -31,14 +40,23 @@ thread_local! {
 pub(crate) struct ImageStage {
     images: Vec<(String, ImageSpec)>,
     seed: u64,
+    /// Under the skip policy: where a skipped record is counted.
+    skips: Option<Arc<StageStats>>,
 }
 
 impl ImageStage {
-    /// The stage for `spec`'s images; `None` when it has none.
-    pub(crate) fn new(spec: &FeatureSpec, seed: u64) -> Option<Self> {
+    /// The stage for `spec`'s images; `None` when it has none. With
+    /// `skips`, a record whose image does not decode is skipped and
+    /// counted there; without, it is an error.
+    pub(crate) fn new(
+        spec: &FeatureSpec,
+        seed: u64,
+        skips: Option<Arc<StageStats>>,
+    ) -> Option<Self> {
         (!spec.images().is_empty()).then(|| ImageStage {
             images: spec.images().to_vec(),
             seed,
+            skips,
         })
     }
 
@@ -55,12 +73,16 @@ impl ImageStage {
         CounterRng::new(xxhash_rust::xxh3::xxh3_64(&key), stream::IMAGE, 0)
     }
 
-    /// Replaces each image column of `parsed` by the decoded pixels.
+    /// Replaces each image column of `parsed` by the decoded pixels (and,
+    /// under the skip policy, leaves out the records whose image does not
+    /// decode).
     pub(crate) fn apply(
         &self,
         raw: &RawBatch,
         parsed: &mut ParsedBatch,
     ) -> Result<(), PipelineError> {
+        // Rows left out under the skip policy, in order.
+        let mut skipped: Vec<usize> = Vec::new();
         for (name, spec) in &self.images {
             let Some((_, column)) = parsed.columns.iter_mut().find(|(n, _)| n == name) else {
                 continue;
@@ -94,15 +116,33 @@ impl ImageStage {
             }
             DECODER.with_borrow_mut(|decoder| {
                 for (row, out) in pixels.data.chunks_exact_mut(size).enumerate() {
+                    if skipped.binary_search(&row).is_ok() {
+                        continue;
+                    }
                     let data = values.get(row);
                     let mut rng = self.rng(raw, row);
-                    decoder
-                        .decode_into(data, spec, &mut || rng.next_u64(), out)
-                        .map_err(|e| fail(row, e))?;
+                    let Err(e) = decoder.decode_into(data, spec, &mut || rng.next_u64(), out)
+                    else {
+                        continue;
+                    };
+                    let error = fail(row, e);
+                    let Some(skips) = &self.skips else {
+                        return Err(error);
+                    };
+                    tracing::warn!(error = %error, "infeed: skipping a record whose image does not decode");
+                    skips.add_skipped(1, data.len() as u64);
+                    let at = skipped.partition_point(|&r| r < row);
+                    skipped.insert(at, row);
                 }
                 Ok::<(), PipelineError>(())
             })?;
             *values = pixels;
+        }
+        if !skipped.is_empty() {
+            let kept: Vec<usize> = (0..parsed.num_records)
+                .filter(|r| skipped.binary_search(r).is_err())
+                .collect();
+            *parsed = select_rows(parsed, &kept);
         }
         Ok(())
     }

@@ -32,10 +32,12 @@ const PREFILTER_CHUNK: usize = 256;
 /// stream is the record chain and grouping of `shard(s, streams)` with a
 /// share of the batch's rows, on its own record thread; several are joined
 /// step by step (`threads/streams.rs`).
+/// `batch_stats` are the workers' counters (`work` may count in them).
 pub(crate) fn start<T: Send + 'static>(
     p: &RecordSettings,
     grouping: Grouping,
     work: BatchFn<T>,
+    batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
     // A mixture is sharded as its sources are (all alike).
     let host = match &p.mixture {
@@ -241,6 +243,7 @@ pub(crate) fn start<T: Send + 'static>(
         stream_stats,
         exec,
         work,
+        batch_stats,
         streams as u32,
     );
     batches.shape_schedule = shape_schedule;

@@ -17,7 +17,7 @@
 use serde_json::{Map, Value};
 
 use super::error::TfdsError;
-use crate::spec::{DType, FeatureSpec};
+use crate::spec::{DType, FeatureSpec, ImageSpec};
 
 /// One Example feature of a TFDS dataset, as infeed parses it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,14 +29,21 @@ pub struct TfdsFeature {
     /// The type of its values on the wire.
     pub dtype: DType,
     /// Its TFDS shape, with the sequence dimension first for an item of a
-    /// `Sequence`; `None` for an unknown dimension.
+    /// `Sequence`; `None` for an unknown dimension. An `Image`'s value is
+    /// its encoded bytes: no dimension (or the sequence's).
     pub dims: Vec<Option<usize>>,
+    /// For an `Image` decoded on the workers: the `[H, W, C]` every image of
+    /// the dataset has (see [`image_feature`]).
+    pub image: Option<[usize; 3]>,
 }
 
 impl TfdsFeature {
     /// The feature in the spec's text form (`name:fixed_len[2,3]:int64`,
     /// `name:var_len:string`), as `infeed inspect` prints specs.
     pub fn spec_text(&self) -> String {
+        if let Some([h, w, c]) = self.image {
+            return format!("{}:image[{h},{w},{c}]:fixed", self.name);
+        }
         match self.fixed_shape() {
             Some(shape) => {
                 let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
@@ -67,26 +74,47 @@ pub fn parse_features(text: &[u8], path: &str) -> Result<Vec<TfdsFeature>, TfdsE
     Ok(out)
 }
 
-/// The spec that parses `features`: fixed-length where every dimension is
+/// The spec that parses `features`: decoded images where
+/// [`TfdsFeature::image`] says so, fixed-length where every dimension is
 /// known, variable-length otherwise.
 pub fn spec_of(features: &[TfdsFeature]) -> FeatureSpec {
-    features
-        .iter()
-        .fold(FeatureSpec::new(), |spec, f| match f.fixed_shape() {
-            Some(shape) => spec.fixed_len(f.name.clone(), f.dtype, &shape),
-            None => spec.var_len(f.name.clone(), f.dtype),
-        })
+    features.iter().fold(FeatureSpec::new(), |spec, f| {
+        match (f.image, f.fixed_shape()) {
+            (Some([h, w, c]), _) => spec.image(f.name.clone(), ImageSpec::new(h, w, c)),
+            (None, Some(shape)) => spec.fixed_len(f.name.clone(), f.dtype, &shape),
+            (None, None) => spec.var_len(f.name.clone(), f.dtype),
+        }
+    })
 }
 
-/// How an `Image` feature is parsed: for now its encoded bytes (PNG, JPEG,
-/// … as stored), one value per image; they are not decoded. The one place
-/// to change when images are decoded on the workers.
-pub fn image_feature(name: &str, outer: Option<Option<usize>>) -> TfdsFeature {
+/// How an `Image` feature of TFDS shape `shape` and dtype `dtype` is
+/// parsed. Decoded on the workers to uint8 `[H, W, C]` (as `tfds` decodes
+/// it) when that shape is static (MNIST's `(28, 28, 1)`), the dtype uint8
+/// and the channels 1, 3 or 4. Otherwise its encoded bytes (PNG, JPEG, …
+/// as stored), one value per image: images of unknown size need an output
+/// size only the user can choose (a spec with an image entry: eval or train
+/// crops), a `Sequence` of images (video frames) and 16-bit or float images
+/// are not decoded by the dataset's spec.
+pub fn image_feature(
+    name: &str,
+    outer: Option<Option<usize>>,
+    shape: &[Option<usize>],
+    dtype: &str,
+) -> TfdsFeature {
+    let image = match (outer, shape, dtype) {
+        (None, &[Some(h), Some(w), Some(c)], "uint8")
+            if ImageSpec::new(h, w, c).check().is_ok() =>
+        {
+            Some([h, w, c])
+        }
+        _ => None,
+    };
     TfdsFeature {
         name: name.to_owned(),
         tfds_type: "Image".into(),
         dtype: DType::Bytes,
         dims: outer.into_iter().collect(),
+        image,
     }
 }
 
@@ -105,7 +133,10 @@ enum Node {
     },
     ClassLabel,
     Text,
-    Image,
+    Image {
+        shape: Vec<Option<usize>>,
+        dtype: String,
+    },
 }
 
 struct Parser<'a> {
@@ -282,7 +313,15 @@ impl Parser<'_> {
                 }
                 Node::Text
             }
-            _ => Node::Image,
+            _ => Node::Image {
+                shape: self.shape(name, obj.get("shape"))?,
+                // TFDS's default, which older files leave out.
+                dtype: obj
+                    .get("dtype")
+                    .and_then(Value::as_str)
+                    .unwrap_or("uint8")
+                    .to_owned(),
+            },
         })
     }
 
@@ -334,6 +373,7 @@ impl Parser<'_> {
                 tfds_type: tfds_type.to_owned(),
                 dtype,
                 dims,
+                image: None,
             })
         };
         match node {
@@ -389,7 +429,7 @@ impl Parser<'_> {
             }
             Node::ClassLabel => out.push(leaf("ClassLabel", DType::Int64, &[])?),
             Node::Text => out.push(leaf("Text", DType::Bytes, &[])?),
-            Node::Image => out.push(image_feature(name, outer)),
+            Node::Image { shape, dtype } => out.push(image_feature(name, outer, shape, dtype)),
         }
         Ok(())
     }
@@ -556,14 +596,62 @@ mod tests {
         let rows = fs.iter().find(|f| f.name == "rows").unwrap();
         assert_eq!(rows.dims, [None, Some(3)]);
         let texts: Vec<String> = fs.iter().take(2).map(TfdsFeature::spec_text).collect();
-        assert_eq!(texts, ["frames:var_len:string", "image:fixed_len[]:string"]);
+        assert_eq!(texts, ["frames:var_len:string", "image:image[4,4,3]:fixed"]);
+        // A static uint8 image decodes; a sequence of them (frames) does not.
+        assert_eq!((fs[0].image, fs[1].image), (None, Some([4, 4, 3])));
         assert_eq!(fs[14].spec_text(), "vec:fixed_len[2,3]:int64");
         let text: Vec<String> = fs.iter().map(TfdsFeature::spec_text).collect();
         let parsed: FeatureSpec = text.join(",").parse().unwrap();
         let spec = spec_of(&fs);
         assert_eq!(parsed.features(), spec.features());
+        assert_eq!(parsed.images(), spec.images());
+        assert_eq!(
+            spec.images(),
+            [("image".to_owned(), ImageSpec::new(4, 4, 3))]
+        );
         assert_eq!(spec.len(), 15);
         assert!(spec.get("meta/id").is_some());
+    }
+
+    #[test]
+    fn only_static_uint8_images_of_1_3_or_4_channels_are_decoded() {
+        let image = |dtype: &str, dims: &[&str]| {
+            let dims: Vec<String> = dims.iter().map(|d| format!("\"{d}\"")).collect();
+            format!(
+                r#"{{"pythonClassName": "tensorflow_datasets.core.features.image_feature.Image",
+                    "image": {{"dtype": "{dtype}", "encodingFormat": "png",
+                               "shape": {{"dimensions": [{}]}}}}}}"#,
+                dims.join(", ")
+            )
+        };
+        let doc = dict(&[
+            ("gray", image("uint8", &["28", "28", "1"])),
+            ("rgba", image("uint8", &["5", "7", "4"])),
+            ("any", image("uint8", &["-1", "-1", "3"])),
+            ("wide", image("uint16", &["28", "28", "1"])),
+            ("float", image("float32", &["28", "28", "1"])),
+            ("two", image("uint8", &["28", "28", "2"])),
+        ]);
+        let fs = parse_features(doc.as_bytes(), "features.json").unwrap();
+        let got: Vec<(&str, Option<[usize; 3]>)> =
+            fs.iter().map(|f| (f.name.as_str(), f.image)).collect();
+        assert_eq!(
+            got,
+            [
+                ("any", None),
+                ("float", None),
+                ("gray", Some([28, 28, 1])),
+                ("rgba", Some([5, 7, 4])),
+                ("two", None),
+                ("wide", None),
+            ]
+        );
+        // The rest stay one encoded value each.
+        assert!(
+            fs.iter()
+                .all(|f| f.dtype == DType::Bytes && f.dims.is_empty())
+        );
+        assert_eq!(spec_of(&fs).images().len(), 2);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 use infeed::batch::TensorType;
 use infeed::example::proto::{BytesList, Example, Feature, Features, Int64List, feature::Kind};
 use infeed::pipeline::{ParsedPipeline, Pipeline, PipelineError};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::{Compression, CorruptPolicy, ReadOptions, RecordWriter};
 use infeed::spec::{DType, FeatureSpec, ImageSpec};
 
 use crate::encode::{self, BASELINE_420};
@@ -260,6 +260,82 @@ fn corrupt_truncated_cmyk_foreign_and_misfit_images_are_typed_errors() {
         "FILE: record 1 at byte OFFSET: feature \"image\": JPEG of 20000x20000 pixels: \
          only 1 to 67108864 pixels are decoded"
     );
+}
+
+/// Under the skip policy a record whose image does not decode is left out
+/// and counted: the batch keeps its shape, the rows after it move up and
+/// the last rows are padding (`real_rows`); columns simply have fewer rows.
+#[test]
+fn under_the_skip_policy_a_corrupt_image_leaves_its_record_out_and_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (w, h) = (12, 10);
+    let mut images: Vec<Vec<u8>> = (0..6)
+        .map(|i| {
+            let px = encode::pixels(w, h, 3, i);
+            encode::png(w, h, png::ColorType::Rgb, png::BitDepth::Eight, &px, None)
+        })
+        .collect();
+    let half = images[1].len() / 2;
+    images[1].truncate(half);
+    images[4] = b"GIF89a\x01\x00".to_vec();
+    let (path, _) = write(dir.path(), "some-bad.tfrecord", &images);
+    let spec = FeatureSpec::new()
+        .image("image", ImageSpec::new(h, w, 3))
+        .fixed_len("label", DType::Int64, &[]);
+    let skip = ReadOptions {
+        on_corrupt: CorruptPolicy::Skip,
+        ..ReadOptions::default()
+    };
+    let p = Pipeline::from_files([path.clone()])
+        .unwrap()
+        .read_options(skip.clone())
+        .parse(spec.clone())
+        .batch(3, true);
+    let mut batches = p.build().unwrap();
+    let mut got = Vec::new();
+    while let Some(b) = batches.next_batch().unwrap() {
+        assert_eq!(b["image"].shape(), &[3, h, w, 3]);
+        let labels = b["label"].values::<i64>().unwrap().to_vec();
+        got.push((b.real_rows, labels, b["image"].bytes().to_vec()));
+    }
+    let pixels = |i: u64| encode::pixels(w, h, 3, i);
+    let padding = vec![0u8; h * w * 3];
+    let want = vec![
+        (
+            2,
+            vec![0, 2, 0],
+            [pixels(0), pixels(2), padding.clone()].concat(),
+        ),
+        (2, vec![3, 5, 0], [pixels(3), pixels(5), padding].concat()),
+    ];
+    assert_eq!(got, want);
+    let stats = batches.stats();
+    let bytes = (images[1].len() + images[4].len()) as u64;
+    assert_eq!(
+        (stats.batch.skipped_records, stats.batch.skipped_bytes),
+        (2, bytes)
+    );
+
+    // Columns: the two good records of each batch.
+    let columns = Pipeline::from_files([path])
+        .unwrap()
+        .read_options(skip)
+        .parse(spec)
+        .batch(3, true);
+    let labels: Vec<Vec<i64>> = columns
+        .build_columns()
+        .unwrap()
+        .map(|b| {
+            let b = b.unwrap();
+            b.get("label")
+                .unwrap()
+                .values()
+                .as_int64()
+                .unwrap()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(labels, [vec![0, 2], vec![3, 5]]);
 }
 
 #[test]

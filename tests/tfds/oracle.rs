@@ -3,7 +3,9 @@
 //! several split strings (`tests/tfds/tfds_oracle.py`, run by
 //! `$INFEED_PYTHON`); `Pipeline::from_tfds` with the dataset's own spec must
 //! give the same records in the same order with exactly the same values
-//! (floats by their bits; images as their encoded bytes, not decoded yet).
+//! (floats by their bits; images of static shape as the pixels tfds
+//! decodes: PNG exactly, JPEG within [`JPEG_TOLERANCE`]; the image of
+//! unknown size as its encoded bytes).
 //!
 //! Needs tensorflow-datasets: ignored by default, run by `scripts/test.sh`
 //! (or `INFEED_PYTHON=... cargo test --test tfds oracle -- --include-ignored`).
@@ -61,10 +63,15 @@ fn json_values(values: &Values, range: std::ops::Range<usize>) -> Value {
     }
 }
 
+/// Most a JPEG pixel of ours may differ from tfds's decode (TensorFlow's
+/// libjpeg-turbo with the same IDCT: 0 measured).
+const JPEG_TOLERANCE: i64 = 1;
+
 /// Every record of the split, as the oracle prints them.
 fn infeed_records(dir: &str, split: &str) -> Vec<Value> {
     let p = Pipeline::from_tfds(dir, split).unwrap();
     let spec = p.tfds_spec().unwrap();
+    let images: Vec<String> = spec.images().iter().map(|(n, _)| n.clone()).collect();
     let mut out = Vec::new();
     for batch in p.parse(spec).batch(16, false).build_columns().unwrap() {
         let batch = batch.unwrap();
@@ -86,7 +93,14 @@ fn infeed_records(dir: &str, split: &str) -> Vec<Value> {
                     }
                     Column::Ragged2 { .. } => panic!("{name}: no TFDS feature is ragged twice"),
                 };
-                record.insert(name.clone(), json_values(column.values(), range));
+                let value = match column.values() {
+                    // A decoded image: its pixels, as tfds gives them.
+                    Values::Bytes(b) if images.contains(name) => {
+                        json!(range.flat_map(|i| b.get(i).to_vec()).collect::<Vec<u8>>())
+                    }
+                    values => json_values(values, range),
+                };
+                record.insert(name.clone(), value);
             }
             out.push(json!(record));
         }
@@ -102,6 +116,24 @@ fn tfds_oracle_every_feature_and_slice_match_tfds() {
     let dir = made[0]["dir"].as_str().unwrap().to_owned();
     let p = Pipeline::from_tfds(&dir, "train").unwrap();
     assert_eq!(p.files().len(), 4, "the dataset has 4 train shards");
+    // The images of static shape decode (in the spec's order: the keys'),
+    // the one of unknown size does not.
+    let spec = p.tfds_spec().unwrap();
+    let decoded: Vec<(&str, [usize; 3])> = spec
+        .images()
+        .iter()
+        .map(|(n, i)| (n.as_str(), i.shape()))
+        .collect();
+    assert_eq!(
+        decoded,
+        [
+            ("gray", [4, 7, 1]),
+            ("meta/icon", [3, 2, 4]),
+            ("photo", [16, 24, 3]),
+            ("thumb", [6, 5, 3]),
+        ]
+    );
+    let mut jpeg_max = 0;
     for split in [
         "train",
         "test",
@@ -119,9 +151,41 @@ fn tfds_oracle_every_feature_and_slice_match_tfds() {
         assert!(!want.is_empty(), "{split}");
         assert_eq!(got.len(), want.len(), "{split}: records");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (mut g, mut w) = (g.clone(), w.clone());
+            // The JPEG's pixels within the tolerance, the rest exactly.
+            let (gp, wp) = (take(&mut g, "photo"), take(&mut w, "photo"));
+            assert_eq!(gp.len(), 16 * 24 * 3, "{split}: record {i}: photo");
+            assert_eq!(gp.len(), wp.len(), "{split}: record {i}: photo");
+            let diff = gp
+                .iter()
+                .zip(&wp)
+                .map(|(a, b)| (a - b).abs())
+                .max()
+                .unwrap();
+            assert!(
+                diff <= JPEG_TOLERANCE,
+                "{split}: record {i}: photo off by {diff}"
+            );
+            jpeg_max = jpeg_max.max(diff);
             assert_eq!(g, w, "{split}: record {i}");
         }
     }
+    eprintln!("largest JPEG pixel difference from tfds: {jpeg_max}");
+}
+
+/// Removes feature `name` from a record, giving its values as integers.
+fn take(record: &mut Value, name: &str) -> Vec<i64> {
+    let values = record
+        .as_object_mut()
+        .unwrap()
+        .remove(name)
+        .unwrap_or_else(|| panic!("no feature {name}"));
+    values
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect()
 }
 
 /// What `infeed convert --tfds` wrote, as tfds reads it: the same records,

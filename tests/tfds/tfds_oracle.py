@@ -6,8 +6,9 @@
                                             directory as one JSON line {"dir": ...}.
     python tfds_oracle.py read DIR SPLIT    tfds reads split SPLIT of the dataset in DIR
                                             (builder_from_directory, files in order, one at
-                                            a time, images left encoded): one JSON line per
-                                            example, its features flattened with "/".
+                                            a time; images of static shape decoded by tfds,
+                                            the one of unknown size left encoded): one JSON
+                                            line per example, its features flattened with "/".
 
 Values print as lists: integers as they are, floats as their float32 bit patterns
 (exact), byte strings as hex.
@@ -34,6 +35,15 @@ def png(i):
     return pixels.astype(np.uint8)
 
 
+def pixels(i, h, w, c):
+    """Pixels of a fixed size: gradients and a block that move with i (smooth
+    enough for JPEG to keep them close)."""
+    y, x = np.mgrid[0:h, 0:w]
+    out = np.stack([(x * 255 // max(w - 1, 1) + 37 * i + 60 * k) % 256 for k in range(c)], -1)
+    out[(y // 3 + x // 3 + i) % 4 == 0] //= 2
+    return out.astype(np.uint8)
+
+
 class Tiny(tfds.core.GeneratorBasedBuilder):
     VERSION = tfds.core.Version("1.0.0")
 
@@ -53,9 +63,16 @@ class Tiny(tfds.core.GeneratorBasedBuilder):
                     "raw": f.Tensor(shape=(2, 2), dtype=np.uint8, encoding="bytes"),
                     "text": f.Text(),
                     "tokens": f.Sequence(np.int64),
-                    "meta": {"id": np.int64, "name": f.Text()},
+                    "meta": {
+                        "id": np.int64,
+                        "name": f.Text(),
+                        "icon": f.Image(shape=(3, 2, 4), encoding_format="png"),
+                    },
                     "steps": f.Sequence({"x": np.int64, "y": f.Text()}),
                     "image": f.Image(shape=(None, None, 3), encoding_format="png"),
+                    "thumb": f.Image(shape=(6, 5, 3), encoding_format="png"),
+                    "gray": f.Image(shape=(4, 7, 1), encoding_format="png"),
+                    "photo": f.Image(shape=(16, 24, 3), encoding_format="jpeg"),
                 }
             ),
         )
@@ -76,9 +93,12 @@ class Tiny(tfds.core.GeneratorBasedBuilder):
                 "raw": np.full((2, 2), i, np.uint8),
                 "text": f"text {i} é",
                 "tokens": list(range(i % 5)),
-                "meta": {"id": 1000 + i, "name": f"n{i}"},
+                "meta": {"id": 1000 + i, "name": f"n{i}", "icon": pixels(i, 3, 2, 4)},
                 "steps": [{"x": j, "y": f"s{j}"} for j in range(i % 3)],
                 "image": png(i),
+                "thumb": pixels(i, 6, 5, 3),
+                "gray": pixels(i, 4, 7, 1),
+                "photo": pixels(i, 16, 24, 3),
             }
 
 
@@ -113,7 +133,8 @@ def main():
             split=sys.argv[3],
             shuffle_files=False,
             read_config=tfds.ReadConfig(interleave_cycle_length=1),
-            # Images stay encoded (infeed does not decode them yet).
+            # The image of unknown size stays encoded (infeed's spec of the
+            # dataset gives its bytes); the others are decoded pixels.
             decoders={
                 k: tfds.decode.SkipDecoding() for k in ("image",) if k in builder.info.features
             },
