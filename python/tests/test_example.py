@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import re
@@ -39,3 +40,41 @@ def test_train_jax_example_loss_falls():
     first, last, steps_per_s, wait = map(float, m.groups())
     assert last < first - 1.0, report
     assert steps_per_s > 0 and 0 <= wait <= 100, report
+
+
+TFDS_EXAMPLE = EXAMPLE.parent / "train_tfds.py"
+MAKE_SHAPES = EXAMPLE.parent / "make_tfds_shapes.py"
+
+
+def test_train_tfds_example_learns_from_a_dataset_tfds_prepared(tmp_path: pathlib.Path) -> None:
+    """The TPU guide's input on infeed: tensorflow-datasets (in the interop
+    venv, $INFEED_PYTHON) prepares the dataset; the example trains on it in
+    this venv, which has no TensorFlow, and reaches a high test accuracy."""
+    python = os.environ.get("INFEED_PYTHON")
+    if not python:
+        pytest.skip("INFEED_PYTHON (a python with tensorflow-datasets) is not set")
+    assert importlib.util.find_spec("tensorflow") is None, "the training venv has TensorFlow"
+    made = subprocess.run(
+        [python, str(MAKE_SHAPES), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    dataset = made.stdout.strip().splitlines()[-1]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    out = subprocess.run(
+        [sys.executable, str(TFDS_EXAMPLE), dataset, "--steps", "150"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    report = out.stdout + out.stderr[-3000:]
+    assert out.returncode == 0, report
+    assert "4 classes; batch {'image': ((128, 28, 28, 1), dtype('float32'))" in out.stdout, report
+    m = re.search(r"test accuracy ([\d.]+) \((\d+) images\)", out.stdout)
+    assert m, report
+    accuracy, images = float(m.group(1)), int(m.group(2))
+    assert images == 800, report
+    assert accuracy >= 0.9, report
