@@ -172,3 +172,25 @@ def test_a_corrupt_image_is_an_image_error_naming_file_offset_and_feature(tmp_pa
     assert "corrupt or truncated PNG" in str(e.value)
     with pytest.raises(infeed.SpecError, match="needs resize=S"):
         infeed.Pipeline.from_files([path]).parse({"image": infeed.Image(6, 8, 3, mode="eval")})
+
+
+def test_skip_corrupt_leaves_out_a_record_whose_image_does_not_decode(tmp_path) -> None:
+    images = [_pixels(6, 8, i) for i in range(3)]
+    path = tmp_path / "some-bad.tfrecord"
+    bad = _png(images[1])[:40]
+    records = [_example(_png(images[0]), 0), _example(bad, 1), _example(_png(images[2]), 2)]
+    _write(path, records)
+    p = (
+        infeed.Pipeline.from_files([path])
+        .read_options(skip_corrupt=True)
+        .parse({"image": infeed.Image(6, 8, 3), "label": infeed.FixedLen([], "int64")})
+        .batch(3)
+    )
+    it = iter(p)
+    [batch] = list(it)
+    # The shape stays; the good rows move up and the last row is padding.
+    assert batch["image"].shape == (3, 6, 8, 3)
+    assert it.real_rows == 2
+    np.testing.assert_array_equal(batch["image"][:2], np.stack([images[0], images[2]]))
+    assert batch["label"][:2].tolist() == [0, 2]
+    assert "skipped_records: 1, skipped_bytes: 40," in str(it.stats()["batch"])
