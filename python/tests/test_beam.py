@@ -1,8 +1,10 @@
 """infeed.beam.WriteTFRecords on Beam's DirectRunner: the same records as
 ``infeed convert`` (as a multiset of serialized Examples, which the same Rust
 encoder writes byte for byte), exact per-shard counts in the manifest, a
-retried bundle or a rerun after a failed run leaving each record once, and a
-TFDS directory that tfds and ``Pipeline.from_tfds`` open.
+retried bundle or a rerun after a failed run leaving each record once, a
+TFDS directory that tfds and ``Pipeline.from_tfds`` open, and tokenization
+(the Python ``tokenizers``' ids; ``group_to`` packing each bundle's rows into
+full records, dropping only a remainder).
 
 Runs in .venv-beam (scripts/test.sh); skipped where apache-beam is missing.
 Needs the ``infeed`` binary (target/debug/infeed, or $INFEED_CLI).
@@ -299,3 +301,95 @@ def test_a_bad_row_names_its_feature(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+TOKENIZER = ROOT / "testdata" / "tokenizer"
+
+
+def token_rows() -> tuple[list[dict[str, Any]], list[list[int]]]:
+    """The corpus's lines as rows, and each line's ids as the Python
+    ``tokenizers`` gives them (testdata/tokenizer/expected.jsonl)."""
+    lines = (TOKENIZER / "expected.jsonl").read_text().splitlines()
+    expected = [json.loads(line) for line in lines]
+    return [{"text": e["text"]} for e in expected], [e["input_ids"] for e in expected]
+
+
+def shard_ids(dir: Path, group_to: int | None = None) -> list[list[list[int]]]:
+    """Each shard's records' input_ids, in file order (attention masks all
+    1); ``group_to``: the records are fixed_len lists of that many ids."""
+    (manifest_path,) = dir.glob("*.manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    kind = "var_len" if group_to is None else f"fixed_len[{group_to}]"
+    assert manifest["spec"] == f"input_ids:{kind}:int64,attention_mask:{kind}:int64"
+    out = []
+    for shard in manifest["shards"]:
+        p = infeed.Pipeline.from_files([dir / shard["name"]]).parse(
+            {"input_ids": infeed.VarLen("int64"), "attention_mask": infeed.VarLen("int64")}
+        )
+        records = []
+        for batch in p.max_length(4096).batch(1):
+            n = int(batch["input_ids_mask"].sum())
+            assert batch["attention_mask"][0, :n].tolist() == [1] * n
+            records.append(batch["input_ids"][0, :n].tolist())
+        assert len(records) == shard["records"], shard
+        out.append(records)
+    return out
+
+
+def test_tokenized_rows_equal_the_python_tokenizers(tmp_path: Path) -> None:
+    data, want = token_rows()
+    out = tmp_path / "out"
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = (
+            p
+            | beam.Create(data, reshuffle=True)
+            | WriteTFRecords(
+                str(out),
+                features=["text:bytes"],
+                tokenizer=str(TOKENIZER / "tokenizer.json"),
+                records_per_shard=8,
+            )
+        )
+    got = [ids for shard in shard_ids(out) for ids in shard]
+    assert sorted(got) == sorted(want)
+
+
+def test_group_to_packs_each_bundles_rows_into_full_records(tmp_path: Path) -> None:
+    """group_to=16: every record holds exactly 16 ids; each shard's ids, end
+    to end, are whole rows (each used at most once over all shards) and then
+    at most a head of one more: the block's remainder is dropped, never a
+    token invented, reordered or repeated."""
+    data, rows_ids = token_rows()
+    out = tmp_path / "out"
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = (
+            p
+            | beam.Create(data, reshuffle=True)
+            | WriteTFRecords(
+                str(out),
+                features=["text:bytes"],
+                tokenizer=str(TOKENIZER / "tokenizer.json"),
+                group_to=16,
+            )
+        )
+    shards = shard_ids(out, group_to=16)
+    assert sum(len(s) for s in shards) > 0
+    unused = list(rows_ids)
+    for shard in shards:
+        assert all(len(ids) == 16 for ids in shard)
+        stream = [t for ids in shard for t in ids]
+        at = 0
+        while at < len(stream):
+            rest = stream[at:]
+            whole = next((r for r in unused if rest[: len(r)] == r), None)
+            if whole is not None:
+                unused.remove(whole)
+                at += len(whole)
+                continue
+            # The cut: what is left is the head of a row not written whole.
+            assert any(r[: len(rest)] == rest for r in unused), (at, rest)
+            break
+    total = sum(len(r) for r in rows_ids)
+    written = 16 * sum(len(s) for s in shards)
+    # Each bundle's block drops fewer than 16 ids; at most one block per row.
+    assert total - 16 * len(rows_ids) < written <= total
