@@ -421,5 +421,19 @@ mod tests {
         want.push(manifest_name("train"));
         want.sort();
         assert_eq!(files, want, "no temporary file of any attempt is left");
+        let manifest = std::fs::read(dir.path().join(manifest_name("train"))).unwrap();
+
+        // The runner runs the finalize again (it failed after the renames):
+        // the same shards and manifest, nothing lost.
+        let again = finalize(sink.as_ref(), &layout, &schema, &closed, Value::Null).unwrap();
+        assert_eq!(again.shards, done.shards);
+        assert_eq!(
+            std::fs::read(dir.path().join(manifest_name("train"))).unwrap(),
+            manifest
+        );
+        // A shard that is not what the attempt wrote is not taken for it.
+        std::fs::write(dir.path().join(names[1]), b"other bytes").unwrap();
+        let err = finalize(sink.as_ref(), &layout, &schema, &closed, Value::Null).unwrap_err();
+        assert!(err.to_string().contains(names[1]), "{err}");
     }
 }

@@ -72,8 +72,14 @@ pub fn commit(
             c.records,
             layout.compression,
         );
-        sink.commit(&c.temp, &name)
-            .map_err(|e| ConvertError::output(sink.location(&name), e))?;
+        if let Err(e) = sink.commit(&c.temp, &name) {
+            // A commit run again (a runner retrying its finalize) finds the
+            // shards it moved already in place: the same bytes, so done.
+            let moved = e.kind() == std::io::ErrorKind::NotFound && is_in_place(sink, &name, c);
+            if !moved {
+                return Err(ConvertError::output(sink.location(&name), e));
+            }
+        }
         shards.push(ShardInfo {
             name,
             records: c.records,
@@ -117,6 +123,13 @@ pub fn commit(
         manifest,
         removed,
     })
+}
+
+/// Whether `name` holds exactly the closed shard `c` (its size and CRC32C):
+/// read back only when its temporary file is gone.
+fn is_in_place(sink: &dyn ShardSink, name: &str, c: &Closed) -> bool {
+    matches!(sink.read(name), Ok(Some(data))
+        if data.len() as u64 == c.bytes && crc32c::crc32c(&data) == c.crc32c)
 }
 
 /// The manifest: the features, and per shard its records, bytes and CRC32C.

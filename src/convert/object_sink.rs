@@ -120,9 +120,13 @@ impl ShardSink for ObjectSink {
 
     fn commit(&self, temp: &str, name: &str) -> io::Result<()> {
         let (from, to) = (self.path(temp)?, self.path(name)?);
-        self.runtime
-            .block_on(self.store.rename(&from, &to))
-            .map_err(other)
+        match self.runtime.block_on(self.store.rename(&from, &to)) {
+            Ok(()) => Ok(()),
+            Err(e @ object_store::Error::NotFound { .. }) => {
+                Err(io::Error::new(io::ErrorKind::NotFound, e.to_string()))
+            }
+            Err(e) => Err(other(e)),
+        }
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
