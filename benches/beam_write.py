@@ -3,12 +3,18 @@ infeed.beam.WriteTFRecords on Beam's DirectRunner (2 worker processes), and
 Beam's WriteToTFRecord fed by a Python tf.train.Example encoder (the usual
 way; only where tensorflow imports).
 
-    python benches/beam_write.py --cli target/release/infeed --mb 1000
+    python benches/beam_write.py --cli target/release/infeed --mb 1000 --rounds 3
 
-Generates the input under a temporary folder (deleted at the end), prints
-one JSON line per writer: records, seconds, records/s, and records/s per
-core or worker. Run it with a Python that has apache-beam and a release
-build of the package (scripts/bench-beam.sh sets that up).
+Generates the input under a temporary folder (deleted at the end), then runs
+the writers in turn, `--rounds` times (alternating, so that a noisy machine
+weighs on all alike), and prints one JSON line per run (records, seconds,
+records/s, records/s per core or worker) and a summary line: the medians and
+the ratio of infeed.beam's records/s per worker to `infeed convert`'s per
+core. `--breakdown` adds two runs that split infeed.beam's time: the Beam
+pipeline without the writer (ReadFromText, json.loads) and the writer
+without Beam (json.loads and RowWriter.write in one process). Run it with a
+Python that has apache-beam and a release build of the package
+(scripts/bench-beam.sh sets that up).
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +82,19 @@ def tf_example(row: dict[str, Any]) -> bytes:
     ).SerializeToString()
 
 
-def report(name: str, records: int, seconds: float, workers: int) -> None:
+CONVERT = "infeed convert --threads 1"
+BEAM = "infeed.beam.WriteTFRecords, DirectRunner x2"
+TF = "Beam WriteToTFRecord + tf.train.Example, DirectRunner x2"
+BEAM_READ = "Beam ReadFromText + json.loads only, DirectRunner x2"
+ROWWRITER = "json.loads + RowWriter.write, no Beam, 1 process"
+
+
+def report(name: str, records: int, seconds: float, workers: int, round_: int) -> float:
     rate = records / seconds
     print(
         json.dumps(
             {
+                "round": round_,
                 "writer": name,
                 "records": records,
                 "seconds": round(seconds, 2),
@@ -88,53 +104,124 @@ def report(name: str, records: int, seconds: float, workers: int) -> None:
         ),
         flush=True,
     )
+    return rate / workers
+
+
+def run_convert(cli: str, src: Path, out: Path) -> None:
+    flags = [a for f in FEATURES for a in ("--feature", f)]
+    subprocess.run(
+        [cli, "convert", "-q", "--threads", "1", str(src), "-o", str(out), *flags], check=True
+    )
+
+
+def run_beam(src: Path, out: Path, batch_rows: int) -> None:
+    with beam.Pipeline(options=options()) as p:
+        _ = (
+            p
+            | beam.io.ReadFromText(str(src))
+            | beam.Map(json.loads)
+            | WriteTFRecords(str(out), features=FEATURES, batch_rows=batch_rows)
+        )
+
+
+def run_tf(src: Path, out: Path) -> None:
+    with beam.Pipeline(options=options()) as p:
+        _ = (
+            p
+            | beam.io.ReadFromText(str(src))
+            | beam.Map(json.loads)
+            | beam.Map(tf_example)
+            | beam.io.WriteToTFRecord(str(out / "train"))
+        )
+
+
+def run_beam_read(src: Path, out: Path) -> None:
+    """The Beam side without the writer: reading, json.loads and a no-op."""
+    with beam.Pipeline(options=options()) as p:
+        _ = (
+            p
+            | beam.io.ReadFromText(str(src))
+            | beam.Map(json.loads)
+            | beam.Filter(lambda row: False)
+        )
+
+
+def run_rowwriter(src: Path, out: Path, batch_rows: int) -> None:
+    """The writer without Beam: json.loads and the Rust encoder, in this process."""
+    from infeed import _infeed
+
+    writer = _infeed.RowWriter(str(out), "train", "bench", FEATURES, shard_bytes=100_000_000)
+    rows: list[Any] = []
+    with src.open() as f:
+        for line in f:
+            rows.append(json.loads(line))
+            if len(rows) >= batch_rows:
+                writer.write(rows)
+                rows = []
+    if rows:
+        writer.write(rows)
+    writer.finish()
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True, help="a release build of the infeed binary")
     ap.add_argument("--mb", type=int, default=1000, help="input size in MB")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of the writers, alternating")
+    ap.add_argument("--batch-rows", type=int, default=1000, help="WriteTFRecords(batch_rows=)")
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time Beam without the writer, and the writer without Beam",
+    )
+    ap.add_argument("--no-tf", action="store_true", help="leave out WriteToTFRecord")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="infeed-beam-bench-"))
-    try:
-        src = tmp / "in.jsonl"
-        n = make_input(src, args.mb)
-        flags = [a for f in FEATURES for a in ("--feature", f)]
-        t = time.perf_counter()
-        subprocess.run(
-            [args.cli, "convert", "-q", "--threads", "1", str(src), "-o", str(tmp / "cli"), *flags],
-            check=True,
-        )
-        report("infeed convert --threads 1", n, time.perf_counter() - t, 1)
-        shutil.rmtree(tmp / "cli")
-
-        t = time.perf_counter()
-        with beam.Pipeline(options=options()) as p:
-            _ = (
-                p
-                | beam.io.ReadFromText(str(src))
-                | beam.Map(json.loads)
-                | WriteTFRecords(str(tmp / "beam"), features=FEATURES)
-            )
-        report("infeed.beam.WriteTFRecords, DirectRunner x2", n, time.perf_counter() - t, 2)
-        shutil.rmtree(tmp / "beam")
-
+    tf = not args.no_tf
+    if tf:
         try:
             import tensorflow  # noqa: F401
         except ImportError:
             print(json.dumps({"writer": "WriteToTFRecord", "skipped": "no tensorflow"}))
-            return
+            tf = False
+    tmp = Path(tempfile.mkdtemp(prefix="infeed-beam-bench-"))
+    rates: dict[str, list[float]] = {}
+
+    def timed(name: str, workers: int, round_: int, run: Callable[[Path], None]) -> None:
+        out = tmp / "out"
         t = time.perf_counter()
-        with beam.Pipeline(options=options()) as p:
-            _ = (
-                p
-                | beam.io.ReadFromText(str(src))
-                | beam.Map(json.loads)
-                | beam.Map(tf_example)
-                | beam.io.WriteToTFRecord(str(tmp / "tf" / "train"))
+        run(out)
+        rate = report(name, n, time.perf_counter() - t, workers, round_)
+        rates.setdefault(name, []).append(rate)
+        shutil.rmtree(out, ignore_errors=True)
+
+    try:
+        src = tmp / "in.jsonl"
+        n = make_input(src, args.mb)
+        print(json.dumps({"input_mb": args.mb, "rows": n}), flush=True)
+        for r in range(args.rounds):
+            timed(CONVERT, 1, r, lambda out: run_convert(args.cli, src, out))
+            timed(BEAM, 2, r, lambda out: run_beam(src, out, args.batch_rows))
+            if tf:
+                timed(TF, 2, r, lambda out: run_tf(src, out))
+            if args.breakdown:
+                timed(BEAM_READ, 2, r, lambda out: run_beam_read(src, out))
+                timed(ROWWRITER, 1, r, lambda out: run_rowwriter(src, out, args.batch_rows))
+        summary: dict[str, Any] = {
+            "summary": "median records/s per core or worker",
+            "rounds": args.rounds,
+            **{name: round(median(xs)) for name, xs in rates.items()},
+            "beam_per_worker / convert_per_core": round(median(rates[BEAM]) / median(rates[CONVERT]), 3),
+        }
+        if tf:
+            summary["tf_per_worker / convert_per_core"] = round(
+                median(rates[TF]) / median(rates[CONVERT]), 3
             )
-        report("Beam WriteToTFRecord + tf.train.Example, DirectRunner x2", n,
-               time.perf_counter() - t, 2)
+            summary["beam / tf"] = round(median(rates[BEAM]) / median(rates[TF]), 2)
+        print(json.dumps(summary), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if os.path.exists(tmp):
