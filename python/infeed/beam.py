@@ -162,6 +162,29 @@ class _WriteBundle(beam.DoFn):
             self._writer = None
 
 
+class _WriteBundleKnown(beam.DoFn):
+    """``_WriteBundle`` with the features given up front: ``process`` takes the
+    row alone, so Beam calls it through its fast invoker (a side input or any
+    extra argument sends every element through the per-window invoker: 10%
+    fewer records/s on the DirectRunner, docs/performance.md, "Beam")."""
+
+    def __init__(self, inner: _WriteBundle, features: Sequence[str]) -> None:
+        self._inner = inner
+        self._features = list(features)
+
+    def start_bundle(self) -> None:
+        self._inner.start_bundle()
+
+    def process(self, row: Mapping[str, object]) -> Iterator[Any]:
+        return self._inner.process(row, self._features)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        return self._inner.finish_bundle()
+
+    def teardown(self) -> None:
+        self._inner.teardown()
+
+
 def _finalize(
     attempts: list[dict[str, Any]],
     features: Sequence[str],
@@ -282,7 +305,12 @@ class WriteTFRecords(beam.PTransform):
             features = rows.pipeline | "Schema" >> beam.Create([self._features])
         schema = beam.pvalue.AsSingleton(features)
         write = _WriteBundle(self._output, self._stem, self._writer_options, self._batch_rows)
-        attempts = rows | "WriteBundles" >> beam.ParDo(write, schema)
+        if self._features is None:
+            attempts = rows | "WriteBundles" >> beam.ParDo(write, schema)
+        else:
+            attempts = rows | "WriteBundles" >> beam.ParDo(
+                _WriteBundleKnown(write, self._features)
+            )
         return (
             attempts
             | "Collect" >> beam.combiners.ToList()
