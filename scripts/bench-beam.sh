@@ -8,8 +8,9 @@
 #   bash scripts/bench-beam.sh --mb 200 --rounds 1   # any flags of beam_write.py
 # Needs: a Rust toolchain, python3 (3.10 to 3.13; PYTHON picks another), cmake and nasm
 # (installed from apt when missing, scripts/build-deps.sh). CARGO_TARGET_DIR is honoured
-# (default: target/). The input (the --mb MB of JSONL) and the shards live under a
-# temporary folder that beam_write.py removes; the wheel's folder is removed here.
+# (default: target/). The input (the --mb MB of JSONL), the shards and Beam's temporary
+# files live under one folder in $TMPDIR (/tmp by default; the figures in the docs used
+# TMPDIR=/dev/shm), removed at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,7 +29,12 @@ CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 export CARGO_TARGET_DIR
 cargo build --release --quiet --bin infeed
 
-WHEELS=$(mktemp -d)
+# Everything temporary under one folder, removed at the end: the wheel, the input and
+# shards (beam_write.py), and the beam-temp-* and tmp* folders Beam leaves behind.
+SCRATCH=$(mktemp -d)
+export TMPDIR="$SCRATCH"
+WHEELS="$SCRATCH/wheels"
+mkdir "$WHEELS"
 child=""
 cleanup() {
     # beam_write.py runs in a process group of its own (setsid): its Beam workers go with it.
@@ -36,7 +42,7 @@ cleanup() {
         kill -TERM -- "-$child" 2>/dev/null || true
         wait "$child" 2>/dev/null || true
     fi
-    rm -rf "$WHEELS"
+    rm -rf "$SCRATCH"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
