@@ -268,6 +268,26 @@ impl RowWriter {
         }
     }
 
+    /// The `group_to` block size (records per block), when grouping.
+    pub fn group_block(&self) -> Option<u64> {
+        match &self.tok {
+            Some((_, TokenMode::Group { block, .. }, _)) => Some(*block),
+            _ => None,
+        }
+    }
+
+    /// Ends the current `group_to` block early (a block of a file's records
+    /// that has blank lines, or the end of a file): writes its whole chunks
+    /// and drops its remainder. Nothing happens when not grouping.
+    pub fn end_block(&mut self) -> Result<(), WriteError> {
+        if let Some((_, TokenMode::Group { len, .. }, _)) = &self.tok {
+            let len = *len;
+            let empty = vec![ColBuf::default(); self.input.columns.len()];
+            self.flush_group(&empty, len)?;
+        }
+        Ok(())
+    }
+
     /// Flushes the last `group_to` block and closes the last shard: the
     /// attempt's shards, to hand to [`finalize`].
     pub fn finish(mut self) -> Result<Vec<Closed>, ConvertError> {

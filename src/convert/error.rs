@@ -167,7 +167,7 @@ impl From<BadRecord> for ConvertError {
 }
 
 impl ConvertError {
-    #[cfg(feature = "convert")]
+    #[cfg(feature = "read")]
     pub(crate) fn io(path: impl fmt::Display, source: std::io::Error) -> Self {
         ConvertError::Io {
             path: path.to_string(),

@@ -14,9 +14,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "convert")]
 use arrow_array::RecordBatch;
+#[cfg(feature = "convert")]
 use bytes::Bytes;
+#[cfg(feature = "convert")]
 use parquet::arrow::ProjectionMask;
+#[cfg(feature = "convert")]
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::error::ConvertError;
@@ -181,30 +185,35 @@ pub fn expand_inputs(
     paths
         .into_iter()
         .map(|path| {
-            let display = path.display().to_string();
-            let meta = std::fs::metadata(&path).map_err(|e| ConvertError::io(&display, e))?;
-            if !meta.is_file() {
-                return Err(ConvertError::input(&display, "not a file"));
-            }
             let format = match format {
                 Some(f) => f,
-                None => format_from_name(&display, text_file).ok_or_else(|| {
+                None => format_from_name(&path.display().to_string(), text_file).ok_or_else(|| {
                     ConvertError::input(
-                        &display,
+                        path.display(),
                         "cannot tell the format from the name (.jsonl .csv .tsv .parquet .txt, optionally .gz/.zst): give --format",
                     )
                 })?,
             };
-            let compression = sniff_compression(&path, &display)?;
-            Ok(InputFile {
-                path,
-                display,
-                format,
-                compression,
-                size: meta.len(),
-            })
+            input_file(path, format)
         })
         .collect()
+}
+
+/// One input file of a known format: its size and compression (never a glob).
+pub fn input_file(path: PathBuf, format: Format) -> Result<InputFile, ConvertError> {
+    let display = path.display().to_string();
+    let meta = std::fs::metadata(&path).map_err(|e| ConvertError::io(&display, e))?;
+    if !meta.is_file() {
+        return Err(ConvertError::input(&display, "not a file"));
+    }
+    let compression = sniff_compression(&path, &display)?;
+    Ok(InputFile {
+        path,
+        display,
+        format,
+        compression,
+        size: meta.len(),
+    })
 }
 
 /// Counts the bytes read from the file on disk (for progress).
@@ -262,6 +271,7 @@ pub enum ChunkData {
     /// the whole text of a file (`--text-mode file`).
     Bytes(Vec<u8>),
     /// Parquet rows.
+    #[cfg(feature = "convert")]
     Batch(RecordBatch),
 }
 
@@ -449,7 +459,10 @@ impl ChunkReader<'_> {
             };
             let before = self.progress.load(Ordering::Relaxed);
             let go_on = match file.format {
+                #[cfg(feature = "convert")]
                 Format::Parquet => self.read_parquet(range, file, emit)?,
+                #[cfg(not(feature = "convert"))]
+                Format::Parquet => return Err(no_parquet(file)),
                 Format::TextFile => self.read_text_file(range, file, emit)?,
                 _ => self.read_units(range, file, emit)?,
             };
@@ -640,6 +653,7 @@ impl ChunkReader<'_> {
         Ok(true)
     }
 
+    #[cfg(feature = "convert")]
     fn read_parquet(
         &self,
         range: &FileRange,
@@ -699,6 +713,7 @@ impl ChunkReader<'_> {
 }
 
 /// Opens a Parquet file (a compressed one is read into memory first).
+#[cfg(feature = "convert")]
 pub fn parquet_builder(
     file: &InputFile,
 ) -> Result<ParquetRecordBatchReaderBuilder<ParquetSource>, ConvertError> {
@@ -720,6 +735,7 @@ pub fn parquet_builder(
 }
 
 /// Where Parquet bytes come from: a file, or memory for a compressed file.
+#[cfg(feature = "convert")]
 pub enum ParquetSource {
     /// A plain Parquet file.
     File(File),
@@ -727,6 +743,7 @@ pub enum ParquetSource {
     Memory(Bytes),
 }
 
+#[cfg(feature = "convert")]
 impl parquet::file::reader::Length for ParquetSource {
     fn len(&self) -> u64 {
         match self {
@@ -736,6 +753,7 @@ impl parquet::file::reader::Length for ParquetSource {
     }
 }
 
+#[cfg(feature = "convert")]
 impl parquet::file::reader::ChunkReader for ParquetSource {
     type T = Box<dyn Read + Send>;
 
@@ -754,9 +772,21 @@ impl parquet::file::reader::ChunkReader for ParquetSource {
     }
 }
 
+/// Parquet without the `convert` feature (no parquet, arrow).
+#[cfg(not(feature = "convert"))]
+fn no_parquet(file: &InputFile) -> ConvertError {
+    ConvertError::input(
+        &file.display,
+        "Parquet needs the `convert` feature (this build reads JSONL, CSV and text)",
+    )
+}
+
 /// Number of records in a file (the same numbering as the chunks use).
 pub fn count_records(file: &InputFile) -> Result<u64, ConvertError> {
     match file.format {
+        #[cfg(not(feature = "convert"))]
+        Format::Parquet => Err(no_parquet(file)),
+        #[cfg(feature = "convert")]
         Format::Parquet => Ok(parquet_builder(file)?
             .metadata()
             .file_metadata()

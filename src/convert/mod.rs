@@ -5,8 +5,9 @@
 //!
 //! Features: `encode` is the writing half (encoder, schema, shards, sinks,
 //! commit, TFDS files; no heavy dependency); `tokenize` adds the tokenizer
-//! (the `tokenizers` crate); `convert` adds the input readers (parquet,
-//! arrow) and the conversion task.
+//! (the `tokenizers` crate); `read` adds the JSONL, CSV and text readers
+//! and [`files`] (one file into a bundle writer); `convert` adds Parquet
+//! (arrow) and the conversion task.
 //!
 //! Shards are written under temporary names and committed (renamed) only
 //! when the whole task succeeded; then the manifest is written and shards of
@@ -17,16 +18,18 @@ pub mod bundle;
 pub mod commit;
 pub mod encode;
 pub mod error;
-#[cfg(feature = "convert")]
+#[cfg(feature = "read")]
+pub mod files;
+#[cfg(feature = "read")]
 pub mod input;
 #[cfg(feature = "cloud")]
 mod object_sink;
-#[cfg(feature = "convert")]
+#[cfg(feature = "read")]
 mod row;
 pub mod schema;
 pub mod shard;
 pub mod sink;
-#[cfg(feature = "convert")]
+#[cfg(feature = "read")]
 pub mod split;
 #[cfg(feature = "convert")]
 mod task;
@@ -39,7 +42,7 @@ use std::sync::Arc;
 pub use commit::{Committed, OutputLayout, commit, manifest_name};
 pub use encode::{ColBuf, encode_example};
 pub use error::{BadKind, BadRecord, ConvertError, Location};
-#[cfg(feature = "convert")]
+#[cfg(feature = "read")]
 pub use input::{Format, InputFile};
 #[cfg(feature = "cloud")]
 pub use object_sink::ObjectSink;

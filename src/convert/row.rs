@@ -5,12 +5,16 @@
 
 use std::collections::HashMap;
 
+#[cfg(feature = "convert")]
 use arrow_array::cast::AsArray;
+#[cfg(feature = "convert")]
 use arrow_array::types::{
     Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
     UInt32Type, UInt64Type,
 };
+#[cfg(feature = "convert")]
 use arrow_array::{Array, ArrayRef, RecordBatch};
+#[cfg(feature = "convert")]
 use arrow_schema::DataType;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -19,7 +23,9 @@ use serde_json::value::RawValue;
 
 use super::encode::ColBuf;
 use super::error::BadKind;
-use super::schema::{Column, Observed, Schema, Seen, Shape, ValueType, describe};
+use super::schema::{Column, Schema, Shape, ValueType};
+#[cfg(feature = "convert")]
+use super::schema::{Observed, Seen, describe};
 
 /// A bad value: the column (if one) and what was wrong.
 pub(crate) type Bad = (Option<String>, BadKind);
@@ -189,6 +195,7 @@ impl RowParser {
     }
 
     /// The Arrow columns of `batch` for the schema, checked against it.
+    #[cfg(feature = "convert")]
     pub fn arrow_columns<'a>(&self, batch: &'a RecordBatch) -> Result<Vec<ArrowCol<'a>>, String> {
         self.schema
             .columns
@@ -203,6 +210,7 @@ impl RowParser {
     }
 
     /// Reads Parquet row `row` of the batch's columns into `cols`.
+    #[cfg(feature = "convert")]
     pub fn arrow_row(
         &self,
         arrays: &[ArrowCol<'_>],
@@ -545,6 +553,7 @@ fn is_int_literal(text: &str) -> bool {
 
 /// Whether float32 holds the integer `i` exactly (true up to 2^24, and
 /// beyond for some).
+#[cfg(feature = "convert")]
 fn f32_holds(i: i128) -> bool {
     (i as f32) as i128 == i
 }
@@ -570,6 +579,7 @@ fn big_int_in_line(line: &[u8], key: &str) -> Option<String> {
 /// beyond int64 (which serde_json parses as a float) is an integer: the
 /// column stays int64 and the value is an error when converted, rather
 /// than the column becoming float32 and rounding its other values.
+#[cfg(feature = "convert")]
 pub(crate) fn observe_json(raw: &RawValue, obs: &mut Observed, at: &str) {
     let Ok(v) = serde_json::from_str::<Value>(raw.get()) else {
         return;
@@ -622,6 +632,7 @@ pub(crate) fn observe_json(raw: &RawValue, obs: &mut Observed, at: &str) {
 }
 
 /// Observes one CSV field for inference (empty fields say nothing).
+#[cfg(feature = "convert")]
 pub(crate) fn observe_csv(field: &[u8], obs: &mut Observed, at: &str) {
     if field.is_empty() {
         return;
@@ -646,6 +657,7 @@ pub(crate) fn observe_csv(field: &[u8], obs: &mut Observed, at: &str) {
 }
 
 /// The value type an Arrow leaf type holds naturally, if supported.
+#[cfg(feature = "convert")]
 fn arrow_leaf_type(dt: &DataType) -> Option<ValueType> {
     use DataType::*;
     match dt {
@@ -661,6 +673,7 @@ fn arrow_leaf_type(dt: &DataType) -> Option<ValueType> {
 }
 
 /// The column type a Parquet (Arrow) column maps to directly.
+#[cfg(feature = "convert")]
 pub(crate) fn arrow_column_type(dt: &DataType) -> Result<(ValueType, Shape), String> {
     let unsupported = || format!("Arrow type {dt} is not supported");
     match dt {
@@ -680,6 +693,7 @@ pub(crate) fn arrow_column_type(dt: &DataType) -> Result<(ValueType, Shape), Str
 }
 
 /// The leaf values of an Arrow column, by type.
+#[cfg(feature = "convert")]
 enum Leaf<'a> {
     Bool(&'a arrow_array::BooleanArray),
     I8(&'a arrow_array::Int8Array),
@@ -701,6 +715,7 @@ enum Leaf<'a> {
     FBin(&'a arrow_array::FixedSizeBinaryArray),
 }
 
+#[cfg(feature = "convert")]
 impl<'a> Leaf<'a> {
     fn new(a: &'a dyn Array) -> Option<Leaf<'a>> {
         use DataType::*;
@@ -766,6 +781,7 @@ impl<'a> Leaf<'a> {
     }
 }
 
+#[cfg(feature = "convert")]
 enum Lists<'a> {
     Scalar,
     Offsets32(&'a [i32]),
@@ -774,6 +790,7 @@ enum Lists<'a> {
 }
 
 /// One Arrow column of a batch, ready to be read row by row.
+#[cfg(feature = "convert")]
 pub(crate) struct ArrowCol<'a> {
     top: &'a ArrayRef,
     leaf_array: &'a dyn Array,
@@ -781,6 +798,7 @@ pub(crate) struct ArrowCol<'a> {
     lists: Lists<'a>,
 }
 
+#[cfg(feature = "convert")]
 impl<'a> ArrowCol<'a> {
     fn new(top: &'a ArrayRef, col: &Column) -> Result<ArrowCol<'a>, String> {
         let dt = top.data_type();
