@@ -123,6 +123,10 @@ class RowWriter:
     def write(self, rows: Sequence[Any]) -> None:
         """Checks, encodes and writes the rows; a bad row raises
         ``infeed.errors.ConvertError`` (``record``: its index, ``feature``)."""
+    def write_file(self, path: str, format: str) -> tuple[str, str, int, int]:
+        """Reads a local file (``jsonl``, ``csv``, ``tsv``, ``text``; gzip or
+        zstd by its first bytes) with ``infeed convert``'s readers and writes
+        its records without the GIL: ``(path, format, bytes, records)``."""
     def finish(self) -> list[tuple[str, int, int, int]]:
         """The attempt's shards: ``(temp name, records, bytes, crc32c)``."""
     def abort(self) -> None:
@@ -145,6 +149,8 @@ def finalize(
     group_block: int = 1000,
     tfds: tuple[str, str] | None = None,
     records_read: int = 0,
+    writer: str = "infeed.beam.WriteTFRecords",
+    files: Sequence[tuple[str, str, int]] = (),
 ) -> tuple[str, list[tuple[str, int, int]]]:
     """Commits the shards of the attempts that succeeded, writes the manifest
     (and TFDS files), removes every other attempt's files: ``(manifest,

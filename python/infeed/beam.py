@@ -25,8 +25,12 @@ has the details, the runners' command lines and the speed.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import apache_beam as beam
@@ -35,7 +39,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from infeed import _infeed
 
-__all__ = ["WriteTFRecords"]
+__all__ = ["ConvertFiles", "WriteTFRecords"]
 
 # Above this, an integer is not exact as float32 (schema inference keeps
 # such a column int64 rather than rounding it).
@@ -191,11 +195,20 @@ def _finalize(
     output: str,
     stem: str,
     options: dict[str, Any],
+    writer: str = "infeed.beam.WriteTFRecords",
 ) -> dict[str, Any]:
     shards = sorted(s for a in attempts for s in a["shards"])
     rows = sum(a["rows"] for a in attempts)
+    files = sorted(tuple(f) for a in attempts for f in a.get("files", ()))
     manifest, committed = _infeed.finalize(
-        output, stem, list(features), shards, records_read=rows, **options
+        output,
+        stem,
+        list(features),
+        shards,
+        records_read=rows,
+        writer=writer,
+        files=files,
+        **options,
     )
     return {
         "manifest": manifest,
@@ -316,4 +329,178 @@ class WriteTFRecords(beam.PTransform):
             | "Collect" >> beam.combiners.ToList()
             | "Finalize"
             >> beam.Map(_finalize, schema, self._output, self._stem, self._finalize_options)
+        )
+
+
+@contextmanager
+def _local_copy(path: str) -> Iterator[str]:
+    """A local path to read ``path`` from: itself, or for a ``gs://``,
+    ``s3://``, ``az://`` URL a temporary copy made with Beam's file systems
+    (its bytes as stored: Rust recognizes gzip and zstd by their first bytes)."""
+    if "://" not in path or path.startswith("file://"):
+        yield path.removeprefix("file://")
+        return
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    fd, local = tempfile.mkstemp(prefix="infeed-input-")
+    try:
+        with (
+            os.fdopen(fd, "wb") as out,
+            FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as src,
+        ):
+            shutil.copyfileobj(src, out, 1 << 22)
+        yield local
+    finally:
+        os.remove(local)
+
+
+class _ConvertBundle(beam.DoFn):
+    """Reads each file (a path or URL) of a bundle with ``infeed convert``'s
+    Rust readers into shards of one attempt, without the GIL; at the end of
+    the bundle emits ``{"shards", "rows", "files": [(path, format, bytes)]}``."""
+
+    def __init__(
+        self, output: str, stem: str, features: Sequence[str], options: dict[str, Any], fmt: str
+    ) -> None:
+        self._output = output
+        self._stem = stem
+        self._features = list(features)
+        self._options = options
+        self._format = fmt
+        self._writer: Any = None
+        self._rows = 0
+        self._files: list[tuple[str, str, int]] = []
+
+    def start_bundle(self) -> None:
+        self._writer = None
+        self._rows = 0
+        self._files = []
+
+    def process(self, path: str) -> Iterator[Any]:
+        if self._writer is None:
+            self._writer = _infeed.RowWriter(
+                self._output, self._stem, uuid.uuid4().hex, self._features, **self._options
+            )
+        with _local_copy(path) as local:
+            _, fmt, size, records = self._writer.write_file(local, self._format)
+        self._rows += records
+        self._files.append((path, fmt, size))
+        return iter(())
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        if self._writer is None:
+            return
+        shards = self._writer.finish()
+        self._writer = None
+        yield GlobalWindows.windowed_value(
+            {"shards": shards, "rows": self._rows, "files": self._files}
+        )
+
+    def teardown(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+
+
+class ConvertFiles(WriteTFRecords):
+    """Converts a ``PCollection`` of input files (paths, or ``gs://``,
+    ``s3://``, ``az://`` URLs) into TFRecord shards of ``tf.train.Example``
+    with a manifest, exactly once per record: Beam distributes the files and
+    retries, Rust reads them.
+
+    ::
+
+        paths = p | fileio.MatchFiles("gs://bucket/raw/*.jsonl.gz") | beam.Map(lambda m: m.path)
+        paths | ConvertFiles("gs://bucket/tfrecords/", features=["label:int64", "text:bytes"])
+
+    Each file is read by ``infeed convert``'s own readers (``format``:
+    ``"jsonl"``, ``"csv"``, ``"tsv"``, ``"text"`` one record per line; gzip
+    and zstd recognized by their first bytes; not Parquet), checked, encoded
+    and written by the writer of ``WriteTFRecords`` without the GIL, so no
+    record becomes a Python object. The records equal ``infeed convert``'s
+    on the same files. One element is one whole file (no finer split): give
+    at least as many files as workers. A bad record fails its bundle with
+    ``infeed.errors.ConvertError`` naming the file and line. A remote file is
+    copied to a local temporary file first (Beam's file systems).
+
+    The arguments are ``WriteTFRecords``'s, plus ``format``. ``features`` is
+    required for JSONL and CSV; for ``"text"``, and with ``group_to``, the
+    schema is the ``text_column`` alone (as in ``infeed convert``: other
+    columns are ignored). ``group_to`` blocks are the CLI's: ``group_block``
+    consecutive records of one file, so a file's grouped records are the
+    CLI's too. The output is ``WriteTFRecords``'s one-element summary.
+    """
+
+    def __init__(
+        self,
+        output: str,
+        *,
+        features: Sequence[str] | None = None,
+        format: str = "jsonl",
+        prefix: str = "train",
+        tfds: str | None = None,
+        split: str = "train",
+        shard_bytes: int = 100_000_000,
+        records_per_shard: int | None = None,
+        compression: str = "none",
+        tokenizer: str | None = None,
+        text_column: str = "text",
+        max_length: int | None = None,
+        group_to: int | None = None,
+        group_block: int = 1000,
+        add_special_tokens: bool = True,
+        null_omit: bool = False,
+        ignore_unknown: bool = False,
+    ) -> None:
+        fmt = format.lower()
+        if fmt not in ("jsonl", "json", "ndjson", "csv", "tsv", "text", "txt"):
+            raise ValueError(f"format {format!r}: use jsonl, csv, tsv or text")
+        text_only = fmt in ("text", "txt") or (tokenizer is not None and group_to is not None)
+        if text_only:
+            features, ignore_unknown = [f"{text_column}:bytes"], True
+        elif features is None:
+            raise ValueError(f"ConvertFiles needs features for {fmt} (the --feature words)")
+        super().__init__(
+            output,
+            features=features,
+            prefix=prefix,
+            tfds=tfds,
+            split=split,
+            shard_bytes=shard_bytes,
+            records_per_shard=records_per_shard,
+            compression=compression,
+            tokenizer=tokenizer,
+            text_column=text_column,
+            max_length=max_length,
+            group_to=group_to,
+            group_block=group_block,
+            add_special_tokens=add_special_tokens,
+            null_omit=null_omit,
+            ignore_unknown=ignore_unknown,
+        )
+        self._format = fmt
+
+    def expand(self, paths: beam.PCollection) -> beam.PCollection:
+        features = list(self._features or ())
+        schema = beam.pvalue.AsSingleton(paths.pipeline | "Schema" >> beam.Create([features]))
+        convert = _ConvertBundle(
+            self._output, self._stem, features, self._writer_options, self._format
+        )
+        return (
+            paths
+            # Files to workers one by one (fileio.MatchFiles emits them all
+            # from one element, which would stay on one worker).
+            | "Spread" >> beam.Reshuffle()
+            | "ConvertFiles" >> beam.ParDo(convert)
+            | "Collect" >> beam.combiners.ToList()
+            | "Finalize"
+            >> beam.Map(
+                _finalize,
+                schema,
+                self._output,
+                self._stem,
+                self._finalize_options,
+                writer="infeed.beam.ConvertFiles",
+            )
         )

@@ -9,9 +9,11 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use infeed::convert::bundle::{self, WriteError};
+use infeed::convert::files;
 use infeed::convert::schema::{Observed, Seen};
 use infeed::convert::{
-    BadKind, Closed, ColBuf, Column, ConvertError, FeatureArg, Naming, OutputLayout, Schema, Shape,
+    BadKind, Closed, ColBuf, Column, ConvertError, FeatureArg, Format, Naming, OutputLayout, Schema,
+    Shape,
     ShardLimit, TfdsTarget, TokenMode, TokenizeOptions, ValueType,
 };
 use infeed::record::Compression;
@@ -372,6 +374,38 @@ impl RowWriter {
         result.map_err(|(i, e)| write_error(py, &label, i, e))
     }
 
+    /// Reads the local file `path` (`format`: `jsonl`, `csv`, `tsv`, `text`;
+    /// gzip or zstd recognized by its first bytes) with `infeed convert`'s
+    /// readers and writes its records, without the GIL. Gives `(path,
+    /// format, bytes on disk, records read)`. A bad record raises
+    /// `infeed.ConvertError` naming the file and line.
+    fn write_file(
+        &mut self,
+        py: Python<'_>,
+        path: PathBuf,
+        format: &str,
+    ) -> PyResult<(String, String, u64, u64)> {
+        let Some(format) = Format::parse(format, false).filter(|f| *f != Format::Parquet) else {
+            return Err(errors::convert_message(
+                py,
+                format!("unknown format {format:?}: use jsonl, csv, tsv or text"),
+                None,
+            ));
+        };
+        let (null_omit, ignore_unknown) = (self.null_omit, self.ignore_unknown);
+        let Some(inner) = self.inner_mut().as_mut() else {
+            return Err(errors::convert_message(
+                py,
+                "the writer is closed".into(),
+                None,
+            ));
+        };
+        let read = py
+            .detach(|| files::write_file(path, format, inner, null_omit, ignore_unknown))
+            .map_err(|e| errors::convert(py, e))?;
+        Ok((read.display, read.format.to_owned(), read.bytes, read.records))
+    }
+
     /// Closes the last shard: the attempt's shards as `(temp name, records,
     /// bytes, crc32c)`, for `finalize`.
     fn finish(&mut self, py: Python<'_>) -> PyResult<Vec<ClosedTuple>> {
@@ -407,11 +441,13 @@ impl RowWriter {
 /// Commits the shards of the attempts that succeeded (in the order given),
 /// writes the manifest (and the TFDS files), and removes every other
 /// attempt's temporary files. Gives `(manifest name, [(shard name, records,
-/// bytes)])`.
+/// bytes)])`. The manifest's `input` names the `writer` and the input
+/// `files` as `(path, format, bytes)`.
 #[pyfunction]
 #[pyo3(signature = (output, stem, features, closed, *, compression = "none",
     tokenizer = None, text_column = "text".to_string(), max_length = None,
-    group_to = None, group_block = 1000, tfds = None, records_read = 0))]
+    group_to = None, group_block = 1000, tfds = None, records_read = 0,
+    writer = "infeed.beam.WriteTFRecords", files = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn finalize(
     py: Python<'_>,
@@ -427,6 +463,8 @@ pub fn finalize(
     group_block: u64,
     tfds: Option<(String, String)>,
     records_read: u64,
+    writer: &str,
+    files: Vec<(String, String, u64)>,
 ) -> PyResult<Finalized> {
     let input = schema_of(py, &features)?;
     let compression = self::compression(py, compression)?;
@@ -468,11 +506,17 @@ pub fn finalize(
             crc32c,
         })
         .collect();
+    let files: Vec<serde_json::Value> = files
+        .into_iter()
+        .map(|(path, format, bytes)| {
+            serde_json::json!({"path": path, "format": format, "bytes": bytes})
+        })
+        .collect();
     let input_doc = serde_json::json!({
-        "files": [],
+        "files": files,
         "records_read": records_read,
         "records_skipped": 0,
-        "writer": "infeed.beam.WriteTFRecords",
+        "writer": writer,
     });
     let done = py
         .detach(|| -> Result<_, ConvertError> {

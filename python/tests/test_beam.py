@@ -4,7 +4,9 @@ encoder writes byte for byte), exact per-shard counts in the manifest, a
 retried bundle or a rerun after a failed run leaving each record once, a
 TFDS directory that tfds and ``Pipeline.from_tfds`` open, and tokenization
 (the Python ``tokenizers``' ids; ``group_to`` packing each bundle's rows into
-full records, dropping only a remainder).
+full records, dropping only a remainder). ``infeed.beam.ConvertFiles``
+(file paths in, Rust reading them): the CLI's records on the same JSONL, CSV
+and text files, tokenized or not, and a retried bundle leaving each once.
 
 Runs in .venv-beam (scripts/test.sh); skipped where apache-beam is missing.
 Needs the ``infeed`` binary (target/debug/infeed, or $INFEED_CLI).
@@ -393,3 +395,171 @@ def test_group_to_packs_each_bundles_rows_into_full_records(tmp_path: Path) -> N
     written = 16 * sum(len(s) for s in shards)
     # Each bundle's block drops fewer than 16 ids; at most one block per row.
     assert total - 16 * len(rows_ids) < written <= total
+
+
+# ConvertFiles: Beam hands out file paths, Rust reads them.
+
+
+def split_inputs(tmp: Path, kind: str, parts: int = 4) -> list[Path]:
+    """The rows in ``parts`` files of ``kind`` (jsonl, csv, text), with a
+    blank line in each (JSONL numbers it; CSV and text skip or keep it as
+    ``infeed convert`` does)."""
+    data = rows()
+    out = []
+    for k in range(parts):
+        part = data[k::parts]
+        if kind == "jsonl":
+            path = tmp / f"in-{k}.jsonl"
+            path.write_text(
+                "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part[:5])
+                + "\n"
+                + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in part[5:])
+            )
+        elif kind == "csv":
+            path = tmp / f"in-{k}.csv"
+            scalar = [{k2: v for k2, v in r.items() if k2 != "tokens"} for r in part]
+            with path.open("w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(scalar[0]))
+                w.writeheader()
+                w.writerows(scalar)
+        else:
+            path = tmp / f"in-{k}.txt"
+            path.write_text("".join(f"{r['text']}, \"quoted\"\n" for r in part))
+        out.append(path)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "text"])
+def test_convert_files_equals_the_clis(tmp_path: Path, kind: str) -> None:
+    paths = split_inputs(tmp_path, kind)
+    features = [] if kind == "text" else features_of(kind)
+    flags = [a for f in features for a in ("--feature", f)]
+    cli_dir = tmp_path / "cli"
+    cli([*map(str, paths), "-o", str(cli_dir), "--records-per-shard", "70", *flags])
+    want, cli_manifest = output(cli_dir)
+
+    beam_dir = tmp_path / "beam"
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = (
+            p
+            | beam.Create([str(x) for x in paths])
+            | infeed_beam.ConvertFiles(
+                str(beam_dir),
+                features=features or None,
+                format=kind,
+                records_per_shard=70,
+            )
+        )
+    got, manifest = output(beam_dir)
+    assert got == want
+    assert manifest["records"] == cli_manifest["records"] == N
+    assert manifest["spec"] == cli_manifest["spec"]
+    assert manifest["input"]["records_read"] == N
+    assert manifest["input"]["writer"] == "infeed.beam.ConvertFiles"
+    assert sorted(f["path"] for f in manifest["input"]["files"]) == sorted(map(str, paths))
+    assert all(s["records"] <= 70 for s in manifest["shards"])
+
+
+def test_convert_files_a_bad_record_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": 1}\n{"id": "x"}\n')
+    with pytest.raises(Exception, match=r"bad\.jsonl.*line 2|line 2.*bad\.jsonl"):
+        with beam.Pipeline() as p:
+            _ = (
+                p
+                | beam.Create([str(path)])
+                | infeed_beam.ConvertFiles(str(tmp_path / "out"), features=["id:int64"])
+            )
+
+
+class _FailOnceFiles(infeed_beam._ConvertBundle):
+    """Fails the first attempt of the bundle that holds file 0, after its
+    shards are complete."""
+
+    marker = ""
+
+    def process(self, path: str) -> Any:
+        self._has_first = getattr(self, "_has_first", False) or path.endswith("in-0.jsonl")
+        return super().process(path)
+
+    def finish_bundle(self) -> Any:
+        out = list(super().finish_bundle())
+        if getattr(self, "_has_first", False) and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            raise RuntimeError("this bundle fails once, on purpose")
+        self._has_first = False
+        yield from out
+
+
+def test_convert_files_a_retried_bundle_leaves_each_record_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    _FailOnceFiles.marker = str(tmp_path / "failed-once")
+    monkeypatch.setattr(infeed_beam, "_ConvertBundle", _FailOnceFiles)
+    paths = split_inputs(tmp_path, "jsonl")
+    out = tmp_path / "out"
+    options = beam.options.pipeline_options.PipelineOptions(
+        flags=[], runner="BundleBasedDirectRunner"
+    )
+    with beam.Pipeline(options=options) as p:
+        _ = (
+            p
+            | beam.Create([str(x) for x in paths])
+            | infeed_beam.ConvertFiles(str(out), features=FEATURES, records_per_shard=50)
+        )
+    assert os.path.exists(_FailOnceFiles.marker), "the bundle failed once"
+    got, manifest = output(out)
+    assert manifest["records"] == N
+    assert sorted(got.values()) == [1] * N, "each record once"
+    want, _ = output_of_cli(tmp_path, paths, FEATURES)
+    assert got == want
+
+
+def output_of_cli(
+    tmp: Path, paths: list[Path], features: list[str], *extra: str
+) -> tuple[collections.Counter[bytes], dict[str, Any]]:
+    cli_dir = tmp / "cli"
+    flags = [a for f in features for a in ("--feature", f)]
+    cli([*map(str, paths), "-o", str(cli_dir), *flags, *extra])
+    return output(cli_dir)
+
+
+@pytest.mark.parametrize(
+    "mode", [["--max-length", "12"], ["--group-to", "16", "--group-block", "7"]]
+)
+def test_convert_files_tokenized_equal_the_clis(tmp_path: Path, mode: list[str]) -> None:
+    data, _ = token_rows()
+    paths = []
+    for k in range(3):
+        path = tmp_path / f"tok-{k}.jsonl"
+        lines = [json.dumps({"text": r["text"], "n": i}) for i, r in enumerate(data[k::3])]
+        lines.insert(4, "")  # a blank line: numbered, so blocks stay the CLI's
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    tokenizer = str(TOKENIZER / "tokenizer.json")
+    want, cli_manifest = output_of_cli(
+        tmp_path, paths, ["text:bytes"], "--tokenizer", tokenizer, "--columns", "text", *mode
+    )
+    kwargs: dict[str, Any] = (
+        {"max_length": int(mode[1])}
+        if mode[0] == "--max-length"
+        else {"group_to": int(mode[1]), "group_block": int(mode[3])}
+    )
+    out = tmp_path / "beam"
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = (
+            p
+            | beam.Create([str(x) for x in paths])
+            | infeed_beam.ConvertFiles(
+                str(out),
+                features=["text:bytes"],
+                ignore_unknown=True,
+                tokenizer=tokenizer,
+                records_per_shard=8,
+                **kwargs,
+            )
+        )
+    got, manifest = output(out)
+    assert sum(got.values()) > 0
+    assert got == want
+    assert manifest["spec"] == cli_manifest["spec"]
