@@ -1,16 +1,20 @@
 """Records/s of writing TFRecords from JSONL: `infeed convert` on one core,
-infeed.beam.WriteTFRecords on Beam's DirectRunner (2 worker processes), and
+infeed.beam.ConvertFiles (Beam hands out the `--files` input files, Rust
+reads them) and infeed.beam.WriteTFRecords (rows from ReadFromText and
+json.loads) on Beam's DirectRunner (2 worker processes), and
 Beam's WriteToTFRecord fed by a Python tf.train.Example encoder (the usual
 way; only where tensorflow imports).
 
     python benches/beam_write.py --cli target/release/infeed --mb 1000 --rounds 3
 
-Generates the input under a temporary folder (deleted at the end), then runs
+Generates the input (`--files` JSONL files, 8 by default; every writer reads
+all of them) under a temporary folder (deleted at the end), then runs
 the writers in turn, `--rounds` times (alternating, so that a noisy machine
 weighs on all alike), and prints one JSON line per run (records, seconds,
 records/s, records/s per core or worker) and a summary line: the medians and
-the ratio of infeed.beam's records/s per worker to `infeed convert`'s per
-core. `--breakdown` adds two runs that split infeed.beam's time: the Beam
+the ratios of ConvertFiles' and WriteTFRecords' records/s per worker to
+`infeed convert`'s per core (`--no-rows`, `--no-tf` leave writers out).
+`--breakdown` adds two runs that split WriteTFRecords' time: the Beam
 pipeline without the writer (ReadFromText, json.loads) and the writer
 without Beam (json.loads and RowWriter.write in one process). Run it with a
 Python that has apache-beam and a release build of the package
@@ -34,29 +38,35 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
-from infeed.beam import WriteTFRecords
+from infeed.beam import ConvertFiles, WriteTFRecords
 
 FEATURES = ["id:int64", "label:int64", "score:float", "text:bytes", "tokens:int64[]"]
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "keeps", "on", "running", "far"]
 
 
-def make_input(path: Path, mb: int) -> int:
+def make_input(tmp: Path, mb: int, files: int) -> tuple[list[Path], int]:
+    """About ``mb`` MB of JSONL rows in ``files`` files of about equal size
+    (consecutive rows per file)."""
     rng = random.Random(1)
-    n, size = 0, 0
-    with path.open("w") as f:
-        while size < mb * 1_000_000:
-            row = {
-                "id": n,
-                "label": rng.randrange(10),
-                "score": rng.random(),
-                "text": " ".join(rng.choices(WORDS, k=rng.randrange(10, 60))),
-                "tokens": [rng.randrange(50_000) for _ in range(rng.randrange(8, 64))],
-            }
-            line = json.dumps(row) + "\n"
-            f.write(line)
-            size += len(line)
-            n += 1
-    return n
+    paths = [tmp / f"in-{k:03d}.jsonl" for k in range(files)]
+    per_file = mb * 1_000_000 / files
+    n = 0
+    for path in paths:
+        size = 0
+        with path.open("w") as f:
+            while size < per_file:
+                row = {
+                    "id": n,
+                    "label": rng.randrange(10),
+                    "score": rng.random(),
+                    "text": " ".join(rng.choices(WORDS, k=rng.randrange(10, 60))),
+                    "tokens": [rng.randrange(50_000) for _ in range(rng.randrange(8, 64))],
+                }
+                line = json.dumps(row) + "\n"
+                f.write(line)
+                size += len(line)
+                n += 1
+    return paths, n
 
 
 def options() -> PipelineOptions:
@@ -84,6 +94,7 @@ def tf_example(row: dict[str, Any]) -> bytes:
 
 CONVERT = "infeed convert --threads 1"
 BEAM = "infeed.beam.WriteTFRecords, DirectRunner x2"
+FILES = "infeed.beam.ConvertFiles, DirectRunner x2"
 TF = "Beam WriteToTFRecord + tf.train.Example, DirectRunner x2"
 BEAM_READ = "Beam ReadFromText + json.loads only, DirectRunner x2"
 ROWWRITER = "json.loads + RowWriter.write, no Beam, 1 process"
@@ -107,57 +118,73 @@ def report(name: str, records: int, seconds: float, workers: int, round_: int) -
     return rate / workers
 
 
-def run_convert(cli: str, src: Path, out: Path) -> None:
+def run_convert(cli: str, src: list[Path], out: Path) -> None:
     flags = [a for f in FEATURES for a in ("--feature", f)]
     subprocess.run(
-        [cli, "convert", "-q", "--threads", "1", str(src), "-o", str(out), *flags], check=True
+        [cli, "convert", "-q", "--threads", "1", *map(str, src), "-o", str(out), *flags],
+        check=True,
     )
 
 
-def run_beam(src: Path, out: Path, batch_rows: int) -> None:
+def glob_of(src: list[Path]) -> str:
+    return str(src[0].parent / "in-*.jsonl")
+
+
+def run_beam(src: list[Path], out: Path, batch_rows: int) -> None:
     with beam.Pipeline(options=options()) as p:
         _ = (
             p
-            | beam.io.ReadFromText(str(src))
+            | beam.io.ReadFromText(glob_of(src))
             | beam.Map(json.loads)
             | WriteTFRecords(str(out), features=FEATURES, batch_rows=batch_rows)
         )
 
 
-def run_tf(src: Path, out: Path) -> None:
+def run_files(src: list[Path], out: Path) -> None:
+    """Beam hands out the file paths; Rust reads, encodes and writes each."""
     with beam.Pipeline(options=options()) as p:
         _ = (
             p
-            | beam.io.ReadFromText(str(src))
+            | beam.Create([str(x) for x in src])
+            | ConvertFiles(str(out), features=FEATURES, format="jsonl")
+        )
+
+
+def run_tf(src: list[Path], out: Path) -> None:
+    with beam.Pipeline(options=options()) as p:
+        _ = (
+            p
+            | beam.io.ReadFromText(glob_of(src))
             | beam.Map(json.loads)
             | beam.Map(tf_example)
             | beam.io.WriteToTFRecord(str(out / "train"))
         )
 
 
-def run_beam_read(src: Path, out: Path) -> None:
+def run_beam_read(src: list[Path], out: Path) -> None:
     """The Beam side without the writer: reading, json.loads and a no-op."""
     with beam.Pipeline(options=options()) as p:
         _ = (
             p
-            | beam.io.ReadFromText(str(src))
+            | beam.io.ReadFromText(glob_of(src))
             | beam.Map(json.loads)
             | beam.Filter(lambda row: False)
         )
 
 
-def run_rowwriter(src: Path, out: Path, batch_rows: int) -> None:
+def run_rowwriter(src: list[Path], out: Path, batch_rows: int) -> None:
     """The writer without Beam: json.loads and the Rust encoder, in this process."""
     from infeed import _infeed
 
     writer = _infeed.RowWriter(str(out), "train", "bench", FEATURES, shard_bytes=100_000_000)
     rows: list[Any] = []
-    with src.open() as f:
-        for line in f:
-            rows.append(json.loads(line))
-            if len(rows) >= batch_rows:
-                writer.write(rows)
-                rows = []
+    for path in src:
+        with path.open() as f:
+            for line in f:
+                rows.append(json.loads(line))
+                if len(rows) >= batch_rows:
+                    writer.write(rows)
+                    rows = []
     if rows:
         writer.write(rows)
     writer.finish()
@@ -179,6 +206,10 @@ def main() -> None:
         help="also time Beam without the writer, and the writer without Beam",
     )
     ap.add_argument("--no-tf", action="store_true", help="leave out WriteToTFRecord")
+    ap.add_argument(
+        "--no-rows", action="store_true", help="leave out WriteTFRecords (rows from Python)"
+    )
+    ap.add_argument("--files", type=int, default=8, help="input files (ConvertFiles' elements)")
     args = ap.parse_args()
     tf = not args.no_tf
     if tf:
@@ -199,12 +230,13 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)
 
     try:
-        src = tmp / "in.jsonl"
-        n = make_input(src, args.mb)
-        print(json.dumps({"input_mb": args.mb, "rows": n}), flush=True)
+        src, n = make_input(tmp, args.mb, args.files)
+        print(json.dumps({"input_mb": args.mb, "files": args.files, "rows": n}), flush=True)
         for r in range(args.rounds):
             timed(CONVERT, 1, r, lambda out: run_convert(args.cli, src, out))
-            timed(BEAM, 2, r, lambda out: run_beam(src, out, args.batch_rows))
+            timed(FILES, 2, r, lambda out: run_files(src, out))
+            if not args.no_rows:
+                timed(BEAM, 2, r, lambda out: run_beam(src, out, args.batch_rows))
             if tf:
                 timed(TF, 2, r, lambda out: run_tf(src, out))
             if args.breakdown:
@@ -214,12 +246,19 @@ def main() -> None:
             "summary": "median records/s per core or worker",
             "rounds": args.rounds,
             **{name: round(median(xs)) for name, xs in rates.items()},
-            "beam_per_worker / convert_per_core": round(median(rates[BEAM]) / median(rates[CONVERT]), 3),
+            "files_per_worker / convert_per_core": round(
+                median(rates[FILES]) / median(rates[CONVERT]), 3
+            ),
         }
+        if not args.no_rows:
+            summary["beam_per_worker / convert_per_core"] = round(
+                median(rates[BEAM]) / median(rates[CONVERT]), 3
+            )
         if tf:
             summary["tf_per_worker / convert_per_core"] = round(
                 median(rates[TF]) / median(rates[CONVERT]), 3
             )
+        if tf and not args.no_rows:
             summary["beam / tf"] = round(median(rates[BEAM]) / median(rates[TF]), 2)
         print(json.dumps(summary), flush=True)
     finally:
