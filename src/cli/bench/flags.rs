@@ -1,0 +1,98 @@
+//! The value parsers of `infeed bench`'s flags.
+
+use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
+use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted};
+
+pub(super) fn parse_truncation(s: &str) -> Result<Truncation, String> {
+    match s {
+        "error" => Ok(Truncation::Error),
+        "keep-start" => Ok(Truncation::KeepStart),
+        "keep-end" => Ok(Truncation::KeepEnd),
+        _ => Err("expected error, keep-start or keep-end".into()),
+    }
+}
+
+pub(super) fn parse_overflow(s: &str) -> Result<Overflow, String> {
+    match s {
+        "error" => Ok(Overflow::Error),
+        "keep-start" => Ok(Overflow::KeepStart),
+        "keep-end" => Ok(Overflow::KeepEnd),
+        "split" => Ok(Overflow::Split),
+        _ => Err("expected error, keep-start, keep-end or split".into()),
+    }
+}
+
+pub(super) fn parse_tensor_type(s: &str) -> Result<TensorType, String> {
+    match s {
+        "int32" => Ok(TensorType::I32),
+        "int64" => Ok(TensorType::I64),
+        _ => Err("expected int32 or int64".into()),
+    }
+}
+
+pub(super) fn parse_mask(s: &str) -> Result<(String, MaskType), String> {
+    let (name, kind) = s
+        .split_once(':')
+        .ok_or("expected FEATURE:TYPE, e.g. input_ids:none")?;
+    Ok((name.to_owned(), kind.parse()?))
+}
+
+pub(super) fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
+    let (name, dims) = s
+        .split_once(':')
+        .ok_or("expected NAME:D1xD2x…, e.g. image:32x32x3")?;
+    let shape = dims
+        .split('x')
+        .map(|d| {
+            d.parse::<usize>()
+                .map_err(|_| format!("{d:?} is not a whole number"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((name.to_owned(), shape))
+}
+
+pub(super) fn parse_mix(s: &str) -> Result<(String, f64, String), String> {
+    let mut parts = s.splitn(3, ':');
+    let (Some(name), Some(weight), Some(glob)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected NAME:WEIGHT:GLOB, e.g. web:3:data/web-*".into());
+    };
+    let weight: f64 = weight
+        .parse()
+        .map_err(|_| format!("weight {weight:?} is not a number"))?;
+    Ok((name.to_owned(), weight, glob.to_owned()))
+}
+
+pub(super) fn parse_mix_by(s: &str) -> Result<MixChoice, String> {
+    match s {
+        "random" => Ok(MixChoice::Random),
+        "stratified" => Ok(MixChoice::Stratified),
+        _ => Err("expected random or stratified".into()),
+    }
+}
+
+pub(super) fn parse_on_exhausted(s: &str) -> Result<OnExhausted, String> {
+    match s {
+        "stop" => Ok(OnExhausted::Stop),
+        "drop" => Ok(OnExhausted::Drop),
+        "fail" => Ok(OnExhausted::Fail),
+        _ => Err("expected stop, drop or fail".into()),
+    }
+}
+
+pub(super) fn parse_equal(s: &str) -> Result<EqualBatches, String> {
+    match s {
+        "drop" => Ok(EqualBatches::Drop),
+        "pad" => Ok(EqualBatches::Pad),
+        _ => Err("expected drop or pad".into()),
+    }
+}
+
+pub(super) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (i, n) = s.split_once('/').ok_or("expected INDEX/COUNT, e.g. 0/4")?;
+    let parse = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{x:?} is not a whole number"))
+    };
+    Ok((parse(i)?, parse(n)?))
+}

@@ -1,0 +1,362 @@
+//! `infeed bench`: run a pipeline described by flags, print a readable
+//! summary (`report.rs`) or, with `--json`, one JSON line.
+//!
+//! `config.rs` expands `--config FILE` into flags, `flags.rs` parses the
+//! flags' values, `measure.rs` times the run and `measured.rs` says what it
+//! counts and hashes in each kind of batch; `xla.rs` feeds a program instead
+//! (`--program`, feature `xla`).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
+use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, Pipeline};
+use infeed::record::{CorruptPolicy, ReadOptions};
+use infeed::spec::FeatureSpec;
+
+use super::{CliError, CompressionArg, parse_compression};
+
+mod config;
+mod flags;
+mod measure;
+mod measured;
+mod report;
+#[cfg(feature = "xla")]
+mod xla;
+
+pub use config::expand_config;
+use flags::{
+    parse_decode, parse_equal, parse_mask, parse_mix, parse_mix_by, parse_on_exhausted,
+    parse_overflow, parse_shard, parse_tensor_type, parse_truncation,
+};
+use measure::measure;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Files to read: paths or globs (quoted, or comma-separated); or the
+    /// `inputs` key of --config.
+    inputs: Vec<String>,
+    /// Read the pipeline from a TOML file whose keys are these flags' names
+    /// (`pad-to-multiple-of = 64`, `bucket-by = "input_ids"`,
+    /// `boundaries = [64, 128]`, `shuffle-files = true`, `inputs = [...]`);
+    /// flags given on the command line override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Features to parse, e.g. `input_ids:var_len:int32,label:fixed_len[1]:int64`;
+    /// without it records are batched unparsed.
+    #[arg(long)]
+    spec: Option<FeatureSpec>,
+    /// The one input is a prepared TFDS dataset directory; read this split
+    /// of it (a TFDS split string: `train`, `train[:10%]`, `train[:50%]+test`).
+    #[arg(long, value_name = "SPLIT")]
+    tfds_split: Option<String>,
+    /// Pad variable-length features to a multiple of N (static shapes).
+    #[arg(long)]
+    pad_to_multiple_of: Option<usize>,
+    /// Cap padded lengths at N.
+    #[arg(long)]
+    max_length: Option<usize>,
+    /// Pad or cut variable-length features to exactly N.
+    #[arg(long)]
+    fixed_length: Option<usize>,
+    /// What to do with a row over the cap: error, keep-start or keep-end.
+    #[arg(long, value_parser = parse_truncation)]
+    truncation: Option<Truncation>,
+    /// Cast integer features to this type: int32 or int64.
+    #[arg(long, value_parser = parse_tensor_type)]
+    cast: Option<TensorType>,
+    /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
+    #[arg(long, value_parser = parse_decode)]
+    decode_raw: Vec<(String, Vec<usize>)>,
+    /// Type of every `<name>_mask`: auto (the feature's type), u8 (or
+    /// bool), i32, i64, f32, or none (no masks: lm's attention_mask is one).
+    #[arg(long)]
+    masks: Option<MaskType>,
+    /// One feature's mask over --masks, e.g. input_ids:none (repeatable).
+    #[arg(long, value_parser = parse_mask)]
+    mask: Vec<(String, MaskType)>,
+    /// Records per batch (with --pack: rows per batch).
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Bucket records by the length of this variable-length feature; needs
+    /// --boundaries, --bucket-batch-sizes and --max-length (the last
+    /// bucket's length). --batch does not apply.
+    #[arg(long, requires_all = ["boundaries", "bucket_batch_sizes"], conflicts_with = "pack")]
+    bucket_by: Option<String>,
+    /// Longest length of each bucket but the last, increasing, e.g. 64,128,256.
+    #[arg(long, value_delimiter = ',', requires = "bucket_by")]
+    boundaries: Vec<usize>,
+    /// Rows per batch of each bucket: one more than --boundaries, e.g.
+    /// 512,256,128,64.
+    #[arg(long, value_delimiter = ',', requires = "bucket_by")]
+    bucket_batch_sizes: Vec<usize>,
+    /// Pack the variable-length features into rows of N values, with
+    /// segment_ids and positions (--batch rows per batch).
+    #[arg(long)]
+    pack: Option<usize>,
+    /// A record longer than a --pack row: error, keep-start, keep-end or split.
+    #[arg(long, value_parser = parse_overflow, requires = "pack")]
+    pack_overflow: Option<Overflow>,
+    /// Drop a last batch smaller than --batch.
+    #[arg(long)]
+    drop_remainder: bool,
+    /// Shuffle buffer size in records (0: no shuffle).
+    #[arg(long, default_value_t = 0)]
+    shuffle: usize,
+    /// Shuffle the file order each epoch.
+    #[arg(long)]
+    shuffle_files: bool,
+    /// Files read at once (interleave cycle length).
+    #[arg(long, default_value_t = 1)]
+    interleave: usize,
+    /// Records taken from a file before moving to the next.
+    #[arg(long, default_value_t = 1)]
+    block: usize,
+    /// Epochs to read; 0 means forever (stop with --batches or --seconds).
+    #[arg(long, default_value_t = 1)]
+    epochs: u64,
+    /// This host's part, as INDEX/COUNT.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(u64, u64)>,
+    /// A source of a mixture, as NAME:WEIGHT:GLOB (repeat it; the inputs are
+    /// then left out). Every source takes the record-level flags (read,
+    /// shard, file shuffle, interleave, shuffle, epochs), seeded apart.
+    #[arg(long, value_parser = parse_mix)]
+    mix: Vec<(String, f64, String)>,
+    /// How a mixture picks each record's source: random or stratified.
+    #[arg(long, value_parser = parse_mix_by, default_value = "random")]
+    mix_by: MixChoice,
+    /// What a mixture does when a source runs out: stop, drop or fail.
+    #[arg(long, value_parser = parse_on_exhausted, default_value = "stop")]
+    on_exhausted: OnExhausted,
+    /// Make every host emit the same number of batches: drop or pad.
+    #[arg(long, value_parser = parse_equal)]
+    equal_batches: Option<EqualBatches>,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Deliver batches as workers finish them (the order then varies).
+    #[arg(long)]
+    unordered: bool,
+    /// Batches prepared ahead.
+    #[arg(long, default_value_t = 2)]
+    prefetch: usize,
+    /// Stop after this many batches.
+    #[arg(long)]
+    batches: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Compression of the files: none, gzip, zlib or auto.
+    #[arg(long, default_value = "auto", value_parser = parse_compression)]
+    compression: CompressionArg,
+    /// Skip corrupt records (counted) instead of failing.
+    #[arg(long)]
+    skip_corrupt: bool,
+    /// Map local files into memory instead of reading them into buffers:
+    /// faster, but a file truncated or rewritten in place while read stops
+    /// the process with SIGBUS (`ReadOptions::mmap`).
+    #[arg(long)]
+    mmap: bool,
+    /// Skip hashing the batches (`digest` is then null): hashing runs on the
+    /// consumer thread and costs ~10% pinned to one core.
+    #[arg(long, conflicts_with = "digests")]
+    no_digest: bool,
+    /// Also print the hash of every batch.
+    #[arg(long)]
+    digests: bool,
+    /// Print the result as one JSON line (what scripts read).
+    #[arg(long)]
+    json: bool,
+    /// Write the iterator state after the last batch to this file.
+    #[arg(long)]
+    state_out: Option<PathBuf>,
+    /// Start from an iterator state written by --state-out.
+    #[arg(long)]
+    state_in: Option<PathBuf>,
+    /// Feed the batches to this StableHLO step (MLIR text; `$B`, `$L` become
+    /// each shape's batch size and length) on the PJRT plugin of
+    /// PJRT_PLUGIN_PATH or .pjrt/, and report steps/s, steps/s with one
+    /// batch reused and the input-wait fraction. `--batches` is the step count.
+    #[cfg(feature = "xla")]
+    #[arg(long, requires = "spec")]
+    program: Option<PathBuf>,
+    /// With --program: the batch tensors it takes, in order (default all).
+    #[cfg(feature = "xla")]
+    #[arg(long, value_delimiter = ',', requires = "program")]
+    program_inputs: Option<Vec<String>>,
+}
+
+/// The record-level flags on `p` (each source of a mixture, or the one
+/// pipeline), seeded with `seed`.
+fn record_level(p: Pipeline, args: &BenchArgs, read: &ReadOptions, seed: u64) -> Pipeline {
+    let mut p = p
+        .read_options(read.clone())
+        .seed(seed)
+        .interleave(args.interleave, args.block);
+    if let Some((index, count)) = args.shard {
+        p = p.shard(index, count);
+    }
+    if args.shuffle_files {
+        p = p.shuffle_files();
+    }
+    p.shuffle(args.shuffle).repeat(if args.epochs == 0 {
+        None
+    } else {
+        Some(args.epochs)
+    })
+}
+
+pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
+    let read = ReadOptions {
+        compression: args.compression.0,
+        on_corrupt: if args.skip_corrupt {
+            CorruptPolicy::Skip
+        } else {
+            CorruptPolicy::Fail
+        },
+        mmap: args.mmap,
+        ..ReadOptions::default()
+    };
+    let mut p = if args.mix.is_empty() {
+        if args.inputs.is_empty() {
+            return Err(CliError::Message(
+                "give the files to read (or an `inputs` key in --config)".into(),
+            ));
+        }
+        let p = match &args.tfds_split {
+            None => Pipeline::from_glob(&args.inputs.join(","))?,
+            Some(split) => {
+                let [dir] = &args.inputs[..] else {
+                    return Err(CliError::Message(
+                        "--tfds-split reads one TFDS dataset directory: give exactly one".into(),
+                    ));
+                };
+                Pipeline::from_tfds(dir, split)?
+            }
+        };
+        record_level(p, args, &read, args.seed)
+    } else {
+        if !args.inputs.is_empty() {
+            return Err(CliError::Message(
+                "with --mix the sources name their files: leave the inputs out".into(),
+            ));
+        }
+        let mut sources = Vec::new();
+        let mut weights = Vec::new();
+        for (i, (name, weight, glob)) in args.mix.iter().enumerate() {
+            let source = record_level(
+                Pipeline::from_glob(glob)?,
+                args,
+                &read,
+                args.seed + i as u64,
+            );
+            sources.push((name.clone(), source));
+            weights.push(*weight);
+        }
+        Pipeline::mix(sources, &weights)?
+            .seed(args.seed)
+            .mix_by(args.mix_by)
+            .on_exhausted(args.on_exhausted)
+    };
+    p = p.prefetch(args.prefetch);
+    if let Some(how) = args.equal_batches {
+        p = p.equal_batches(how);
+    }
+    if args.unordered {
+        p = p.unordered();
+    }
+    if let Some(threads) = args.threads {
+        p = p.threads(threads);
+    }
+    if let Some(path) = &args.state_in {
+        p = p.resume_from(
+            &std::fs::read(path)
+                .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))?,
+        );
+    }
+    if args.epochs == 0 && args.batches.is_none() && args.seconds.is_none() {
+        return Err(CliError::Message(
+            "--epochs 0 reads forever: give --batches or --seconds".into(),
+        ));
+    }
+    let report = match &args.spec {
+        None if args.bucket_by.is_some() || args.pack.is_some() => {
+            return Err(CliError::Message(
+                "--bucket-by and --pack need --spec (they parse the records)".into(),
+            ));
+        }
+        None => measure(p.build_raw(args.batch, args.drop_remainder)?, args)?,
+        Some(spec) => {
+            let mut parsed = p.parse(spec.clone());
+            parsed = match (&args.bucket_by, args.pack) {
+                (Some(feature), _) => parsed
+                    .bucket_by_length(feature, &args.boundaries, &args.bucket_batch_sizes)
+                    .drop_remainder(args.drop_remainder),
+                (None, Some(row_length)) => parsed
+                    .pack(row_length)
+                    .pack_overflow(args.pack_overflow.unwrap_or_default())
+                    .batch(args.batch, args.drop_remainder),
+                (None, None) => parsed.batch(args.batch, args.drop_remainder),
+            };
+            // Every feature fixed-length and the remainder dropped: the
+            // batches are static as they are, so they come as the tensors a
+            // training step takes (as the Python package yields them), not
+            // as parsed columns.
+            let fixed = spec.features().iter().all(|f| f.fixed_count().is_some());
+            let static_shapes = (fixed && args.drop_remainder)
+                || args.bucket_by.is_some()
+                || args.pack.is_some()
+                || args.pad_to_multiple_of.is_some()
+                || args.max_length.is_some()
+                || args.fixed_length.is_some()
+                || args.cast.is_some()
+                || !args.decode_raw.is_empty();
+            if let Some(n) = args.pad_to_multiple_of {
+                parsed = parsed.pad_to_multiple_of(n);
+            }
+            if let Some(n) = args.max_length {
+                parsed = parsed.max_length(n);
+            }
+            if let Some(n) = args.fixed_length {
+                parsed = parsed.fixed_length(n);
+            }
+            if let Some(t) = args.truncation {
+                parsed = parsed.truncation(t);
+            }
+            if let Some(t) = args.cast {
+                parsed = parsed.cast(t);
+            }
+            for (name, shape) in &args.decode_raw {
+                parsed = parsed.decode_raw(name, shape);
+            }
+            if let Some(m) = args.masks {
+                parsed = parsed.masks(m);
+            }
+            for (name, m) in &args.mask {
+                parsed = parsed.mask(name, *m);
+            }
+            #[cfg(feature = "xla")]
+            if let Some(program) = &args.program {
+                let inputs = args.program_inputs.as_deref();
+                return xla::run(parsed, program, inputs, args.batches, out);
+            }
+            if static_shapes {
+                measure(parsed.build()?, args)?
+            } else {
+                measure(parsed.build_columns()?, args)?
+            }
+        }
+    };
+    if args.json {
+        serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    } else {
+        out.write_all(report::summary(&report).as_bytes())?;
+    }
+    Ok(0)
+}
