@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
 use super::checkpoint::{self, Snapshot};
 use super::error::{PipelineError, RecordIndex};
-use super::group::plan::{BatchFn, RawBatch};
+use super::group::raw_batch::{BatchFn, RawBatch};
 use super::stats::{StageFigures, StageStats};
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};

@@ -1,21 +1,23 @@
 //! The user's words: [`Pipeline`] (records) and [`ParsedPipeline`] (parsed,
 //! static-shape batches) collect settings; `build` checks them once and
-//! starts the threads (see [`plan`](super::plan)).
+//! starts the threads (see `start.rs`).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::batch_plan::{ParsedGrouping, ParsedSettings};
 use super::batches::Batches;
+use super::batching::{ParsedGrouping, ParsedSettings};
 use super::error::PipelineError;
-use super::group::plan::Grouping;
-use super::group::plan::{BatchFn, EqualBatches, GroupMode, RawBatch};
+use super::group::grouping::GroupMode;
+use super::group::grouping::Grouping;
+use super::group::raw_batch::{BatchFn, RawBatch};
 use super::normalize::Normalize;
 use super::ops::RecordRange;
 use super::parsed::{MapError, ParsedOp};
-use super::plan;
+use super::settings::EqualBatches;
 use super::settings::RecordSettings;
+use super::start::start;
 use super::stats::StageStats;
 use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
 use crate::example::ParsedBatch;
@@ -412,7 +414,7 @@ impl Pipeline {
         if batch_size == 0 {
             return Err(PipelineError::Config("batch size 0".into()));
         }
-        plan::start(
+        start(
             &self.s,
             Grouping {
                 mode: GroupMode::Fixed {
@@ -743,7 +745,7 @@ impl ParsedPipeline {
             self.pipeline.s.seed,
             self.worker_skips(&stats),
         )?;
-        plan::start(&self.pipeline.s, grouping, work, stats)
+        start(&self.pipeline.s, grouping, work, stats)
     }
 
     /// Where the workers count the records they skip (a corrupt image),
@@ -762,7 +764,7 @@ impl ParsedPipeline {
         let stats = Arc::new(StageStats::default());
         let skips = self.worker_skips(&stats);
         let (grouping, work, pool) = self.p.columns(self.pipeline.s.seed, skips)?;
-        let mut batches = plan::start(&self.pipeline.s, grouping, work, stats)?;
+        let mut batches = start(&self.pipeline.s, grouping, work, stats)?;
         batches.recycler = Some(Arc::new(move |batch| pool.give(batch)));
         Ok(batches)
     }

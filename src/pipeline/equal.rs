@@ -13,10 +13,11 @@ use std::sync::Arc;
 use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
-use super::group::plan::{EqualBatches, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
+use super::group::grouping::{GroupMode, MeasureFn, PrefilterFn};
+use super::group::raw_batch::{Layout, RawBatch};
 use super::ops::Item;
 use super::ops::stream::StreamChain;
-use super::settings::RecordSettings;
+use super::settings::{EqualBatches, RecordSettings};
 
 /// Records a stream's grouping simulation hands to the prefilter at once.
 const CHUNK: usize = 256;

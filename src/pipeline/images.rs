@@ -25,7 +25,7 @@ use crate::image::{Decoder, ImageError};
 use crate::spec::{FeatureSpec, ImageSpec};
 
 use super::error::PipelineError;
-use super::group::plan::RawBatch;
+use super::group::raw_batch::RawBatch;
 use super::parsed::select_rows;
 use super::rng::{CounterRng, stream};
 use super::stats::StageStats;

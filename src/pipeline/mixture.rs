@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 
 use super::checkpoint::{self, GroupPart, RawParts, SequenceKey, StreamNode};
 use super::error::PipelineError;
-use super::group::plan::GroupMode;
+use super::group::grouping::GroupMode;
 use super::open::{Built, Opened, record_key};
 use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;

@@ -78,8 +78,8 @@
 //! here). Dropping [`Batches`] closes its channels and joins its threads;
 //! each thread ends at its next send.
 
-mod batch_plan;
 mod batches;
+mod batching;
 mod builder;
 pub mod checkpoint;
 mod counts;
@@ -93,9 +93,9 @@ mod normalize;
 mod open;
 mod ops;
 mod parsed;
-mod plan;
 mod rng;
 mod settings;
+mod start;
 mod stats;
 mod stream;
 mod threads;
@@ -104,9 +104,10 @@ pub use batches::{Batches, PipelineStats};
 pub use builder::{ParsedPipeline, Pipeline};
 pub use checkpoint::merge as merge_states;
 pub use error::{PipelineError, RecordIndex, StateError};
-pub use group::plan::{BatchFn, EqualBatches, Layout, RawBatch};
+pub use group::raw_batch::{BatchFn, Layout, RawBatch};
 pub use ops::mix::{MixChoice, OnExhausted};
 pub use ops::{RecordFilter, RecordMap};
 pub use parsed::{MapError, ParsedMap, RowFilter, select_rows};
+pub use settings::EqualBatches;
 pub use stats::StageFigures;
 pub use stream::BatchStream;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::checkpoint::{self, GroupPart, SequenceKey, StreamNode};
 use super::error::PipelineError;
-use super::group::plan::GroupMode;
-use super::group::plan::Grouping;
+use super::group::grouping::GroupMode;
+use super::group::grouping::Grouping;
 use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
 use super::ops::stream::StreamChain;

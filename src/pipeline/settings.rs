@@ -1,8 +1,7 @@
 //! Everything the user said about the record-level pipeline, as the builder
-//! collected it: read by the plan that starts the threads and by the
+//! collected it: read by `start.rs`, which starts the threads, and by the
 //! counting that `equal_batches` does first.
 
-use super::group::plan::EqualBatches;
 use std::sync::Arc;
 
 use super::ops::mix::{MixChoice, OnExhausted};
@@ -18,6 +17,18 @@ use crate::tfds::TfdsDataset;
 /// overlapping records. 0 is the default seed, so pipelines seeded 0 read
 /// the order they always did.
 const SHARED_FILE_ORDER_SEED: u64 = 0;
+
+/// How hosts reading disjoint parts of the data come to emit the same number
+/// of batches, so that an SPMD step never waits on a host that ran dry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EqualBatches {
+    /// Every host stops after as many full batches as the poorest host has.
+    Drop,
+    /// Every host emits as many batches as the richest host (a last partial
+    /// batch is kept); hosts that run out send fully masked padding batches
+    /// (`real_rows == 0`).
+    Pad,
+}
 
 /// The record-level settings.
 #[derive(Clone)]

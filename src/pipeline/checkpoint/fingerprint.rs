@@ -3,8 +3,9 @@
 //! which records, in which order, make up each batch.
 
 use crate::batch::{Bucketer, Overflow};
-use crate::pipeline::group::plan::{EqualBatches, GroupMode};
+use crate::pipeline::group::grouping::GroupMode;
 use crate::pipeline::ops::RecordRange;
+use crate::pipeline::settings::EqualBatches;
 
 /// Bumped when the fingerprint's encoding changes (which refuses every
 /// state taken before).
@@ -39,7 +40,7 @@ pub(crate) struct SequenceKey<'a> {
     pub length_feature: Option<&'a str>,
     /// The parsed ops in builder order: `m` a map, `f` a filter.
     pub parsed_ops: &'a str,
-    /// The mask settings (batch_plan's `mask_key`), empty when default.
+    /// The mask settings (`ParsedSettings::mask_key`, batching/), empty when default.
     pub masks: &'a str,
     /// The job's logical streams when it sets them (`host` is then the
     /// stream's index among them).

@@ -77,7 +77,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::error::StateError;
-use super::group::plan::GroupMode;
+use super::group::grouping::GroupMode;
 
 pub(crate) use fingerprint::SequenceKey;
 pub(crate) use parts::{NodeProto, OpPart, RawParts, SavedParts, prost_part};

@@ -4,7 +4,9 @@
 
 use crate::pipeline::ops::Item;
 
-use super::plan::{Emitted, Layout};
+use super::Emitted;
+
+use super::raw_batch::Layout;
 
 /// Cuts batches of `batch_size` records.
 pub(crate) struct FixedGrouper {

@@ -8,7 +8,9 @@ use std::collections::VecDeque;
 use crate::batch::{BucketGroup, Bucketer, Remainder};
 use crate::pipeline::ops::Item;
 
-use super::plan::{Emitted, Layout, compact};
+use super::{Emitted, compact};
+
+use super::raw_batch::Layout;
 
 /// Fills length buckets.
 pub(crate) struct BucketGrouper {

@@ -1,6 +1,7 @@
 //! Grouping: which records make up each output batch — fixed-size
 //! ([`batch`]), by length into buckets ([`bucket`]) or packed into rows
-//! ([`pack`]). [`plan`] holds what passes between the threads.
+//! ([`pack`]). [`grouping`] says which, and how records are measured;
+//! [`raw_batch`] holds what passes from the record thread to the workers.
 //!
 //! The record thread alone decides order, so it also decides grouping.
 //! For buckets and packing it needs each record's length, a cheap wire scan
@@ -23,15 +24,18 @@
 
 pub(crate) mod batch;
 pub(crate) mod bucket;
+pub(crate) mod grouping;
 pub(crate) mod pack;
-pub(crate) mod plan;
+pub(crate) mod raw_batch;
 pub(crate) mod schedule;
 pub(crate) mod scheduled;
 
 use batch::FixedGrouper;
 use bucket::BucketGrouper;
+use bytes::Bytes;
+use grouping::GroupMode;
 use pack::PackGrouper;
-use plan::{Emitted, GroupMode, Layout};
+use raw_batch::Layout;
 use scheduled::ScheduledGrouper;
 
 use super::error::PipelineError;
@@ -134,4 +138,37 @@ impl Grouper {
             g.set_quiet(quiet, out);
         }
     }
+}
+
+/// A group ready for a worker, with the replay list right after it.
+pub(crate) struct Emitted {
+    pub items: Vec<Item>,
+    pub layout: Layout,
+    pub replay: Vec<(u32, u64)>,
+    pub replay_skip: u64,
+    /// The grouper's waiting records (`replay`) are fed back quietly on a
+    /// restore, then settled (scheduled buckets: see `schedule.rs`).
+    pub replay_quiet: bool,
+}
+
+impl Emitted {
+    /// A group with nothing left to replay after it.
+    pub fn plain(items: Vec<Item>, layout: Layout) -> Self {
+        Emitted {
+            items,
+            layout,
+            replay: Vec::new(),
+            replay_skip: 0,
+            replay_quiet: false,
+        }
+    }
+}
+
+/// A buffered record must not pin the read chunk it was sliced from (a
+/// view of a mapped file pins no heap memory: kept as it is).
+pub(crate) fn compact(mut item: Item) -> Item {
+    if !item.mapped {
+        item.data = Bytes::copy_from_slice(&item.data);
+    }
+    item
 }

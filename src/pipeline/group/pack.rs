@@ -10,7 +10,9 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::error::StateError;
 use crate::pipeline::ops::Item;
 
-use super::plan::{Emitted, Layout, compact};
+use super::{Emitted, compact};
+
+use super::raw_batch::Layout;
 
 /// Plans packed rows.
 pub(crate) struct PackGrouper {

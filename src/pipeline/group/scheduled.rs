@@ -11,7 +11,9 @@ use bytes::Bytes;
 use crate::batch::Bucketer;
 use crate::pipeline::ops::Item;
 
-use super::plan::{Emitted, Layout, compact};
+use super::{Emitted, compact};
+
+use super::raw_batch::Layout;
 use super::schedule::Schedule;
 
 /// Steps a record waits in its queue before it is copied out of the chunk

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::group::plan::{PrefilterFn, RawBatch};
+use crate::pipeline::group::grouping::PrefilterFn;
+use crate::pipeline::group::raw_batch::RawBatch;
 use crate::pipeline::stats::StageStats;
 
 use super::workers::catch_panic;

@@ -12,8 +12,10 @@ use crossbeam_channel::Sender;
 
 use crate::pipeline::checkpoint::{GroupPart, SavedParts, Snapshot, StreamSnapshot};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
-use crate::pipeline::group::plan::{Emitted, GroupMode, Layout, MeasureFn, PrefilterFn, RawBatch};
+use crate::pipeline::group::grouping::{GroupMode, MeasureFn, PrefilterFn};
+use crate::pipeline::group::raw_batch::{Layout, RawBatch};
 use crate::pipeline::ops::Item;
 use crate::pipeline::ops::stream::StreamChain;
 use crate::pipeline::stats::StageStats;

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::pipeline::checkpoint::{Snapshot, StreamSnapshot};
-use crate::pipeline::group::plan::{Layout, RawBatch};
+use crate::pipeline::group::raw_batch::{Layout, RawBatch};
 
 use super::panic_message;
 use super::workers::Delivery;

@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::pipeline::checkpoint::Snapshot;
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::group::plan::{BatchFn, RawBatch};
+use crate::pipeline::group::raw_batch::{BatchFn, RawBatch};
 use crate::pipeline::stats::StageStats;
 
 /// A numbered batch (or error) with the pipeline's state after it.

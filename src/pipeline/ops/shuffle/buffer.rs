@@ -351,7 +351,7 @@ impl ShuffleBuffer {
 /// A record leaving the buffer, with the length it came with: a held view
 /// of a mapped file stays marked as one, so that a grouper that keeps it
 /// waiting holds it as it is instead of copying it again (see
-/// `group::plan::compact`).
+/// `group::compact`).
 #[inline]
 fn leaving(data: Bytes, file: u32, offset: u64, loc: Loc) -> Item {
     Item {

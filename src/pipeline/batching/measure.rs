@@ -1,0 +1,92 @@
+//! How the record thread measures records for buckets and packing: the
+//! wire scan (on the shard readers too), or a prefilter pass that parses
+//! and runs the parsed ops first.
+
+use std::sync::Arc;
+
+use crate::batch::{BatchError, BatchErrorKind};
+use crate::example::{ExampleParser, longest_feature_length};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::group::grouping::{MeasureFn, PrefilterFn};
+use crate::pipeline::group::raw_batch::RawBatch;
+use crate::pipeline::ops::LengthScan;
+use crate::pipeline::parsed::{self};
+use crate::spec::WireKind;
+
+use super::ParsedSettings;
+use super::errors::map_error;
+use super::parsers::ParserPool;
+
+impl ParsedSettings {
+    /// Reads a record's length (the longest of `features`) with the wire
+    /// scan; a record it cannot read is parsed to name what is wrong with it.
+    pub(super) fn measure_fn(&self, features: Vec<(String, WireKind)>) -> MeasureFn {
+        let spec = self.spec.clone();
+        Arc::new(move |item| {
+            longest_feature_length(&item.data, &features).map_err(|(i, error)| {
+                match ExampleParser::new(&spec).parse(std::slice::from_ref(&item.data)) {
+                    Err(error) => PipelineError::Parse {
+                        path: String::new(),
+                        offset: item.offset,
+                        at: None,
+                        error,
+                    },
+                    Ok(_) => PipelineError::Length {
+                        path: String::new(),
+                        offset: item.offset,
+                        at: None,
+                        feature: features[i].0.clone(),
+                        error,
+                    },
+                }
+            })
+        })
+    }
+
+    /// Parses a chunk, runs the parsed ops, and gives each record's fate.
+    pub(super) fn prefilter_fn(&self, length: Option<Vec<(String, WireKind)>>) -> PrefilterFn {
+        let parsers = Arc::new(ParserPool::new(&self.spec, self.sequence.as_ref(), None));
+        let ops = self.ops.clone();
+        let features: Vec<String> = length.into_iter().flatten().map(|f| f.0).collect();
+        Arc::new(move |raw: &RawBatch| {
+            let (parser, batch) = parsers.parse(raw)?;
+            let n = batch.num_records;
+            let (kept, origin) = parsed::apply_all(&ops, batch).map_err(|e| map_error(raw, e))?;
+            let mut verdicts = vec![None; n];
+            let columns = features
+                .iter()
+                .map(|f| {
+                    kept.get(f).ok_or_else(|| PipelineError::Batch {
+                        path: raw.origin(0).0.to_owned(),
+                        offset: raw.origin(0).1,
+                        at: None,
+                        error: BatchError {
+                            record: None,
+                            feature: Some(f.clone()),
+                            kind: BatchErrorKind::MissingColumn,
+                        },
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            for (row, &i) in origin.iter().enumerate() {
+                let len = columns
+                    .iter()
+                    .map(|c| parsed::row_length(c, row).unwrap_or(0))
+                    .max()
+                    .unwrap_or(0);
+                if let Some(v) = verdicts.get_mut(i) {
+                    *v = Some(len);
+                }
+            }
+            parsers.put(parser, kept);
+            Ok(verdicts)
+        })
+    }
+}
+
+/// The wire scan of [`ParsedSettings::measure_fn`] without its error
+/// report, for the shard readers: a record it cannot read is measured
+/// again on the record thread, which names it.
+pub(super) fn scan_fn(features: Vec<(String, WireKind)>) -> LengthScan {
+    Arc::new(move |data: &[u8]| longest_feature_length(data, &features).ok())
+}

@@ -1,0 +1,231 @@
+//! The workers' job: a group of records parsed, mapped, padded and
+//! assembled (or handed over as parsed columns); errors placed at the
+//! record they name.
+
+use std::sync::{Arc, Mutex};
+
+use crate::batch::{Batch, BatchError, BatchErrorKind, BucketGroup, Packer, Remainder};
+use crate::example::ParsedBatch;
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::group::grouping::Grouping;
+use crate::pipeline::group::raw_batch::{BatchFn, Layout, RawBatch};
+use crate::pipeline::parsed::{self, ColumnPool};
+use crate::pipeline::stats::StageStats;
+
+use super::errors::{batch_error, map_error, parse_error};
+use super::parsers::{AnyParser, ParserPool};
+use super::{ParsedGrouping, ParsedSettings, Plan};
+
+impl ParsedSettings {
+    /// The grouping and the workers' job for assembled batches. `skips`:
+    /// under the skip policy, where the workers count the records they
+    /// leave out (a corrupt image); `None`, such a record is an error.
+    pub(crate) fn batches(
+        &self,
+        hosts: u64,
+        seed: u64,
+        skips: Option<Arc<StageStats>>,
+    ) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
+        let plan = self.plan(hosts)?;
+        self.plan_shapes(&plan)?;
+        let grouping = self.grouping(Some(&plan), hosts)?;
+        let images = self.images(seed, skips)?;
+        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
+        let ops = self.ops.clone();
+        // Images are decoded between the parse and the assembly: no direct path.
+        let direct = self.sequence.is_none() && images.is_none();
+        let spec = self.spec.clone();
+        let work: BatchFn<Batch> = match plan {
+            Plan::Rows(assembler) if ops.is_empty() && direct => Arc::new(move |raw: RawBatch| {
+                // Fixed-length features (img): straight from the records.
+                if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
+                    return Ok(batch);
+                }
+                // Straight into the padded tensors when the plan allows;
+                // anything else (and every error) takes the two-step path.
+                if let Some(batch) = parsers.with_parser(|parser| match parser {
+                    AnyParser::Example(parser) => assembler.assemble_direct(parser, &raw.records),
+                    AnyParser::Sequence(..) => None,
+                }) {
+                    return Ok(batch);
+                }
+                parsers.with(&raw, |parsed| {
+                    assembler
+                        .assemble(parsed)
+                        .map_err(|error| batch_error(&raw, error))
+                })
+            }),
+            Plan::Rows(assembler) => Arc::new(move |raw: RawBatch| {
+                let parsed = parsers.parse_mapped(&raw, &ops)?;
+                let out = assembler
+                    .assemble(&parsed.1)
+                    .map_err(|error| batch_error(&raw, error));
+                parsers.put(parsed.0, parsed.1);
+                out
+            }),
+            Plan::Bucket {
+                assembler, buckets, ..
+            } => Arc::new(move |raw: RawBatch| {
+                let bucket = match raw.layout {
+                    Layout::Bucket(b) => b,
+                    _ => 0,
+                };
+                let (batch_size, pad_to) = buckets.get(bucket).copied().unwrap_or((1, None));
+                // Straight into the padded tensors when the plan allows (as
+                // for rows); anything else, and every error, takes two steps.
+                if ops.is_empty()
+                    && direct
+                    && let Some(batch) = parsers.with_parser(|parser| match parser {
+                        AnyParser::Example(parser) => assembler.assemble_direct_bucket(
+                            parser,
+                            &raw.records,
+                            batch_size,
+                            pad_to,
+                        ),
+                        AnyParser::Sequence(..) => None,
+                    })
+                {
+                    return Ok(batch);
+                }
+                let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
+                let group = BucketGroup {
+                    bucket,
+                    batch_size,
+                    pad_to,
+                    items: (0..parsed.num_records).map(|r| (&parsed, r)).collect(),
+                };
+                let out = assembler
+                    .assemble_bucket(&group)
+                    .map_err(|error| batch_error(&raw, error));
+                drop(group);
+                parsers.put(parser, parsed);
+                out
+            }),
+            Plan::Pack { plan, .. } => {
+                let packers = Arc::new(Mutex::new(Vec::<Packer>::new()));
+                Arc::new(move |raw: RawBatch| {
+                    let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
+                    let taken = packers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                    let mut packer = match taken {
+                        Some(p) => p,
+                        None => plan.clone().build()?,
+                    };
+                    let out = pack_group(&mut packer, &raw, &parsed);
+                    packers
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(packer);
+                    parsers.put(parser, parsed);
+                    out
+                })
+            }
+        };
+        if self.normalize.is_empty() {
+            return Ok((grouping, work));
+        }
+        let normalize = self.normalize.clone();
+        let pool = crate::batch::BufferPool::default();
+        let assemble = work;
+        let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
+            let mut batch = assemble(raw)?;
+            for n in &normalize {
+                n.apply(&mut batch, &pool);
+            }
+            Ok(batch)
+        });
+        Ok((grouping, work))
+    }
+
+    /// The grouping and the workers' job for parsed columns, and the pool
+    /// the consumer gives batches back to for their columns to be reused.
+    pub(crate) fn columns(
+        &self,
+        seed: u64,
+        skips: Option<Arc<StageStats>>,
+    ) -> Result<(Grouping, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
+        if self.grouping != ParsedGrouping::Rows {
+            return Err(PipelineError::Config(
+                "bucket_by_length and pack give assembled batches: use build()".into(),
+            ));
+        }
+        if !self.normalize.is_empty() {
+            return Err(PipelineError::Config(
+                "normalize applies to assembled batches: use build()".into(),
+            ));
+        }
+        // Ragged columns have no padded shape for hosts to agree on.
+        let grouping = self.grouping(None, 1)?;
+        // The columns are handed over: they are parsed into the buffers of
+        // a batch the consumer gave back, else new ones (a reused parser
+        // sizes them from the last batch, so none regrows).
+        let images = self.images(seed, skips)?;
+        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), None);
+        let pool = ColumnPool::new(COLUMN_SPARES);
+        let spare = pool.clone();
+        let ops = self.ops.clone();
+        let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
+            let mut parsed = spare.take();
+            parsers
+                .with_parser(|parser| parser.parse_into(&raw.records, &mut parsed))
+                .map_err(|error| parse_error(&raw, error))?;
+            let mut parsed = parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))?;
+            if let Some(images) = &images {
+                images.apply(&raw, &mut parsed)?;
+            }
+            Ok(parsed)
+        });
+        Ok((grouping, work, pool))
+    }
+}
+
+/// Packs the records of a planned group into one batch.
+fn pack_group(
+    packer: &mut Packer,
+    raw: &RawBatch,
+    parsed: &ParsedBatch,
+) -> Result<Batch, PipelineError> {
+    let (parts, rows) = match &raw.layout {
+        Layout::Pack { parts, rows } => (parts.as_slice(), *rows),
+        _ => (&[][..], 0),
+    };
+    // An empty group: a host padding to its batch count.
+    if parsed.num_records == 0 {
+        packer.finish(Remainder::Drop);
+        return Ok(packer.empty_batch());
+    }
+    let mut out = Vec::new();
+    for r in 0..parsed.num_records {
+        let pushed = match parts.get(r) {
+            Some(part) => packer.push_part(parsed, r, part.clone(), &mut out),
+            None => packer.push(parsed, r, &mut out),
+        };
+        if let Err(error) = pushed {
+            packer.finish(Remainder::Drop);
+            return Err(batch_error(raw, error));
+        }
+    }
+    let batch = packer.finish(Remainder::Pad);
+    match batch {
+        Some(batch) if out.is_empty() && batch.real_rows == rows => Ok(batch),
+        _ => {
+            let (path, offset) = raw.origin(0);
+            Err(PipelineError::Batch {
+                path: path.to_owned(),
+                offset,
+                at: None,
+                error: BatchError {
+                    record: None,
+                    feature: None,
+                    kind: BatchErrorKind::ColumnMismatch {
+                        reason: "parsed lengths differ from the lengths the records were \
+                                 planned by (packed features of unequal length?)",
+                    },
+                },
+            })
+        }
+    }
+}
+
+/// Parsed batches given back that the pool keeps: enough for the workers
+/// and the batches in flight to find one.
+const COLUMN_SPARES: usize = 8;

@@ -1,0 +1,70 @@
+//! What the record thread hands the workers: a raw batch of serialized
+//! records, with the layout a worker gives it, and the function a worker
+//! turns it into the pipeline's output with.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::pipeline::error::PipelineError;
+
+/// How the records of a raw batch are to be laid out by the worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// One row per record.
+    #[default]
+    Rows,
+    /// One row per record, padded to bucket `bucket`'s length.
+    Bucket(usize),
+    /// Packed: for each record, the part of its kept values to pack
+    /// (see [`kept_span`](crate::batch::kept_span)); `rows` rows are used.
+    Pack {
+        parts: Vec<Range<usize>>,
+        rows: usize,
+    },
+}
+
+/// A batch of serialized records as the record thread cut it.
+pub struct RawBatch {
+    /// The records, in order.
+    pub records: Vec<Bytes>,
+    /// For each record: its file's path index and byte offset (for errors).
+    pub(crate) provenance: Vec<(u32, u64)>,
+    /// The host's files, to name them in errors.
+    pub(crate) files: Arc<Vec<String>>,
+    /// How the worker lays the records out (rows, a bucket, packed rows).
+    pub(crate) layout: Layout,
+    /// The batch's number in the whole run, counting the batches before a
+    /// restore (0 for chunks that are not batches): with the row, it keys
+    /// a record's random image crop, the same at any thread count.
+    pub(crate) number: u64,
+}
+
+impl RawBatch {
+    /// How the records are to be laid out: one row each, padded to a
+    /// bucket's length, or packed.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The batch's number in the whole run (0, 1, …, counting the batches
+    /// delivered before a restore); 0 for a chunk that is not a batch.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// File and byte offset of record `i` of the batch.
+    pub fn origin(&self, i: usize) -> (&str, u64) {
+        match self.provenance.get(i) {
+            Some(&(file, offset)) => (
+                self.files.get(file as usize).map_or("?", |s| s.as_str()),
+                offset,
+            ),
+            None => ("?", 0),
+        }
+    }
+}
+
+/// Turns a raw batch into the pipeline's output; runs on the worker pool.
+pub type BatchFn<T> = Arc<dyn Fn(RawBatch) -> Result<T, PipelineError> + Send + Sync>;
