@@ -7,10 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::batches::Batches;
-use super::batching::{ParsedGrouping, ParsedSettings};
+use super::batching::{Batching, ParsedSettings};
 use super::error::PipelineError;
-use super::group::grouping::GroupMode;
-use super::group::grouping::Grouping;
+use super::group::grouping::RecordWork;
 use super::group::raw_batch::{BatchFn, RawBatch};
 use super::normalize::Normalize;
 use super::ops::RecordRange;
@@ -416,18 +415,7 @@ impl Pipeline {
         }
         start(
             &self.s,
-            Grouping {
-                mode: GroupMode::Fixed {
-                    batch_size,
-                    drop_remainder,
-                },
-                measure: None,
-                scan: None,
-                prefilter: None,
-                length_feature: None,
-                parsed_ops: String::new(),
-                masks: String::new(),
-            },
+            RecordWork::fixed(batch_size, drop_remainder),
             work,
             Arc::new(StageStats::default()),
         )
@@ -476,7 +464,7 @@ impl Pipeline {
                 mask_of: Vec::new(),
                 cast: None,
                 decode: Vec::new(),
-                grouping: ParsedGrouping::Rows,
+                batching: Batching::Rows,
                 ops: Vec::new(),
                 normalize: Vec::new(),
             },
@@ -641,7 +629,7 @@ impl ParsedPipeline {
         boundaries: &[usize],
         batch_sizes: &[usize],
     ) -> Self {
-        self.p.grouping = ParsedGrouping::Bucket {
+        self.p.batching = Batching::Bucket {
             feature: feature.to_owned(),
             boundaries: boundaries.to_vec(),
             batch_sizes: batch_sizes.to_vec(),
@@ -659,11 +647,11 @@ impl ParsedPipeline {
     /// `attention_mask`); the spec may hold no fixed-length feature. With
     /// `drop_remainder` the last, partly filled batch is dropped.
     pub fn pack(mut self, row_length: usize) -> Self {
-        let overflow = match self.p.grouping {
-            ParsedGrouping::Pack { overflow, .. } => overflow,
+        let overflow = match self.p.batching {
+            Batching::Pack { overflow, .. } => overflow,
             _ => Overflow::Error,
         };
-        self.p.grouping = ParsedGrouping::Pack {
+        self.p.batching = Batching::Pack {
             row_length,
             overflow,
         };
@@ -673,10 +661,10 @@ impl ParsedPipeline {
     /// What [`pack`](Self::pack) does with a record longer than a row
     /// (default [`Overflow::Error`], naming the file and offset).
     pub fn pack_overflow(mut self, overflow: Overflow) -> Self {
-        if let ParsedGrouping::Pack { overflow: o, .. } = &mut self.p.grouping {
+        if let Batching::Pack { overflow: o, .. } = &mut self.p.batching {
             *o = overflow;
         } else {
-            self.p.grouping = ParsedGrouping::Pack {
+            self.p.batching = Batching::Pack {
                 row_length: 0,
                 overflow,
             };

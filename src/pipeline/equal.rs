@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
-use super::group::grouping::{GroupMode, MeasureFn, PrefilterFn};
+use super::group::grouping::RecordWork;
 use super::group::raw_batch::{Layout, RawBatch};
 use super::ops::Item;
 use super::ops::stream::StreamChain;
@@ -22,22 +22,16 @@ use super::settings::{EqualBatches, RecordSettings};
 /// Records a stream's grouping simulation hands to the prefilter at once.
 const CHUNK: usize = 256;
 
-/// What decides a stream's batches.
-pub(crate) struct Grouped<'a> {
-    pub mode: &'a GroupMode,
-    pub measure: Option<&'a MeasureFn>,
-    pub prefilter: Option<&'a PrefilterFn>,
-}
-
 /// How many batches every stream emits when the counts of records do not
 /// say: each of the `streams` streams (`open(s)`: its chain, or a host's
-/// mixture, and its files) is run once through its grouping, as the run
+/// mixture, and its files) is run once through its grouping (`record`: one
+/// stream's), as the run
 /// will, counting its batches; the poorest stream's count (`Drop`) or the
 /// richest's (`Pad`) is everyone's.
 pub(crate) fn from_grouping(
     p: &RecordSettings,
     streams: u64,
-    grouped: &Grouped<'_>,
+    record: &RecordWork,
     open: impl Fn(u64) -> Result<(StreamChain, Vec<String>), PipelineError> + Sync,
 ) -> Result<Option<u64>, PipelineError> {
     let Some(how) = p.equal_batches else {
@@ -54,7 +48,7 @@ pub(crate) fn from_grouping(
                     let open = &open;
                     scope.spawn(move || {
                         let (chain, files) = open(s)?;
-                        stream_batches(chain, files, grouped)
+                        stream_batches(chain, files, record)
                     })
                 })
                 .collect();
@@ -81,12 +75,12 @@ pub(crate) fn from_grouping(
 fn stream_batches(
     mut chain: StreamChain,
     files: Vec<String>,
-    grouped: &Grouped<'_>,
+    record: &RecordWork,
 ) -> Result<u64, PipelineError> {
     let files = Arc::new(files);
     // A run with a fixed batch count groups its remainder by the schedule:
     // count it so.
-    let mut grouper = Grouper::new(grouped.mode, 0, true);
+    let mut grouper = Grouper::new(&record.grouping, 0, true);
     let mut out = Vec::new();
     let mut batches = 0u64;
     let named = |mut e: PipelineError, file: u32| {
@@ -110,7 +104,7 @@ fn stream_batches(
         if items.is_empty() {
             break;
         }
-        let lengths: Vec<Option<usize>> = match (grouped.measure, grouped.prefilter) {
+        let lengths: Vec<Option<usize>> = match (&record.measure, &record.prefilter) {
             (Some(measure), _) => items
                 .iter()
                 .map(|i| measure(i).map(Some).map_err(|e| named(e, i.file)))

@@ -1,4 +1,4 @@
-//! A mixture's plan: its sources' record chains, the mixture op over them
+//! A mixture opened: its sources' record chains, the mixture op over them
 //! ([`ops::mix`](super::ops::mix)), and the checks that keep what a mixture
 //! cannot do yet a clear error.
 
@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 
 use super::checkpoint::{self, GroupPart, RawParts, SequenceKey, StreamNode};
 use super::error::PipelineError;
-use super::group::grouping::GroupMode;
+use super::group::grouping::Grouping;
 use super::open::{Built, Opened, record_key};
 use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
@@ -52,10 +52,10 @@ pub(crate) fn build(
     if mix.sources.iter().any(|(_, s)| s.host != host) {
         return refuse("needs every source sharded alike (the same shard(i, n))");
     }
-    let batch = match (mix.choice, o.mode) {
+    let batch = match (mix.choice, &o.record.grouping) {
         (MixChoice::Random, _) => 1,
-        (MixChoice::Stratified, GroupMode::Fixed { batch_size, .. })
-            if o.grouping.prefilter.is_none() =>
+        (MixChoice::Stratified, Grouping::Fixed { batch_size, .. })
+            if o.record.prefilter.is_none() =>
         {
             *batch_size
         }
@@ -72,7 +72,7 @@ pub(crate) fn build(
         .iter()
         .map(|(_, s)| {
             let (i, n) = s.host.unwrap_or((0, 1));
-            s.stream_config(i, n, o.grouping.scan.as_ref())
+            s.stream_config(i, n, o.record.scan.as_ref())
         })
         .collect();
     let fingerprints: Vec<u32> = mix
@@ -112,10 +112,10 @@ pub(crate) fn build(
         epochs: None,
         shuffle_across_epochs: false,
         equal_batches: None,
-        grouping: o.mode,
-        length_feature: o.grouping.length_feature.as_deref(),
-        parsed_ops: &o.grouping.parsed_ops,
-        masks: &o.grouping.masks,
+        grouping: &o.record.grouping,
+        length_feature: o.record.length_feature.as_deref(),
+        parsed_ops: &o.record.parsed_ops,
+        masks: &o.record.masks,
         streams: None,
         mixture: Some(code),
     }
@@ -167,7 +167,7 @@ pub(crate) fn build(
             checkpoint::check_group(
                 &group,
                 o.batches_before,
-                o.mode,
+                &o.record.grouping,
                 files.len(),
                 o.total_batches,
             )?;

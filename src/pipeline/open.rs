@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use super::checkpoint::{self, GroupPart, SequenceKey, StreamNode};
 use super::error::PipelineError;
-use super::group::grouping::GroupMode;
-use super::group::grouping::Grouping;
+use super::group::grouping::{Grouping, RecordWork};
 use super::ops::StreamConfig;
 use super::ops::chain::RecordChain;
 use super::ops::stream::StreamChain;
@@ -17,8 +16,9 @@ use super::stats::StageStats;
 
 /// What a stream's chain is opened with.
 pub(crate) struct Opened<'a> {
-    pub mode: &'a GroupMode,
-    pub grouping: &'a Grouping,
+    /// The stream's work: its grouping (its share of the rows) and how it
+    /// measures records.
+    pub record: &'a RecordWork,
     pub batches_before: u64,
     pub total_batches: Option<u64>,
     pub read_stats: &'a Arc<StageStats>,
@@ -42,14 +42,14 @@ pub(crate) fn one_stream(
     node: Option<StreamNode>,
     o: &Opened<'_>,
 ) -> Result<Built, PipelineError> {
-    let cfg = p.stream_config(index, streams, o.grouping.scan.as_ref());
+    let cfg = p.stream_config(index, streams, o.record.scan.as_ref());
     let host = (p.host.is_some() || p.streams.is_some()).then_some((index, streams));
     let fingerprint = SequenceKey {
         equal_batches: p.equal_batches,
-        grouping: o.mode,
-        length_feature: o.grouping.length_feature.as_deref(),
-        parsed_ops: &o.grouping.parsed_ops,
-        masks: &o.grouping.masks,
+        grouping: &o.record.grouping,
+        length_feature: o.record.length_feature.as_deref(),
+        parsed_ops: &o.record.parsed_ops,
+        masks: &o.record.masks,
         streams: p.streams,
         ..record_key(p, &cfg, host)
     }
@@ -65,7 +65,7 @@ pub(crate) fn one_stream(
             checkpoint::check_group(
                 &group,
                 o.batches_before,
-                o.mode,
+                &o.record.grouping,
                 files.len(),
                 o.total_batches,
             )?;
@@ -96,7 +96,7 @@ pub(crate) fn record_key<'a>(
     cfg: &'a StreamConfig,
     host: Option<(u64, u64)>,
 ) -> SequenceKey<'a> {
-    const NO_GROUPING: GroupMode = GroupMode::Fixed {
+    const NO_GROUPING: Grouping = Grouping::Fixed {
         batch_size: 0,
         drop_remainder: false,
     };

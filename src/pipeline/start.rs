@@ -9,7 +9,7 @@ use super::batches::{Batches, ExecConfig};
 use super::checkpoint::{self, Snapshot, StreamSnapshot};
 use super::equal;
 use super::error::{PipelineError, StateError};
-use super::group::grouping::{GroupMode, Grouping, MeasureFn, PrefilterFn};
+use super::group::grouping::{Grouping, MeasureFn, PrefilterFn, RecordWork};
 use super::group::raw_batch::{BatchFn, Layout, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
 use super::mixture;
@@ -25,7 +25,7 @@ use crate::batch::Bucketer;
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
 const PREFILTER_CHUNK: usize = 256;
 
-/// Starts the threads: records grouped as `grouping` says, each group
+/// Starts the threads: records grouped as `record` says, each group
 /// handed to `work` on the worker pool.
 ///
 /// The host runs its slice of the job's logical streams (one per host
@@ -36,7 +36,7 @@ const PREFILTER_CHUNK: usize = 256;
 /// `batch_stats` are the workers' counters (`work` may count in them).
 pub(crate) fn start<T: Send + 'static>(
     p: &RecordSettings,
-    grouping: Grouping,
+    record: RecordWork,
     work: BatchFn<T>,
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
@@ -60,36 +60,37 @@ pub(crate) fn start<T: Send + 'static>(
     }
     let per_host = streams / hosts;
     let first = host_index * per_host;
-    let mut grouping = grouping;
-    // The grouping of one stream: its share of every batch's rows.
-    let mut mode = grouping.mode.per_stream(per_host as usize)?;
+    // The host's grouping, for the digest of the shapes hosts must share.
+    let mut host_grouping = record.grouping.clone();
+    // The work of one stream: its share of every batch's rows.
+    let mut record = record.per_stream(per_host as usize)?;
     // Equal batch counts: from the records' counts where a batch always
     // takes the same number of records, else by running every stream's
     // grouping once (below, once the schedule is set).
-    let counted = match &mode {
+    let counted = match &record.grouping {
         // A mixture's batches are not its files' records: counted by grouping.
         _ if p.mixture.is_some() => None,
-        GroupMode::Fixed {
+        Grouping::Fixed {
             batch_size,
             drop_remainder,
-        } if grouping.prefilter.is_none() => {
+        } if record.prefilter.is_none() => {
             equal::from_counts(p, streams, *batch_size, *drop_remainder)?
         }
-        GroupMode::Scheduled {
+        Grouping::Scheduled {
             bucketer,
             drop_remainder,
             ..
-        } if !grouping.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
+        } if !record.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
             let batch_size = one_batch_size(bucketer).unwrap_or(1);
             equal::from_counts(p, streams, batch_size, *drop_remainder)?
         }
         _ => None,
     };
-    if let GroupMode::Scheduled {
+    if let Grouping::Scheduled {
         bucketer, schedule, ..
-    } = &mut mode
+    } = &mut record.grouping
     {
-        let counts = sample_buckets(p, &grouping.measure, &grouping.prefilter, bucketer)?;
+        let counts = sample_buckets(p, &record.measure, &record.prefilter, bucketer)?;
         // Per-stream batch sizes: the same schedule on any host count.
         let sizes: Vec<usize> = (0..bucketer.num_buckets())
             .map(|b| bucketer.batch_size(b))
@@ -100,11 +101,11 @@ pub(crate) fn start<T: Send + 'static>(
         }
         let planned = Arc::new(planned);
         *schedule = Some(planned.clone());
-        if let GroupMode::Scheduled { schedule, .. } = &mut grouping.mode {
+        if let Grouping::Scheduled { schedule, .. } = &mut host_grouping {
             *schedule = Some(planned);
         }
     }
-    let mut shape_schedule = shape_schedule(&grouping.mode);
+    let mut shape_schedule = shape_schedule(&host_grouping);
     let total_batches = match counted {
         Some(n) => Some(n),
         None if p.equal_batches.is_some()
@@ -112,15 +113,9 @@ pub(crate) fn start<T: Send + 'static>(
                 .as_ref()
                 .map_or(p.repeat != Some(None), |m| m.finite()) =>
         {
-            let grouped = equal::Grouped {
-                mode: &mode,
-                measure: grouping.measure.as_ref(),
-                prefilter: grouping.prefilter.as_ref(),
-            };
             let stats = Arc::new(StageStats::default());
             let counting = Opened {
-                mode: &mode,
-                grouping: &grouping,
+                record: &record,
                 batches_before: 0,
                 total_batches: None,
                 read_stats: &stats,
@@ -135,7 +130,7 @@ pub(crate) fn start<T: Send + 'static>(
                 };
                 Ok((built.chain, built.files))
             };
-            let total = equal::from_grouping(p, streams, &grouped, open)?;
+            let total = equal::from_grouping(p, streams, &record, open)?;
             // Counted with this host's seed for every stream: hosts seeded
             // differently would count differently, so the count is part of
             // what hosts compare at the start.
@@ -181,8 +176,7 @@ pub(crate) fn start<T: Send + 'static>(
             })?),
         };
         let opened = Opened {
-            mode: &mode,
-            grouping: &grouping,
+            record: &record,
             batches_before,
             total_batches,
             read_stats: &read_stats,
@@ -212,9 +206,9 @@ pub(crate) fn start<T: Send + 'static>(
         threads.push(RecordThread {
             chain,
             files: Arc::new(files.clone()),
-            mode: mode.clone(),
-            measure: grouping.measure.clone(),
-            prefilter: grouping.prefilter.clone(),
+            grouping: record.grouping.clone(),
+            measure: record.measure.clone(),
+            prefilter: record.prefilter.clone(),
             replay,
             replay_skip: usize::try_from(group.replay_skip).unwrap_or(usize::MAX),
             replay_quiet: usize::try_from(group.replay_quiet).unwrap_or(usize::MAX),
@@ -253,12 +247,12 @@ pub(crate) fn start<T: Send + 'static>(
 }
 
 /// A digest of the shape schedule hosts must share (0 without one).
-fn shape_schedule(mode: &GroupMode) -> u64 {
-    let GroupMode::Scheduled {
+fn shape_schedule(grouping: &Grouping) -> u64 {
+    let Grouping::Scheduled {
         bucketer,
         schedule: Some(schedule),
         ..
-    } = mode
+    } = grouping
     else {
         return 0;
     };

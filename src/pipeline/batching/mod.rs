@@ -20,7 +20,7 @@ use crate::batch::{
     PlanError, TensorType,
 };
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::group::grouping::{GroupMode, Grouping};
+use crate::pipeline::group::grouping::{Grouping, RecordWork};
 #[cfg(feature = "images")]
 use crate::pipeline::images::ImageStage;
 use crate::pipeline::normalize::Normalize;
@@ -30,9 +30,12 @@ use crate::pipeline::stats::StageStats;
 use crate::spec::{FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind};
 use measure::scan_fn;
 
-/// How parsed records are grouped into batches.
+/// How the user asked parsed records to make batches (`batch`,
+/// `bucket_by_length`, `pack`), as the builder collected it; checked, on a
+/// given host count, into the record thread's [`Grouping`] and the workers'
+/// [`Assembly`].
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum ParsedGrouping {
+pub(crate) enum Batching {
     /// `batch` records per batch.
     Rows,
     /// By the length of `feature` into buckets.
@@ -66,23 +69,26 @@ pub(crate) struct ParsedSettings {
     pub mask_of: Vec<(String, MaskType)>,
     pub cast: Option<TensorType>,
     pub decode: Vec<(String, Vec<usize>)>,
-    pub grouping: ParsedGrouping,
+    pub batching: Batching,
     pub ops: Vec<ParsedOp>,
     /// Features normalized to float after assembly, in order.
     pub normalize: Vec<Normalize>,
 }
 
-/// The grouping a pipeline runs with (see [`ParsedSettings::decide`]).
+/// The batching a pipeline runs with on a host count (see
+/// [`ParsedSettings::decide`]).
 struct Decided {
-    grouping: ParsedGrouping,
+    batching: Batching,
     /// Buckets in the order of the shared schedule, not as they fill.
     scheduled: bool,
     /// The features whose longest length buckets a record.
     features: Vec<String>,
 }
 
-/// A checked description of the batches: how a worker makes each one.
-enum Plan {
+/// How a worker assembles each group into a batch, checked: the workers'
+/// side of the check whose record-thread side is the [`Grouping`] (see
+/// [`ParsedSettings::record_work`]).
+enum Assembly {
     Rows(Assembler),
     Bucket {
         assembler: Assembler,
@@ -179,15 +185,15 @@ impl ParsedSettings {
     /// feature. Also gives the features whose length groups records.
     fn decide(&self, hosts: u64) -> Result<Decided, PipelineError> {
         let scheduled = hosts > 1;
-        let grouping = self.grouping.clone();
-        let ParsedGrouping::Rows = grouping else {
-            let features = match &grouping {
-                ParsedGrouping::Bucket { feature, .. } => vec![feature.clone()],
+        let batching = self.batching.clone();
+        let Batching::Rows = batching else {
+            let features = match &batching {
+                Batching::Bucket { feature, .. } => vec![feature.clone()],
                 _ => Vec::new(),
             };
-            let scheduled = scheduled && matches!(grouping, ParsedGrouping::Bucket { .. });
+            let scheduled = scheduled && matches!(batching, Batching::Bucket { .. });
             return Ok(Decided {
-                grouping,
+                batching,
                 scheduled,
                 features,
             });
@@ -206,7 +212,7 @@ impl ParsedSettings {
         let policy = self.length.clone().unwrap_or_default();
         if !scheduled || (padded.is_empty() && !has_lists) || policy.fixed.is_some() {
             return Ok(Decided {
-                grouping,
+                batching,
                 scheduled: false,
                 features: Vec::new(),
             });
@@ -233,7 +239,7 @@ impl ParsedSettings {
             .collect();
         let batch_size = self.batch_size.unwrap_or(1);
         Ok(Decided {
-            grouping: ParsedGrouping::Bucket {
+            batching: Batching::Bucket {
                 feature: padded[0].clone(),
                 batch_sizes: vec![batch_size; boundaries.len() + 1],
                 boundaries,
@@ -269,7 +275,7 @@ impl ParsedSettings {
         }
     }
 
-    fn plan(&self, hosts: u64) -> Result<Plan, PipelineError> {
+    fn assembly(&self, hosts: u64) -> Result<Assembly, PipelineError> {
         let decided = self.decide(hosts)?;
         if let Some(seq) = &self.sequence {
             if let Some(name) = seq
@@ -282,7 +288,7 @@ impl ParsedSettings {
                 }
                 .into());
             }
-            if let ParsedGrouping::Pack { .. } = self.grouping {
+            if let Batching::Pack { .. } = self.batching {
                 return Err(PipelineError::Config(
                     "pack is not supported for SequenceExample records (parse_sequence): \
                      use batch or bucket_by_length"
@@ -290,14 +296,16 @@ impl ParsedSettings {
                 ));
             }
         }
-        match &decided.grouping {
-            ParsedGrouping::Rows => Ok(Plan::Rows(self.assembler(self.batch_size.unwrap_or(1))?)),
-            ParsedGrouping::Bucket {
+        match &decided.batching {
+            Batching::Rows => Ok(Assembly::Rows(
+                self.assembler(self.batch_size.unwrap_or(1))?,
+            )),
+            Batching::Bucket {
                 feature,
                 boundaries,
                 batch_sizes,
             } => {
-                let converted = matches!(self.grouping, ParsedGrouping::Rows);
+                let converted = matches!(self.batching, Batching::Rows);
                 if self.batch_size.is_some() && !converted {
                     return Err(PipelineError::Config(
                         "bucket_by_length sets a batch size per bucket: leave out batch() \
@@ -354,14 +362,14 @@ impl ParsedSettings {
                     .collect();
                 shapes.sort();
                 shapes.dedup();
-                Ok(Plan::Bucket {
+                Ok(Assembly::Bucket {
                     assembler,
                     buckets,
                     shapes,
                     bucketer,
                 })
             }
-            ParsedGrouping::Pack {
+            Batching::Pack {
                 row_length,
                 overflow,
             } => {
@@ -411,22 +419,22 @@ impl ParsedSettings {
                     plan = plan.cast_ints(dtype);
                 }
                 let shapes = plan.clone().build()?.shapes();
-                Ok(Plan::Pack { plan, shapes })
+                Ok(Assembly::Pack { plan, shapes })
             }
         }
     }
 
     /// Every shape a batch can have (see [`ParsedPipeline::shapes`](super::ParsedPipeline::shapes)).
     pub(crate) fn shapes(&self, hosts: u64) -> Result<Vec<BatchShape>, PipelineError> {
-        self.plan_shapes(&self.plan(hosts)?)
+        self.assembly_shapes(&self.assembly(hosts)?)
     }
 
-    /// The shapes of `plan`'s batches after `normalize`, which is checked
-    /// against them.
-    fn plan_shapes(&self, plan: &Plan) -> Result<Vec<BatchShape>, PipelineError> {
-        let mut shapes = match plan {
-            Plan::Rows(assembler) => assembler.shapes(),
-            Plan::Bucket { shapes, .. } | Plan::Pack { shapes, .. } => shapes.clone(),
+    /// The shapes of `assembly`'s batches after `normalize`, which is
+    /// checked against them.
+    fn assembly_shapes(&self, assembly: &Assembly) -> Result<Vec<BatchShape>, PipelineError> {
+        let mut shapes = match assembly {
+            Assembly::Rows(assembler) => assembler.shapes(),
+            Assembly::Bucket { shapes, .. } | Assembly::Pack { shapes, .. } => shapes.clone(),
         };
         for n in &self.normalize {
             for shape in &mut shapes {
@@ -440,43 +448,50 @@ impl ParsedSettings {
     /// The features whose length (the longest of them) groups records, with
     /// their wire kinds.
     fn length_features(&self, decided: &Decided) -> Result<Vec<(String, WireKind)>, PipelineError> {
-        Ok(match &decided.grouping {
-            ParsedGrouping::Rows => Vec::new(),
-            ParsedGrouping::Bucket { .. } => decided
+        Ok(match &decided.batching {
+            Batching::Rows => Vec::new(),
+            Batching::Bucket { .. } => decided
                 .features
                 .iter()
                 .map(|f| Ok((f.clone(), self.var_len_feature(f)?)))
                 .collect::<Result<_, PipelineError>>()?,
-            ParsedGrouping::Pack { .. } => match self.spec.features().first() {
+            Batching::Pack { .. } => match self.spec.features().first() {
                 Some(f) => vec![(f.name.clone(), f.dtype.wire_kind())],
                 None => return Err(PlanError::NoFeatures.into()),
             },
         })
     }
 
-    /// How the record thread groups records for this pipeline: the record
-    /// thread's half of `plan` (`None` only for rows, which need no plan).
-    fn grouping(&self, plan: Option<&Plan>, hosts: u64) -> Result<Grouping, PipelineError> {
+    /// What the record thread is given for this pipeline: its grouping, the
+    /// record thread's side of `assembly` (`None` only for rows, which need
+    /// none), and how it measures records.
+    fn record_work(
+        &self,
+        assembly: Option<&Assembly>,
+        hosts: u64,
+    ) -> Result<RecordWork, PipelineError> {
         let drop_remainder = self.drop_remainder;
         let decided = self.decide(hosts)?;
-        let mode = match &decided.grouping {
-            ParsedGrouping::Rows => {
+        let grouping = match &decided.batching {
+            Batching::Rows => {
                 let batch_size = self.batch_size.unwrap_or(1);
                 if batch_size == 0 {
                     return Err(PipelineError::Config("batch size 0".into()));
                 }
-                GroupMode::Fixed {
+                Grouping::Fixed {
                     batch_size,
                     drop_remainder,
                 }
             }
-            ParsedGrouping::Bucket { .. } => match plan {
-                Some(Plan::Bucket { bucketer, .. }) if decided.scheduled => GroupMode::Scheduled {
-                    bucketer: bucketer.clone(),
-                    schedule: None,
-                    drop_remainder,
-                },
-                Some(Plan::Bucket { bucketer, .. }) => GroupMode::Bucket {
+            Batching::Bucket { .. } => match assembly {
+                Some(Assembly::Bucket { bucketer, .. }) if decided.scheduled => {
+                    Grouping::Scheduled {
+                        bucketer: bucketer.clone(),
+                        schedule: None,
+                        drop_remainder,
+                    }
+                }
+                Some(Assembly::Bucket { bucketer, .. }) => Grouping::Bucket {
                     bucketer: bucketer.clone(),
                     drop_remainder,
                 },
@@ -486,10 +501,10 @@ impl ParsedSettings {
                     ));
                 }
             },
-            ParsedGrouping::Pack {
+            Batching::Pack {
                 row_length,
                 overflow,
-            } => GroupMode::Pack {
+            } => Grouping::Pack {
                 row_length: *row_length,
                 batch_size: self.batch_size.unwrap_or(1),
                 overflow: *overflow,
@@ -531,8 +546,8 @@ impl ParsedSettings {
                 ParsedOp::Filter(_) => 'f',
             })
             .collect();
-        Ok(Grouping {
-            mode,
+        Ok(RecordWork {
+            grouping,
             measure,
             scan,
             prefilter,

@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 use crate::batch::{Batch, BatchError, BatchErrorKind, BucketGroup, Packer, Remainder};
 use crate::example::ParsedBatch;
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::group::grouping::Grouping;
+use crate::pipeline::group::grouping::RecordWork;
 use crate::pipeline::group::raw_batch::{BatchFn, Layout, RawBatch};
 use crate::pipeline::parsed::{self, ColumnPool};
 use crate::pipeline::stats::StageStats;
 
 use super::errors::{batch_error, map_error, parse_error};
 use super::parsers::{AnyParser, ParserPool};
-use super::{ParsedGrouping, ParsedSettings, Plan};
+use super::{Assembly, Batching, ParsedSettings};
 
 impl ParsedSettings {
     /// The grouping and the workers' job for assembled batches. `skips`:
@@ -25,37 +25,41 @@ impl ParsedSettings {
         hosts: u64,
         seed: u64,
         skips: Option<Arc<StageStats>>,
-    ) -> Result<(Grouping, BatchFn<Batch>), PipelineError> {
-        let plan = self.plan(hosts)?;
-        self.plan_shapes(&plan)?;
-        let grouping = self.grouping(Some(&plan), hosts)?;
+    ) -> Result<(RecordWork, BatchFn<Batch>), PipelineError> {
+        let assembly = self.assembly(hosts)?;
+        self.assembly_shapes(&assembly)?;
+        let record = self.record_work(Some(&assembly), hosts)?;
         let images = self.images(seed, skips)?;
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
         let ops = self.ops.clone();
         // Images are decoded between the parse and the assembly: no direct path.
         let direct = self.sequence.is_none() && images.is_none();
         let spec = self.spec.clone();
-        let work: BatchFn<Batch> = match plan {
-            Plan::Rows(assembler) if ops.is_empty() && direct => Arc::new(move |raw: RawBatch| {
-                // Fixed-length features (img): straight from the records.
-                if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
-                    return Ok(batch);
-                }
-                // Straight into the padded tensors when the plan allows;
-                // anything else (and every error) takes the two-step path.
-                if let Some(batch) = parsers.with_parser(|parser| match parser {
-                    AnyParser::Example(parser) => assembler.assemble_direct(parser, &raw.records),
-                    AnyParser::Sequence(..) => None,
-                }) {
-                    return Ok(batch);
-                }
-                parsers.with(&raw, |parsed| {
-                    assembler
-                        .assemble(parsed)
-                        .map_err(|error| batch_error(&raw, error))
+        let work: BatchFn<Batch> = match assembly {
+            Assembly::Rows(assembler) if ops.is_empty() && direct => {
+                Arc::new(move |raw: RawBatch| {
+                    // Fixed-length features (img): straight from the records.
+                    if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
+                        return Ok(batch);
+                    }
+                    // Straight into the padded tensors when the plan allows;
+                    // anything else (and every error) takes the two-step path.
+                    if let Some(batch) = parsers.with_parser(|parser| match parser {
+                        AnyParser::Example(parser) => {
+                            assembler.assemble_direct(parser, &raw.records)
+                        }
+                        AnyParser::Sequence(..) => None,
+                    }) {
+                        return Ok(batch);
+                    }
+                    parsers.with(&raw, |parsed| {
+                        assembler
+                            .assemble(parsed)
+                            .map_err(|error| batch_error(&raw, error))
+                    })
                 })
-            }),
-            Plan::Rows(assembler) => Arc::new(move |raw: RawBatch| {
+            }
+            Assembly::Rows(assembler) => Arc::new(move |raw: RawBatch| {
                 let parsed = parsers.parse_mapped(&raw, &ops)?;
                 let out = assembler
                     .assemble(&parsed.1)
@@ -63,7 +67,7 @@ impl ParsedSettings {
                 parsers.put(parsed.0, parsed.1);
                 out
             }),
-            Plan::Bucket {
+            Assembly::Bucket {
                 assembler, buckets, ..
             } => Arc::new(move |raw: RawBatch| {
                 let bucket = match raw.layout {
@@ -101,7 +105,7 @@ impl ParsedSettings {
                 parsers.put(parser, parsed);
                 out
             }),
-            Plan::Pack { plan, .. } => {
+            Assembly::Pack { plan, .. } => {
                 let packers = Arc::new(Mutex::new(Vec::<Packer>::new()));
                 Arc::new(move |raw: RawBatch| {
                     let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
@@ -121,7 +125,7 @@ impl ParsedSettings {
             }
         };
         if self.normalize.is_empty() {
-            return Ok((grouping, work));
+            return Ok((record, work));
         }
         let normalize = self.normalize.clone();
         let pool = crate::batch::BufferPool::default();
@@ -133,7 +137,7 @@ impl ParsedSettings {
             }
             Ok(batch)
         });
-        Ok((grouping, work))
+        Ok((record, work))
     }
 
     /// The grouping and the workers' job for parsed columns, and the pool
@@ -142,8 +146,8 @@ impl ParsedSettings {
         &self,
         seed: u64,
         skips: Option<Arc<StageStats>>,
-    ) -> Result<(Grouping, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
-        if self.grouping != ParsedGrouping::Rows {
+    ) -> Result<(RecordWork, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
+        if self.batching != Batching::Rows {
             return Err(PipelineError::Config(
                 "bucket_by_length and pack give assembled batches: use build()".into(),
             ));
@@ -154,7 +158,7 @@ impl ParsedSettings {
             ));
         }
         // Ragged columns have no padded shape for hosts to agree on.
-        let grouping = self.grouping(None, 1)?;
+        let record = self.record_work(None, 1)?;
         // The columns are handed over: they are parsed into the buffers of
         // a batch the consumer gave back, else new ones (a reused parser
         // sizes them from the last batch, so none regrows).
@@ -174,7 +178,7 @@ impl ParsedSettings {
             }
             Ok(parsed)
         });
-        Ok((grouping, work, pool))
+        Ok((record, work, pool))
     }
 }
 

@@ -3,7 +3,7 @@
 //! which records, in which order, make up each batch.
 
 use crate::batch::{Bucketer, Overflow};
-use crate::pipeline::group::grouping::GroupMode;
+use crate::pipeline::group::grouping::Grouping;
 use crate::pipeline::ops::RecordRange;
 use crate::pipeline::settings::EqualBatches;
 
@@ -35,7 +35,7 @@ pub(crate) struct SequenceKey<'a> {
     pub epochs: Option<u64>,
     pub shuffle_across_epochs: bool,
     pub equal_batches: Option<EqualBatches>,
-    pub grouping: &'a GroupMode,
+    pub grouping: &'a Grouping,
     /// The feature whose length buckets or packs records.
     pub length_feature: Option<&'a str>,
     /// The parsed ops in builder order: `m` a map, `f` a filter.
@@ -119,7 +119,7 @@ impl SequenceKey<'_> {
             Some(EqualBatches::Pad) => 2,
         });
         match self.grouping {
-            GroupMode::Fixed {
+            Grouping::Fixed {
                 batch_size,
                 drop_remainder,
             } => w
@@ -127,11 +127,11 @@ impl SequenceKey<'_> {
                 .u64(1)
                 .u64(*batch_size as u64)
                 .bool(*drop_remainder),
-            GroupMode::Bucket {
+            Grouping::Bucket {
                 bucketer,
                 drop_remainder,
             } => w.tag(11).u64(2).buckets(bucketer).bool(*drop_remainder),
-            GroupMode::Scheduled {
+            Grouping::Scheduled {
                 bucketer,
                 schedule,
                 drop_remainder,
@@ -147,7 +147,7 @@ impl SequenceKey<'_> {
                 }
                 &mut w
             }
-            GroupMode::Pack {
+            Grouping::Pack {
                 row_length,
                 batch_size,
                 overflow,
@@ -213,7 +213,7 @@ impl SequenceKey<'_> {
 mod tests {
     use super::*;
 
-    fn key<'a>(files: &'a [String], grouping: &'a GroupMode) -> SequenceKey<'a> {
+    fn key<'a>(files: &'a [String], grouping: &'a Grouping) -> SequenceKey<'a> {
         SequenceKey {
             files,
             ranges: &[],
@@ -249,7 +249,7 @@ mod tests {
             "gs://bucket/train-00000.tfrecord".to_owned(),
             "gs://bucket/train-00001.tfrecord".to_owned(),
         ];
-        let grouping = GroupMode::Fixed {
+        let grouping = Grouping::Fixed {
             batch_size: 256,
             drop_remainder: true,
         };
@@ -324,7 +324,7 @@ mod tests {
             assert_ne!(k.fingerprint(), base, "change {i}");
         }
         // Buckets are encoded by their boundaries and batch sizes.
-        let buckets = GroupMode::Bucket {
+        let buckets = Grouping::Bucket {
             bucketer: crate::batch::Bucketer::new(vec![64, 128], vec![8, 4, 2]).unwrap(),
             drop_remainder: false,
         };

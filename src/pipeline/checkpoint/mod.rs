@@ -77,7 +77,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::error::StateError;
-use super::group::grouping::GroupMode;
+use super::group::grouping::Grouping;
 
 pub(crate) use fingerprint::SequenceKey;
 pub(crate) use parts::{NodeProto, OpPart, RawParts, SavedParts, prost_part};
@@ -463,7 +463,7 @@ pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
 pub(crate) fn check_group(
     group: &GroupPart,
     batches: u64,
-    mode: &GroupMode,
+    grouping: &Grouping,
     files: usize,
     limit: Option<u64>,
 ) -> Result<(), StateError> {
@@ -474,7 +474,7 @@ pub(crate) fn check_group(
             reason: format!("a file index; the pipeline has {files} files"),
         });
     }
-    let packing = matches!(mode, GroupMode::Pack { .. });
+    let packing = matches!(grouping, Grouping::Pack { .. });
     if group.replay_skip > 0 && (!packing || group.replay.is_empty()) {
         return Err(StateError::Invalid {
             field: "packed values",
@@ -482,7 +482,7 @@ pub(crate) fn check_group(
             reason: "only a packing pipeline with a waiting record has packed values".into(),
         });
     }
-    let scheduled = matches!(mode, GroupMode::Scheduled { .. });
+    let scheduled = matches!(grouping, Grouping::Scheduled { .. });
     if group.replay_quiet > group.replay.len() as u64 || (group.replay_quiet > 0 && !scheduled) {
         return Err(StateError::Invalid {
             field: "records waiting in scheduled buckets",

@@ -21,7 +21,7 @@ pub(crate) struct BucketGrouper {
 }
 
 impl BucketGrouper {
-    /// Groups with `bucketer` (checked with the pipeline's plan).
+    /// Groups with `bucketer` (checked with the rest of the pipeline's settings).
     pub fn new(bucketer: Bucketer<Item>, drop_remainder: bool) -> Self {
         BucketGrouper {
             bucketer,

@@ -1,6 +1,13 @@
-//! How the record thread groups a pipeline's records: the grouping mode
-//! it follows (one logical stream's share of it with `per_stream`), and how
-//! it measures records for buckets and packing.
+//! How the record thread groups a pipeline's records ([`Grouping`], the
+//! one grouping type: one logical stream's share of it with `per_stream`),
+//! and what it is given with it ([`RecordWork`]): how it measures records
+//! for buckets and packing, and the parsed settings the fingerprint covers.
+//!
+//! The user's words for it are the builder's (`batching/`: [`Batching`]
+//! there); the workers' side of the same check is an `Assembly` there, and
+//! each batch tells its worker its [`Layout`](super::raw_batch::Layout).
+//!
+//! [`Batching`]: crate::pipeline::batching::Batching
 
 use std::sync::Arc;
 
@@ -11,11 +18,12 @@ use crate::pipeline::ops::{Item, LengthScan};
 use super::raw_batch::RawBatch;
 use super::schedule::Schedule;
 
-/// How the record thread groups records into batches: its half of the
-/// pipeline's checked plan (the workers' half, how each group is laid out,
-/// comes from the same check: see `batching/`).
+/// How the record thread groups records into batches, checked: from the
+/// builder's [`Batching`](crate::pipeline::batching::Batching) and the
+/// host count (the workers' side of the same check, how each group is laid
+/// out, is `batching/`'s `Assembly`).
 #[derive(Clone, Debug)]
-pub(crate) enum GroupMode {
+pub(crate) enum Grouping {
     /// `batch_size` records in arrival order.
     Fixed {
         batch_size: usize,
@@ -46,10 +54,10 @@ pub(crate) enum GroupMode {
     },
 }
 
-impl GroupMode {
+impl Grouping {
     /// The grouping of one of `per_host` logical streams that share a
     /// host's batches: each takes `1/per_host` of every batch's rows.
-    pub fn per_stream(&self, per_host: usize) -> Result<GroupMode, PipelineError> {
+    pub fn per_stream(&self, per_host: usize) -> Result<Grouping, PipelineError> {
         if per_host == 1 {
             return Ok(self.clone());
         }
@@ -72,25 +80,25 @@ impl GroupMode {
             Ok(Bucketer::new(boundaries, sizes)?)
         };
         Ok(match self {
-            GroupMode::Fixed {
+            Grouping::Fixed {
                 batch_size,
                 drop_remainder,
-            } => GroupMode::Fixed {
+            } => Grouping::Fixed {
                 batch_size: share(*batch_size)?,
                 drop_remainder: *drop_remainder,
             },
-            GroupMode::Bucket {
+            Grouping::Bucket {
                 bucketer: b,
                 drop_remainder,
-            } => GroupMode::Bucket {
+            } => Grouping::Bucket {
                 bucketer: bucketer(b)?,
                 drop_remainder: *drop_remainder,
             },
-            GroupMode::Scheduled {
+            Grouping::Scheduled {
                 bucketer: b,
                 schedule,
                 drop_remainder,
-            } => GroupMode::Scheduled {
+            } => Grouping::Scheduled {
                 bucketer: bucketer(b)?,
                 schedule: schedule.clone(),
                 drop_remainder: *drop_remainder,
@@ -98,7 +106,7 @@ impl GroupMode {
             // First-fit placement would pack one stream's records into
             // another's rows, and the global batch would depend on the
             // host count.
-            GroupMode::Pack { .. } => {
+            Grouping::Pack { .. } => {
                 return Err(PipelineError::Config(format!(
                     "pack cannot yet run several logical streams on one host ({per_host} \
                      here): run as many hosts as streams"
@@ -108,9 +116,11 @@ impl GroupMode {
     }
 }
 
-/// How a pipeline groups its records, with what the record thread needs.
-pub(crate) struct Grouping {
-    pub mode: GroupMode,
+/// What the record thread is given besides its record ops (the workers
+/// are given a [`BatchFn`](super::raw_batch::BatchFn)): the grouping, how it
+/// measures records for it, and the parsed settings its fingerprint covers.
+pub(crate) struct RecordWork {
+    pub grouping: Grouping,
     pub measure: Option<MeasureFn>,
     /// `measure`'s wire scan alone, for the shard readers (`None` where
     /// the grouping measures nothing, or parses to measure).
@@ -125,6 +135,40 @@ pub(crate) struct Grouping {
     /// The mask settings, empty when default (for the fingerprint: a state
     /// saved with other masks is refused).
     pub masks: String,
+}
+
+impl RecordWork {
+    /// Batches of `batch_size` records in arrival order, nothing measured
+    /// (raw batches, and the base of every other output).
+    pub fn fixed(batch_size: usize, drop_remainder: bool) -> Self {
+        RecordWork {
+            grouping: Grouping::Fixed {
+                batch_size,
+                drop_remainder,
+            },
+            measure: None,
+            scan: None,
+            prefilter: None,
+            length_feature: None,
+            parsed_ops: String::new(),
+            masks: String::new(),
+        }
+    }
+
+    /// The work of one of `per_host` logical streams that share a host's
+    /// batches: the same, grouping each stream's share of the rows
+    /// ([`Grouping::per_stream`]).
+    pub fn per_stream(&self, per_host: usize) -> Result<RecordWork, PipelineError> {
+        Ok(RecordWork {
+            grouping: self.grouping.per_stream(per_host)?,
+            measure: self.measure.clone(),
+            scan: self.scan.clone(),
+            prefilter: self.prefilter.clone(),
+            length_feature: self.length_feature.clone(),
+            parsed_ops: self.parsed_ops.clone(),
+            masks: self.masks.clone(),
+        })
+    }
 }
 
 /// How a record's length is measured (for bucketing and packing).

@@ -1,4 +1,4 @@
-//! Grouping: which records make up each output batch — fixed-size
+//! RecordWork: which records make up each output batch — fixed-size
 //! ([`batch`]), by length into buckets ([`bucket`]) or packed into rows
 //! ([`pack`]). [`grouping`] says which, and how records are measured;
 //! [`raw_batch`] holds what passes from the record thread to the workers.
@@ -33,7 +33,7 @@ pub(crate) mod scheduled;
 use batch::FixedGrouper;
 use bucket::BucketGrouper;
 use bytes::Bytes;
-use grouping::GroupMode;
+use grouping::Grouping;
 use pack::PackGrouper;
 use raw_batch::Layout;
 use scheduled::ScheduledGrouper;
@@ -41,7 +41,7 @@ use scheduled::ScheduledGrouper;
 use super::error::PipelineError;
 use super::ops::Item;
 
-/// The grouping state of the record thread: one grouper per mode, chosen
+/// The grouping state of the record thread: one grouper per kind of grouping, chosen
 /// once (an enum, not a trait object).
 pub(crate) enum Grouper {
     Fixed(FixedGrouper),
@@ -53,17 +53,17 @@ pub(crate) enum Grouper {
 impl Grouper {
     /// A grouper whose next batch is batch `step` of the run; with
     /// `fixed_count`, the run emits a fixed number of batches.
-    pub fn new(mode: &GroupMode, step: u64, fixed_count: bool) -> Self {
-        match mode {
-            GroupMode::Fixed {
+    pub fn new(grouping: &Grouping, step: u64, fixed_count: bool) -> Self {
+        match grouping {
+            Grouping::Fixed {
                 batch_size,
                 drop_remainder,
             } => Grouper::Fixed(FixedGrouper::new(*batch_size, *drop_remainder)),
-            GroupMode::Bucket {
+            Grouping::Bucket {
                 bucketer,
                 drop_remainder,
             } => Grouper::Bucket(BucketGrouper::new(bucketer.clone(), *drop_remainder)),
-            GroupMode::Scheduled {
+            Grouping::Scheduled {
                 bucketer,
                 schedule,
                 drop_remainder,
@@ -76,7 +76,7 @@ impl Grouper {
                 *drop_remainder,
                 fixed_count,
             )),
-            GroupMode::Pack {
+            Grouping::Pack {
                 row_length,
                 batch_size,
                 overflow,

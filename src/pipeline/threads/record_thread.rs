@@ -14,7 +14,7 @@ use crate::pipeline::checkpoint::{GroupPart, SavedParts, Snapshot, StreamSnapsho
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
-use crate::pipeline::group::grouping::{GroupMode, MeasureFn, PrefilterFn};
+use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn};
 use crate::pipeline::group::raw_batch::{Layout, RawBatch};
 use crate::pipeline::ops::Item;
 use crate::pipeline::ops::stream::StreamChain;
@@ -41,7 +41,7 @@ pub(crate) fn spawn(
 pub(crate) struct RecordThread {
     pub chain: StreamChain,
     pub files: Arc<Vec<String>>,
-    pub mode: GroupMode,
+    pub grouping: Grouping,
     pub measure: Option<MeasureFn>,
     pub prefilter: Option<PrefilterFn>,
     /// Records to feed before the stream (a restore), with the values of
@@ -136,7 +136,7 @@ impl RecordThread {
     /// Runs the record thread until the data ends, an error, or the
     /// consumer goes away.
     pub fn run(mut self, tx: &Sender<Delivery<RawBatch>>, stats: &StageStats) {
-        let mut grouper = Grouper::new(&self.mode, self.first_batch, self.limit.is_some());
+        let mut grouper = Grouper::new(&self.grouping, self.first_batch, self.limit.is_some());
         let mut sender = GroupSender {
             tx,
             files: self.files.clone(),
