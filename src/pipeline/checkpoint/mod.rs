@@ -509,11 +509,12 @@ mod tests {
     use super::*;
     use crate::pipeline::ops::epochs::EpochsPart;
     use crate::pipeline::ops::shuffle::ShufflePart;
+    use crate::pipeline::rng::{CounterRng, stream};
 
     /// A stream's snapshot with 10 000 buffered records of ~1 KB from 4
     /// files, in shuffled slot order, and 960 records waiting in buckets.
     fn stream(index: u32) -> StreamSnapshot {
-        let mut rng = super::super::rng::CounterRng::new(u64::from(index), 0, 0);
+        let mut rng = CounterRng::new(u64::from(index), stream::SHUFFLE, 0);
         let mut buffer: Vec<(u32, u64)> = (0..10_000u64)
             .map(|i| ((i % 4) as u32, 50_000_000 + i * 1_100))
             .collect();

@@ -357,12 +357,7 @@ impl EpochInput for Interleave {
 fn file_order(cfg: &StreamConfig, epoch: u64) -> Vec<u32> {
     let mut order: Vec<u32> = (0..cfg.files.len() as u32).collect();
     if cfg.shuffle_files {
-        CounterRng::new(
-            cfg.file_order_seed,
-            stream::FILE_ORDER.wrapping_add(epoch),
-            0,
-        )
-        .shuffle(&mut order);
+        CounterRng::new(cfg.file_order_seed, stream::file_order(epoch), 0).shuffle(&mut order);
     }
     order
 }
