@@ -35,13 +35,7 @@ fn tfds_files(py: Python<'_>, dir: &str, split: &str) -> PyResult<Vec<String>> {
 
 /// A feature as the Python spec classes give it: `(name, kind, dtype,
 /// shape, default)` (an image's dtype slot holds its text form).
-type SpecEntry = (
-    String,
-    &'static str,
-    String,
-    Vec<usize>,
-    Option<Vec<i64>>,
-);
+type SpecEntry = (String, &'static str, String, Vec<usize>, Option<Vec<i64>>);
 
 /// The spec of a TFDS dataset's own features (features.json), as entries.
 #[pyfunction]

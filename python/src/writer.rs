@@ -12,9 +12,8 @@ use infeed::convert::bundle::{self, WriteError};
 use infeed::convert::files;
 use infeed::convert::schema::{Observed, Seen};
 use infeed::convert::{
-    BadKind, Closed, ColBuf, Column, ConvertError, FeatureArg, Format, Naming, OutputLayout, Schema,
-    Shape,
-    ShardLimit, TfdsTarget, TokenMode, TokenizeOptions, ValueType,
+    BadKind, Closed, ColBuf, ConvertError, FeatureArg, Format, Naming, OutputLayout, Schema,
+    SchemaColumn, Shape, ShardLimit, TfdsTarget, TokenMode, TokenizeOptions, ValueType,
 };
 use infeed::record::Compression;
 use pyo3::prelude::*;
@@ -35,14 +34,14 @@ fn schema_of(py: Python<'_>, features: &[String]) -> PyResult<Schema> {
         let f: FeatureArg = word
             .parse()
             .map_err(|e: String| errors::convert_message(py, e, None))?;
-        if columns.iter().any(|c: &Column| c.source == f.name) {
+        if columns.iter().any(|c: &SchemaColumn| c.source == f.name) {
             return Err(errors::convert_message(
                 py,
                 format!("feature {:?} is given twice", f.name),
                 Some(f.name),
             ));
         }
-        columns.push(Column {
+        columns.push(SchemaColumn {
             source: f.name.clone(),
             name: f.name,
             vtype: f.vtype,
@@ -170,7 +169,7 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 }
 
 /// One value of a column into `buf`.
-fn push_value(v: &Bound<'_, PyAny>, col: &Column, buf: &mut ColBuf) -> Result<(), BadKind> {
+fn push_value(v: &Bound<'_, PyAny>, col: &SchemaColumn, buf: &mut ColBuf) -> Result<(), BadKind> {
     let wrong = || BadKind::WrongType {
         expected: col.describe(),
         found: type_name(v),
@@ -235,7 +234,7 @@ fn push_value(v: &Bound<'_, PyAny>, col: &Column, buf: &mut ColBuf) -> Result<()
 }
 
 /// A record's value of `col` (a scalar, or a list of the column's length).
-fn fill_column(v: &Bound<'_, PyAny>, col: &Column, buf: &mut ColBuf) -> Result<(), BadKind> {
+fn fill_column(v: &Bound<'_, PyAny>, col: &SchemaColumn, buf: &mut ColBuf) -> Result<(), BadKind> {
     if col.shape == Shape::Scalar {
         return push_value(v, col, buf);
     }
@@ -403,7 +402,12 @@ impl RowWriter {
         let read = py
             .detach(|| files::write_file(path, format, inner, null_omit, ignore_unknown))
             .map_err(|e| errors::convert(py, e))?;
-        Ok((read.display, read.format.to_owned(), read.bytes, read.records))
+        Ok((
+            read.display,
+            read.format.to_owned(),
+            read.bytes,
+            read.records,
+        ))
     }
 
     /// Closes the last shard: the attempt's shards as `(temp name, records,

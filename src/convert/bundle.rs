@@ -25,7 +25,7 @@ use crate::record::Compression;
 use super::commit::{self, Committed, OutputLayout};
 use super::encode::{ColBuf, encode_example};
 use super::error::{BadKind, ConvertError};
-use super::schema::{Column, Schema, Shape, ValueType};
+use super::schema::{Schema, SchemaColumn, Shape, ValueType};
 use super::shard::{Closed, ShardLimit, ShardWriter};
 use super::sink::ShardSink;
 use super::tokenize::{Tok, TokenMode, TokenizeOptions};
@@ -61,7 +61,7 @@ pub(crate) fn output_layout(
         };
         for (name, src) in [("input_ids", OutSrc::Ids), ("attention_mask", OutSrc::Mask)] {
             layout.push((name.to_string(), ValueType::Int64, src));
-            out.columns.push(Column {
+            out.columns.push(SchemaColumn {
                 source: t.text_column.clone(),
                 name: name.to_string(),
                 vtype: ValueType::Int64,
@@ -379,7 +379,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sink: Arc<dyn ShardSink> = Arc::new(LocalSink::new(dir.path()).unwrap());
         let schema = Schema {
-            columns: vec![Column {
+            columns: vec![SchemaColumn {
                 source: "x".into(),
                 name: "x".into(),
                 vtype: ValueType::Int64,

@@ -11,7 +11,7 @@ use crate::record::Compression;
 
 use super::error::ConvertError;
 use super::schema::{Schema, Shape};
-use super::shard::{self, Closed, Naming, ShardInfo};
+use super::shard::{self, Closed, CommittedShard, Naming};
 use super::sink::ShardSink;
 use super::tfds_out::{self, TfdsTarget};
 
@@ -36,7 +36,7 @@ pub struct OutputLayout {
 #[derive(Clone, Debug)]
 pub struct Committed {
     /// The shards under their final names, in order.
-    pub shards: Vec<ShardInfo>,
+    pub shards: Vec<CommittedShard>,
     /// The manifest's name in the sink.
     pub manifest: String,
     /// Shards of an earlier run that were removed.
@@ -80,7 +80,7 @@ pub fn commit(
                 return Err(ConvertError::output(sink.location(&name), e));
             }
         }
-        shards.push(ShardInfo {
+        shards.push(CommittedShard {
             name,
             records: c.records,
             bytes: c.bytes,
@@ -136,7 +136,7 @@ fn is_in_place(sink: &dyn ShardSink, name: &str, c: &Closed) -> bool {
 fn manifest_json(
     layout: &OutputLayout,
     schema: &Schema,
-    shards: &[ShardInfo],
+    shards: &[CommittedShard],
     input: Value,
 ) -> Value {
     let features: Vec<Value> = schema

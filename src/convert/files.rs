@@ -267,13 +267,13 @@ pub fn write_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::schema::{Column, Schema, Shape, ValueType};
+    use crate::convert::schema::{Schema, SchemaColumn, Shape, ValueType};
     use crate::convert::shard::ShardLimit;
     use crate::convert::sink::{LocalSink, ShardSink};
     use crate::record::Compression;
 
     fn schema() -> Schema {
-        let col = |name: &str, vtype| Column {
+        let col = |name: &str, vtype| SchemaColumn {
             source: name.into(),
             name: name.into(),
             vtype,

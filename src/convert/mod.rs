@@ -46,8 +46,8 @@ pub use error::{BadKind, BadRecord, ConvertError, Location};
 pub use input::{Format, InputFile};
 #[cfg(feature = "cloud")]
 pub use object_sink::ObjectSink;
-pub use schema::{Column, ColumnSelect, FeatureArg, Schema, Shape, ValueType};
-pub use shard::{Closed, Naming, ShardInfo, ShardLimit};
+pub use schema::{ColumnSelect, FeatureArg, Schema, SchemaColumn, Shape, ValueType};
+pub use shard::{Closed, CommittedShard, Naming, ShardLimit};
 pub use sink::{LocalSink, ShardSink, ShardWrite};
 #[cfg(feature = "convert")]
 pub use task::{

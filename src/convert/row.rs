@@ -23,14 +23,14 @@ use serde_json::value::RawValue;
 
 use super::encode::ColBuf;
 use super::error::BadKind;
-use super::schema::{Column, Schema, Shape, ValueType};
 #[cfg(feature = "convert")]
 use super::schema::{Observed, Seen, describe};
+use super::schema::{Schema, SchemaColumn, Shape, ValueType};
 
 /// A bad value: the column (if one) and what was wrong.
 pub(crate) type Bad = (Option<String>, BadKind);
 
-fn in_column(col: &Column, kind: BadKind) -> Bad {
+fn in_column(col: &SchemaColumn, kind: BadKind) -> Bad {
     (Some(col.source.clone()), kind)
 }
 
@@ -60,7 +60,7 @@ impl RowParser {
         }
     }
 
-    fn absent(&self, col: &Column, buf: &mut ColBuf, kind: BadKind) -> Result<(), Bad> {
+    fn absent(&self, col: &SchemaColumn, buf: &mut ColBuf, kind: BadKind) -> Result<(), Bad> {
         if self.null_omit {
             buf.present = false;
             Ok(())
@@ -260,7 +260,7 @@ fn json_found(v: &Value) -> String {
     }
 }
 
-fn wrong(col: &Column, found: String) -> BadKind {
+fn wrong(col: &SchemaColumn, found: String) -> BadKind {
     BadKind::WrongType {
         expected: col.describe(),
         found,
@@ -278,7 +278,7 @@ fn f64_to_f32(x: f64, shown: impl FnOnce() -> String) -> Result<f32, BadKind> {
     Ok(f)
 }
 
-fn json_scalar(v: &Value, col: &Column, buf: &mut ColBuf) -> Result<(), BadKind> {
+fn json_scalar(v: &Value, col: &SchemaColumn, buf: &mut ColBuf) -> Result<(), BadKind> {
     match (col.vtype, v) {
         (_, Value::Null) => Err(BadKind::Null),
         (ValueType::Int64 | ValueType::Float, Value::Bool(b)) => {
@@ -313,7 +313,7 @@ fn json_scalar(v: &Value, col: &Column, buf: &mut ColBuf) -> Result<(), BadKind>
     }
 }
 
-fn check_len(col: &Column, buf: &ColBuf) -> Result<(), BadKind> {
+fn check_len(col: &SchemaColumn, buf: &ColBuf) -> Result<(), BadKind> {
     if let Shape::Fixed(n) = col.shape {
         let found = buf.len(col.vtype);
         if found != n {
@@ -395,7 +395,7 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
 
 /// One column's value (a scalar or a list of scalars).
 struct ColSeed<'a> {
-    col: &'a Column,
+    col: &'a SchemaColumn,
     buf: &'a mut ColBuf,
 }
 
@@ -469,7 +469,7 @@ impl<'de> Visitor<'de> for ScalarSeed<'_> {
 }
 
 /// Reads a JSON value into a column.
-pub(crate) fn json_into(v: &Value, col: &Column, buf: &mut ColBuf) -> Result<(), BadKind> {
+pub(crate) fn json_into(v: &Value, col: &SchemaColumn, buf: &mut ColBuf) -> Result<(), BadKind> {
     match (col.shape, v) {
         (Shape::Scalar, Value::Array(_) | Value::Object(_)) => Err(wrong(col, json_found(v))),
         (Shape::Scalar, _) => json_scalar(v, col, buf),
@@ -497,7 +497,7 @@ pub(crate) fn json_into(v: &Value, col: &Column, buf: &mut ColBuf) -> Result<(),
 
 /// Reads a CSV field into a column: numbers are parsed, an empty field in a
 /// numeric column is null, a list column holds a JSON array.
-fn csv_into(field: &[u8], col: &Column, buf: &mut ColBuf) -> Result<(), BadKind> {
+fn csv_into(field: &[u8], col: &SchemaColumn, buf: &mut ColBuf) -> Result<(), BadKind> {
     if col.shape != Shape::Scalar {
         if field.is_empty() {
             return Err(BadKind::Null);
@@ -800,7 +800,7 @@ pub(crate) struct ArrowCol<'a> {
 
 #[cfg(feature = "convert")]
 impl<'a> ArrowCol<'a> {
-    fn new(top: &'a ArrayRef, col: &Column) -> Result<ArrowCol<'a>, String> {
+    fn new(top: &'a ArrayRef, col: &SchemaColumn) -> Result<ArrowCol<'a>, String> {
         let dt = top.data_type();
         let (natural, _) =
             arrow_column_type(dt).map_err(|e| format!("column {:?}: {e}", col.source))?;
@@ -850,7 +850,7 @@ impl<'a> ArrowCol<'a> {
         })
     }
 
-    fn fill(&self, row: usize, col: &Column, buf: &mut ColBuf) -> Result<(), BadKind> {
+    fn fill(&self, row: usize, col: &SchemaColumn, buf: &mut ColBuf) -> Result<(), BadKind> {
         if self.top.is_null(row) {
             return Err(BadKind::Null);
         }
@@ -885,8 +885,8 @@ impl<'a> ArrowCol<'a> {
 mod tests {
     use super::*;
 
-    fn col(vtype: ValueType, shape: Shape) -> Column {
-        Column {
+    fn col(vtype: ValueType, shape: Shape) -> SchemaColumn {
+        SchemaColumn {
             source: "c".into(),
             name: "c".into(),
             vtype,
@@ -894,7 +894,7 @@ mod tests {
         }
     }
 
-    fn json(v: &str, c: &Column) -> Result<ColBuf, BadKind> {
+    fn json(v: &str, c: &SchemaColumn) -> Result<ColBuf, BadKind> {
         let mut buf = ColBuf::default();
         json_into(&serde_json::from_str(v).expect("json"), c, &mut buf).map(|()| buf)
     }
@@ -966,37 +966,37 @@ mod tests {
     #[test]
     fn json_fast_path_agrees_with_the_general_path() {
         let columns = vec![
-            Column {
+            SchemaColumn {
                 source: "i".into(),
                 name: "i".into(),
                 vtype: ValueType::Int64,
                 shape: Shape::Scalar,
             },
-            Column {
+            SchemaColumn {
                 source: "f".into(),
                 name: "f".into(),
                 vtype: ValueType::Float,
                 shape: Shape::Scalar,
             },
-            Column {
+            SchemaColumn {
                 source: "s".into(),
                 name: "s".into(),
                 vtype: ValueType::Bytes,
                 shape: Shape::Scalar,
             },
-            Column {
+            SchemaColumn {
                 source: "l".into(),
                 name: "l".into(),
                 vtype: ValueType::Int64,
                 shape: Shape::List,
             },
-            Column {
+            SchemaColumn {
                 source: "g".into(),
                 name: "g".into(),
                 vtype: ValueType::Float,
                 shape: Shape::Fixed(2),
             },
-            Column {
+            SchemaColumn {
                 source: "t".into(),
                 name: "t".into(),
                 vtype: ValueType::Bytes,

@@ -80,7 +80,7 @@ pub enum Shape {
 
 /// One output feature and the input column it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Column {
+pub struct SchemaColumn {
     /// The column's name in the input.
     pub source: String,
     /// The feature name in the output (after `--columns a=b` renames).
@@ -91,7 +91,7 @@ pub struct Column {
     pub shape: Shape,
 }
 
-impl Column {
+impl SchemaColumn {
     /// The type as messages show it: `int64`, `list of float`, `list of 3 bytes`.
     pub fn describe(&self) -> String {
         describe(self.vtype, self.shape)
@@ -121,7 +121,7 @@ pub(crate) fn describe(vtype: ValueType, shape: Shape) -> String {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Schema {
     /// The columns, in output order.
-    pub columns: Vec<Column>,
+    pub columns: Vec<SchemaColumn>,
 }
 
 impl Schema {
@@ -129,7 +129,7 @@ impl Schema {
     pub fn spec(&self) -> String {
         self.columns
             .iter()
-            .map(Column::spec)
+            .map(SchemaColumn::spec)
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -382,19 +382,19 @@ mod tests {
     fn spec_strings() {
         let schema = Schema {
             columns: vec![
-                Column {
+                SchemaColumn {
                     source: "ids".into(),
                     name: "input_ids".into(),
                     vtype: ValueType::Int64,
                     shape: Shape::List,
                 },
-                Column {
+                SchemaColumn {
                     source: "y".into(),
                     name: "y".into(),
                     vtype: ValueType::Float,
                     shape: Shape::Scalar,
                 },
-                Column {
+                SchemaColumn {
                     source: "t".into(),
                     name: "t".into(),
                     vtype: ValueType::Bytes,

@@ -142,7 +142,7 @@ impl<W: Write> Write for HashWriter<W> {
 
 /// A committed shard, as the manifest lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShardInfo {
+pub struct CommittedShard {
     /// The final name.
     pub name: String,
     /// Records in the shard.

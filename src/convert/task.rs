@@ -29,8 +29,8 @@ use super::encode::{ColBuf, encode_example};
 use super::error::{BadKind, BadRecord, ConvertError, Location};
 use super::input::{self, Chunk, ChunkData, ChunkReader, FileCtx, Format, InputFile};
 use super::row::{self, Bad, RowParser};
-use super::schema::{Column, ColumnSelect, FeatureArg, Observed, Schema, Shape, ValueType};
-use super::shard::{self, Closed, Naming, ShardInfo, ShardLimit, ShardWriter};
+use super::schema::{ColumnSelect, FeatureArg, Observed, Schema, SchemaColumn, Shape, ValueType};
+use super::shard::{self, Closed, CommittedShard, Naming, ShardLimit, ShardWriter};
 use super::sink::ShardSink;
 use super::split::{self, FileRange};
 use super::tfds_out::TfdsTarget;
@@ -137,7 +137,7 @@ impl Progress for NoProgress {
 #[derive(Clone, Debug)]
 pub struct ConvertSummary {
     /// The committed shards, in order.
-    pub shards: Vec<ShardInfo>,
+    pub shards: Vec<CommittedShard>,
     /// The output features.
     pub schema: Schema,
     /// The manifest's name in the sink.
@@ -629,7 +629,7 @@ fn input_schema(
         .as_ref()
         .map_or(opts.text_column.as_str(), |t| t.text_column.as_str());
     let text_only = |source: &str| Schema {
-        columns: vec![Column {
+        columns: vec![SchemaColumn {
             source: source.to_string(),
             name: source.to_string(),
             vtype: ValueType::Bytes,
@@ -701,7 +701,7 @@ fn input_schema(
                 let columns = opts
                     .features
                     .iter()
-                    .map(|f| Column {
+                    .map(|f| SchemaColumn {
                         source: f.name.clone(),
                         name: f.name.clone(),
                         vtype: f.vtype,
@@ -766,7 +766,7 @@ fn input_schema(
                 }
             },
         };
-        columns.push(Column {
+        columns.push(SchemaColumn {
             source: sel.source,
             name: sel.name,
             vtype,

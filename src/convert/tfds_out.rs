@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::error::ConvertError;
 use super::schema::{Schema, Shape, ValueType};
-use super::shard::ShardInfo;
+use super::shard::CommittedShard;
 use super::sink::ShardSink;
 
 /// TFDS's template for the file names of a split.
@@ -136,7 +136,7 @@ pub fn features_json(schema: &Schema) -> Value {
 pub fn dataset_info_json(
     existing: Option<&[u8]>,
     target: &TfdsTarget,
-    shards: &[ShardInfo],
+    shards: &[CommittedShard],
     dir: &str,
 ) -> Result<Value, ConvertError> {
     let split = json!({
@@ -212,7 +212,7 @@ pub fn write_tfds_files(
     sink: &dyn ShardSink,
     target: &TfdsTarget,
     schema: &Schema,
-    shards: &[ShardInfo],
+    shards: &[CommittedShard],
 ) -> Result<(), ConvertError> {
     let dir = sink.location("");
     let dir = dir.trim_end_matches('/');
@@ -230,10 +230,10 @@ pub fn write_tfds_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::schema::Column;
+    use crate::convert::schema::SchemaColumn;
 
-    fn column(name: &str, vtype: ValueType, shape: Shape) -> Column {
-        Column {
+    fn column(name: &str, vtype: ValueType, shape: Shape) -> SchemaColumn {
+        SchemaColumn {
             source: name.into(),
             name: name.into(),
             vtype,
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn info_keeps_other_splits_and_replaces_its_own() {
-        let shard = |records, bytes| ShardInfo {
+        let shard = |records, bytes| CommittedShard {
             name: String::new(),
             records,
             bytes,
