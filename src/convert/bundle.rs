@@ -363,8 +363,9 @@ pub fn finalize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert::Naming;
+    use crate::convert::commit::manifest_name;
     use crate::convert::sink::LocalSink;
-    use crate::convert::{Naming, manifest_name};
 
     fn int_col(v: i64) -> ColBuf {
         ColBuf {

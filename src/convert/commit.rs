@@ -32,7 +32,8 @@ pub struct OutputLayout {
     pub tfds: Option<TfdsTarget>,
 }
 
-/// What [`commit`] did.
+/// What a commit did (`infeed convert`'s, or [`finalize`](super::bundle::finalize)): the
+/// manifest and the shards it names.
 #[derive(Clone, Debug)]
 pub struct Committed {
     /// The shards under their final names, in order.
@@ -44,14 +45,14 @@ pub struct Committed {
 }
 
 /// The manifest's name for a task stem.
-pub fn manifest_name(stem: &str) -> String {
+pub(super) fn manifest_name(stem: &str) -> String {
     format!("{stem}.manifest.json")
 }
 
 /// Renames `closed` (in this order) to their final names, writes the
 /// manifest (`input`: what was read, as the manifest's `input` object) and
 /// the TFDS files, and removes shards of `layout.stem` this run did not write.
-pub fn commit(
+pub(super) fn commit(
     sink: &dyn ShardSink,
     layout: &OutputLayout,
     schema: &Schema,

@@ -153,7 +153,7 @@ fn list_payload_len(col: &ColBuf, vtype: ValueType) -> (usize, usize) {
 
 /// Encodes one Example with the features `(name, type, values)` in the given
 /// order, appending it to `out`. Columns with `present == false` are left out.
-pub fn encode_example<'a>(
+pub(super) fn encode_example<'a>(
     out: &mut Vec<u8>,
     features: impl Iterator<Item = (&'a str, ValueType, &'a ColBuf)> + Clone,
 ) {

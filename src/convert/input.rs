@@ -7,6 +7,10 @@
 //! in each file; blank JSONL lines are numbered too (and produce nothing), so
 //! a record's number is its line's. Chunks end on a multiple of the block
 //! size (see [`super::split`]), so a worker sees whole blocks.
+//!
+//! Without the `convert` feature these readers serve `files.rs` alone, and
+//! the conversion task's parts of them go unused.
+#![cfg_attr(not(feature = "convert"), allow(dead_code))]
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -29,7 +33,7 @@ use super::split::FileRange;
 
 /// The largest single record (line, CSV record or text file) accepted: a
 /// bound on memory when a file has no line breaks.
-pub const MAX_RECORD_BYTES: usize = 256 << 20;
+pub(super) const MAX_RECORD_BYTES: usize = 256 << 20;
 
 /// An input format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +83,7 @@ impl Format {
 
 /// How an input file is compressed (from its first bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InputCompression {
+pub(super) enum InputCompression {
     /// Not compressed.
     None,
     /// GZIP (`1f 8b`); concatenated members are read as one stream.
@@ -90,7 +94,7 @@ pub enum InputCompression {
 
 /// One input file, after glob expansion.
 #[derive(Clone, Debug)]
-pub struct InputFile {
+pub(super) struct InputFile {
     /// Its path.
     pub path: PathBuf,
     /// The path as messages show it.
@@ -108,7 +112,7 @@ fn has_glob_chars(s: &str) -> bool {
 }
 
 /// The format a file name implies, ignoring a `.gz`/`.zst` suffix.
-pub fn format_from_name(name: &str, text_file: bool) -> Option<Format> {
+pub(super) fn format_from_name(name: &str, text_file: bool) -> Option<Format> {
     let lower = name.to_ascii_lowercase();
     let base = ["gz", "gzip", "zst", "zstd"]
         .iter()
@@ -153,7 +157,7 @@ fn sniff_compression(path: &PathBuf, display: &str) -> Result<InputCompression, 
 /// Expands the input arguments: a pattern with `*`, `?` or `[` is a glob
 /// (its matches sorted by path; no match is an error), anything else a path.
 /// Argument order is kept; a file named twice is read twice.
-pub fn expand_inputs(
+pub(super) fn expand_inputs(
     args: &[String],
     format: Option<Format>,
     text_file: bool,
@@ -200,7 +204,7 @@ pub fn expand_inputs(
 }
 
 /// One input file of a known format: its size and compression (never a glob).
-pub fn input_file(path: PathBuf, format: Format) -> Result<InputFile, ConvertError> {
+pub(super) fn input_file(path: PathBuf, format: Format) -> Result<InputFile, ConvertError> {
     let display = path.display().to_string();
     let meta = std::fs::metadata(&path).map_err(|e| ConvertError::io(&display, e))?;
     if !meta.is_file() {
@@ -254,7 +258,7 @@ fn open_stream(
 
 /// A file being read, shared by its chunks.
 #[derive(Debug)]
-pub struct FileCtx {
+pub(super) struct FileCtx {
     /// Index in the input list.
     pub index: usize,
     /// The path as messages show it.
@@ -266,7 +270,7 @@ pub struct FileCtx {
 }
 
 /// The records of a chunk.
-pub enum ChunkData {
+pub(super) enum ChunkData {
     /// Raw bytes of whole lines / CSV records (with their line breaks), or
     /// the whole text of a file (`--text-mode file`).
     Bytes(Vec<u8>),
@@ -277,7 +281,7 @@ pub enum ChunkData {
 
 /// A piece of one input file: whole records, ending on a block boundary or
 /// at the end of the file's range.
-pub struct Chunk {
+pub(super) struct Chunk {
     /// The file.
     pub file: Arc<FileCtx>,
     /// Line number (1-based) where the chunk's bytes start; for Parquet, unused.
@@ -294,7 +298,7 @@ pub struct Chunk {
 
 /// One record unit found by [`split_unit`]: a line, or a CSV record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unit {
+pub(super) struct Unit {
     /// Bytes including the line break.
     pub len: usize,
     /// Bytes of content: without `\n` or `\r\n`.
@@ -306,7 +310,7 @@ pub struct Unit {
 /// Finds the first line (or CSV record, when `csv` gives the delimiter) of
 /// `buf`. At the end of the input (`eof`), a last unit without a line break
 /// counts; otherwise `None` means more bytes are needed.
-pub fn split_unit(buf: &[u8], eof: bool, csv: Option<u8>) -> Option<Unit> {
+pub(super) fn split_unit(buf: &[u8], eof: bool, csv: Option<u8>) -> Option<Unit> {
     if buf.is_empty() {
         return None;
     }
@@ -380,13 +384,13 @@ fn csv_record_end(buf: &[u8], delim: u8) -> (Option<usize>, u64) {
 }
 
 /// True when a CSV unit's content is empty or only `\r` (a blank line, not a record).
-pub fn csv_blank(content: &[u8]) -> bool {
+pub(super) fn csv_blank(content: &[u8]) -> bool {
     content.iter().all(|&b| b == b'\r')
 }
 
 /// Splits one CSV record (its content, without the line break) into fields,
 /// undoing quotes: the fields go to `out`, their ends to `ends`.
-pub fn parse_csv_fields(
+pub(super) fn parse_csv_fields(
     rec: &[u8],
     delim: u8,
     out: &mut Vec<u8>,
@@ -433,7 +437,7 @@ pub fn parse_csv_fields(
 
 /// Reads files into chunks and hands them to `emit`, which returns false to
 /// stop early. Tracks input bytes read (on disk) in `progress`.
-pub struct ChunkReader<'a> {
+pub(super) struct ChunkReader<'a> {
     /// The input files.
     pub files: &'a [InputFile],
     /// Records per block: chunks end on a multiple of this.
@@ -448,7 +452,7 @@ pub struct ChunkReader<'a> {
 
 impl ChunkReader<'_> {
     /// Reads the ranges in order. Returns false when `emit` asked to stop.
-    pub fn read(
+    pub(super) fn read(
         &self,
         plan: &[FileRange],
         emit: &mut dyn FnMut(Chunk) -> bool,
@@ -714,7 +718,7 @@ impl ChunkReader<'_> {
 
 /// Opens a Parquet file (a compressed one is read into memory first).
 #[cfg(feature = "convert")]
-pub fn parquet_builder(
+pub(super) fn parquet_builder(
     file: &InputFile,
 ) -> Result<ParquetRecordBatchReaderBuilder<ParquetSource>, ConvertError> {
     let source = match file.compression {
@@ -736,7 +740,7 @@ pub fn parquet_builder(
 
 /// Where Parquet bytes come from: a file, or memory for a compressed file.
 #[cfg(feature = "convert")]
-pub enum ParquetSource {
+pub(super) enum ParquetSource {
     /// A plain Parquet file.
     File(File),
     /// A decompressed Parquet file.
@@ -782,7 +786,7 @@ fn no_parquet(file: &InputFile) -> ConvertError {
 }
 
 /// Number of records in a file (the same numbering as the chunks use).
-pub fn count_records(file: &InputFile) -> Result<u64, ConvertError> {
+pub(super) fn count_records(file: &InputFile) -> Result<u64, ConvertError> {
     match file.format {
         #[cfg(not(feature = "convert"))]
         Format::Parquet => Err(no_parquet(file)),

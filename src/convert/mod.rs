@@ -15,46 +15,46 @@
 //! So rerunning a task, finished or crashed, replaces its output exactly.
 
 pub mod bundle;
-pub mod commit;
-pub mod encode;
-pub mod error;
+mod commit;
+mod encode;
+mod error;
 #[cfg(feature = "read")]
 pub mod files;
 #[cfg(feature = "read")]
-pub mod input;
+mod input;
 #[cfg(feature = "cloud")]
 mod object_sink;
 #[cfg(feature = "read")]
 mod row;
 pub mod schema;
-pub mod shard;
-pub mod sink;
+mod shard;
+mod sink;
 #[cfg(feature = "read")]
-pub mod split;
+mod split;
 #[cfg(feature = "convert")]
 mod task;
-pub mod tfds_out;
-pub mod tokenize;
+mod tfds_out;
+mod tokenize;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use commit::{Committed, OutputLayout, commit, manifest_name};
-pub use encode::{ColBuf, encode_example};
+pub use commit::{Committed, OutputLayout};
+pub use encode::ColBuf;
 pub use error::{BadKind, BadRecord, ConvertError, Location};
 #[cfg(feature = "read")]
-pub use input::{Format, InputFile};
-#[cfg(feature = "cloud")]
-pub use object_sink::ObjectSink;
-pub use schema::{ColumnSelect, FeatureArg, Schema, SchemaColumn, Shape, ValueType};
+pub use input::Format;
+pub use schema::{FeatureArg, Schema, SchemaColumn, Shape, ValueType};
 pub use shard::{Closed, CommittedShard, Naming, ShardLimit};
-pub use sink::{LocalSink, ShardSink, ShardWrite};
+pub use sink::{ShardSink, ShardWrite};
 #[cfg(feature = "convert")]
-pub use task::{
-    ConvertOptions, ConvertSummary, NoProgress, Progress, ProgressSnapshot, convert, task_stem,
-};
+pub use task::{ConvertOptions, ConvertSummary, NoProgress, Progress, ProgressSnapshot, convert};
 pub use tfds_out::TfdsTarget;
 pub use tokenize::{TokenMode, TokenizeOptions};
+
+#[cfg(feature = "cloud")]
+use object_sink::ObjectSink;
+use sink::LocalSink;
 
 /// The default `--shard-size`: 100 MB.
 pub const DEFAULT_SHARD_BYTES: u64 = 100_000_000;
@@ -77,7 +77,7 @@ pub fn output_sink(output: &str) -> Result<Arc<dyn ShardSink>, ConvertError> {
 }
 
 /// Where a local output folder is: a helper for callers that take a path.
-pub fn local_sink(dir: impl Into<PathBuf>) -> Result<Arc<dyn ShardSink>, ConvertError> {
+pub(crate) fn local_sink(dir: impl Into<PathBuf>) -> Result<Arc<dyn ShardSink>, ConvertError> {
     let dir = dir.into();
     let sink = LocalSink::new(&dir).map_err(|e| ConvertError::output(dir.display(), e))?;
     Ok(Arc::new(sink))

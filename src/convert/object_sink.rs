@@ -20,7 +20,7 @@ use super::sink::{ShardSink, ShardWrite};
 use crate::source::{Store, io_runtime};
 
 /// A bucket prefix (a "folder" of objects).
-pub struct ObjectSink {
+pub(super) struct ObjectSink {
     store: Arc<dyn ObjectStore>,
     /// `scheme://bucket`, for messages.
     base: String,
@@ -36,7 +36,7 @@ fn other(e: impl std::fmt::Display) -> io::Error {
 impl ObjectSink {
     /// A sink writing under `url` (e.g. `s3://bucket/datasets/lm`), with
     /// credentials from the environment as for reading.
-    pub fn new(url: &str) -> io::Result<Self> {
+    pub(super) fn new(url: &str) -> io::Result<Self> {
         let store = Store::for_url(url).map_err(io::Error::from)?;
         let objects = store.object_store().ok_or_else(|| {
             io::Error::new(

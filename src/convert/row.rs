@@ -45,7 +45,7 @@ pub(crate) struct RowParser {
 }
 
 impl RowParser {
-    pub fn new(schema: Schema, null_omit: bool, ignore_unknown: bool) -> Self {
+    pub(super) fn new(schema: Schema, null_omit: bool, ignore_unknown: bool) -> Self {
         let key_index = schema
             .columns
             .iter()
@@ -75,7 +75,7 @@ impl RowParser {
     /// buffers. Anything it does not take (a bool, null, a missing or
     /// repeated key, a wrong type, bad JSON) goes through the general path,
     /// which accepts or reports it exactly.
-    pub fn json(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
+    pub(super) fn json(&self, line: &[u8], cols: &mut [ColBuf]) -> Result<(), Bad> {
         let mut de = serde_json::Deserializer::from_slice(line);
         if (LineSeed {
             parser: self,
@@ -144,7 +144,7 @@ impl RowParser {
 
     /// Reads one CSV record's fields into `cols`; `field_of[i]` is the field
     /// index of schema column `i` in this file's header.
-    pub fn csv(
+    pub(super) fn csv(
         &self,
         fields: &[u8],
         ends: &[usize],
@@ -186,7 +186,7 @@ impl RowParser {
     }
 
     /// Reads a line or a whole text file into the single text column.
-    pub fn text(&self, text: &[u8], cols: &mut [ColBuf]) {
+    pub(super) fn text(&self, text: &[u8], cols: &mut [ColBuf]) {
         if let Some(buf) = cols.first_mut() {
             buf.clear();
             buf.present = true;
@@ -196,7 +196,10 @@ impl RowParser {
 
     /// The Arrow columns of `batch` for the schema, checked against it.
     #[cfg(feature = "convert")]
-    pub fn arrow_columns<'a>(&self, batch: &'a RecordBatch) -> Result<Vec<ArrowCol<'a>>, String> {
+    pub(super) fn arrow_columns<'a>(
+        &self,
+        batch: &'a RecordBatch,
+    ) -> Result<Vec<ArrowCol<'a>>, String> {
         self.schema
             .columns
             .iter()
@@ -211,7 +214,7 @@ impl RowParser {
 
     /// Reads Parquet row `row` of the batch's columns into `cols`.
     #[cfg(feature = "convert")]
-    pub fn arrow_row(
+    pub(super) fn arrow_row(
         &self,
         arrays: &[ArrowCol<'_>],
         row: usize,

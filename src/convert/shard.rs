@@ -54,7 +54,7 @@ impl Naming {
 }
 
 /// The file extension of shards: `.tfrecord`, `.tfrecord.gz`, `.tfrecord.zz`.
-pub fn extension(compression: Compression) -> &'static str {
+pub(super) fn extension(compression: Compression) -> &'static str {
     match compression {
         Compression::None => ".tfrecord",
         Compression::Gzip => ".tfrecord.gz",
@@ -63,7 +63,7 @@ pub fn extension(compression: Compression) -> &'static str {
 }
 
 /// The name of shard `index` of `count` holding `records` records.
-pub fn shard_name(
+pub(super) fn shard_name(
     naming: Naming,
     stem: &str,
     index: usize,
@@ -80,12 +80,13 @@ pub fn shard_name(
 }
 
 /// The temporary name of shard `index` (hidden, fixed per task so a rerun overwrites it).
-pub fn temp_name(stem: &str, index: usize) -> String {
+pub(super) fn temp_name(stem: &str, index: usize) -> String {
     format!(".{stem}-{index:05}.tmp")
 }
 
 /// True when `name` is a temporary shard name of `stem`.
-pub fn is_temp_of(stem: &str, name: &str) -> bool {
+#[cfg(any(test, feature = "convert"))]
+pub(super) fn is_temp_of(stem: &str, name: &str) -> bool {
     name.strip_prefix(&format!(".{stem}-"))
         .and_then(|rest| rest.strip_suffix(".tmp"))
         .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
@@ -93,7 +94,7 @@ pub fn is_temp_of(stem: &str, name: &str) -> bool {
 
 /// True when `name` is a shard name of `stem` under `naming` (any compression),
 /// so that a rerun can remove shards an earlier run left and this one did not write.
-pub fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
+pub(super) fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let x_of_y = |s: &str| {
         s.split_once("-of-")
@@ -183,7 +184,7 @@ pub(crate) struct ShardWriter {
 }
 
 impl ShardWriter {
-    pub fn new(
+    pub(super) fn new(
         sink: Arc<dyn ShardSink>,
         stem: String,
         compression: Compression,
@@ -211,7 +212,7 @@ impl ShardWriter {
     }
 
     /// Writes one serialized Example.
-    pub fn write(&mut self, payload: &[u8]) -> Result<(), ConvertError> {
+    pub(super) fn write(&mut self, payload: &[u8]) -> Result<(), ConvertError> {
         if let Some(open) = &self.open
             && self.full(open, payload.len())
         {
@@ -269,13 +270,13 @@ impl ShardWriter {
     }
 
     /// Closes the last shard; gives the closed shards, in order.
-    pub fn finish(mut self) -> Result<Vec<Closed>, ConvertError> {
+    pub(super) fn finish(mut self) -> Result<Vec<Closed>, ConvertError> {
         self.close_open()?;
         Ok(std::mem::take(&mut self.closed))
     }
 
     /// Removes every temporary object written so far.
-    pub fn abort(mut self) {
+    pub(super) fn abort(mut self) {
         if let Some(open) = self.open.take() {
             drop(open);
         }

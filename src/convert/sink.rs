@@ -53,13 +53,13 @@ pub trait ShardSink: Send + Sync {
 
 /// A local folder (created if missing).
 #[derive(Clone, Debug)]
-pub struct LocalSink {
+pub(super) struct LocalSink {
     dir: PathBuf,
 }
 
 impl LocalSink {
     /// A sink writing into `dir`, creating it (and its parents) if needed.
-    pub fn new(dir: impl AsRef<Path>) -> io::Result<Self> {
+    pub(super) fn new(dir: impl AsRef<Path>) -> io::Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir)?;
         Ok(LocalSink { dir })

@@ -13,10 +13,11 @@
 //! Either way each task's part is a contiguous run of whole blocks, so the
 //! outputs of tasks 0, 1, …, N−1, read in order, are exactly the single-task
 //! output, record for record (grouping happens inside blocks).
+#![cfg_attr(not(feature = "convert"), allow(dead_code))] // the conversion task splits; `files.rs` does not
 
 /// A run of records `[start, end)` of one file (`end` may be `u64::MAX`: to the end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileRange {
+pub(super) struct FileRange {
     /// Index of the file in the input list.
     pub file: usize,
     /// First record.
@@ -26,7 +27,7 @@ pub struct FileRange {
 }
 
 /// Every file, whole.
-pub fn whole(files: usize) -> Vec<FileRange> {
+pub(super) fn whole(files: usize) -> Vec<FileRange> {
     (0..files)
         .map(|file| FileRange {
             file,
@@ -37,7 +38,7 @@ pub fn whole(files: usize) -> Vec<FileRange> {
 }
 
 /// Task `task`'s files when there are at least as many files as tasks.
-pub fn by_files(files: usize, task: usize, tasks: usize) -> Vec<FileRange> {
+pub(super) fn by_files(files: usize, task: usize, tasks: usize) -> Vec<FileRange> {
     let (lo, hi) = (task * files / tasks, (task + 1) * files / tasks);
     whole(files)
         .into_iter()
@@ -46,7 +47,7 @@ pub fn by_files(files: usize, task: usize, tasks: usize) -> Vec<FileRange> {
 }
 
 /// Task `task`'s record ranges given every file's record count.
-pub fn by_blocks(counts: &[u64], block: u64, task: usize, tasks: usize) -> Vec<FileRange> {
+pub(super) fn by_blocks(counts: &[u64], block: u64, task: usize, tasks: usize) -> Vec<FileRange> {
     let block = block.max(1);
     let blocks: Vec<u64> = counts.iter().map(|&c| c.div_ceil(block)).collect();
     let total: u64 = blocks.iter().sum();

@@ -849,7 +849,7 @@ fn sample(
 
 /// The stem of this task's shard names: the prefix, plus `-taskIIIII` when
 /// there is more than one task.
-pub fn task_stem(opts: &ConvertOptions) -> String {
+pub(super) fn task_stem(opts: &ConvertOptions) -> String {
     if let Some(t) = &opts.tfds {
         return t.stem();
     }

@@ -28,7 +28,7 @@ use super::shard::CommittedShard;
 use super::sink::ShardSink;
 
 /// TFDS's template for the file names of a split.
-pub const TFDS_TEMPLATE: &str = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}";
+pub(super) const TFDS_TEMPLATE: &str = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}";
 
 const FEATURES: &str = "features.json";
 const INFO: &str = "dataset_info.json";
@@ -93,7 +93,7 @@ impl TfdsTarget {
 }
 
 /// `features.json` for the schema (see the module documentation).
-pub fn features_json(schema: &Schema) -> Value {
+pub(super) fn features_json(schema: &Schema) -> Value {
     let mut features = serde_json::Map::new();
     for c in &schema.columns {
         let feature = match (c.vtype, c.shape) {
@@ -133,7 +133,7 @@ pub fn features_json(schema: &Schema) -> Value {
 /// `dataset_info.json` with this split's shards, keeping the other splits
 /// of `existing` (the file's current text, if any). `dir` names the
 /// directory in errors.
-pub fn dataset_info_json(
+pub(super) fn dataset_info_json(
     existing: Option<&[u8]>,
     target: &TfdsTarget,
     shards: &[CommittedShard],
@@ -182,7 +182,7 @@ pub fn dataset_info_json(
 
 /// Checks, before anything is committed, that the directory holds no other
 /// dataset (or version) and no other features than this split's.
-pub fn check_existing(
+pub(super) fn check_existing(
     sink: &dyn ShardSink,
     target: &TfdsTarget,
     schema: &Schema,
@@ -208,7 +208,7 @@ fn read(sink: &dyn ShardSink, name: &str) -> Result<Option<Vec<u8>>, ConvertErro
 
 /// Writes `features.json` and `dataset_info.json` of the split's committed
 /// shards ([`check_existing`] ran before they were committed).
-pub fn write_tfds_files(
+pub(super) fn write_tfds_files(
     sink: &dyn ShardSink,
     target: &TfdsTarget,
     schema: &Schema,

@@ -56,7 +56,11 @@ pub(crate) struct Tok {
 
 #[cfg(feature = "tokenize")]
 impl Tok {
-    pub fn load(path: &Path, mode: TokenMode, add_special: bool) -> Result<Tok, ConvertError> {
+    pub(super) fn load(
+        path: &Path,
+        mode: TokenMode,
+        add_special: bool,
+    ) -> Result<Tok, ConvertError> {
         let err = |message: String| ConvertError::Tokenizer {
             path: path.display().to_string(),
             message,
@@ -83,7 +87,7 @@ impl Tok {
     }
 
     /// Appends the ids and attention mask of `text`.
-    pub fn encode(
+    pub(super) fn encode(
         &self,
         text: &str,
         ids: &mut Vec<i64>,
