@@ -358,7 +358,7 @@ pub fn run(args: &ConvertArgs, out: &mut impl Write) -> Result<i32, CliError> {
     if s.skipped > 0 {
         writeln!(out, "skipped {} bad records:", s.skipped)?;
         for bad in &s.bad {
-            writeln!(out, "  {bad}")?;
+            writeln!(out, "  {}", super::hints::flags(&bad.to_string()))?;
         }
         if s.skipped > s.bad.len() as u64 {
             writeln!(out, "  … and {} more", s.skipped - s.bad.len() as u64)?;

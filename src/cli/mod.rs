@@ -4,6 +4,7 @@ mod bench;
 mod cat;
 mod convert;
 mod count;
+mod hints;
 mod index;
 mod inspect;
 mod verify;
@@ -140,7 +141,7 @@ pub fn main() -> i32 {
         // A closed pipe (`infeed cat … | head`) is a normal way to stop.
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => 0,
         Err(e) => {
-            eprintln!("infeed: {e}");
+            eprintln!("infeed: {}", hints::flags(&e.to_string()));
             1
         }
     }

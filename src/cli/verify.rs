@@ -39,7 +39,9 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write) -> Result<i32, CliError> {
             writeln!(
                 out,
                 "{name}: byte {}: {} ({} bytes skipped)",
-                event.offset, event.kind, event.bytes
+                event.offset,
+                super::hints::flags(&event.kind.to_string()),
+                event.bytes
             )?;
         }
         let unlisted = skipped.records - skipped.events.len() as u64;

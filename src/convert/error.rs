@@ -66,7 +66,7 @@ pub enum BadKind {
     },
     /// A key (JSONL) that is not in the schema.
     #[error(
-        "not in the schema (inferred from the first records): add --feature NAME:TYPE, or choose columns with --columns"
+        "not in the schema (inferred from the first records): add ConvertOptions::features NAME:TYPE, or choose columns with ConvertOptions::columns"
     )]
     UnknownColumn,
     /// A CSV record with another number of fields than the header.

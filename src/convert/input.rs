@@ -194,7 +194,7 @@ pub(super) fn expand_inputs(
                 None => format_from_name(&path.display().to_string(), text_file).ok_or_else(|| {
                     ConvertError::input(
                         path.display(),
-                        "cannot tell the format from the name (.jsonl .csv .tsv .parquet .txt, optionally .gz/.zst): give --format",
+                        "cannot tell the format from the name (.jsonl .csv .tsv .parquet .txt, optionally .gz/.zst): give ConvertOptions::format",
                     )
                 })?,
             };

@@ -285,7 +285,9 @@ impl Observed {
 
     /// The column's type, or why it cannot be inferred.
     pub fn resolve(&self, column: &str) -> Result<(ValueType, Shape), String> {
-        let fix = format!("give --feature {column}:TYPE or leave it out with --columns");
+        let fix = format!(
+            "give ConvertOptions::features {column}:TYPE or leave it out with ConvertOptions::columns"
+        );
         if let Some((at, what)) = &self.unsupported {
             return Err(format!(
                 "column {column:?}: {at} holds {what}, which is not supported: {fix}"

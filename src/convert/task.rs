@@ -357,7 +357,7 @@ impl Shared {
             return Err(ConvertError::input(
                 &file.display,
                 format!(
-                    "line 1: column {extra:?} is not in the schema (inferred from the first file): add --feature {extra}:TYPE, or choose columns with --columns"
+                    "line 1: column {extra:?} is not in the schema (inferred from the first file): add ConvertOptions::features {extra}:TYPE, or choose columns with ConvertOptions::columns"
                 ),
             ));
         }
@@ -547,7 +547,10 @@ fn writer_loop(
 fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
     let fail = |m: &str| Err(ConvertError::Options(m.to_string()));
     if opts.num_tasks == 0 || opts.task_index >= opts.num_tasks {
-        return fail("--task-index must be less than --num-tasks (and --num-tasks at least 1)");
+        return fail(
+            "ConvertOptions::task_index must be less than ConvertOptions::num_tasks (and \
+             ConvertOptions::num_tasks at least 1)",
+        );
     }
     match opts.shard_limit {
         ShardLimit::Bytes(0) | ShardLimit::Records(0) => {
@@ -558,34 +561,42 @@ fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
     if let Some(t) = &opts.tokenize {
         match t.mode {
             TokenMode::Truncate(0) | TokenMode::Group { len: 0, .. } => {
-                return fail("--max-length and --group-to must be at least 1");
+                return fail(
+                    "the lengths of TokenMode::Truncate and TokenMode::Group must be at least 1",
+                );
             }
-            TokenMode::Group { block: 0, .. } => return fail("--group-block must be at least 1"),
+            TokenMode::Group { block: 0, .. } => {
+                return fail("the block of TokenMode::Group must be at least 1");
+            }
             _ => {}
         }
     }
     if opts.tfds.is_some() {
         if opts.compression != Compression::None {
-            return fail("TFDS reads uncompressed shards only: drop --compression with --tfds");
+            return fail(
+                "TFDS reads uncompressed shards only: drop ConvertOptions::compression with ConvertOptions::tfds",
+            );
         }
         if opts.num_tasks > 1 {
             return fail(
-                "--tfds writes one split's dataset_info.json: use one task (--num-tasks 1)",
+                "ConvertOptions::tfds writes one split's dataset_info.json: use one task (ConvertOptions::num_tasks 1)",
             );
         }
         if opts.null_omit {
             return fail(
-                "TFDS needs every feature in every record: --nulls omit cannot go with --tfds",
+                "TFDS needs every feature in every record: ConvertOptions::null_omit cannot go with ConvertOptions::tfds",
             );
         }
         if opts.prefix.is_some() {
-            return fail("--tfds names the shards {name}-{split}.tfrecord-…: drop --prefix");
+            return fail(
+                "ConvertOptions::tfds names the shards {name}-{split}.tfrecord-…: drop ConvertOptions::prefix",
+            );
         }
     }
     if let Some(p) = &opts.prefix
         && (p.is_empty() || p.contains('/') || p.starts_with('.'))
     {
-        return fail("--prefix must be a plain, non-hidden file name prefix");
+        return fail("ConvertOptions::prefix must be a plain, non-hidden file name prefix");
     }
     Ok(())
 }
@@ -760,7 +771,7 @@ fn input_schema(
                 Some((_, Err(e))) => return Err(ConvertError::Schema(e.clone())),
                 None => {
                     return Err(ConvertError::Schema(format!(
-                        "column {:?} is not in {} (nor in its first {} records): check --columns, or give --feature {}:TYPE",
+                        "column {:?} is not in {} (nor in its first {} records): check ConvertOptions::columns, or give ConvertOptions::features {}:TYPE",
                         sel.source, first.display, opts.infer_records, sel.source
                     )));
                 }
@@ -798,7 +809,7 @@ fn input_schema(
     if columns.is_empty() {
         return Err(ConvertError::input(
             &first.display,
-            "no columns to convert (check --columns)",
+            "no columns to convert (check ConvertOptions::columns)",
         ));
     }
     Ok((Schema { columns }, opts.columns.is_some()))

@@ -51,7 +51,7 @@ impl TfdsTarget {
         let bad = |m: String| Err(ConvertError::Options(m));
         let Some((name, version)) = name_version.split_once(':') else {
             return bad(format!(
-                "--tfds {name_version:?}: expected NAME:VERSION, e.g. my_corpus:1.0.0"
+                "ConvertOptions::tfds {name_version:?}: expected NAME:VERSION, e.g. my_corpus:1.0.0"
             ));
         };
         let snake = name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -60,7 +60,7 @@ impl TfdsTarget {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !snake {
             return bad(format!(
-                "--tfds {name_version:?}: the dataset name {name:?} must be snake_case \
+                "ConvertOptions::tfds {name_version:?}: the dataset name {name:?} must be snake_case \
                  (a-z, 0-9, _; starting with a letter), as TFDS names datasets"
             ));
         }
@@ -71,7 +71,7 @@ impl TfdsTarget {
                 .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
         {
             return bad(format!(
-                "--tfds {name_version:?}: the version {version:?} must be MAJOR.MINOR.PATCH, e.g. 1.0.0"
+                "ConvertOptions::tfds {name_version:?}: the version {version:?} must be MAJOR.MINOR.PATCH, e.g. 1.0.0"
             ));
         }
         if split.is_empty() || !split.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {

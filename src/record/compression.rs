@@ -168,22 +168,21 @@ impl Detection {
     /// What was guessed and how to override it, for an error a wrong guess
     /// would cause; `None` when nothing was guessed.
     pub fn hint(&self) -> Option<String> {
-        const HOW: &str = "in the library: ReadOptions::compression";
         let c = self.compression;
         Some(match self.by {
             DetectedBy::Caller | DetectedBy::Header => return None,
             DetectedBy::Extension => format!(
                 "read as {c} because of the file name's extension; \
-                 if the file is not compressed, use --compression none ({HOW})"
+                 if the file is not compressed, use ReadOptions::compression none"
             ),
             DetectedBy::Magic => format!(
                 "read as {c}, guessed from the first bytes; \
-                 if the file is not compressed, use --compression none ({HOW})"
+                 if the file is not compressed, use ReadOptions::compression none"
             ),
-            DetectedBy::Default => format!(
-                "read as plain TFRecord: neither the name nor the first bytes show a compression; \
-                 if the file is compressed, use --compression gzip or zlib ({HOW})"
-            ),
+            DetectedBy::Default => "read as plain TFRecord: neither the name nor the first bytes \
+                                    show a compression; if the file is compressed, use \
+                                    ReadOptions::compression gzip or zlib"
+                .to_string(),
         })
     }
 }

@@ -126,7 +126,7 @@ pub enum ErrorKind {
     },
     /// The very first header is not a valid TFRecord header.
     #[error(
-        "not a TFRecord file, or wrong --compression (the length CRC of the first record does not match)"
+        "not a TFRecord file, or wrong ReadOptions::compression (the length CRC of the first record does not match)"
     )]
     NotTfRecord,
     /// A (CRC-valid) length larger than the configured maximum record size.
@@ -284,7 +284,7 @@ mod tests {
             "data/train-0.tfrecord: byte 4096: truncated record payload: the file ends after 10 of its 100 bytes"
         );
         let err = RecordError::new("x", 0, ErrorKind::NotTfRecord);
-        assert!(err.to_string().contains("wrong --compression"));
+        assert!(err.to_string().contains("wrong ReadOptions::compression"));
         let err = RecordError::new(
             "x",
             16,

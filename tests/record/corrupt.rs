@@ -319,10 +319,9 @@ fn garbage_is_not_a_tfrecord_file() {
         let (records, err) = read_fail(&garbage, Compression::None, chunk);
         assert!(records.is_empty());
         assert_eq!((err.offset, &err.kind), (0, &ErrorKind::NotTfRecord));
-        assert!(
-            err.to_string()
-                .starts_with("bad.tfrecord: byte 0: not a TFRecord file, or wrong --compression")
-        );
+        assert!(err.to_string().starts_with(
+            "bad.tfrecord: byte 0: not a TFRecord file, or wrong ReadOptions::compression"
+        ));
         let (records, report) = read_skip(&garbage, Compression::None, chunk);
         assert!(records.is_empty());
         assert_eq!(
@@ -685,10 +684,10 @@ fn a_damaged_first_header_that_looks_like_zlib_is_skipped_and_the_rest_recovered
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: byte 0: not a TFRecord file, or wrong --compression (the length CRC of the \
-             first record does not match) (read as plain TFRecord: neither the name nor the \
-             first bytes show a compression; if the file is compressed, use --compression gzip \
-             or zlib (in the library: ReadOptions::compression))",
+            "{}: byte 0: not a TFRecord file, or wrong ReadOptions::compression (the length CRC \
+             of the first record does not match) (read as plain TFRecord: neither the name nor \
+             the first bytes show a compression; if the file is compressed, use \
+             ReadOptions::compression gzip or zlib)",
             p.display()
         )
     );
@@ -815,8 +814,7 @@ fn a_plain_file_named_gz_names_the_guess_and_the_override() {
     assert!(
         text.ends_with(
             "(read as gzip because of the file name's extension; if the file is not \
-             compressed, use --compression none (in the library: \
-             ReadOptions::compression))"
+             compressed, use ReadOptions::compression none)"
         ),
         "{text}"
     );
@@ -830,7 +828,10 @@ fn a_plain_file_named_gz_names_the_guess_and_the_override() {
         .next()
         .unwrap()
         .unwrap_err();
-    assert!(!err.to_string().contains("--compression none"), "{err}");
+    assert!(
+        !err.to_string().contains("ReadOptions::compression none"),
+        "{err}"
+    );
     // The cause is kept as the error's source.
     let source = std::error::Error::source(&err).unwrap();
     assert!(std::error::Error::source(source).is_some(), "{source:?}");
