@@ -375,10 +375,7 @@ fn corrupt_record_is_skipped_and_counted_with_skip_policy() {
     let layout = corrupt_layout();
     let path = testdata("corrupt.tfrecord");
     let raw = std::fs::read(&path).expect("read corrupt.tfrecord");
-    let opts = ReadOptions {
-        on_corrupt: CorruptPolicy::Skip,
-        ..Default::default()
-    };
+    let opts = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
     let mut reader = RecordReader::open(&path, &opts).expect("open");
     let records: Vec<Record> = reader
         .by_ref()

@@ -143,10 +143,7 @@ struct Cost {
 
 fn shuffle_cost(file: &str, lens: &[usize], small: usize, big: usize) -> Cost {
     // Small reads, one worker, one batch ahead: little else in flight.
-    let read = infeed::record::ReadOptions {
-        chunk_size: 64 << 10,
-        ..Default::default()
-    };
+    let read = infeed::record::ReadOptions::default().chunk_size(64 << 10);
     let base = Pipeline::from_files([file])
         .unwrap()
         .read_options(read)

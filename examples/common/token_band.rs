@@ -87,15 +87,11 @@ pub fn config(
     loss_every: u64,
     reuse_first_batch: bool,
 ) -> FeederConfig {
-    FeederConfig {
-        plugin: None,
-        client: ClientOptions::default(),
-        program: Arc::new(program),
-        shapes,
-        state: initial_state(),
-        inputs: Some(inputs()),
-        max_steps,
-        loss_every,
-        reuse_first_batch,
-    }
+    FeederConfig::new(Arc::new(program), shapes)
+        .client(ClientOptions::default())
+        .state(initial_state())
+        .inputs(inputs())
+        .max_steps(max_steps)
+        .loss_every(loss_every)
+        .reuse_first_batch(reuse_first_batch)
 }

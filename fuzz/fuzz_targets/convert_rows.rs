@@ -92,13 +92,11 @@ fuzz_target!(|input: &[u8]| {
     let name = if flags & 1 == 0 { "in.jsonl" } else { "in.csv" };
     let path = dir().path().join(name);
     std::fs::write(&path, content).expect("write the input file");
-    let opts = ConvertOptions {
-        inputs: vec![path.to_string_lossy().into_owned()],
-        skip_bad: flags & 2 != 0,
-        null_omit: flags & 4 != 0,
-        threads: 1,
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::default()
+        .inputs(vec![path.to_string_lossy().into_owned()])
+        .skip_bad(flags & 2 != 0)
+        .null_omit(flags & 4 != 0)
+        .threads(1);
     let mem = Arc::new(Mem::default());
     let result = convert::convert(&opts, Arc::new(Sink(mem.clone())), &NoProgress);
     let _ = std::fs::remove_file(&path);
@@ -109,10 +107,7 @@ fuzz_target!(|input: &[u8]| {
     let mut records = 0u64;
     for shard in &summary.shards {
         let data = &objects[&shard.name];
-        let read = ReadOptions {
-            compression: Some(Compression::None),
-            ..ReadOptions::default()
-        };
+        let read = ReadOptions::default().compression(Compression::None);
         for rec in RecordReader::new(Cursor::new(data), &shard.name, Compression::None, &read) {
             let rec = rec.expect("convert wrote a valid frame");
             Example::decode(rec.data).expect("convert wrote a valid Example");

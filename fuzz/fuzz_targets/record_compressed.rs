@@ -39,14 +39,12 @@ fn read(
     verify_crc: bool,
     chunk: usize,
 ) -> (Vec<Vec<u8>>, Option<String>) {
-    let opts = ReadOptions {
-        compression: Some(c),
-        verify_crc,
-        max_record_size: MAX_RECORD,
-        on_corrupt: policy,
-        chunk_size: chunk,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default()
+        .compression(c)
+        .verify_crc(verify_crc)
+        .max_record_size(MAX_RECORD)
+        .on_corrupt(policy)
+        .chunk_size(chunk);
     let mut records = Vec::new();
     for r in RecordReader::new(Cursor::new(data), "fuzz", c, &opts) {
         match r {

@@ -19,14 +19,12 @@ fn read(
     verify_crc: bool,
     chunk: usize,
 ) -> (Vec<(u64, Vec<u8>)>, Option<String>) {
-    let opts = ReadOptions {
-        compression: Some(Compression::None),
-        verify_crc,
-        max_record_size: MAX_RECORD,
-        on_corrupt: policy,
-        chunk_size: chunk,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default()
+        .compression(Compression::None)
+        .verify_crc(verify_crc)
+        .max_record_size(MAX_RECORD)
+        .on_corrupt(policy)
+        .chunk_size(chunk);
     let reader = RecordReader::new(Cursor::new(data), "fuzz", Compression::None, &opts);
     let mut records = Vec::new();
     for r in reader {

@@ -125,14 +125,12 @@ fuzz_target!(|input: Input| {
         }
     }
 
-    let opts = ReadOptions {
-        compression: Some(Compression::None),
-        verify_crc: true,
-        max_record_size: MAX_RECORD,
-        on_corrupt: CorruptPolicy::Skip,
-        chunk_size: usize::from(input.chunk) + 1,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default()
+        .compression(Compression::None)
+        .verify_crc(true)
+        .max_record_size(MAX_RECORD)
+        .on_corrupt(CorruptPolicy::Skip)
+        .chunk_size(usize::from(input.chunk) + 1);
     let mut reader = RecordReader::new(Cursor::new(&buf[..]), "fuzz", Compression::None, &opts);
     let mut got = Vec::new();
     for r in reader.by_ref() {

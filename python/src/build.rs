@@ -228,8 +228,8 @@ fn mixture(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Pipeline> {
 /// `read_options(compression, verify_crc, skip_corrupt, max_record_size, mmap)`.
 fn read_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<ReadOptions> {
     let compression: Option<String> = args.get_item(0)?.extract()?;
-    let mut read = ReadOptions {
-        compression: match compression.as_deref() {
+    let mut read = ReadOptions::default()
+        .compression(match compression.as_deref() {
             None | Some("auto") => None,
             Some("none") => Some(Compression::None),
             Some("gzip") => Some(Compression::Gzip),
@@ -240,11 +240,9 @@ fn read_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<ReadOptio
                     format!("compression {other:?}: expected auto, none, gzip or zlib"),
                 ));
             }
-        },
-        verify_crc: args.get_item(1)?.extract()?,
-        mmap: args.get_item(4)?.extract()?,
-        ..ReadOptions::default()
-    };
+        })
+        .verify_crc(args.get_item(1)?.extract()?)
+        .mmap(args.get_item(4)?.extract()?);
     if args.get_item(2)?.extract()? {
         read.on_corrupt = CorruptPolicy::Skip;
     }

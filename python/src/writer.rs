@@ -76,18 +76,18 @@ fn tokenize_options(
     group_block: u64,
     add_special_tokens: bool,
 ) -> Option<TokenizeOptions> {
-    tokenizer.map(|path| TokenizeOptions {
-        tokenizer: PathBuf::from(path),
-        text_column,
-        mode: match (max_length, group_to) {
-            (Some(n), _) => TokenMode::Truncate(n),
-            (None, Some(len)) => TokenMode::Group {
-                len,
-                block: group_block,
-            },
-            (None, None) => TokenMode::Full,
-        },
-        add_special_tokens,
+    tokenizer.map(|path| {
+        TokenizeOptions::new(PathBuf::from(path))
+            .text_column(text_column)
+            .mode(match (max_length, group_to) {
+                (Some(n), _) => TokenMode::Truncate(n),
+                (None, Some(len)) => TokenMode::Group {
+                    len,
+                    block: group_block,
+                },
+                (None, None) => TokenMode::Full,
+            })
+            .add_special_tokens(add_special_tokens)
     })
 }
 

@@ -67,8 +67,10 @@ impl RawAlloc {
     }
 }
 
-/// How many buffers a [`BufferPool`] keeps for reuse.
+/// How many buffers a [`BufferPool`] keeps for reuse: [`PoolConfig::default`]
+/// and the setters (`#[non_exhaustive]`; the fields stay public).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolConfig {
     /// Buffers kept per capacity class; more are freed when they drop.
     pub max_per_class: usize,
@@ -84,6 +86,21 @@ impl Default for PoolConfig {
             max_per_class: 32,
             max_bytes: 512 << 20,
         }
+    }
+}
+
+impl PoolConfig {
+    /// Sets [`max_per_class`](Self::max_per_class): buffers kept per
+    /// capacity class.
+    pub fn max_per_class(mut self, buffers: usize) -> Self {
+        self.max_per_class = buffers;
+        self
+    }
+
+    /// Sets [`max_bytes`](Self::max_bytes): bytes kept in all.
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes;
+        self
     }
 }
 

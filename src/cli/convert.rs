@@ -260,56 +260,56 @@ fn options(args: &ConvertArgs) -> Result<ConvertOptions, CliError> {
                 .map_err(|e| CliError::Message(format!("--columns {e}")))?,
         ),
     };
-    let tokenize = args.tokenizer.as_ref().map(|path| TokenizeOptions {
-        tokenizer: path.clone(),
-        text_column: args.text_column.clone(),
-        mode: match (args.max_length, args.group_to) {
-            (Some(n), _) => TokenMode::Truncate(n),
-            (None, Some(len)) => TokenMode::Group {
-                len,
-                block: args.group_block,
-            },
-            (None, None) => TokenMode::Full,
-        },
-        add_special_tokens: !args.no_special_tokens,
+    let tokenize = args.tokenizer.as_ref().map(|path| {
+        TokenizeOptions::new(path)
+            .text_column(args.text_column.clone())
+            .mode(match (args.max_length, args.group_to) {
+                (Some(n), _) => TokenMode::Truncate(n),
+                (None, Some(len)) => TokenMode::Group {
+                    len,
+                    block: args.group_block,
+                },
+                (None, None) => TokenMode::Full,
+            })
+            .add_special_tokens(!args.no_special_tokens)
     });
-    Ok(ConvertOptions {
-        inputs: args.inputs.clone(),
-        format,
-        text_file,
-        text_column: args.text_column.clone(),
-        features: args.features.clone(),
-        columns,
-        infer_records: args.infer_records,
-        null_omit: args.nulls == "omit",
-        skip_bad: args.skip_bad,
-        tokenize,
-        shard_limit: match args.records_per_shard {
+    let tfds = match &args.tfds {
+        Some(t) => Some(
+            convert::TfdsTarget::parse(t, &args.split)
+                .map_err(|e| CliError::Message(e.to_string()))?,
+        ),
+        None => None,
+    };
+    Ok(ConvertOptions::default()
+        .inputs(args.inputs.clone())
+        .format(format)
+        .text_file(text_file)
+        .text_column(args.text_column.clone())
+        .features(args.features.clone())
+        .columns(columns)
+        .infer_records(args.infer_records)
+        .null_omit(args.nulls == "omit")
+        .skip_bad(args.skip_bad)
+        .tokenize(tokenize)
+        .shard_limit(match args.records_per_shard {
             Some(n) => ShardLimit::Records(n),
             None => ShardLimit::Bytes(args.shard_size),
-        },
-        compression: match args.compression.as_str() {
+        })
+        .compression(match args.compression.as_str() {
             "gzip" => Compression::Gzip,
             "zlib" => Compression::Zlib,
             _ => Compression::None,
-        },
-        naming: if args.naming == "hf" {
+        })
+        .naming(if args.naming == "hf" {
             Naming::Hf
         } else {
             Naming::Tf
-        },
-        prefix: args.prefix.clone(),
-        task_index: args.task_index,
-        num_tasks: args.num_tasks,
-        threads: args.threads,
-        tfds: match &args.tfds {
-            Some(t) => Some(
-                convert::TfdsTarget::parse(t, &args.split)
-                    .map_err(|e| CliError::Message(e.to_string()))?,
-            ),
-            None => None,
-        },
-    })
+        })
+        .prefix(args.prefix.clone())
+        .task_index(args.task_index)
+        .num_tasks(args.num_tasks)
+        .threads(args.threads)
+        .tfds(tfds))
 }
 
 /// Converts, then prints a summary: records, bytes, speed, shards, skipped records.

@@ -43,10 +43,7 @@ pub fn run(args: &IndexArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 "{name}: is {compression}-compressed; DALI indexes need uncompressed TFRecord files"
             )));
         }
-        let options = ReadOptions {
-            compression: Some(Compression::None),
-            ..ReadOptions::default()
-        };
+        let options = ReadOptions::default().compression(Compression::None);
         let mut text = String::new();
         let mut records = 0u64;
         for record in RecordReader::open(path, &options)? {

@@ -61,10 +61,7 @@ struct CompressionArg(Option<Compression>);
 
 impl InputArgs {
     fn read_options(&self) -> ReadOptions {
-        ReadOptions {
-            compression: self.compression.0,
-            ..ReadOptions::default()
-        }
+        ReadOptions::default().compression(self.compression.0)
     }
 
     /// Every shard the arguments name, in order: a plain local path as given

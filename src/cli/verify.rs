@@ -16,10 +16,7 @@ pub struct VerifyArgs {
 /// Reads every file to the end, skipping past corruption so that every
 /// corrupt region is reported; exits 1 when any file had one.
 pub fn run(args: &VerifyArgs, out: &mut impl Write) -> Result<i32, CliError> {
-    let options = infeed::record::ReadOptions {
-        on_corrupt: CorruptPolicy::Skip,
-        ..args.input.read_options()
-    };
+    let options = args.input.read_options().on_corrupt(CorruptPolicy::Skip);
     let mut corrupt_files = 0usize;
     for path in &args.input.shards()? {
         let mut reader = open_records(path, &options)?;

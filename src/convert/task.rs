@@ -38,7 +38,21 @@ use super::tokenize::{Tok, TokenMode, TokenizeOptions};
 use super::{DEFAULT_INFER_RECORDS, DEFAULT_SHARD_BYTES, MAX_BAD_LISTED};
 
 /// Everything `convert` needs to know.
+///
+/// Built from [`ConvertOptions::default`] and the setters, which keep
+/// working as settings are added (the type is `#[non_exhaustive]`; its
+/// fields stay public to read and to set):
+///
+/// ```
+/// use infeed::convert::{ConvertOptions, ShardLimit};
+///
+/// let opts = ConvertOptions::default()
+///     .inputs(vec!["data/*.jsonl".into()])
+///     .shard_limit(ShardLimit::Records(10_000));
+/// assert_eq!(opts.num_tasks, 1);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConvertOptions {
     /// Input paths or glob patterns, in order.
     pub inputs: Vec<String>,
@@ -102,6 +116,116 @@ impl Default for ConvertOptions {
             threads: 0,
             tfds: None,
         }
+    }
+}
+
+impl ConvertOptions {
+    /// Sets [`inputs`](Self::inputs): input paths or glob patterns, in order.
+    pub fn inputs(mut self, inputs: Vec<String>) -> Self {
+        self.inputs = inputs;
+        self
+    }
+
+    /// Sets [`format`](Self::format): the input format (`None`: from each file name).
+    pub fn format(mut self, format: impl Into<Option<Format>>) -> Self {
+        self.format = format.into();
+        self
+    }
+
+    /// Sets [`text_file`](Self::text_file): plain text: one record per file.
+    pub fn text_file(mut self, text_file: bool) -> Self {
+        self.text_file = text_file;
+        self
+    }
+
+    /// Sets [`text_column`](Self::text_column): the column that holds plain text.
+    pub fn text_column(mut self, column: impl Into<String>) -> Self {
+        self.text_column = column.into();
+        self
+    }
+
+    /// Sets [`features`](Self::features): explicit column types.
+    pub fn features(mut self, features: Vec<FeatureArg>) -> Self {
+        self.features = features;
+        self
+    }
+
+    /// Sets [`columns`](Self::columns): the columns to keep, and renames (`None`: all).
+    pub fn columns(mut self, columns: impl Into<Option<Vec<ColumnSelect>>>) -> Self {
+        self.columns = columns.into();
+        self
+    }
+
+    /// Sets [`infer_records`](Self::infer_records): records read to infer the schema.
+    pub fn infer_records(mut self, records: usize) -> Self {
+        self.infer_records = records;
+        self
+    }
+
+    /// Sets [`null_omit`](Self::null_omit): null or missing values leave the feature out.
+    pub fn null_omit(mut self, omit: bool) -> Self {
+        self.null_omit = omit;
+        self
+    }
+
+    /// Sets [`skip_bad`](Self::skip_bad): skip (and count) bad records.
+    pub fn skip_bad(mut self, skip: bool) -> Self {
+        self.skip_bad = skip;
+        self
+    }
+
+    /// Sets [`tokenize`](Self::tokenize): tokenize the text column.
+    pub fn tokenize(mut self, tokenize: impl Into<Option<TokenizeOptions>>) -> Self {
+        self.tokenize = tokenize.into();
+        self
+    }
+
+    /// Sets [`shard_limit`](Self::shard_limit): when to start a new shard.
+    pub fn shard_limit(mut self, limit: ShardLimit) -> Self {
+        self.shard_limit = limit;
+        self
+    }
+
+    /// Sets [`compression`](Self::compression): the output compression.
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Sets [`naming`](Self::naming): the shard naming.
+    pub fn naming(mut self, naming: Naming) -> Self {
+        self.naming = naming;
+        self
+    }
+
+    /// Sets [`prefix`](Self::prefix): the shard name prefix (`None`: the naming's default).
+    pub fn prefix(mut self, prefix: impl Into<Option<String>>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets [`task_index`](Self::task_index): this task's index, from 0.
+    pub fn task_index(mut self, index: usize) -> Self {
+        self.task_index = index;
+        self
+    }
+
+    /// Sets [`num_tasks`](Self::num_tasks): the number of tasks.
+    pub fn num_tasks(mut self, tasks: usize) -> Self {
+        self.num_tasks = tasks;
+        self
+    }
+
+    /// Sets [`threads`](Self::threads): worker threads (0: one per core).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Sets [`tfds`](Self::tfds): write a TensorFlow Datasets directory.
+    pub fn tfds(mut self, tfds: impl Into<Option<TfdsTarget>>) -> Self {
+        self.tfds = tfds.into();
+        self
     }
 }
 

@@ -34,8 +34,10 @@ pub enum TokenMode {
     },
 }
 
-/// Tokenization settings.
+/// Tokenization settings: [`TokenizeOptions::new`] and the setters
+/// (`#[non_exhaustive]`; the fields stay public).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TokenizeOptions {
     /// The `tokenizer.json` file.
     pub tokenizer: std::path::PathBuf,
@@ -45,6 +47,38 @@ pub struct TokenizeOptions {
     pub mode: TokenMode,
     /// Add the tokenizer's special tokens (default true, like Hugging Face).
     pub add_special_tokens: bool,
+}
+
+impl TokenizeOptions {
+    /// Tokenize with the `tokenizer.json` at `tokenizer`: the column `text`,
+    /// whole, with the tokenizer's special tokens.
+    pub fn new(tokenizer: impl Into<std::path::PathBuf>) -> Self {
+        TokenizeOptions {
+            tokenizer: tokenizer.into(),
+            text_column: "text".into(),
+            mode: TokenMode::Full,
+            add_special_tokens: true,
+        }
+    }
+
+    /// Sets [`text_column`](Self::text_column): the input column holding
+    /// the text.
+    pub fn text_column(mut self, column: impl Into<String>) -> Self {
+        self.text_column = column.into();
+        self
+    }
+
+    /// Sets [`mode`](Self::mode): whole, truncated or grouped.
+    pub fn mode(mut self, mode: TokenMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`add_special_tokens`](Self::add_special_tokens).
+    pub fn add_special_tokens(mut self, add: bool) -> Self {
+        self.add_special_tokens = add;
+        self
+    }
 }
 
 /// A loaded tokenizer, shared by the worker threads.

@@ -21,7 +21,21 @@ pub enum CorruptPolicy {
 }
 
 /// How to read a TFRecord file.
+///
+/// Built from [`ReadOptions::default`] and the setters, which keep working
+/// as settings are added (the type is `#[non_exhaustive]`; its fields stay
+/// public to read and to set):
+///
+/// ```
+/// use infeed::record::{Compression, CorruptPolicy, ReadOptions};
+///
+/// let opts = ReadOptions::default()
+///     .compression(Compression::Gzip)
+///     .on_corrupt(CorruptPolicy::Skip);
+/// assert_eq!(opts.compression, Some(Compression::Gzip));
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// `None` detects the compression from the file name and first bytes
     /// ([`Compression::detect`]).
@@ -64,6 +78,46 @@ impl Default for ReadOptions {
 }
 
 impl ReadOptions {
+    /// Sets [`compression`](Self::compression): a [`Compression`] reads
+    /// every file so, `None` detects each file's.
+    pub fn compression(mut self, compression: impl Into<Option<Compression>>) -> Self {
+        self.compression = compression.into();
+        self
+    }
+
+    /// Sets [`verify_crc`](Self::verify_crc): whether each payload's CRC
+    /// is checked.
+    pub fn verify_crc(mut self, verify: bool) -> Self {
+        self.verify_crc = verify;
+        self
+    }
+
+    /// Sets [`max_record_size`](Self::max_record_size): the longest record
+    /// a header may claim.
+    pub fn max_record_size(mut self, bytes: u64) -> Self {
+        self.max_record_size = bytes;
+        self
+    }
+
+    /// Sets [`on_corrupt`](Self::on_corrupt): fail on a corrupt record, or
+    /// skip it.
+    pub fn on_corrupt(mut self, policy: CorruptPolicy) -> Self {
+        self.on_corrupt = policy;
+        self
+    }
+
+    /// Sets [`chunk_size`](Self::chunk_size): bytes per read.
+    pub fn chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk_size = bytes;
+        self
+    }
+
+    /// Sets [`mmap`](Self::mmap): map local files instead of reading them.
+    pub fn mmap(mut self, mmap: bool) -> Self {
+        self.mmap = mmap;
+        self
+    }
+
     /// The chunk size, at least 1 byte (a zero chunk size would never make progress).
     pub(crate) fn effective_chunk_size(&self) -> usize {
         self.chunk_size.max(1)

@@ -26,8 +26,10 @@ pub enum OptionValue {
     Bool(bool),
 }
 
-/// How to create a [`Client`].
+/// How to create a [`Client`]: [`ClientOptions::default`] and the setters
+/// (`#[non_exhaustive]`; the fields stay public).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ClientOptions {
     /// Devices of a CPU client (`cpu_device_count`). The CPU plugin makes
     /// several unless told; a training loop on one device wants one. `None`
@@ -44,6 +46,22 @@ impl Default for ClientOptions {
             cpu_device_count: Some(1),
             options: Vec::new(),
         }
+    }
+}
+
+impl ClientOptions {
+    /// Sets [`cpu_device_count`](Self::cpu_device_count): `None` leaves it
+    /// to the plugin.
+    pub fn cpu_device_count(mut self, devices: impl Into<Option<i64>>) -> Self {
+        self.cpu_device_count = devices.into();
+        self
+    }
+
+    /// Adds a plugin-specific create option (see
+    /// [`options`](Self::options)).
+    pub fn option(mut self, name: impl Into<String>, value: OptionValue) -> Self {
+        self.options.push((name.into(), value));
+        self
     }
 }
 

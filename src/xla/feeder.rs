@@ -36,8 +36,10 @@ use crate::batch::{Batch, BatchShape, Tensor};
 /// only the batch tensors the step takes ([`FeederConfig::inputs`]).
 pub type StepProgram = Arc<dyn Fn(&BatchShape) -> String + Send + Sync>;
 
-/// What the device thread runs.
+/// What the device thread runs: [`FeederConfig::new`] and the setters
+/// (`#[non_exhaustive]`; the fields stay public).
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct FeederConfig {
     /// The plugin file; `None`: [`Plugin::load_default`].
     pub plugin: Option<PathBuf>,
@@ -60,6 +62,70 @@ pub struct FeederConfig {
     /// Run every step on the first batch, uploaded once: no input work, the
     /// device's own speed. Needs `max_steps`.
     pub reuse_first_batch: bool,
+}
+
+impl FeederConfig {
+    /// Steps of `program` on batches of `shapes`, compiled before the first
+    /// step: the default plugin and client, no state, every batch tensor,
+    /// until the batches end, the loss read only at the first and last step.
+    pub fn new(program: StepProgram, shapes: Vec<BatchShape>) -> Self {
+        FeederConfig {
+            plugin: None,
+            client: ClientOptions::default(),
+            program,
+            shapes,
+            state: Vec::new(),
+            inputs: None,
+            max_steps: None,
+            loss_every: 0,
+            reuse_first_batch: false,
+        }
+    }
+
+    /// Sets [`plugin`](Self::plugin): the plugin file to load.
+    pub fn plugin(mut self, path: impl Into<PathBuf>) -> Self {
+        self.plugin = Some(path.into());
+        self
+    }
+
+    /// Sets [`client`](Self::client): how the client is made.
+    pub fn client(mut self, client: ClientOptions) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// Sets [`state`](Self::state): the initial training state.
+    pub fn state(mut self, state: Vec<(String, Tensor)>) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// Sets [`inputs`](Self::inputs): the batch tensors the step takes, in
+    /// parameter order (`None`: all, in batch order).
+    pub fn inputs(mut self, inputs: impl Into<Option<Vec<String>>>) -> Self {
+        self.inputs = inputs.into();
+        self
+    }
+
+    /// Sets [`max_steps`](Self::max_steps) (`None`: until the batches end).
+    pub fn max_steps(mut self, steps: impl Into<Option<u64>>) -> Self {
+        self.max_steps = steps.into();
+        self
+    }
+
+    /// Sets [`loss_every`](Self::loss_every): read the loss back every this
+    /// many steps.
+    pub fn loss_every(mut self, steps: u64) -> Self {
+        self.loss_every = steps;
+        self
+    }
+
+    /// Sets [`reuse_first_batch`](Self::reuse_first_batch): every step on
+    /// the first batch (the device's own speed).
+    pub fn reuse_first_batch(mut self, reuse: bool) -> Self {
+        self.reuse_first_batch = reuse;
+        self
+    }
 }
 
 impl std::fmt::Debug for FeederConfig {

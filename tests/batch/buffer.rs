@@ -75,10 +75,7 @@ fn reused_buffers_are_zeroed_or_filled() {
 
 #[test]
 fn pool_keeps_a_bounded_number() {
-    let pool = BufferPool::new(PoolConfig {
-        max_per_class: 2,
-        max_bytes: 1 << 20,
-    });
+    let pool = BufferPool::new(PoolConfig::default().max_per_class(2).max_bytes(1 << 20));
     let bufs: Vec<AlignedBuf> = (0..3).map(|_| pool.take_zeroed(100)).collect();
     drop(bufs);
     let s = pool.stats();
@@ -86,10 +83,7 @@ fn pool_keeps_a_bounded_number() {
     assert_eq!((s.kept_buffers, s.kept_bytes), (2, 2 * 112));
 
     // The byte bound: a 1 MiB pool keeps one 640 KiB buffer, not two.
-    let pool = BufferPool::new(PoolConfig {
-        max_per_class: 8,
-        max_bytes: 1 << 20,
-    });
+    let pool = BufferPool::new(PoolConfig::default().max_per_class(8).max_bytes(1 << 20));
     let a = pool.take_zeroed(600 << 10);
     let b = pool.take_zeroed(600 << 10);
     assert_eq!(a.capacity(), 640 << 10);

@@ -111,11 +111,9 @@ impl Progress for Recorder {
 #[test]
 fn converts_into_any_sink_and_commits_by_name() {
     let mem = Arc::new(MemSink::default());
-    let opts = ConvertOptions {
-        inputs: vec![sample()],
-        shard_limit: ShardLimit::Records(2),
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::default()
+        .inputs(vec![sample()])
+        .shard_limit(ShardLimit::Records(2));
     let progress = Recorder::default();
     let summary =
         convert::convert(&opts, Arc::new(Shared(mem.clone())), &progress).expect("convert");
@@ -170,11 +168,9 @@ fn a_failing_sink_is_an_output_error_and_leaves_no_object() {
         fail_create_after: Some(2),
         ..MemSink::default()
     });
-    let opts = ConvertOptions {
-        inputs: vec![sample()],
-        shard_limit: ShardLimit::Records(1),
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::default()
+        .inputs(vec![sample()])
+        .shard_limit(ShardLimit::Records(1));
     let err =
         convert::convert(&opts, Arc::new(Shared(mem.clone())), &NoProgress).expect_err("must fail");
     match err {
@@ -192,11 +188,9 @@ fn bad_records_are_typed_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("x.jsonl");
     std::fs::write(&path, "{\"a\": 1}\n{\"a\": [2]}\n").expect("write");
-    let opts = ConvertOptions {
-        inputs: vec![path.display().to_string()],
-        infer_records: 1,
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::default()
+        .inputs(vec![path.display().to_string()])
+        .infer_records(1);
     let mem = Arc::new(MemSink::default());
     let err = convert::convert(&opts, Arc::new(Shared(mem.clone())), &NoProgress).expect_err("bad");
     let ConvertError::Bad(bad) = err else {

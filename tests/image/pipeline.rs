@@ -282,10 +282,7 @@ fn under_the_skip_policy_a_corrupt_image_leaves_its_record_out_and_counts_it() {
     let spec = FeatureSpec::new()
         .image("image", ImageSpec::new(h, w, 3))
         .fixed_len("label", DType::Int64, &[]);
-    let skip = ReadOptions {
-        on_corrupt: CorruptPolicy::Skip,
-        ..ReadOptions::default()
-    };
+    let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
     let p = Pipeline::from_files([path.clone()])
         .unwrap()
         .read_options(skip.clone())

@@ -234,10 +234,7 @@ fn a_corrupt_record_names_file_and_offset_or_is_skipped_and_counted() {
         }
         other => panic!("{:?}", other.map(|b| b.map(|b| b.records))),
     }
-    let skip = ReadOptions {
-        on_corrupt: CorruptPolicy::Skip,
-        ..ReadOptions::default()
-    };
+    let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
     let mut batches = p.read_options(skip).build_raw(10, false).unwrap();
     assert_eq!(batches.next_batch().unwrap().unwrap().records.len(), 4);
     assert!(batches.next_batch().unwrap().is_none());
@@ -406,10 +403,7 @@ fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
             .interleave(2, 1)
             .shuffle(1_000)
             .seed(11)
-            .read_options(ReadOptions {
-                mmap,
-                ..ReadOptions::default()
-            })
+            .read_options(ReadOptions::default().mmap(mmap))
     };
     let read = run(&p(false), 64, false);
     assert_eq!(read.len(), 6_000);

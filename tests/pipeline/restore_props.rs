@@ -265,7 +265,7 @@ proptest! {
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let (files, good) = write_damaged_files(dir.path(), &counts, &damage, gzip);
-        let skip = ReadOptions { on_corrupt: CorruptPolicy::Skip, ..ReadOptions::default() };
+        let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
         let p = Pipeline::from_files(files).unwrap().read_options(skip);
         // The files read once give every good record once, and only those.
         let mut one: Vec<String> = raw(&p, 1, false)

@@ -33,11 +33,9 @@ fn compress(plain: &[u8], c: Compression) -> Vec<u8> {
 }
 
 fn opts(policy: CorruptPolicy, chunk_size: usize) -> ReadOptions {
-    ReadOptions {
-        on_corrupt: policy,
-        chunk_size,
-        ..ReadOptions::default()
-    }
+    ReadOptions::default()
+        .on_corrupt(policy)
+        .chunk_size(chunk_size)
 }
 
 /// Everything the reader yields (records and errors), and the skip report.
@@ -205,10 +203,7 @@ fn flipped_bit_in_payload_or_footer_is_a_data_crc_error_at_the_record() {
 fn data_crc_is_not_checked_when_verification_is_off() {
     let mut bytes = two();
     bytes[21 + 12 + 2] ^= 0x04;
-    let o = ReadOptions {
-        verify_crc: false,
-        ..ReadOptions::default()
-    };
+    let o = ReadOptions::default().verify_crc(false);
     let (items, _) = read(&bytes, Compression::None, &o);
     let got: Vec<Record> = items.into_iter().map(Result::unwrap).collect();
     assert_eq!(got, vec![rec(b"hello", 0), rec(b"wovld!", 21)]);
@@ -239,10 +234,7 @@ fn huge_length_is_too_large_and_never_allocated() {
         );
     }
     // A length near u64::MAX with no maximum: no overflow, still too large.
-    let o = ReadOptions {
-        max_record_size: u64::MAX,
-        ..ReadOptions::default()
-    };
+    let o = ReadOptions::default().max_record_size(u64::MAX);
     let bad = header(u64::MAX - 3);
     let (items, _) = read(&bad, Compression::None, &o);
     assert_eq!(items.len(), 1);
@@ -279,10 +271,7 @@ fn huge_length_is_too_large_and_never_allocated() {
 #[test]
 fn max_record_size_is_configurable() {
     let bytes = two();
-    let o = ReadOptions {
-        max_record_size: 5,
-        ..ReadOptions::default()
-    };
+    let o = ReadOptions::default().max_record_size(5);
     let (items, _) = read(&bytes, Compression::None, &o);
     assert_eq!(items.len(), 2);
     assert_eq!(items[0].as_ref().unwrap(), &rec(b"hello", 0));
@@ -292,11 +281,9 @@ fn max_record_size_is_configurable() {
         (21, &ErrorKind::TooLarge { length: 6, max: 5 })
     );
     // Under skip the oversized record is skipped.
-    let o = ReadOptions {
-        max_record_size: 5,
-        on_corrupt: CorruptPolicy::Skip,
-        ..ReadOptions::default()
-    };
+    let o = ReadOptions::default()
+        .max_record_size(5)
+        .on_corrupt(CorruptPolicy::Skip);
     let (items, report) = read(&bytes, Compression::None, &o);
     assert_eq!(
         items.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
@@ -819,10 +806,7 @@ fn a_plain_file_named_gz_names_the_guess_and_the_override() {
         "{text}"
     );
     // Told to read it as GZIP, nothing was guessed: no hint.
-    let told = ReadOptions {
-        compression: Some(Compression::Gzip),
-        ..ReadOptions::default()
-    };
+    let told = ReadOptions::default().compression(Compression::Gzip);
     let err = RecordReader::open(&p, &told)
         .unwrap()
         .next()

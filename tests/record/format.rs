@@ -105,10 +105,7 @@ fn round_trip_all_compressions_and_chunk_sizes() {
     for c in [Compression::None, Compression::Gzip, Compression::Zlib] {
         let bytes = write_all(&refs, c);
         for chunk_size in [1, 7, 12, 4096, 1 << 20] {
-            let opts = ReadOptions {
-                chunk_size,
-                ..ReadOptions::default()
-            };
+            let opts = ReadOptions::default().chunk_size(chunk_size);
             let recs = read_all(&bytes, c, &opts);
             let got: Vec<&[u8]> = recs.iter().map(|r| &r.data[..]).collect();
             assert_eq!(got, refs, "{c} chunk {chunk_size}");
@@ -196,10 +193,7 @@ fn explicit_compression_overrides_detection() {
     let p = dir.path().join("x.gz");
     // Plain data under a .gz name, read with an explicit `none`.
     std::fs::write(&p, write_all(&[b"plain"], Compression::None)).unwrap();
-    let opts = ReadOptions {
-        compression: Some(Compression::None),
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().compression(Compression::None);
     let got: Vec<Bytes> = RecordReader::open(&p, &opts)
         .unwrap()
         .map(|r| r.unwrap().data)
@@ -281,10 +275,7 @@ fn io_errors_end_the_reader_with_the_offset_read() {
         data: Cursor::new(bytes),
         ok: 30,
     };
-    let opts = ReadOptions {
-        chunk_size: 8,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().chunk_size(8);
     let mut r = RecordReader::new(reader, "flaky", Compression::None, &opts);
     assert_eq!(
         r.next().unwrap().unwrap().data,
@@ -311,10 +302,7 @@ fn a_reader_with_tiny_chunks_detects_the_compression_and_reads_the_same_records(
         let bytes = write_all(&refs, c);
         let sync = read_all(&bytes, c, &ReadOptions::default());
         assert_eq!(sync.len(), records.len());
-        let opts = ReadOptions {
-            chunk_size: 5,
-            ..ReadOptions::default()
-        };
+        let opts = ReadOptions::default().chunk_size(5);
         let mut r = RecordReader::with_options(Cursor::new(bytes), "noext", &opts);
         assert_eq!(r.compression(), None);
         let detected: Vec<Record> = r.by_ref().map(Result::unwrap).collect();

@@ -84,7 +84,7 @@ proptest! {
         chunk_size in prop_oneof![Just(1usize), 1usize..64, 64usize..100_000],
     ) {
         let bytes = write_all(&records, c);
-        let opts = ReadOptions { chunk_size, ..ReadOptions::default() };
+        let opts = ReadOptions::default().chunk_size(chunk_size);
         let got: Vec<Record> = RecordReader::new(Cursor::new(bytes.clone()), "prop", c, &opts)
             .collect::<Result<_, _>>()
             .unwrap();
@@ -120,7 +120,7 @@ proptest! {
             _ => matches!(kind, ErrorKind::DataCrc { .. }),
         };
 
-        let skip = ReadOptions { on_corrupt: CorruptPolicy::Skip, ..ReadOptions::default() };
+        let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
         let (got, fin, report) = deframe(&bytes, &sizes, &skip);
         prop_assert!(fin.is_ok());
         let mut want: Vec<(u64, &[u8])> = offs.iter().copied().zip(records.iter().map(Vec::as_slice)).collect();

@@ -32,10 +32,7 @@ fn one_cpu_device_and_version() {
 #[test]
 fn cpu_device_count_is_honoured() {
     let plugin = Plugin::load_default().unwrap();
-    let options = infeed::xla::ClientOptions {
-        cpu_device_count: Some(3),
-        options: Vec::new(),
-    };
+    let options = infeed::xla::ClientOptions::default().cpu_device_count(3);
     let c = Client::new(plugin, &options).unwrap();
     assert_eq!(c.device_count(), 3);
     // Programs still compile for, and run on, the first device.

@@ -212,16 +212,14 @@ fn record_level(p: Pipeline, args: &BenchArgs, read: &ReadOptions, seed: u64) ->
 }
 
 pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
-    let read = ReadOptions {
-        compression: args.compression.0,
-        on_corrupt: if args.skip_corrupt {
+    let read = ReadOptions::default()
+        .compression(args.compression.0)
+        .on_corrupt(if args.skip_corrupt {
             CorruptPolicy::Skip
         } else {
             CorruptPolicy::Fail
-        },
-        mmap: args.mmap,
-        ..ReadOptions::default()
-    };
+        })
+        .mmap(args.mmap);
     let mut p = if args.mix.is_empty() {
         if args.inputs.is_empty() {
             return Err(CliError::Message(

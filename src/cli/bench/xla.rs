@@ -103,19 +103,17 @@ pub(super) fn run(
             Ok((format!("state {i}"), tensor))
         })
         .collect::<Result<Vec<_>, CliError>>()?;
-    let config = |reuse: bool| FeederConfig {
-        plugin: None,
-        client: Default::default(),
-        program: Arc::new({
-            let template = template.clone();
-            move |shape: &BatchShape| instantiate(&template, shape)
-        }),
-        shapes: shapes.clone(),
-        state: state.clone(),
-        inputs: inputs.map(<[String]>::to_vec),
-        max_steps,
-        loss_every: 0,
-        reuse_first_batch: reuse,
+    let config = |reuse: bool| {
+        let template = template.clone();
+        FeederConfig::new(
+            Arc::new(move |shape: &BatchShape| instantiate(&template, shape)),
+            shapes.clone(),
+        )
+        .state(state.clone())
+        .inputs(inputs.map(<[String]>::to_vec))
+        .max_steps(max_steps)
+        .loss_every(0)
+        .reuse_first_batch(reuse)
     };
     let train = |reuse: bool| -> Result<FeederReport, CliError> {
         DeviceFeeder::spawn(config(reuse), parsed.build()?)
