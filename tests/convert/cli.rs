@@ -62,7 +62,7 @@ fn listing(dir: &Path) -> Vec<String> {
 }
 
 /// Shard files in `dir`, sorted by name.
-fn shards(dir: &Path) -> Vec<PathBuf> {
+pub fn shards(dir: &Path) -> Vec<PathBuf> {
     listing(dir)
         .into_iter()
         .filter(|n| n.contains(".tfrecord") && !n.starts_with('.'))

@@ -6,10 +6,12 @@
 //! the same values as `infeed cat` of the same file. Both print each float32 as the
 //! shortest decimal of its exact double, so the JSON values compare exactly.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+
+use crate::cli::shards;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,17 +31,6 @@ fn values(text: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).expect("json"))
         .collect()
-}
-
-fn shards(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("dir")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().contains(".tfrecord"))
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

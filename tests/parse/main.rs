@@ -4,4 +4,5 @@ mod example;
 mod length;
 mod props;
 mod sequence;
+#[path = "../support/wire.rs"]
 mod wire;

@@ -12,6 +12,8 @@ use infeed::spec::{DType, DefaultValue, FeatureSpec, SequenceSpec};
 use proptest::prelude::*;
 use prost::Message;
 
+use crate::wire::{ld, varint};
+
 /// Requested names, each always of one type.
 const INTS: [&str; 2] = ["i0", "i1"];
 const FLOATS: [&str; 2] = ["f0", "f1"];
@@ -171,20 +173,6 @@ fn check_shapes(batch: &ParsedBatch) {
     }
 }
 
-fn varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn ld(field: u64, payload: &[u8], out: &mut Vec<u8>) {
-    varint(field << 3 | 2, out);
-    varint(payload.len() as u64, out);
-    out.extend_from_slice(payload);
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -301,32 +289,32 @@ proptest! {
         let at = split.index(ints.len() + 1);
         let mut run = Vec::new();
         for &v in &ints[..at] {
-            varint(v as u64, &mut run);
+            run.extend(varint(v as u64));
         }
         let mut list = Vec::new();
-        ld(1, &run, &mut list);
+        list.extend(ld(1, &run));
         for &v in &ints[at..] {
-            varint(1 << 3, &mut list);
-            varint(v as u64, &mut list);
+            list.extend(varint(1 << 3));
+            list.extend(varint(v as u64));
         }
         let mut flist = Vec::new();
         for v in &floats {
-            varint(1 << 3 | 5, &mut flist);
+            flist.extend(varint(1 << 3 | 5));
             flist.extend_from_slice(&v.to_le_bytes());
         }
         let mut fi = Vec::new();
-        ld(3, &list, &mut fi);
+        fi.extend(ld(3, &list));
         let mut ff = Vec::new();
-        ld(2, &flist, &mut ff);
+        ff.extend(ld(2, &flist));
         let mut entries = Vec::new();
         for (k, f) in [("i", &fi), ("f", &ff)] {
             let mut e = Vec::new();
-            ld(1, k.as_bytes(), &mut e);
-            ld(2, f, &mut e);
-            ld(1, &e, &mut entries);
+            e.extend(ld(1, k.as_bytes()));
+            e.extend(ld(2, f));
+            entries.extend(ld(1, &e));
         }
         let mut unpacked = Vec::new();
-        ld(1, &entries, &mut unpacked);
+        unpacked.extend(ld(1, &entries));
 
         let spec = FeatureSpec::new().var_len("i", DType::Int64).var_len("f", DType::Float32);
         let a = ExampleParser::new(&spec).parse(&[packed]).unwrap();

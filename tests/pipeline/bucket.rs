@@ -11,7 +11,7 @@ use proptest::prelude::*;
 const LENS: [usize; 10] = [3, 9, 1, 5, 12, 4, 2, 7, 20, 6];
 
 fn hand_case(dir: &std::path::Path) -> infeed::pipeline::ParsedPipeline {
-    let files = write_files(dir, &[LENS.to_vec()]);
+    let files = write_lm_files(dir, &[LENS.to_vec()]);
     Pipeline::from_files(files)
         .unwrap()
         .threads(3)
@@ -106,7 +106,7 @@ fn every_record_appears_once_per_epoch_whatever_the_threads() {
     let lens: Vec<Vec<usize>> = (0..3)
         .map(|f| (0..37).map(|i| 1 + (i * 7 + f * 13) % 40).collect())
         .collect();
-    let files = write_files(dir.path(), &lens);
+    let files = write_lm_files(dir.path(), &lens);
     let make = |threads| {
         Pipeline::from_files(files.clone())
             .unwrap()
@@ -166,7 +166,7 @@ fn every_record_appears_once_per_epoch_whatever_the_threads() {
 fn configuration_errors_are_clear() {
     let dir = tempfile::tempdir().unwrap();
     let base = || {
-        let files = write_files(dir.path(), &[vec![3, 4]]);
+        let files = write_lm_files(dir.path(), &[vec![3, 4]]);
         Pipeline::from_files(files)
             .unwrap()
             .parse(spec().fixed_len("label", DType::Int64, &[1]))
@@ -206,7 +206,7 @@ fn configuration_errors_are_clear() {
         PipelineError::Config(m) if m.contains("leave out batch()")
     ));
     // No length bound: the last bucket would have no shape.
-    let files = write_files(dir.path(), &[vec![3]]);
+    let files = write_lm_files(dir.path(), &[vec![3]]);
     let unbounded = Pipeline::from_files(files)
         .unwrap()
         .parse(spec())
@@ -227,7 +227,7 @@ fn configuration_errors_are_clear() {
 #[test]
 fn a_record_over_max_length_in_the_last_bucket_follows_the_truncation_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[vec![2, 30]]);
+    let files = write_lm_files(dir.path(), &[vec![2, 30]]);
     let mut batches = Pipeline::from_files(files.clone())
         .unwrap()
         .parse(spec())
@@ -314,7 +314,7 @@ fn the_state_holds_waiting_records_as_positions_and_stays_small() {
     let lens: Vec<Vec<usize>> = (0..4)
         .map(|f| (0..100).map(|i| 1 + (i * 31 + f * 17) % 300).collect())
         .collect();
-    let files = write_files(dir.path(), &lens);
+    let files = write_lm_files(dir.path(), &lens);
     let p = Pipeline::from_files(files)
         .unwrap()
         .seed(3)
@@ -350,7 +350,7 @@ proptest! {
         let lens: Vec<Vec<usize>> = (0..3)
             .map(|f| (0..(20 + f * 5)).map(|i| 1 + ((i * 11 + f * 5 + seed as usize) % 30)).collect())
             .collect();
-        let files = write_files(dir.path(), &lens);
+        let files = write_lm_files(dir.path(), &lens);
         let p = Pipeline::from_files(files)
             .unwrap()
             .seed(seed)

@@ -9,22 +9,8 @@ use std::process::Command;
 use infeed::pipeline::{Pipeline, PipelineError, StateError};
 use infeed::record::{Compression, RecordWriter};
 
-/// Writes `counts[f]` records named "f{f}-r{i}" to file f; returns the paths.
-fn write_files(dir: &Path, counts: &[usize]) -> Vec<String> {
-    counts
-        .iter()
-        .enumerate()
-        .map(|(f, &n)| {
-            let path = dir.join(format!("shard-{f}.tfrecord"));
-            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-            for i in 0..n {
-                w.write_record(format!("f{f}-r{i}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
-        })
-        .collect()
-}
+use crate::tfrecord::write_files;
+use crate::wire::varint;
 
 fn records(batches: infeed::pipeline::Batches<infeed::pipeline::RawBatch>) -> Vec<String> {
     batches
@@ -35,7 +21,7 @@ fn records(batches: infeed::pipeline::Batches<infeed::pipeline::RawBatch>) -> Ve
 
 /// A pipeline over two files of 20 records, shuffled, one epoch.
 fn pipeline(dir: &Path) -> Pipeline {
-    Pipeline::from_files(write_files(dir, &[20, 20]))
+    Pipeline::from_files(write_files(dir, &[20, 20], Compression::None))
         .unwrap()
         .interleave(2, 1)
         .shuffle(8)
@@ -63,14 +49,6 @@ fn restore(p: &Pipeline, state: &[u8]) -> Result<Vec<String>, PipelineError> {
                 .map(|r| String::from_utf8(r.to_vec()).unwrap())
                 .collect()
         })
-}
-
-fn varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// A node of a state's tree (see `pipeline/checkpoint/parts.rs`): key,
@@ -112,8 +90,8 @@ fn with_part(state: &[u8], path: &str, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u
 /// occurrence of a field wins).
 fn with_field(state: &[u8], path: &str, tag: u64, value: u64) -> Vec<u8> {
     with_part(state, path, |body| {
-        varint(tag << 3, body);
-        varint(value, body);
+        body.extend(varint(tag << 3));
+        body.extend(varint(value));
     })
 }
 
@@ -150,9 +128,9 @@ fn with_list(state: &[u8], path: &str, tag: u64, values: &[u64]) -> Vec<u8> {
             }
         }
         let mut packed = Vec::new();
-        values.iter().for_each(|&v| varint(v, &mut packed));
-        varint(tag << 3 | 2, &mut body);
-        varint(packed.len() as u64, &mut body);
+        values.iter().for_each(|&v| packed.extend(varint(v)));
+        body.extend(varint(tag << 3 | 2));
+        body.extend(varint(packed.len() as u64));
         body.extend_from_slice(&packed);
         *old = body;
     })
@@ -369,7 +347,7 @@ fn a_file_index_beyond_the_files_is_invalid() {
 #[test]
 fn a_finite_repeat_over_empty_shards_yields_nothing_and_no_error() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[0, 0]);
+    let files = write_files(dir.path(), &[0, 0], Compression::None);
     for epochs in [1, 2, 1_000_000_000] {
         let p = Pipeline::from_files(files.clone())
             .unwrap()
@@ -397,7 +375,7 @@ fn a_finite_repeat_over_empty_shards_yields_nothing_and_no_error() {
 #[test]
 fn bench_state_out_replaces_the_file_whole_and_leaves_no_temporary() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[30]);
+    let files = write_files(dir.path(), &[30], Compression::None);
     let out = dir.path().join("states");
     std::fs::create_dir(&out).unwrap();
     let state = out.join("state.bin");
@@ -435,7 +413,7 @@ fn bench_state_out_replaces_the_file_whole_and_leaves_no_temporary() {
 #[test]
 fn bench_over_empty_shards_gives_0_records_for_2_epochs_and_an_error_forever() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[0, 0]);
+    let files = write_files(dir.path(), &[0, 0], Compression::None);
     let bench = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_infeed"))
             .arg("bench")
@@ -519,7 +497,7 @@ fn raw_state_sizes(p: &Pipeline, at: &[usize]) -> Vec<usize> {
 fn state_with_a_full_10k_shuffle_buffer_is_29_to_41_kb() {
     let dir = tempfile::tempdir().unwrap();
     // Records of 7..9 bytes, two files interleaved.
-    let tiny = write_files(dir.path(), &[8_000, 8_000]);
+    let tiny = write_files(dir.path(), &[8_000, 8_000], Compression::None);
     let p = Pipeline::from_files(tiny)
         .unwrap()
         .interleave(2, 1)

@@ -115,7 +115,7 @@ fn files(dir: &std::path::Path) -> Vec<String> {
     let lens: Vec<Vec<usize>> = (0..24)
         .map(|f| (0..30).map(|i| (f * 7 + i * 13) % 96 + 1).collect())
         .collect();
-    grouping::write_files(dir, &lens)
+    grouping::write_lm_files(dir, &lens)
 }
 
 #[test]

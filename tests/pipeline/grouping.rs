@@ -49,7 +49,7 @@ pub fn lm_record(id: i64, len: usize) -> Vec<u8> {
 }
 
 /// Writes file `f` with records `f * 100 + i` of lengths `lens[f][i]`.
-pub fn write_files(dir: &Path, lens: &[Vec<usize>]) -> Vec<String> {
+pub fn write_lm_files(dir: &Path, lens: &[Vec<usize>]) -> Vec<String> {
     lens.iter()
         .enumerate()
         .map(|(f, lens)| {

@@ -9,7 +9,10 @@
 use infeed::pipeline::Pipeline;
 use proptest::prelude::*;
 
-use crate::restore_props::{all_records, write_files};
+use infeed::record::Compression;
+
+use crate::restore_props::all_records;
+use crate::tfrecord::write_files;
 
 /// Every record host `index` of `hosts` emits over `repeat(Some(2))`.
 fn host_records(
@@ -76,7 +79,7 @@ fn hosts_seeded_by_their_index_read_disjoint_parts_every_epoch() {
     for (counts, hosts) in [(vec![13, 8], 3u64), (vec![5, 6, 7, 8, 9], 2)] {
         let sub = dir.path().join(format!("{hosts}"));
         std::fs::create_dir(&sub).unwrap();
-        let files = write_files(&sub, &counts, false);
+        let files = write_files(&sub, &counts, Compression::None);
         for repeat_first in [false, true] {
             let outputs: Vec<_> = (0..hosts)
                 .map(|h| host_records(&files, h, hosts, h, (2, 1, 6), repeat_first))
@@ -103,7 +106,7 @@ proptest! {
         repeat_first in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &counts, false);
+        let files = write_files(dir.path(), &counts, Compression::None);
         let outputs: Vec<_> = (0..hosts)
             .map(|h| host_records(&files, h, hosts, seeds[h as usize], (cycle, block, buffer), repeat_first))
             .collect();
@@ -135,7 +138,7 @@ fn file_orders(files: &[String], host: Option<(u64, u64)>, seed: u64) -> Vec<Str
 #[test]
 fn only_record_sharding_takes_the_file_order_from_the_shared_seed() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[1; 6], false);
+    let files = write_files(dir.path(), &[1; 6], Compression::None);
     let single: Vec<Vec<String>> = (0..4).map(|s| file_orders(&files, None, s)).collect();
     assert_eq!(
         single[2].join(" "),

@@ -17,6 +17,10 @@ mod recycle;
 mod restore_props;
 mod sequence;
 mod tf_oracle;
+#[path = "../support/tfrecord.rs"]
+mod tfrecord;
+#[path = "../support/wire.rs"]
+mod wire;
 
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::Duration;

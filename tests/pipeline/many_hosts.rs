@@ -89,7 +89,7 @@ fn all_ids(lens: &[Vec<usize>]) -> BTreeMap<i64, usize> {
 fn hosts_with_their_own_seeds_agree_on_every_steps_shapes_repeating_forever() {
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(6, 60, 1);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     for hosts in [2, 3, 4] {
         let runs: Vec<Vec<Batch>> = (0..hosts)
             .map(|i| run(&padded(&files, i, hosts, None), 150))
@@ -122,7 +122,7 @@ fn hosts_with_their_own_seeds_agree_on_every_steps_shapes_repeating_forever() {
 fn one_epoch_on_several_hosts_gives_every_record_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(6, 50, 2);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     for hosts in [2, 3] {
         let mut seen = BTreeMap::new();
         for i in 0..hosts {
@@ -140,7 +140,7 @@ fn equal_batches_give_every_host_the_same_count_and_shapes() {
     let dir = tempfile::tempdir().unwrap();
     // Uneven hosts: 5 files over 2 hosts (3 and 2 files).
     let lens = lengths(5, 90, 3);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     for how in [EqualBatches::Drop, EqualBatches::Pad] {
         let runs: Vec<Vec<Batch>> = (0..2)
             .map(|i| {
@@ -246,7 +246,7 @@ fn equal_batches_hold_for_every_grouping() {
     let dir = tempfile::tempdir().unwrap();
     // Uneven hosts: 5 files over 2 or 3 hosts.
     let lens = lengths(5, 70, 6);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     for grouping in [
         "buckets",
         "pack",
@@ -315,7 +315,7 @@ fn equal_batches_hold_for_every_grouping() {
 fn equal_batch_runs_of_every_grouping_restore_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(5, 70, 6);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     for grouping in [
         "buckets",
         "pack",
@@ -345,7 +345,7 @@ fn equal_batch_runs_of_every_grouping_restore_exactly() {
 fn buckets_agree_on_every_host() {
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(4, 80, 4);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     let bucketed = |i: u64| {
         Pipeline::from_files(files.clone())
             .unwrap()
@@ -369,7 +369,7 @@ fn one_host_groups_as_it_always_did() {
     // A single host pads each batch to its own longest record: no schedule.
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(2, 40, 5);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     let p = padded(&files, 0, 1, Some(1));
     for b in run(&p, usize::MAX) {
         let longest = real_rows(&b).iter().map(Vec::len).max().unwrap();
@@ -396,7 +396,7 @@ proptest! {
         let index = index % hosts;
         let dir = tempfile::tempdir().unwrap();
         let lens = lengths(4, 30, seed);
-        let files = grouping::write_files(dir.path(), &lens);
+        let files = grouping::write_lm_files(dir.path(), &lens);
         let mut p = padded_equal(&files, index, hosts, Some(epochs), equal);
         if mapped {
             // A parsed map before the grouping: lengths come from the
@@ -437,7 +437,7 @@ fn padded_mapped(files: &[String], index: u64, hosts: u64, map: bool) -> ParsedP
 fn lengths_measured_by_the_readers_cut_the_batches_the_record_thread_would() {
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(4, 40, 7);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     for hosts in [1, 2] {
         for index in 0..hosts {
             let carried =
@@ -457,7 +457,7 @@ fn lengths_measured_by_the_readers_cut_the_batches_the_record_thread_would() {
 fn a_record_that_cannot_be_measured_is_named_in_its_turn() {
     let dir = tempfile::tempdir().unwrap();
     let lens = lengths(2, 12, 3);
-    let files = grouping::write_files(dir.path(), &lens);
+    let files = grouping::write_lm_files(dir.path(), &lens);
     // Host 0 of 2 reads part-0 (file sharding): rewrite it with record 5
     // holding "ids" as a float list.
     let mut w =

@@ -9,7 +9,7 @@ use infeed::pipeline::{ParsedPipeline, Pipeline, PipelineError, StateError};
 /// Records of lengths 3 and 1 (and 2, 2), batches of 2 padded to a
 /// multiple of 4.
 fn padded(dir: &std::path::Path) -> ParsedPipeline {
-    let files = write_files(dir, &[vec![3, 1, 2, 2]]);
+    let files = write_lm_files(dir, &[vec![3, 1, 2, 2]]);
     Pipeline::from_files(files)
         .unwrap()
         .parse(spec())
@@ -99,7 +99,7 @@ fn a_per_feature_mask_overrides_the_all_setting() {
 #[test]
 fn packed_masks_follow_the_setting() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[vec![3, 1]]);
+    let files = write_lm_files(dir.path(), &[vec![3, 1]]);
     let p = Pipeline::from_files(files)
         .unwrap()
         .parse(spec())

@@ -355,8 +355,8 @@ fn hosts_of_a_finite_mixture_run_the_same_steps_with_the_same_shapes() {
             .map(|f| (0..k).map(|i| (f * 13 + i * 7) % 90 + 1).collect())
             .collect()
     };
-    let a = crate::grouping::write_files(&a, &lens(3, 50));
-    let b = crate::grouping::write_files(&b, &lens(2, 40));
+    let a = crate::grouping::write_lm_files(&a, &lens(3, 50));
+    let b = crate::grouping::write_lm_files(&b, &lens(2, 40));
     let host = |i: u64, how| {
         let src = |files: &[String], seed| {
             Pipeline::from_files(files.to_vec())

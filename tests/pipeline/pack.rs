@@ -32,7 +32,7 @@ fn row(parts: &[Vec<i64>], width: usize) -> Vec<i64> {
 #[test]
 fn first_fit_rows_with_exact_segment_ids_positions_and_masks() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[vec![3, 6, 2, 5, 4, 1]]);
+    let files = write_lm_files(dir.path(), &[vec![3, 6, 2, 5, 4, 1]]);
     let p = packed(files, 8, 2);
     let shapes = p.shapes().unwrap();
     assert_eq!(
@@ -90,7 +90,7 @@ fn first_fit_rows_with_exact_segment_ids_positions_and_masks() {
 #[test]
 fn overflow_policies_and_a_split_record_across_batches() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[vec![5, 11, 2]]);
+    let files = write_lm_files(dir.path(), &[vec![5, 11, 2]]);
     let run = |overflow| -> Vec<Vec<Vec<i64>>> {
         packed(files.clone(), 8, 1)
             .pack_overflow(overflow)
@@ -170,7 +170,7 @@ fn every_token_lands_once_in_order_whatever_the_threads() {
     let lens: Vec<Vec<usize>> = (0..3)
         .map(|f| (0..40).map(|i| (i * 7 + f * 3) % 23).collect())
         .collect();
-    let files = write_files(dir.path(), &lens);
+    let files = write_lm_files(dir.path(), &lens);
     let make = |threads| {
         Pipeline::from_files(files.clone())
             .unwrap()
@@ -240,7 +240,7 @@ fn every_token_lands_once_in_order_whatever_the_threads() {
 #[test]
 fn configuration_and_data_errors_are_clear() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[vec![3, 4]]);
+    let files = write_lm_files(dir.path(), &[vec![3, 4]]);
     let base = || Pipeline::from_files(files.clone()).unwrap();
     match base()
         .parse(spec().fixed_len("label", DType::Int64, &[1]))
@@ -310,7 +310,7 @@ proptest! {
         let lens: Vec<Vec<usize>> = (0..3)
             .map(|f| (0..(15 + f * 4)).map(|i| (i * 13 + f * 7 + seed as usize) % 27).collect())
             .collect();
-        let files = write_files(dir.path(), &lens);
+        let files = write_lm_files(dir.path(), &lens);
         let overflow = if split { Overflow::Split } else { Overflow::KeepEnd };
         let p = Pipeline::from_files(files)
             .unwrap()

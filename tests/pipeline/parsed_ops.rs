@@ -47,7 +47,7 @@ fn doubled(mut batch: ParsedBatch) -> Result<ParsedBatch, infeed::pipeline::MapE
 const LENS: [usize; 12] = [3, 4, 6, 1, 8, 2, 5, 10, 7, 12, 9, 14];
 
 fn base(dir: &std::path::Path) -> Pipeline {
-    Pipeline::from_files(write_files(dir, &[LENS.to_vec()]))
+    Pipeline::from_files(write_lm_files(dir, &[LENS.to_vec()]))
         .unwrap()
         .threads(3)
 }
@@ -139,7 +139,7 @@ fn map_batch_runs_before_assembly_and_bucketing_sees_mapped_lengths() {
 #[test]
 fn a_map_that_fails_or_drops_records_is_an_error_naming_the_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[LENS.to_vec()]);
+    let files = write_lm_files(dir.path(), &[LENS.to_vec()]);
     let run = |p: ParsedPipeline| p.max_length(16).batch(4, false).build().unwrap().next();
     match run(Pipeline::from_files(files.clone())
         .unwrap()
@@ -195,7 +195,7 @@ fn filtered_output_is_the_same_for_any_thread_count() {
     let lens: Vec<Vec<usize>> = (0..3)
         .map(|f| (0..50).map(|i| 1 + (i * 5 + f * 7) % 30).collect())
         .collect();
-    let files = write_files(dir.path(), &lens);
+    let files = write_lm_files(dir.path(), &lens);
     let make = |threads| {
         Pipeline::from_files(files.clone())
             .unwrap()
@@ -231,7 +231,7 @@ proptest! {
         let lens: Vec<Vec<usize>> = (0..3)
             .map(|f| (0..(30 + f * 7)).map(|i| 1 + (i * 17 + f * 3 + seed as usize) % 13).collect())
             .collect();
-        let files = write_files(dir.path(), &lens);
+        let files = write_lm_files(dir.path(), &lens);
         let p = Pipeline::from_files(files)
             .unwrap()
             .seed(seed)
@@ -261,7 +261,7 @@ proptest! {
 fn a_panic_in_a_parsed_op_is_an_error_not_a_hang() {
     within(60, || {
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &[LENS.to_vec()]);
+        let files = write_lm_files(dir.path(), &[LENS.to_vec()]);
         let panicking_filter = Pipeline::from_files(files.clone())
             .unwrap()
             .parse(spec())

@@ -1,6 +1,7 @@
 //! The pipeline's record stream: order, shuffle, repeat, sharding and
 //! checkpoints, observed through raw batches of known records.
 
+use crate::tfrecord::write_files;
 use crate::within;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,28 +9,6 @@ use std::path::Path;
 use infeed::pipeline::{Pipeline, PipelineError};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions, RecordWriter};
 use proptest::prelude::*;
-
-/// Writes `counts[f]` records named "f{f}-r{i}" to file f; returns the paths.
-fn write_files(dir: &Path, counts: &[usize], compression: Compression) -> Vec<String> {
-    counts
-        .iter()
-        .enumerate()
-        .map(|(f, &n)| {
-            let ext = if compression == Compression::Gzip {
-                ".gz"
-            } else {
-                ""
-            };
-            let path = dir.join(format!("shard-{f}.tfrecord{ext}"));
-            let mut w = RecordWriter::create(&path, compression).unwrap();
-            for i in 0..n {
-                w.write_record(format!("f{f}-r{i}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
-        })
-        .collect()
-}
 
 /// Every record of every batch, as strings, with batch boundaries flattened.
 fn run(p: &Pipeline, batch: usize, drop_remainder: bool) -> Vec<String> {

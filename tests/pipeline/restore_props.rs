@@ -26,6 +26,7 @@ use infeed::record::{Compression, CorruptPolicy, ReadOptions, RecordWriter};
 use proptest::prelude::*;
 
 use crate::grouping;
+use crate::tfrecord::write_files;
 
 /// Cases per property: `INFEED_PROPTEST_CASES`, else 256.
 fn cases() -> u32 {
@@ -40,28 +41,6 @@ pub fn config() -> ProptestConfig {
         cases: cases(),
         ..ProptestConfig::default()
     }
-}
-
-/// Writes `counts[f]` records named "f{f}-r{i}" to file f; returns the paths.
-pub fn write_files(dir: &std::path::Path, counts: &[usize], gzip: bool) -> Vec<String> {
-    let (compression, ext) = if gzip {
-        (Compression::Gzip, ".gz")
-    } else {
-        (Compression::None, "")
-    };
-    counts
-        .iter()
-        .enumerate()
-        .map(|(f, &n)| {
-            let path = dir.join(format!("shard-{f}.tfrecord{ext}"));
-            let mut w = RecordWriter::create(&path, compression).unwrap();
-            for i in 0..n {
-                w.write_record(format!("f{f}-r{i}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
-        })
-        .collect()
 }
 
 /// How a record of a file is damaged.
@@ -230,7 +209,11 @@ proptest! {
         cut in 0.0f64..1.0,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &counts, gzip);
+        let files = write_files(
+            dir.path(),
+            &counts,
+            if gzip { Compression::Gzip } else { Compression::None },
+        );
         let mut p = Pipeline::from_files(files).unwrap().skip(skip);
         if let Some(take) = take {
             p = p.take(take);
@@ -296,7 +279,7 @@ proptest! {
     ) {
         prop_assume!((counts.len() as u64) < hosts);
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &counts, false);
+        let files = write_files(dir.path(), &counts, Compression::None);
         let p = Pipeline::from_files(files).unwrap().shard(index % hosts, hosts);
         let p = with_order(p, seed, cycle, buffer, epochs, repeat_first).threads(2);
         check_raw_restore(&p, |p| p, batch, false, cut)?;
@@ -317,7 +300,7 @@ proptest! {
         cut in 0.0f64..1.0,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &counts, false);
+        let files = write_files(dir.path(), &counts, Compression::None);
         let p = Pipeline::from_files(files)
             .unwrap()
             .filter(move |r| r.iter().map(|&b| u32::from(b)).sum::<u32>() % modulus != 0)
@@ -344,7 +327,7 @@ proptest! {
         cut in 0.0f64..1.0,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &counts, false);
+        let files = write_files(dir.path(), &counts, Compression::None);
         let p = with_order(Pipeline::from_files(files).unwrap(), seed, cycle, buffer, epochs, repeat_first)
             .threads(saved.0)
             .prefetch(saved.1);
@@ -370,7 +353,7 @@ proptest! {
         cut in 0.0f64..1.0,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let files = grouping::write_files(dir.path(), &lens);
+        let files = grouping::write_lm_files(dir.path(), &lens);
         let base = with_order(Pipeline::from_files(files).unwrap(), seed, cycle, buffer, epochs, repeat_first);
         let p = |threads: usize| {
             base.clone()
@@ -417,7 +400,7 @@ proptest! {
         cut in 0.0f64..1.0,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let files = write_files(dir.path(), &counts, false);
+        let files = write_files(dir.path(), &counts, Compression::None);
         let p = Pipeline::from_files(files).unwrap().seed(seed).interleave(2, 1).shuffle(buffer);
         let full = raw(&p, batch, false);
         let cut = ((full.len() as f64) * cut) as usize;
@@ -491,7 +474,7 @@ fn slowed(p: &Pipeline, batch: usize) -> Batches<Raw> {
 fn an_unordered_state_taken_ahead_of_a_slow_batch_repeats_what_was_ahead() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[12], false);
+    let files = write_files(dir.path(), &[12], Compression::None);
     let p = Pipeline::from_files(files).unwrap().threads(3).unordered();
     let gate = Arc::new(AtomicBool::new(false));
     let first_slow = |p: &Pipeline| {

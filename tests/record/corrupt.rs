@@ -6,13 +6,7 @@ use std::io::Cursor;
 use bytes::Bytes;
 use infeed::record::*;
 
-fn write_all(records: &[&[u8]], c: Compression) -> Vec<u8> {
-    let mut w = RecordWriter::new(Vec::new(), c);
-    for r in records {
-        w.write_record(r).unwrap();
-    }
-    w.finish().unwrap()
-}
+use crate::tfrecord::write_all;
 
 /// `plain` as a GZIP or ZLIB stream (unchanged for `None`).
 fn compress(plain: &[u8], c: Compression) -> Vec<u8> {

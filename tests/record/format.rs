@@ -2,6 +2,7 @@
 //! compression detection.
 
 use crate::offsets;
+use crate::tfrecord::write_all;
 use std::io::Cursor;
 
 use bytes::Bytes;
@@ -25,14 +26,6 @@ const TF_ZLIB: [u8; 36] = [
     0xcb, 0xcb, 0x48, 0x42, 0xc5, 0x18, 0x34, 0x99, 0x67, 0xb0, 0xdf, 0x78, 0xd5, 0xb4, 0x08, 0x00,
     0x86, 0xa5, 0x08, 0xb8,
 ];
-
-fn write_all(records: &[&[u8]], c: Compression) -> Vec<u8> {
-    let mut w = RecordWriter::new(Vec::new(), c);
-    for r in records {
-        w.write_record(r).unwrap();
-    }
-    w.finish().unwrap()
-}
 
 fn read_all(bytes: &[u8], c: Compression, opts: &ReadOptions) -> Vec<Record> {
     RecordReader::new(Cursor::new(bytes.to_vec()), "mem", c, opts)

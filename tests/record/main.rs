@@ -3,6 +3,8 @@
 mod corrupt;
 mod format;
 mod props;
+#[path = "../support/tfrecord.rs"]
+mod tfrecord;
 
 /// The byte offset of each record in a file holding `records` in order
 /// (12 bytes of header and 4 of footer CRC around each payload).

@@ -2,18 +2,16 @@
 //! chunkings and all compressions, and the skip policy over random corruption.
 
 use crate::offsets;
+use crate::tfrecord::write_all;
 use std::io::Cursor;
 
 use bytes::Bytes;
 use infeed::record::*;
 use proptest::prelude::*;
 
-fn write_all(records: &[Vec<u8>], c: Compression) -> Vec<u8> {
-    let mut w = RecordWriter::new(Vec::new(), c);
-    for r in records {
-        w.write_record(r).unwrap();
-    }
-    w.finish().unwrap()
+/// `records` as the slices `write_all` takes.
+fn slices(records: &[Vec<u8>]) -> Vec<&[u8]> {
+    records.iter().map(Vec::as_slice).collect()
 }
 
 /// Pushes `bytes` into a deframer in pieces of the given sizes (cycled),
@@ -67,7 +65,7 @@ proptest! {
         records in records_strategy(),
         sizes in prop::collection::vec(prop_oneof![Just(1usize), 1usize..40, 1usize..5000], 1..8),
     ) {
-        let bytes = write_all(&records, Compression::None);
+        let bytes = write_all(&slices(&records), Compression::None);
         let (got, fin, report) = deframe(&bytes, &sizes, &ReadOptions::default());
         prop_assert!(fin.is_ok());
         prop_assert!(report.is_empty());
@@ -83,7 +81,7 @@ proptest! {
         c in compression_strategy(),
         chunk_size in prop_oneof![Just(1usize), 1usize..64, 64usize..100_000],
     ) {
-        let bytes = write_all(&records, c);
+        let bytes = write_all(&slices(&records), c);
         let opts = ReadOptions::default().chunk_size(chunk_size);
         let got: Vec<Record> = RecordReader::new(Cursor::new(bytes.clone()), "prop", c, &opts)
             .collect::<Result<_, _>>()
@@ -111,7 +109,7 @@ proptest! {
         let offs = offsets(&records);
         let frame = records[k].len() + 16;
         let pos = at.index(frame);
-        let mut bytes = write_all(&records, Compression::None);
+        let mut bytes = write_all(&slices(&records), Compression::None);
         bytes[offs[k] as usize + pos] ^= 1 << bit;
 
         let kind_is = |kind: &ErrorKind| match pos {

@@ -1,5 +1,7 @@
-//! Protobuf wire bytes by hand, shared by the parser tests, to build
-//! encodings prost never writes.
+//! Protobuf wire bytes by hand, to build encodings prost never writes;
+//! shared by the test binaries (`#[path]`-included, not a target; each
+//! binary uses a part).
+#![allow(dead_code)]
 
 /// A base-128 varint.
 pub fn varint(v: u64) -> Vec<u8> {
