@@ -63,6 +63,12 @@ pub struct BenchArgs {
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
+    /// Emit a feature (an image, or fixed-length numbers) as float32
+    /// `(x - MEAN) / STD`, as NAME:MEAN:STD; MEAN and STD are one number or
+    /// one per channel (the last dimension), comma-separated, e.g.
+    /// `image:123.675,116.28,103.53:58.395,57.12,57.375` (repeatable).
+    #[arg(long, value_parser = parse_normalize)]
+    normalize: Vec<(String, Vec<f32>, Vec<f32>)>,
     /// Type of every `<name>_mask`: auto (the feature's type), u8 (or
     /// bool), i32, i64, f32, or none (no masks: lm's attention_mask is one).
     #[arg(long)]
@@ -344,6 +350,29 @@ fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok((name.to_owned(), shape))
+}
+
+fn parse_normalize(s: &str) -> Result<(String, Vec<f32>, Vec<f32>), String> {
+    // From the right, so a feature's name may hold a colon.
+    let mut parts = s.rsplitn(3, ':');
+    let (Some(std), Some(mean), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected NAME:MEAN:STD, e.g. image:127.5:127.5 or \
+             image:123.675,116.28,103.53:58.395,57.12,57.375"
+            .into());
+    };
+    let numbers = |list: &str| {
+        list.split(',')
+            .map(|v| {
+                v.trim()
+                    .parse::<f32>()
+                    .map_err(|_| format!("{v:?} is not a number"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    if name.is_empty() {
+        return Err("expected NAME:MEAN:STD: the feature's name is empty".into());
+    }
+    Ok((name.to_owned(), numbers(mean)?, numbers(std)?))
 }
 
 fn parse_mix(s: &str) -> Result<(String, f64, String), String> {
@@ -660,7 +689,8 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 || args.max_length.is_some()
                 || args.fixed_length.is_some()
                 || args.cast.is_some()
-                || !args.decode_raw.is_empty();
+                || !args.decode_raw.is_empty()
+                || !args.normalize.is_empty();
             if let Some(n) = args.pad_to_multiple_of {
                 parsed = parsed.pad_to_multiple_of(n);
             }
@@ -684,6 +714,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             for (name, m) in &args.mask {
                 parsed = parsed.mask(name, *m);
+            }
+            for (name, mean, std) in &args.normalize {
+                parsed = parsed.normalize(name, mean, std);
             }
             #[cfg(feature = "xla")]
             if let Some(program) = &args.program {
