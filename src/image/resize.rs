@@ -83,9 +83,13 @@ pub(crate) fn resize(
     }
     let row_len = src_w * channels;
     let width = out_w * channels;
-    // The two source rows interpolated across last, by row index.
+    // The two source rows interpolated across last, by row index (one value
+    // more than the width: the four-lane pass writes a spare lane past the
+    // last pixel).
     let mut held: [Option<usize>; 2] = [None, None];
-    let mut lines = [vec![0f32; width], vec![0f32; width]];
+    let mut lines = [vec![0f32; width + 1], vec![0f32; width + 1]];
+    // A source row as f32, and a spare zero after it for the same reason.
+    let mut floats = vec![0f32; row_len + 1];
     for (r, line) in rows.iter().zip(out.chunks_exact_mut(width)) {
         let mut slot_of = |row: usize, other: usize| {
             if let Some(s) = held.iter().position(|&h| h == Some(row)) {
@@ -97,6 +101,7 @@ pub(crate) fn resize(
                 &src[row * row_len..][..row_len],
                 &cols,
                 channels,
+                &mut floats,
                 &mut lines[s],
             );
             held[s] = Some(row);
@@ -109,30 +114,38 @@ pub(crate) fn resize(
 }
 
 /// One source row interpolated across at `cols`: `channels` values per
-/// output pixel.
-fn across(row: &[u8], cols: &[Tap], channels: usize, out: &mut [f32]) {
-    match channels {
-        1 => across_n::<1>(row, cols, out),
-        3 => across_n::<3>(row, cols, out),
-        4 => across_n::<4>(row, cols, out),
-        _ => {
-            for (o, c) in out.chunks_exact_mut(channels).zip(cols) {
-                for (k, o) in o.iter_mut().enumerate() {
-                    let (l, u) = (f32::from(row[c.lower + k]), f32::from(row[c.upper + k]));
-                    *o = l + (u - l) * c.lerp;
-                }
-            }
+/// output pixel. `floats` holds one more value than `row`, `out` one more
+/// than the output's.
+fn across(row: &[u8], cols: &[Tap], channels: usize, floats: &mut [f32], out: &mut [f32]) {
+    if channels == 3 || channels == 4 {
+        for (f, &b) in floats.iter_mut().zip(row) {
+            *f = f32::from(b);
+        }
+        return match channels {
+            3 => across_lanes::<3>(floats, cols, out),
+            _ => across_lanes::<4>(floats, cols, out),
+        };
+    }
+    for (o, c) in out.chunks_exact_mut(channels).zip(cols) {
+        for (k, o) in o.iter_mut().enumerate() {
+            let (l, u) = (f32::from(row[c.lower + k]), f32::from(row[c.upper + k]));
+            *o = l + (u - l) * c.lerp;
         }
     }
 }
 
-fn across_n<const C: usize>(row: &[u8], cols: &[Tap], out: &mut [f32]) {
-    for (o, c) in out.chunks_exact_mut(C).zip(cols) {
-        let l: &[u8; C] = row[c.lower..][..C].try_into().expect("C bytes");
-        let u: &[u8; C] = row[c.upper..][..C].try_into().expect("C bytes");
-        for k in 0..C {
-            let (l, u) = (f32::from(l[k]), f32::from(u[k]));
-            o[k] = l + (u - l) * c.lerp;
+/// [`across`] for 3 or 4 channels: each output pixel is four lanes at once
+/// (`left + (right - left) * lerp`, lane by lane: the same f32 values as
+/// one at a time), stored at its place; with 3 channels the fourth lane
+/// reads the next pixel's first value and is overwritten by the next store
+/// (the last one lands in the spare value at the end).
+fn across_lanes<const C: usize>(floats: &[f32], cols: &[Tap], out: &mut [f32]) {
+    for (j, c) in cols.iter().enumerate() {
+        let l: &[f32; 4] = floats[c.lower..][..4].try_into().expect("4 lanes");
+        let u: &[f32; 4] = floats[c.upper..][..4].try_into().expect("4 lanes");
+        let o: &mut [f32; 4] = (&mut out[j * C..][..4]).try_into().expect("4 lanes");
+        for k in 0..4 {
+            o[k] = l[k] + (u[k] - l[k]) * c.lerp;
         }
     }
 }
@@ -141,7 +154,13 @@ fn across_n<const C: usize>(row: &[u8], cols: &[Tap], out: &mut [f32]) {
 fn down(top: &[f32], bottom: &[f32], lerp: f32, out: &mut [u8]) {
     for ((o, &t), &b) in out.iter_mut().zip(top).zip(bottom) {
         let v = t + (b - t) * lerp;
-        *o = (v + 0.5).clamp(0.0, 255.0) as u8;
+        // `(v + 0.5).clamp(0.0, 255.0) as u8`, written so that it compiles
+        // to packed instructions: `max` turns NaN into 0 (as `as u8` does),
+        // so the value is a number in 0..=255 and its truncation to i32 is
+        // that of `as u8`.
+        let v = (v + 0.5).max(0.0).min(255.0);
+        // SAFETY: `v` is not NaN and lies in 0..=255, inside i32's range.
+        *o = unsafe { v.to_int_unchecked::<i32>() } as u8;
     }
 }
 
