@@ -157,7 +157,8 @@ fn down(top: &[f32], bottom: &[f32], lerp: f32, out: &mut [u8]) {
         // `(v + 0.5).clamp(0.0, 255.0) as u8`, written so that it compiles
         // to packed instructions: `max` turns NaN into 0 (as `as u8` does),
         // so the value is a number in 0..=255 and its truncation to i32 is
-        // that of `as u8`.
+        // that of `as u8`. (`clamp` keeps NaN.)
+        #[allow(clippy::manual_clamp)]
         let v = (v + 0.5).max(0.0).min(255.0);
         // SAFETY: `v` is not NaN and lies in 0..=255, inside i32's range.
         *o = unsafe { v.to_int_unchecked::<i32>() } as u8;
