@@ -4,7 +4,7 @@
 //! or bfloat16. It runs on the assembled batch, so padding rows are
 //! normalized zeros (`-mean / std`), masked by `real_rows`.
 
-use crate::batch::{Batch, BatchShape, Bf16, BufferPool, Tensor, TensorType};
+use crate::batch::{AlignedBuf, Batch, BatchShape, Bf16, BufferPool, Element, Tensor, TensorType};
 use crate::spec::{DType, FeatureSpec};
 
 use super::error::PipelineError;
@@ -91,32 +91,35 @@ impl Normalize {
         };
         let at = |list: &[f32], c: usize| list.get(c).or(list.first()).copied().unwrap_or(0.0);
         let norm = |x: f32, c: usize| (x - at(&self.mean, c)) / at(&self.std, c);
-        let values: Vec<f32> = match tensor.dtype() {
+        let bf16 = self.dtype == TensorType::BF16;
+        // Written straight into a pooled buffer: no vector of the floats
+        // first (an image batch's floats are tens of MB: allocating them
+        // fresh cost a page fault per 4 KiB, and a copy).
+        let data = match tensor.dtype() {
             TensorType::U8 => {
                 // Per channel, 256 values at most: a table, computed exactly.
-                let table: Vec<f32> = (0..channels)
-                    .flat_map(|c| (0..=255u8).map(move |x| (x, c)))
-                    .map(|(x, c)| norm(f32::from(x), c))
-                    .collect();
-                let v = tensor.values::<u8>().unwrap_or_default();
-                v.iter()
-                    .enumerate()
-                    .map(|(i, &x)| table[(i % channels) * 256 + usize::from(x)])
-                    .collect()
+                let values = tensor.values::<u8>().unwrap_or_default();
+                let f32s = (0..channels).flat_map(|c| (0..=255u8).map(move |x| (x, c)));
+                if bf16 {
+                    let table: Vec<Bf16> = f32s
+                        .map(|(x, c)| Bf16::from_f32(norm(f32::from(x), c)))
+                        .collect();
+                    look_up(values, &table, channels, pool)
+                } else {
+                    let table: Vec<f32> = f32s.map(|(x, c)| norm(f32::from(x), c)).collect();
+                    look_up(values, &table, channels, pool)
+                }
             }
-            TensorType::F32 => map(tensor.values::<f32>(), channels, norm),
-            TensorType::I64 => map(tensor.values::<i64>(), channels, |x, c| norm(x as f32, c)),
-            TensorType::I32 => map(tensor.values::<i32>(), channels, |x, c| norm(x as f32, c)),
-            TensorType::BF16 => map(tensor.values::<Bf16>(), channels, |x, c| {
+            TensorType::F32 => emit(tensor.values::<f32>(), channels, bf16, pool, norm),
+            TensorType::I64 => emit(tensor.values::<i64>(), channels, bf16, pool, |x, c| {
+                norm(x as f32, c)
+            }),
+            TensorType::I32 => emit(tensor.values::<i32>(), channels, bf16, pool, |x, c| {
+                norm(x as f32, c)
+            }),
+            TensorType::BF16 => emit(tensor.values::<Bf16>(), channels, bf16, pool, |x, c| {
                 norm(x.to_f32(), c)
             }),
-        };
-        let data = match self.dtype {
-            TensorType::BF16 => {
-                let v: Vec<Bf16> = values.into_iter().map(Bf16::from_f32).collect();
-                pool.take_copy(&v)
-            }
-            _ => pool.take_copy(&values),
         };
         if let Ok(t) = Tensor::new(self.dtype, shape, data) {
             *tensor = t;
@@ -124,13 +127,96 @@ impl Normalize {
     }
 }
 
-fn map<T: Copy>(values: Option<&[T]>, channels: usize, f: impl Fn(T, usize) -> f32) -> Vec<f32> {
-    values
-        .unwrap_or_default()
-        .iter()
+/// `f(value, its channel)` of each of `values` (the last dimension holds
+/// `channels`) into `out`.
+fn per_channel<T: Copy, U>(
+    values: &[T],
+    out: &mut [U],
+    channels: usize,
+    f: impl Fn(T, usize) -> U,
+) {
+    let mut outs = out.chunks_exact_mut(channels);
+    let mut ins = values.chunks_exact(channels);
+    for (o, v) in (&mut outs).zip(&mut ins) {
+        for (c, (o, &x)) in o.iter_mut().zip(v).enumerate() {
+            *o = f(x, c);
+        }
+    }
+    // Whole pixels always (the length is a multiple of the channels); a
+    // rest would start at channel 0.
+    for (c, (o, &x)) in outs
+        .into_remainder()
+        .iter_mut()
+        .zip(ins.remainder())
         .enumerate()
-        .map(|(i, &x)| f(x, i % channels))
-        .collect()
+    {
+        *o = f(x, c);
+    }
+}
+
+/// u8 values through `table` (256 entries per channel) into a pooled buffer.
+fn look_up<U: Element>(
+    values: &[u8],
+    table: &[U],
+    channels: usize,
+    pool: &BufferPool,
+) -> AlignedBuf {
+    let mut buf = pool.take_stale(values.len() * size_of::<U>());
+    let out = buf.as_mut_slice::<U>();
+    match channels {
+        1 => look_up_n::<1, U>(values, table, out),
+        3 => look_up_n::<3, U>(values, table, out),
+        4 => look_up_n::<4, U>(values, table, out),
+        _ => per_channel(values, out, channels, |x, c| {
+            table[c * 256 + usize::from(x)]
+        }),
+    }
+    buf
+}
+
+/// [`look_up`] with the channel count known: one 256-entry table per
+/// channel, indexed by a byte, so no index is checked.
+fn look_up_n<const C: usize, U: Element>(values: &[u8], table: &[U], out: &mut [U]) {
+    let tables: [&[U; 256]; C] =
+        std::array::from_fn(|c| table[c * 256..][..256].try_into().expect("256 entries"));
+    let mut outs = out.chunks_exact_mut(C);
+    let mut ins = values.chunks_exact(C);
+    for (o, v) in (&mut outs).zip(&mut ins) {
+        for k in 0..C {
+            o[k] = tables[k][usize::from(v[k])];
+        }
+    }
+    for (c, (o, &x)) in outs
+        .into_remainder()
+        .iter_mut()
+        .zip(ins.remainder())
+        .enumerate()
+    {
+        *o = tables[c][usize::from(x)];
+    }
+}
+
+/// `f(value, channel)` of each of `values` into a pooled buffer of f32, or
+/// of bfloat16 when `bf16`.
+fn emit<T: Copy>(
+    values: Option<&[T]>,
+    channels: usize,
+    bf16: bool,
+    pool: &BufferPool,
+    f: impl Fn(T, usize) -> f32,
+) -> AlignedBuf {
+    let values = values.unwrap_or_default();
+    if bf16 {
+        let mut buf = pool.take_stale(values.len() * size_of::<Bf16>());
+        per_channel(values, buf.as_mut_slice::<Bf16>(), channels, |x, c| {
+            Bf16::from_f32(f(x, c))
+        });
+        buf
+    } else {
+        let mut buf = pool.take_stale(values.len() * size_of::<f32>());
+        per_channel(values, buf.as_mut_slice::<f32>(), channels, f);
+        buf
+    }
 }
 
 #[cfg(test)]

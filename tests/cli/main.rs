@@ -11,4 +11,5 @@ mod bench_output;
 mod inspect;
 mod manifest;
 mod masks;
+mod normalize;
 mod tfds;

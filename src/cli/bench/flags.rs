@@ -51,6 +51,29 @@ pub(super) fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
     Ok((name.to_owned(), shape))
 }
 
+pub(super) fn parse_normalize(s: &str) -> Result<(String, Vec<f32>, Vec<f32>), String> {
+    // From the right, so a feature's name may hold a colon.
+    let mut parts = s.rsplitn(3, ':');
+    let (Some(std), Some(mean), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected NAME:MEAN:STD, e.g. image:127.5:127.5 or \
+             image:123.675,116.28,103.53:58.395,57.12,57.375"
+            .into());
+    };
+    let numbers = |list: &str| {
+        list.split(',')
+            .map(|v| {
+                v.trim()
+                    .parse::<f32>()
+                    .map_err(|_| format!("{v:?} is not a number"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    if name.is_empty() {
+        return Err("expected NAME:MEAN:STD: the feature's name is empty".into());
+    }
+    Ok((name.to_owned(), numbers(mean)?, numbers(std)?))
+}
+
 pub(super) fn parse_mix(s: &str) -> Result<(String, f64, String), String> {
     let mut parts = s.splitn(3, ':');
     let (Some(name), Some(weight), Some(glob)) = (parts.next(), parts.next(), parts.next()) else {

@@ -27,8 +27,8 @@ mod xla;
 
 pub use config::expand_config;
 use flags::{
-    parse_decode, parse_equal, parse_mask, parse_mix, parse_mix_by, parse_on_exhausted,
-    parse_overflow, parse_shard, parse_tensor_type, parse_truncation,
+    parse_decode, parse_equal, parse_mask, parse_mix, parse_mix_by, parse_normalize,
+    parse_on_exhausted, parse_overflow, parse_shard, parse_tensor_type, parse_truncation,
 };
 use measure::measure;
 
@@ -69,6 +69,12 @@ pub struct BenchArgs {
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
+    /// Emit a feature (an image, or fixed-length numbers) as float32
+    /// `(x - MEAN) / STD`, as NAME:MEAN:STD; MEAN and STD are one number or
+    /// one per channel (the last dimension), comma-separated, e.g.
+    /// `image:123.675,116.28,103.53:58.395,57.12,57.375` (repeatable).
+    #[arg(long, value_parser = parse_normalize)]
+    normalize: Vec<(String, Vec<f32>, Vec<f32>)>,
     /// Type of every `<name>_mask`: auto (the feature's type), u8 (or
     /// bool), i32, i64, f32, or none (no masks: lm's attention_mask is one).
     #[arg(long)]
@@ -313,7 +319,8 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 || args.max_length.is_some()
                 || args.fixed_length.is_some()
                 || args.cast.is_some()
-                || !args.decode_raw.is_empty();
+                || !args.decode_raw.is_empty()
+                || !args.normalize.is_empty();
             if let Some(n) = args.pad_to_multiple_of {
                 parsed = parsed.pad_to_multiple_of(n);
             }
@@ -337,6 +344,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             for (name, m) in &args.mask {
                 parsed = parsed.mask(name, *m);
+            }
+            for (name, mean, std) in &args.normalize {
+                parsed = parsed.normalize(name, mean, std);
             }
             #[cfg(feature = "xla")]
             if let Some(program) = &args.program {
