@@ -98,29 +98,9 @@ impl FileState<'_> {
         if self.csv_map.is_some() {
             return Ok(());
         }
-        let schema = &self.parser.schema;
-        let mut map = Vec::new();
-        for col in &schema.columns {
-            let f = file
-                .header
-                .iter()
-                .position(|h| *h == col.source)
-                .ok_or_else(|| {
-                    ConvertError::input(
-                        &file.display,
-                        format!("the CSV header has no column {:?}", col.source),
-                    )
-                })?;
-            map.push(f);
-        }
-        if !self.parser.ignore_unknown
-            && let Some(extra) = file.header.iter().find(|h| schema.position(h).is_none())
-        {
-            return Err(ConvertError::input(
-                &file.display,
-                format!("line 1: column {extra:?} is not among the features"),
-            ));
-        }
+        let map = file.csv_columns(&self.parser.schema, self.parser.ignore_unknown, |extra| {
+            format!("line 1: column {extra:?} is not among the features")
+        })?;
         self.csv_map = Some(map);
         Ok(())
     }

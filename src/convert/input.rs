@@ -269,6 +269,40 @@ pub(super) struct FileCtx {
     pub header: Vec<String>,
 }
 
+impl FileCtx {
+    /// Where each of `schema`'s columns is in this CSV file's header. A
+    /// header column outside the schema is an error (`unknown` says it)
+    /// unless `ignore_unknown`.
+    pub fn csv_columns(
+        &self,
+        schema: &Schema,
+        ignore_unknown: bool,
+        unknown: impl Fn(&str) -> String,
+    ) -> Result<Vec<usize>, ConvertError> {
+        let map = schema
+            .columns
+            .iter()
+            .map(|col| {
+                self.header
+                    .iter()
+                    .position(|h| *h == col.source)
+                    .ok_or_else(|| {
+                        ConvertError::input(
+                            &self.display,
+                            format!("the CSV header has no column {:?}", col.source),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !ignore_unknown
+            && let Some(extra) = self.header.iter().find(|h| schema.position(h).is_none())
+        {
+            return Err(ConvertError::input(&self.display, unknown(extra)));
+        }
+        Ok(map)
+    }
+}
+
 /// The records of a chunk.
 pub(super) enum ChunkData {
     /// Raw bytes of whole lines / CSV records (with their line breaks), or

@@ -458,33 +458,11 @@ impl Shared {
         if st.csv_map.as_ref().is_some_and(|(i, _)| *i == file.index) {
             return Ok(());
         }
-        let mut map = Vec::new();
-        for col in &self.parser.schema.columns {
-            let f = file
-                .header
-                .iter()
-                .position(|h| *h == col.source)
-                .ok_or_else(|| {
-                    ConvertError::input(
-                        &file.display,
-                        format!("the CSV header has no column {:?}", col.source),
-                    )
-                })?;
-            map.push(f);
-        }
-        if !self.parser.ignore_unknown
-            && let Some(extra) = file
-                .header
-                .iter()
-                .find(|h| self.parser.schema.position(h).is_none())
-        {
-            return Err(ConvertError::input(
-                &file.display,
-                format!(
-                    "line 1: column {extra:?} is not in the schema (inferred from the first file): add ConvertOptions::features {extra}:TYPE, or choose columns with ConvertOptions::columns"
-                ),
-            ));
-        }
+        let map = file.csv_columns(&self.parser.schema, self.parser.ignore_unknown, |extra| {
+            format!(
+                "line 1: column {extra:?} is not in the schema (inferred from the first file): add ConvertOptions::features {extra}:TYPE, or choose columns with ConvertOptions::columns"
+            )
+        })?;
         st.csv_map = Some((file.index, map));
         Ok(())
     }
