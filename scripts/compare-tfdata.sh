@@ -33,10 +33,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
 
-TF_PIN="tensorflow-cpu==2.21.0"
+# shellcheck source=scripts/tf-venv.sh
+source scripts/tf-venv.sh
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
-VENV=.venv
-VPY="$VENV/bin/python"
 SCALE=1
 ROUNDS=2
 GCS=1
@@ -62,19 +61,8 @@ DATA="${BENCH_DATA:-bench-data}/scale-$SCALE"
 RESULTS="${RESULTS:-$DATA/results-$(date +%Y%m%d-%H%M%S).jsonl}"
 log() { echo "compare-tfdata.sh: $*" >&2; }
 
-# 1. tensorflow-cpu in .venv (the same pin and check as scripts/test.sh).
-has_tf() {
-    "$VPY" - "${TF_PIN#*==}" <<'PY' 2>/dev/null
-import importlib.metadata as m, sys
-sys.exit(0 if m.version("tensorflow-cpu") == sys.argv[1] else 1)
-PY
-}
-if ! { [[ -x "$VPY" ]] && has_tf; }; then
-    log "setting up $VENV with $TF_PIN"
-    [[ -x "$VPY" ]] || "${PYTHON:-python3}" -m venv "$VENV"
-    "$VPY" -m pip install --quiet --disable-pip-version-check "$TF_PIN"
-    has_tf || { log "$TF_PIN did not install into $VENV"; exit 1; }
-fi
+# 1. tensorflow-cpu in .venv (scripts/tf-venv.sh).
+ensure_tf_venv compare-tfdata.sh
 
 # 2. infeed.
 cargo build --release --quiet --bin infeed --example copy_bandwidth --example range_read

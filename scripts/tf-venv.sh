@@ -1,0 +1,24 @@
+# Sourced by the comparison scripts (compare-tfdata.sh, compare-images.sh): makes sure .venv
+# holds the pinned tensorflow-cpu they run tf.data with, installing it when it does not.
+# Sets TF_PIN, VENV and VPY; defines ensure_tf_venv NAME (NAME: the calling script, for
+# messages). scripts/test.sh keeps its own check, which adds tensorflow-datasets.
+TF_PIN="tensorflow-cpu==2.21.0"
+VENV=.venv
+VPY="$VENV/bin/python"
+
+has_tf() {
+    "$VPY" - "${TF_PIN#*==}" <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(0 if m.version("tensorflow-cpu") == sys.argv[1] else 1)
+PY
+}
+
+ensure_tf_venv() {
+    if [[ -x "$VPY" ]] && has_tf; then
+        return
+    fi
+    echo "$1: setting up $VENV with $TF_PIN" >&2
+    [[ -x "$VPY" ]] || "${PYTHON:-python3}" -m venv "$VENV"
+    "$VPY" -m pip install --quiet --disable-pip-version-check "$TF_PIN"
+    has_tf || { echo "$1: $TF_PIN did not install into $VENV" >&2; exit 1; }
+}
