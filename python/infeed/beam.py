@@ -483,7 +483,6 @@ class ConvertFiles(WriteTFRecords):
 
     def expand(self, paths: beam.PCollection) -> beam.PCollection:
         features = list(self._features or ())
-        schema = beam.pvalue.AsSingleton(paths.pipeline | "Schema" >> beam.Create([features]))
         convert = _ConvertBundle(
             self._output, self._stem, features, self._writer_options, self._format
         )
@@ -497,7 +496,7 @@ class ConvertFiles(WriteTFRecords):
             | "Finalize"
             >> beam.Map(
                 _finalize,
-                schema,
+                features,
                 self._output,
                 self._stem,
                 self._finalize_options,
