@@ -202,7 +202,7 @@ pub(crate) fn start<T: Send + 'static>(
             chain: Arc::new(chain.state()),
             group: group.clone(),
         });
-        let replay = chain.read_again(&group.replay)?.into();
+        let replay = chain.read_again(&group.replay.to_vec())?.into();
         threads.push(RecordThread {
             chain,
             files: Arc::new(files.clone()),

@@ -78,6 +78,7 @@ use prost::Message;
 
 use super::error::StateError;
 use super::group::grouping::Grouping;
+use super::group::replay::ReplayList;
 
 pub(crate) use fingerprint::SequenceKey;
 pub(crate) use parts::{NodeProto, OpPart, RawParts, SavedParts, prost_part};
@@ -100,7 +101,7 @@ const STREAM_VERSION: u32 = 1;
 pub(crate) struct GroupPart {
     /// (file, offset) of the waiting records, in the order to feed them
     /// again.
-    pub replay: Vec<(u32, u64)>,
+    pub replay: ReplayList,
     /// Values of the first replayed record already packed into emitted
     /// batches (a record split across batches).
     pub replay_skip: u64,
@@ -130,7 +131,7 @@ impl OpPart for GroupPart {
     const VERSION: u32 = 1;
 
     fn encode_body(&self) -> Vec<u8> {
-        let c = code_positions(&self.replay);
+        let c = code_positions(&self.replay.to_vec());
         GroupProto {
             files: c.files,
             counts: c.counts,
@@ -157,7 +158,7 @@ impl OpPart for GroupPart {
             "waiting records",
         )?;
         Ok(GroupPart {
-            replay,
+            replay: replay.into(),
             replay_skip: p.replay_skip,
             replay_quiet: p.replay_quiet,
         })

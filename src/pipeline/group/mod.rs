@@ -27,6 +27,7 @@ pub(crate) mod bucket;
 pub(crate) mod grouping;
 pub(crate) mod pack;
 pub(crate) mod raw_batch;
+pub(crate) mod replay;
 pub(crate) mod schedule;
 pub(crate) mod scheduled;
 
@@ -36,6 +37,7 @@ use bytes::Bytes;
 use grouping::Grouping;
 use pack::PackGrouper;
 use raw_batch::Layout;
+use replay::ReplayList;
 use scheduled::ScheduledGrouper;
 
 use super::error::PipelineError;
@@ -144,7 +146,7 @@ impl Grouper {
 pub(crate) struct Emitted {
     pub items: Vec<Item>,
     pub layout: Layout,
-    pub replay: Vec<(u32, u64)>,
+    pub replay: ReplayList,
     pub replay_skip: u64,
     /// The grouper's waiting records (`replay`) are fed back quietly on a
     /// restore, then settled (scheduled buckets: see `schedule.rs`).
@@ -157,7 +159,7 @@ impl Emitted {
         Emitted {
             items,
             layout,
-            replay: Vec::new(),
+            replay: ReplayList::default(),
             replay_skip: 0,
             replay_quiet: false,
         }

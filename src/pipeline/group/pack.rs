@@ -100,7 +100,7 @@ impl PackGrouper {
                         rows: rows_before,
                     },
                     // This record goes on in the new batch.
-                    replay: vec![(item.file, item.offset)],
+                    replay: vec![(item.file, item.offset)].into(),
                     replay_skip: done as u64,
                     replay_quiet: false,
                 });

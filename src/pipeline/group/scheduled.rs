@@ -14,6 +14,7 @@ use crate::pipeline::ops::Item;
 use super::{Emitted, compact};
 
 use super::raw_batch::Layout;
+use super::replay::{Position, ReplayList};
 use super::schedule::Schedule;
 
 /// Steps a record waits in its queue before it is copied out of the chunk
@@ -29,9 +30,14 @@ const COMPACT_AFTER: u64 = 8;
 struct Queue {
     /// The records, each with the step at which it came.
     items: VecDeque<(Item, u64)>,
-    /// Their (file, offset), kept apart so that the replay list after each
-    /// batch is a copy of these, not a walk over the records.
-    positions: VecDeque<(u32, u64)>,
+    /// Their positions: blocks already shared with a replay list (never
+    /// changed again), then those that came since, in `open`; the waiting
+    /// records' positions start at index `first` of the first of them.
+    /// Each batch's replay list takes these blocks by reference
+    /// (`replay.rs`).
+    blocks: VecDeque<Arc<Vec<Position>>>,
+    open: Vec<Position>,
+    first: usize,
     /// The first `compacted` records no longer pin their chunk.
     compacted: usize,
 }
@@ -46,15 +52,40 @@ impl Queue {
     }
 
     fn push(&mut self, item: Item, step: u64) {
-        self.positions.push_back((item.file, item.offset));
+        self.open.push((item.file, item.offset));
         self.items.push_back((item, step));
     }
 
     /// Moves the first `k` records to `out`.
     fn take_front(&mut self, k: usize, out: &mut Vec<Item>) {
         out.extend(self.items.drain(..k).map(|(item, _)| item));
-        self.positions.drain(..k);
         self.compacted = self.compacted.saturating_sub(k);
+        self.first += k;
+        while let Some(block) = self.blocks.front() {
+            if self.first < block.len() {
+                return;
+            }
+            self.first -= block.len();
+            self.blocks.pop_front();
+        }
+        if self.first == self.open.len() {
+            self.open.clear();
+            self.first = 0;
+        }
+    }
+
+    /// Appends the waiting records' positions to `replay`; from here on
+    /// they are shared, so the next records start a new block.
+    fn share_positions(&mut self, replay: &mut ReplayList) {
+        if !self.open.is_empty() {
+            self.blocks
+                .push_back(Arc::new(std::mem::take(&mut self.open)));
+        }
+        let mut start = self.first;
+        for block in &self.blocks {
+            replay.push_shared(block, start);
+            start = 0;
+        }
     }
 
     /// Copies out the records that came before step `before` (the oldest
@@ -71,7 +102,9 @@ impl Queue {
 
     fn clear(&mut self) {
         self.items.clear();
-        self.positions.clear();
+        self.blocks.clear();
+        self.open.clear();
+        self.first = 0;
         self.compacted = 0;
     }
 }
@@ -203,15 +236,12 @@ impl ScheduledGrouper {
 
     /// The waiting records, queue by queue, each in arrival order: fed
     /// again in this order into an empty grouper, they rebuild its queues.
-    fn waiting(&self) -> Vec<(u32, u64)> {
-        // One more: the record thread appends the record it pulled ahead.
-        let mut all = Vec::with_capacity(self.queues.iter().map(Queue::len).sum::<usize>() + 1);
-        for queue in &self.queues {
-            let (a, b) = queue.positions.as_slices();
-            all.extend_from_slice(a);
-            all.extend_from_slice(b);
+    fn waiting(&mut self) -> ReplayList {
+        let mut replay = ReplayList::default();
+        for queue in &mut self.queues {
+            queue.share_positions(&mut replay);
         }
-        all
+        replay
     }
 
     /// At the end of the input: the next step's batch from the records
@@ -265,6 +295,47 @@ mod tests {
         e.items.iter().map(|i| i.offset).collect()
     }
 
+    proptest::proptest! {
+        /// Whatever the pushes, takes and shares, a queue's shared
+        /// positions are exactly its waiting records', in order.
+        #[test]
+        fn a_queue_shares_exactly_the_positions_of_its_waiting_records(
+            ops in proptest::collection::vec((0u8..3, 1usize..40), 1..80),
+        ) {
+            let mut queue = Queue::default();
+            let mut model = VecDeque::new();
+            let mut next = 0u64;
+            for (op, n) in ops {
+                match op {
+                    0 => for _ in 0..n {
+                        queue.push(item(next), 0);
+                        model.push_back((0u32, next));
+                        next += 1;
+                    },
+                    1 => {
+                        let k = n.min(queue.len());
+                        let mut out = Vec::new();
+                        queue.take_front(k, &mut out);
+                        let taken: Vec<(u32, u64)> = model.drain(..k).collect();
+                        proptest::prop_assert_eq!(offsets_of(&out), taken);
+                    }
+                    _ => {
+                        let mut replay = ReplayList::default();
+                        queue.share_positions(&mut replay);
+                        proptest::prop_assert_eq!(replay.to_vec(), Vec::from(model.clone()));
+                    }
+                }
+            }
+            let mut replay = ReplayList::default();
+            queue.share_positions(&mut replay);
+            proptest::prop_assert_eq!(replay.to_vec(), Vec::from(model));
+        }
+    }
+
+    fn offsets_of(items: &[Item]) -> Vec<(u32, u64)> {
+        items.iter().map(|i| (i.file, i.offset)).collect()
+    }
+
     #[test]
     fn a_step_takes_its_bucket_then_shorter_records_and_long_ones_wait() {
         // Buckets: (0, 10], (10, 20], (20, ...); the schedule always says 1.
@@ -284,7 +355,7 @@ mod tests {
         assert_eq!(offsets(&out[0]), [3, 4, 2]);
         assert_eq!(out[0].layout, Layout::Bucket(1));
         // The long record waits, and is the replay list.
-        assert_eq!(out[0].replay, [(0, 1)]);
+        assert_eq!(out[0].replay.to_vec(), [(0, 1)]);
     }
 
     /// A record that leaves within `COMPACT_AFTER` steps goes on as the
