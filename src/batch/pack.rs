@@ -259,6 +259,9 @@ pub struct RowPlanner {
     /// Values used in each opened row of the current batch.
     used: Vec<usize>,
     open: bool,
+    /// Pieces of the current batch go into rows from this one on
+    /// ([`fence`](Self::fence)).
+    first: usize,
 }
 
 impl RowPlanner {
@@ -269,6 +272,7 @@ impl RowPlanner {
             batch_size,
             used: Vec::with_capacity(batch_size),
             open: false,
+            first: 0,
         }
     }
 
@@ -276,7 +280,12 @@ impl RowPlanner {
     pub fn place(&mut self, n: usize) -> Placement {
         let l = self.row_length;
         if self.open {
-            if let Some(row) = self.used.iter().position(|&u| l - u >= n) {
+            let first = self.first.min(self.used.len());
+            if let Some(row) = self.used[first..]
+                .iter()
+                .position(|&u| l - u >= n)
+                .map(|r| first + r)
+            {
                 let at = self.used[row];
                 self.used[row] += n;
                 return Placement {
@@ -296,6 +305,7 @@ impl RowPlanner {
         }
         let closed = self.open;
         self.open = true;
+        self.first = 0;
         self.used.clear();
         self.used.push(n);
         Placement {
@@ -305,8 +315,25 @@ impl RowPlanner {
         }
     }
 
-    /// Rows holding at least one piece in the current batch (0 when none
-    /// is open).
+    /// From here on the current batch's pieces go into rows from `row` on
+    /// (`row <= batch_size`); rows before it that hold nothing stay
+    /// padding. How one batch holds the rows of several logical streams,
+    /// each packed apart into its own rows (docs/many-hosts.md).
+    pub fn fence(&mut self, row: usize) {
+        let row = row.min(self.batch_size);
+        if !self.open {
+            self.open = true;
+            self.used.clear();
+        }
+        if self.used.len() < row {
+            self.used.resize(row, 0);
+        }
+        self.first = row;
+    }
+
+    /// Rows of the current batch up to the last that holds a piece (0
+    /// when none is open): rows holding one, and rows a
+    /// [`fence`](Self::fence) passed over.
     pub fn rows(&self) -> usize {
         if self.open { self.used.len() } else { 0 }
     }
@@ -315,6 +342,7 @@ impl RowPlanner {
     pub fn finish(&mut self) -> bool {
         let open = self.open;
         self.open = false;
+        self.first = 0;
         self.used.clear();
         open
     }
@@ -466,6 +494,13 @@ impl Packer {
     /// Rows holding a sequence in the batch being filled.
     pub fn rows_used(&self) -> usize {
         self.rows.rows()
+    }
+
+    /// From here on the batch being filled takes sequences into rows from
+    /// `row` on; the rows before it that hold none stay padding (see
+    /// [`RowPlanner::fence`]).
+    pub fn fence(&mut self, row: usize) {
+        self.rows.fence(row);
     }
 
     /// Finds and checks the packed features' columns in `parsed`.
@@ -729,4 +764,31 @@ fn check_fits(values: &Values, start: usize, n: usize, dtype: TensorType) -> Res
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// After a fence, first fit looks only at rows from it on, and a new
+    /// row opens after the rows passed over.
+    #[test]
+    fn a_fence_keeps_the_next_pieces_in_rows_from_it_on() {
+        let mut rows = RowPlanner::new(8, 4);
+        let at = |p: Placement| (p.closed, p.row, p.at);
+        assert_eq!(at(rows.place(3)), (false, 0, 0));
+        rows.fence(2);
+        assert_eq!(rows.rows(), 2);
+        // Row 0 has room for 5 but is before the fence.
+        assert_eq!(at(rows.place(5)), (false, 2, 0));
+        assert_eq!(at(rows.place(3)), (false, 2, 5));
+        assert_eq!(at(rows.place(4)), (false, 3, 0));
+        // No row from the fence on has room: the batch closes.
+        assert_eq!(at(rows.place(8)), (true, 0, 0));
+        // A fence before anything is placed opens the batch there.
+        rows.finish();
+        rows.fence(3);
+        assert_eq!(at(rows.place(8)), (false, 3, 0));
+        assert_eq!(rows.rows(), 4);
+    }
 }

@@ -104,7 +104,7 @@ pub use batches::{Batches, PipelineStats};
 pub use builder::{ParsedPipeline, Pipeline};
 pub use checkpoint::merge as merge_states;
 pub use error::{PipelineError, RecordIndex, StateError};
-pub use group::raw_batch::{BatchFn, Layout, RawBatch};
+pub use group::raw_batch::{BatchFn, Layout, Packed, RawBatch};
 pub use ops::mix::{MixChoice, OnExhausted};
 pub use ops::{RecordFilter, RecordMap};
 pub use parsed::{MapError, ParsedMap, RowFilter, select_rows};

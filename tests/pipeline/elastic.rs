@@ -5,7 +5,7 @@
 //! uninterrupted run gives. Hosts are simulated in one process, each
 //! `.shard(i, n)`.
 
-use infeed::batch::Batch;
+use infeed::batch::{Batch, SEGMENT_IDS};
 use infeed::pipeline::{
     Batches, EqualBatches, ParsedPipeline, Pipeline, PipelineError, StateError, merge_states,
 };
@@ -30,6 +30,33 @@ fn host_with(
     epochs: Option<u64>,
     equal: Option<EqualBatches>,
 ) -> ParsedPipeline {
+    chain(files, index, hosts, epochs, equal)
+        .pad_to_multiple_of(16)
+        .max_length(96)
+        .batch(GLOBAL / hosts as usize, true)
+}
+
+/// The same chain packing its records into rows of 96: each stream packs
+/// its own 2 rows of every step.
+fn packing_host(
+    files: &[String],
+    index: u64,
+    hosts: u64,
+    epochs: Option<u64>,
+    equal: Option<EqualBatches>,
+) -> ParsedPipeline {
+    chain(files, index, hosts, epochs, equal)
+        .pack(96)
+        .batch(GLOBAL / hosts as usize, false)
+}
+
+fn chain(
+    files: &[String],
+    index: u64,
+    hosts: u64,
+    epochs: Option<u64>,
+    equal: Option<EqualBatches>,
+) -> ParsedPipeline {
     let mut p = Pipeline::from_files(files.to_vec()).unwrap();
     if let Some(how) = equal {
         p = p.equal_batches(how);
@@ -42,9 +69,6 @@ fn host_with(
         .shuffle(16)
         .repeat(epochs)
         .parse(grouping::spec())
-        .pad_to_multiple_of(16)
-        .max_length(96)
-        .batch(GLOBAL / hosts as usize, true)
 }
 
 /// A step seen from all hosts: the padded length every host gave (they
@@ -75,10 +99,31 @@ fn global(per_host: Vec<Vec<Batch>>) -> Vec<Global> {
             for (i, h) in per_host.iter().enumerate() {
                 assert_eq!(h[t].shape(), shape, "step {t}: host {i}'s shape");
                 g.rows.extend(rows(&h[t], "ids"));
-                g.real.extend(real_rows(&h[t]));
+                g.real.extend(values_of(&h[t]));
             }
             g
         })
+        .collect()
+}
+
+/// The values of a batch's rows: padded rows' masked values, packed rows'
+/// values with a segment (a packed batch's rows of a stream that ran out
+/// lie between other streams' rows, so every row is looked at).
+fn values_of(batch: &Batch) -> Vec<Vec<i64>> {
+    if batch.get(SEGMENT_IDS).is_none() {
+        return real_rows(batch);
+    }
+    rows(batch, "ids")
+        .iter()
+        .zip(rows(batch, SEGMENT_IDS))
+        .map(|(r, s)| {
+            r.iter()
+                .zip(s)
+                .filter(|&(_, s)| s != 0)
+                .map(|(&v, _)| v)
+                .collect::<Vec<i64>>()
+        })
+        .filter(|r| !r.is_empty())
         .collect()
 }
 
@@ -178,6 +223,13 @@ fn first_difference(a: &[Global], b: &[Global]) -> Option<String> {
 /// Saves a job of `from` hosts after `k` steps and continues it on `to`
 /// hosts: the global batches after step k are the uninterrupted run's.
 fn moves(files: &[String], from: u64, to: u64, k: usize) {
+    moves_with(files, from, to, k, host_with);
+}
+
+type Host = fn(&[String], u64, u64, Option<u64>, Option<EqualBatches>) -> ParsedPipeline;
+
+fn moves_with(files: &[String], from: u64, to: u64, k: usize, host_with: Host) {
+    let host = |files: &[String], i, n, epochs| host_with(files, i, n, epochs, None);
     let total = k + 25;
     let (whole, _) = run(1, Some(total), |i, n| host(files, i, n, None));
     let (before, states) = run(from, Some(k), |i, n| host(files, i, n, None));
@@ -192,6 +244,51 @@ fn moves(files: &[String], from: u64, to: u64, k: usize) {
         None,
         "{from} -> {to} hosts at step {k}"
     );
+}
+
+/// Packing: each stream packs its own rows, which sit at the same place of
+/// the global batch on any host count; a state moves like any other.
+#[test]
+fn packed_rows_are_the_same_on_every_host_count_and_a_state_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path());
+    let (one, _) = run(1, Some(30), |i, n| packing_host(&files, i, n, None, None));
+    assert_eq!(one.len(), 30);
+    assert!(one.iter().all(|g| g.width == 96 && g.rows.len() == GLOBAL));
+    for hosts in [2, 3, 4, 6, 12] {
+        let (many, _) = run(hosts, Some(30), |i, n| {
+            packing_host(&files, i, n, None, None)
+        });
+        assert_eq!(first_difference(&many, &one), None, "{hosts} hosts");
+    }
+    for (from, to, k) in [(2, 4, 7), (4, 2, 13), (2, 1, 0), (1, 3, 21), (6, 4, 9)] {
+        moves_with(&files, from, to, k, packing_host);
+    }
+}
+
+/// A finite packed run with equal batches: every record's values once, the
+/// same rows at every step on any host count (a stream that runs out
+/// leaves its rows padding, between other streams' rows).
+#[test]
+fn a_finite_packed_run_delivers_every_record_once_on_any_host_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path());
+    let expected: Vec<i64> = (0..24)
+        .flat_map(|f| (0..30).map(move |i| f * 100 + i))
+        .collect();
+    let packed = |i, n| packing_host(&files, i, n, Some(1), Some(EqualBatches::Pad));
+    let (one, _) = run(1, None, packed);
+    for hosts in [1, 2, 4, 12] {
+        let (many, _) = run(hosts, None, packed);
+        let mut ids: Vec<i64> = many
+            .iter()
+            .flat_map(|g| g.real.iter().flatten().map(|&v| id_of(v)))
+            .collect();
+        ids.dedup();
+        ids.sort();
+        assert_eq!(ids, expected, "{hosts} hosts");
+        assert_eq!(first_difference(&many, &one), None, "{hosts} hosts");
+    }
 }
 
 #[test]

@@ -188,10 +188,11 @@ fn pack_group(
     raw: &RawBatch,
     parsed: &ParsedBatch,
 ) -> Result<Batch, PipelineError> {
-    let (parts, rows) = match &raw.layout {
-        Layout::Pack { parts, rows } => (parts.as_slice(), *rows),
-        _ => (&[][..], 0),
+    let (parts, rows, fences) = match &raw.layout {
+        Layout::Pack(p) => (p.parts.as_slice(), p.rows, p.fences.as_slice()),
+        _ => (&[][..], 0, &[][..]),
     };
+    let mut fences = fences.iter().peekable();
     // An empty group: a host padding to its batch count.
     if parsed.num_records == 0 {
         packer.finish(Remainder::Drop);
@@ -199,6 +200,10 @@ fn pack_group(
     }
     let mut out = Vec::new();
     for r in 0..parsed.num_records {
+        // The next logical stream's records go into rows of their own.
+        if let Some(&(_, row)) = fences.next_if(|&&(first, _)| first == r) {
+            packer.fence(row);
+        }
         let pushed = match parts.get(r) {
             Some(part) => packer.push_part(parsed, r, part.clone(), &mut out),
             None => packer.push(parsed, r, &mut out),

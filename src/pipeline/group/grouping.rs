@@ -103,15 +103,21 @@ impl Grouping {
                 schedule: schedule.clone(),
                 drop_remainder: *drop_remainder,
             },
-            // First-fit placement would pack one stream's records into
-            // another's rows, and the global batch would depend on the
-            // host count.
-            Grouping::Pack { .. } => {
-                return Err(PipelineError::Config(format!(
-                    "pack cannot yet run several logical streams on one host ({per_host} \
-                     here): run as many hosts as streams"
-                )));
-            }
+            // Each stream packs its own rows; the streams thread puts them
+            // side by side (`threads/streams.rs`).
+            Grouping::Pack {
+                row_length,
+                batch_size,
+                overflow,
+                feature,
+                drop_remainder,
+            } => Grouping::Pack {
+                row_length: *row_length,
+                batch_size: share(*batch_size)?,
+                overflow: *overflow,
+                feature: feature.clone(),
+                drop_remainder: *drop_remainder,
+            },
         })
     }
 }

@@ -12,7 +12,7 @@ use crate::pipeline::ops::Item;
 
 use super::{Emitted, compact};
 
-use super::raw_batch::Layout;
+use super::raw_batch::{Layout, Packed};
 
 /// Plans packed rows.
 pub(crate) struct PackGrouper {
@@ -21,6 +21,8 @@ pub(crate) struct PackGrouper {
     overflow: Overflow,
     feature: String,
     drop_remainder: bool,
+    /// Rows of a batch.
+    batch_size: usize,
     /// The open batch: records and the part of each it holds.
     current: Vec<(Item, Range<usize>)>,
 }
@@ -39,6 +41,7 @@ impl PackGrouper {
             overflow,
             feature: feature.to_owned(),
             drop_remainder,
+            batch_size,
             current: Vec::new(),
         }
     }
@@ -95,10 +98,12 @@ impl PackGrouper {
                 let (items, parts) = entries.into_iter().unzip();
                 out.push(Emitted {
                     items,
-                    layout: Layout::Pack {
+                    layout: Layout::Pack(Packed {
                         parts,
                         rows: rows_before,
-                    },
+                        stream_rows: self.batch_size,
+                        fences: Vec::new(),
+                    }),
                     // This record goes on in the new batch.
                     replay: vec![(item.file, item.offset)].into(),
                     replay_skip: done as u64,
@@ -120,6 +125,12 @@ impl PackGrouper {
             return None;
         }
         let (items, parts) = entries.into_iter().unzip();
-        Some(Emitted::plain(items, Layout::Pack { parts, rows }))
+        let layout = Layout::Pack(Packed {
+            parts,
+            rows,
+            stream_rows: self.batch_size,
+            fences: Vec::new(),
+        });
+        Some(Emitted::plain(items, layout))
     }
 }

@@ -17,12 +17,25 @@ pub enum Layout {
     Rows,
     /// One row per record, padded to bucket `bucket`'s length.
     Bucket(usize),
-    /// Packed: for each record, the part of its kept values to pack
-    /// (see [`kept_span`](crate::batch::kept_span)); `rows` rows are used.
-    Pack {
-        parts: Vec<Range<usize>>,
-        rows: usize,
-    },
+    /// Packed rows.
+    Pack(Packed),
+}
+
+/// How a packed group's records lie in its rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Packed {
+    /// For each record, the part of its kept values to pack (see
+    /// [`kept_span`](crate::batch::kept_span)).
+    pub parts: Vec<Range<usize>>,
+    /// Rows up to the last that holds values.
+    pub rows: usize,
+    /// The rows of one logical stream's group (its packer's batch size).
+    pub stream_rows: usize,
+    /// With several logical streams on a host, where each stream after the
+    /// first begins: (its first record, its first row). Each stream's
+    /// records are packed apart, into rows of its own
+    /// (`threads/streams.rs`).
+    pub fences: Vec<(usize, usize)>,
 }
 
 /// A batch of serialized records as the record thread cut it.

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::pipeline::checkpoint::{Snapshot, StreamSnapshot};
-use crate::pipeline::group::raw_batch::{Layout, RawBatch};
+use crate::pipeline::group::raw_batch::{Layout, Packed, RawBatch};
 
 use super::panic_message;
 use super::workers::Delivery;
@@ -83,7 +83,7 @@ fn run(inputs: &mut [StreamInput], files: &Arc<Vec<String>>, tx: &Sender<Deliver
             if let Some(stream) = snapshot.streams.first() {
                 last[j] = stream.clone();
             }
-            join(&mut joined, raw, input.first_file, files);
+            join(&mut joined, raw, j, input.first_file, files);
         }
         let Some(raw) = joined else {
             return;
@@ -97,34 +97,61 @@ fn run(inputs: &mut [StreamInput], files: &Arc<Vec<String>>, tx: &Sender<Deliver
     }
 }
 
-/// Appends a stream's group to the step's batch, its file indexes moved to
-/// the host's file list.
-fn join(joined: &mut Option<RawBatch>, raw: RawBatch, first_file: u32, files: &Arc<Vec<String>>) {
-    let provenance = raw
-        .provenance
-        .iter()
-        .map(|&(file, offset)| (file + first_file, offset));
-    match joined {
-        None => {
-            *joined = Some(RawBatch {
-                number: raw.number,
-                provenance: provenance.collect(),
-                records: raw.records,
-                files: files.clone(),
-                layout: raw.layout,
-            });
+/// Appends the group of the host's `stream`-th stream to the step's batch,
+/// its file indexes moved to the host's file list.
+fn join(
+    joined: &mut Option<RawBatch>,
+    raw: RawBatch,
+    stream: usize,
+    first_file: u32,
+    files: &Arc<Vec<String>>,
+) {
+    let batch = joined.get_or_insert_with(|| RawBatch {
+        number: raw.number,
+        records: Vec::new(),
+        provenance: Vec::new(),
+        files: files.clone(),
+        layout: Layout::Rows,
+    });
+    let records_before = batch.records.len();
+    batch.records.extend(raw.records);
+    batch.provenance.extend(
+        raw.provenance
+            .iter()
+            .map(|&(file, offset)| (file + first_file, offset)),
+    );
+    batch.layout = match (std::mem::take(&mut batch.layout), raw.layout) {
+        // Every stream follows the same schedule, so their buckets agree.
+        (Layout::Bucket(a), Layout::Bucket(b)) => Layout::Bucket(a.max(b)),
+        (mine, Layout::Pack(packed)) => {
+            Layout::Pack(add_packed(mine, packed, records_before, stream))
         }
-        Some(batch) => {
-            batch.records.extend(raw.records);
-            batch.provenance.extend(provenance);
-            // Every stream follows the same schedule, so their buckets
-            // agree; an empty group (a stream padding to its batch count)
-            // has plain rows and takes the others' layout.
-            batch.layout = match (&batch.layout, raw.layout) {
-                (Layout::Bucket(a), Layout::Bucket(b)) => Layout::Bucket((*a).max(b)),
-                (Layout::Rows, other) => other,
-                (mine, _) => mine.clone(),
-            };
-        }
+        // An empty group (a stream padding to its batch count) has plain
+        // rows and takes the others' layout.
+        (Layout::Rows, other) => other,
+        (mine, _) => mine,
+    };
+}
+
+/// Joins a stream's packed group to the batch's: its records go into the
+/// stream's own rows, from `stream * stream_rows` on, whatever the rows the
+/// streams before it used, so that a stream's rows sit at the same place of
+/// the global batch on any host count.
+fn add_packed(mine: Layout, packed: Packed, records_before: usize, stream: usize) -> Packed {
+    let mut joined = match mine {
+        Layout::Pack(p) => p,
+        _ => Packed {
+            stream_rows: packed.stream_rows,
+            ..Packed::default()
+        },
+    };
+    let first_row = stream * packed.stream_rows;
+    if first_row > 0 && !packed.parts.is_empty() {
+        joined.fences.push((records_before, first_row));
     }
+    joined.parts.extend(packed.parts);
+    if packed.rows > 0 {
+        joined.rows = first_row + packed.rows;
+    }
+    joined
 }
