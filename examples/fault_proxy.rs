@@ -1,5 +1,5 @@
 //! A standalone fault-injecting HTTP proxy in front of a storage emulator
-//! (the proxy of `tests/source/fault_proxy.rs`), for `scripts/soak.sh`:
+//! (the proxy of `tests/io/source/fault_proxy.rs`), for `scripts/soak.sh`:
 //!
 //! ```sh
 //! cargo run --release --example fault_proxy -- --upstream 127.0.0.1:41443 [--port 0] [--every 50]
@@ -10,7 +10,7 @@
 //! Prints `listening 127.0.0.1:PORT` once ready, then serves until killed.
 
 #[allow(dead_code)]
-#[path = "../tests/source/fault_proxy.rs"]
+#[path = "../tests/io/source/fault_proxy.rs"]
 mod fault_proxy;
 
 use fault_proxy::{Fault, Proxy, Schedule};

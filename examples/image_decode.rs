@@ -26,7 +26,7 @@ fn arg(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_owned())
 }
 
-/// Gradients, six flat shapes and ±3 of noise, as in tests/image/encode.rs.
+/// Gradients, six flat shapes and ±3 of noise, as in tests/io/image/encode.rs.
 fn picture(w: usize, h: usize, seed: u64) -> Vec<u8> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = move || {

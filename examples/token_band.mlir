@@ -1,5 +1,5 @@
 // A tiny token classifier in StableHLO, one SGD step per call (infeed's
-// examples/train_lm.rs and tests/xla/train.rs). `$B` and `$L` are replaced by
+// examples/train_lm.rs and tests/programs/xla/train.rs). `$B` and `$L` are replaced by
 // the batch size and padded length of each batch shape: one compile per shape.
 //
 // Task: for every real token (mask = input_ids_mask * attention_mask), predict

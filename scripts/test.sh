@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 TF_PIN="tensorflow-cpu==2.21.0"
-# tfds prepares the datasets of the TFDS interop tests (tests/tfds/oracle.rs).
+# tfds prepares the datasets of the TFDS interop tests (tests/io/tfds/oracle.rs).
 TFDS_PIN="tensorflow-datasets==4.9.10"
 VENV=.venv
 VPY="$VENV/bin/python"

@@ -11,7 +11,7 @@ keyed by feature name (keys sorted), each value tagged by its type
 Feature with no list set); a SequenceExample is
 ``{"context": {...}, "feature_lists": {"name": [{...}, ...]}}``.
 
-tests/interop.rs runs it (through $INFEED_PYTHON) on files infeed wrote and compares
+tests/io/interop.rs runs it (through $INFEED_PYTHON) on files infeed wrote and compares
 the output with the values infeed wrote. Exit status 2 with a one-line message on stderr
 when TensorFlow cannot read the file or decode a record.
 """

@@ -1,6 +1,6 @@
 //! The token-band classifier of examples/token_band.mlir: its program for
 //! each batch shape, initial parameters and input pipeline. Shared by
-//! examples/train_lm.rs and tests/xla/train.rs.
+//! examples/train_lm.rs and tests/programs/xla/train.rs.
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Channel conversion of decoded PNG samples to the spec's 1, 3 or 4
 //! channels, as `tf.io.decode_png(channels=c, dtype=uint8)` does it
-//! through libpng (checked against TensorFlow in tests/interop.rs):
+//! through libpng (checked against TensorFlow in tests/io/interop.rs):
 //! alpha dropped or added as 255, gray replicated, RGB to gray with
 //! libpng's fixed-point weights for (0.299, 0.587), 16-bit samples
 //! reduced to their high byte after the gray conversion.

@@ -1,5 +1,5 @@
-//! Runs the `infeed` binary from the repository root (shared by the test
-//! binaries that drive the command line; `#[path]`-included, not a target).
+//! Runs the `infeed` binary from the repository root, for the tests that
+//! drive the command line.
 
 use std::process::{Command, Output};
 

@@ -1,6 +1,4 @@
-//! TFRecord streams and files written for tests, shared by the test
-//! binaries (`#[path]`-included, not a target; each binary uses a part).
-#![allow(dead_code)]
+//! TFRecord streams and files written for tests.
 
 use std::path::Path;
 

@@ -1,7 +1,4 @@
-//! Protobuf wire bytes by hand, to build encodings prost never writes;
-//! shared by the test binaries (`#[path]`-included, not a target; each
-//! binary uses a part).
-#![allow(dead_code)]
+//! Protobuf wire bytes by hand, to build encodings prost never writes.
 
 /// A base-128 varint.
 pub fn varint(v: u64) -> Vec<u8> {

@@ -1,0 +1,393 @@
+//! Mixtures (`Pipeline::mix`): proportions (random within a stated
+//! tolerance, stratified exact per batch), every source's records in its
+//! own order with none lost or repeated, the exhaustion policies, exact
+//! restores, restores with new weights or sources, and several hosts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use infeed::pipeline::{MixChoice, OnExhausted, Pipeline, PipelineError, merge_states};
+use infeed::record::{Compression, RecordWriter};
+
+/// Writes `files` files of `per_file` records named "{tag}{f}-{i}".
+fn corpus(dir: &Path, tag: &str, files: usize, per_file: usize) -> Vec<String> {
+    (0..files)
+        .map(|f| {
+            let path = dir.join(format!("{tag}-{f}.tfrecord"));
+            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+            for i in 0..per_file {
+                w.write_record(format!("{tag}{f}-{i}").as_bytes()).unwrap();
+            }
+            w.finish().unwrap();
+            path.display().to_string()
+        })
+        .collect()
+}
+
+fn source(files: &[String], seed: u64, epochs: Option<u64>) -> Pipeline {
+    Pipeline::from_files(files.to_vec())
+        .unwrap()
+        .seed(seed)
+        .shuffle_files()
+        .interleave(2, 1)
+        .shuffle(32)
+        .repeat(epochs)
+}
+
+struct Corpora {
+    _dir: tempfile::TempDir,
+    web: Vec<String>,
+    code: Vec<String>,
+    books: Vec<String>,
+}
+
+fn corpora() -> Corpora {
+    let dir = tempfile::tempdir().unwrap();
+    Corpora {
+        web: corpus(dir.path(), "w", 4, 300),
+        code: corpus(dir.path(), "c", 2, 200),
+        books: corpus(dir.path(), "b", 2, 100),
+        _dir: dir,
+    }
+}
+
+fn mixture(c: &Corpora, weights: &[f64], choice: MixChoice, epochs: Option<u64>) -> Pipeline {
+    Pipeline::mix(
+        [
+            ("web", source(&c.web, 1, epochs)),
+            ("code", source(&c.code, 2, epochs)),
+        ],
+        weights,
+    )
+    .unwrap()
+    .seed(9)
+    .mix_by(choice)
+}
+
+fn batches(p: &Pipeline, batch: usize, limit: usize) -> Vec<Vec<String>> {
+    p.build_raw(batch, true)
+        .unwrap()
+        .take(limit)
+        .map(|b| {
+            b.unwrap()
+                .records
+                .iter()
+                .map(|r| String::from_utf8(r.to_vec()).unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+fn count(batch: &[String], tag: char) -> usize {
+    batch.iter().filter(|r| r.starts_with(tag)).count()
+}
+
+#[test]
+fn stratified_batches_hold_the_exact_share() {
+    let c = corpora();
+    let got = batches(
+        &mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None),
+        16,
+        200,
+    );
+    assert_eq!(got.len(), 200);
+    for (t, b) in got.iter().enumerate() {
+        assert_eq!((count(b, 'w'), count(b, 'c')), (12, 4), "batch {t}");
+    }
+    // Three sources, 5:3:2 in batches of 7: each the floor or the ceiling
+    // of its share in every batch, exact over the run.
+    let three = Pipeline::mix(
+        [
+            ("web", source(&c.web, 1, None)),
+            ("code", source(&c.code, 2, None)),
+            ("books", source(&c.books, 3, None)),
+        ],
+        &[5.0, 3.0, 2.0],
+    )
+    .unwrap()
+    .mix_by(MixChoice::Stratified);
+    let got = batches(&three, 7, 100);
+    let mut run = [0usize; 3];
+    for b in &got {
+        for (j, tag) in ['w', 'c', 'b'].into_iter().enumerate() {
+            let share = 7.0 * [0.5, 0.3, 0.2][j];
+            assert!((count(b, tag) as f64 - share).abs() < 1.0, "{b:?}");
+            run[j] += count(b, tag);
+        }
+    }
+    assert_eq!(run, [350, 210, 140]);
+}
+
+#[test]
+fn random_draws_hold_the_share_within_tolerance() {
+    let c = corpora();
+    let got = batches(&mixture(&c, &[3.0, 1.0], MixChoice::Random, None), 100, 100);
+    let web: usize = got.iter().map(|b| count(b, 'w')).sum();
+    // 10 000 draws of p = 3/4: standard deviation 43; within 5 of them.
+    assert!((7_500usize.abs_diff(web)) < 217, "{web} of 10000");
+    // Not stratified: batches vary.
+    let per_batch: Vec<usize> = got.iter().map(|b| count(b, 'w')).collect();
+    assert!(per_batch.iter().any(|&n| n != 75), "{per_batch:?}");
+    // The same seed, the same draws; another seed, other draws.
+    let again = batches(&mixture(&c, &[3.0, 1.0], MixChoice::Random, None), 100, 100);
+    assert_eq!(again, got);
+    let other = batches(
+        &mixture(&c, &[3.0, 1.0], MixChoice::Random, None).seed(10),
+        100,
+        100,
+    );
+    assert_ne!(other, got);
+}
+
+/// The records of source `tag` in the mixture's order.
+fn of(all: &[Vec<String>], tag: char) -> Vec<String> {
+    all.iter()
+        .flatten()
+        .filter(|r| r.starts_with(tag))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn each_source_gives_its_own_records_in_its_own_order() {
+    let c = corpora();
+    let mixed = batches(
+        &mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None),
+        16,
+        100,
+    );
+    let web_alone = batches(&source(&c.web, 1, None), 12, 100);
+    let code_alone = batches(&source(&c.code, 2, None), 4, 100);
+    assert_eq!(of(&mixed, 'w'), web_alone.concat());
+    assert_eq!(of(&mixed, 'c'), code_alone.concat());
+}
+
+#[test]
+fn the_policies_when_a_source_runs_out() {
+    let c = corpora();
+    // One epoch: web 1200 records, code 400; 1:1 runs code out first.
+    let p = |policy| mixture(&c, &[1.0, 1.0], MixChoice::Random, Some(1)).on_exhausted(policy);
+    let stop: Vec<String> = p(OnExhausted::Stop)
+        .build_raw(10, false)
+        .unwrap()
+        .flat_map(|b| b.unwrap().records)
+        .map(|r| String::from_utf8(r.to_vec()).unwrap())
+        .collect();
+    let code = stop.iter().filter(|r| r.starts_with('c')).count();
+    let web = stop.iter().filter(|r| r.starts_with('w')).count();
+    assert_eq!(code, 400);
+    assert!(web.abs_diff(400) < 100, "{web}");
+    // Drop: every record of both, the rest from web alone.
+    let drop = p(OnExhausted::Drop)
+        .build_raw(10, false)
+        .unwrap()
+        .map(|b| b.unwrap().records.len())
+        .sum::<usize>();
+    assert_eq!(drop, 1600);
+    // Fail: an error naming the source, after every record before it.
+    let err = p(OnExhausted::Fail)
+        .build_raw(10, false)
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap();
+    match err {
+        PipelineError::SourceExhausted { name, records } => {
+            assert_eq!((name.as_str(), records), ("code", 400));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn state_after(p: &Pipeline, batch: usize, k: usize) -> Vec<u8> {
+    let mut b = p.build_raw(batch, true).unwrap();
+    for _ in 0..k {
+        b.next_batch().unwrap().unwrap();
+    }
+    b.state()
+}
+
+#[test]
+fn a_state_restores_exactly_and_stays_small() {
+    let c = corpora();
+    for choice in [MixChoice::Random, MixChoice::Stratified] {
+        let p = mixture(&c, &[3.0, 1.0], choice, Some(3));
+        let all = batches(&p, 16, usize::MAX);
+        for k in [0, 1, 17, all.len() - 1] {
+            let state = state_after(&p, 16, k);
+            let rest = batches(&p.clone().resume_from(&state), 16, usize::MAX);
+            assert_eq!(rest, all[k..], "{choice:?} at {k}");
+        }
+    }
+    // Two sources of 10 000-record buffers: under 64 KiB.
+    let dir = tempfile::tempdir().unwrap();
+    let big = |tag: &str, seed| {
+        Pipeline::from_files(corpus(dir.path(), tag, 4, 6_000))
+            .unwrap()
+            .seed(seed)
+            .shuffle(10_000)
+            .repeat(None)
+    };
+    let p = Pipeline::mix([("a", big("a", 1)), ("b", big("b", 2))], &[1.0, 1.0]).unwrap();
+    let state = state_after(&p, 64, 50);
+    assert!(state.len() < 64 * 1024, "{} bytes", state.len());
+}
+
+#[test]
+fn new_weights_and_sources_take_effect_from_the_restore() {
+    let c = corpora();
+    let p = mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None);
+    let before = batches(&p, 16, 10);
+    let state = state_after(&p, 16, 10);
+    // 1:1 from here; each source continues where it was.
+    let even = mixture(&c, &[1.0, 1.0], MixChoice::Stratified, None).resume_from(&state);
+    let after = batches(&even, 16, 20);
+    for b in &after {
+        assert_eq!((count(b, 'w'), count(b, 'c')), (8, 8));
+    }
+    let whole: Vec<Vec<String>> = before.iter().chain(&after).cloned().collect();
+    let web_alone = batches(&source(&c.web, 1, None), 1, 120 + 160);
+    let code_alone = batches(&source(&c.code, 2, None), 1, 40 + 160);
+    assert_eq!(of(&whole, 'w'), web_alone.concat());
+    assert_eq!(of(&whole, 'c'), code_alone.concat());
+    // A new source starts at its beginning; a removed one is dropped.
+    let swapped = Pipeline::mix(
+        [
+            ("web", source(&c.web, 1, None)),
+            ("books", source(&c.books, 3, None)),
+        ],
+        &[1.0, 1.0],
+    )
+    .unwrap()
+    .seed(9)
+    .mix_by(MixChoice::Stratified)
+    .resume_from(&state);
+    let after = batches(&swapped, 16, 5);
+    let whole: Vec<Vec<String>> = before.iter().chain(&after).cloned().collect();
+    assert_eq!(
+        of(&whole, 'w'),
+        batches(&source(&c.web, 1, None), 1, 160).concat()
+    );
+    assert_eq!(
+        of(&after, 'b'),
+        batches(&source(&c.books, 3, None), 1, 40).concat()
+    );
+    assert!(of(&after, 'c').is_empty());
+    // Another seed is another mixture.
+    let err = mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None)
+        .seed(8)
+        .resume_from(&state)
+        .build_raw(16, true)
+        .err();
+    assert!(matches!(err, Some(PipelineError::BadState(_))), "{err:?}");
+}
+
+#[test]
+fn hosts_mix_their_shards_and_every_global_batch_holds_the_share() {
+    let c = corpora();
+    let host = |i: u64| {
+        Pipeline::mix(
+            [
+                ("web", source(&c.web, 1, None).shard(i, 2)),
+                ("code", source(&c.code, 2, None).shard(i, 2)),
+            ],
+            &[3.0, 1.0],
+        )
+        .unwrap()
+        .mix_by(MixChoice::Stratified)
+    };
+    // Global batches of 2 × 6: 9 web and 3 code in each.
+    let a = batches(&host(0), 6, 100);
+    let b = batches(&host(1), 6, 100);
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(count(x, 'w') + count(y, 'w'), 9);
+        assert_eq!(count(x, 'c') + count(y, 'c'), 3);
+        for r in x.iter().chain(y) {
+            *seen.entry(r.clone()).or_default() += 1;
+        }
+    }
+    // No record on both hosts within an epoch (900 web, 300 code < one epoch).
+    assert!(seen.values().all(|&n| n == 1));
+    // Their states merge and restore each host.
+    let (sa, sb) = (state_after(&host(0), 6, 7), state_after(&host(1), 6, 7));
+    let merged = merge_states(&[&sa, &sb]).unwrap();
+    assert_eq!(batches(&host(0).resume_from(&merged), 6, 5), a[7..12]);
+    assert_eq!(batches(&host(1).resume_from(&sb), 6, 5), b[7..12]);
+}
+
+#[test]
+fn what_a_mixture_cannot_do_is_refused() {
+    let c = corpora();
+    let err = |p: Result<Pipeline, PipelineError>| -> String {
+        match p.and_then(|p| p.build_raw(4, true).map(|_| ())) {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("accepted"),
+        }
+    };
+    let two = || {
+        [
+            ("web", source(&c.web, 1, None)),
+            ("code", source(&c.code, 2, None)),
+        ]
+    };
+    assert!(err(Pipeline::mix(two(), &[1.0])).contains("1 weights for 2 sources"));
+    assert!(err(Pipeline::mix(two(), &[1.0, 0.0])).contains("every weight must be positive"));
+    assert!(
+        err(Pipeline::mix(two(), &[1.0, 1.0]).map(|p| p.shuffle(8)))
+            .contains("on each source, not on the mixture")
+    );
+    let uneven = [
+        ("web", source(&c.web, 1, None).shard(0, 2)),
+        ("code", source(&c.code, 2, None)),
+    ];
+    assert!(err(Pipeline::mix(uneven, &[1.0, 1.0])).contains("sharded alike"));
+}
+
+#[test]
+fn hosts_of_a_finite_mixture_run_the_same_steps_with_the_same_shapes() {
+    use infeed::pipeline::EqualBatches;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let lens = |n: usize, k: usize| -> Vec<Vec<usize>> {
+        (0..n)
+            .map(|f| (0..k).map(|i| (f * 13 + i * 7) % 90 + 1).collect())
+            .collect()
+    };
+    let a = super::grouping::write_lm_files(&a, &lens(3, 50));
+    let b = super::grouping::write_lm_files(&b, &lens(2, 40));
+    let host = |i: u64, how| {
+        let src = |files: &[String], seed| {
+            Pipeline::from_files(files.to_vec())
+                .unwrap()
+                .shard(i, 2)
+                .seed(seed)
+                .shuffle(8)
+                .repeat(Some(1))
+        };
+        Pipeline::mix([("a", src(&a, 1)), ("b", src(&b, 2))], &[2.0, 1.0])
+            .unwrap()
+            .seed(3)
+            .on_exhausted(OnExhausted::Drop)
+            .equal_batches(how)
+            .parse(super::grouping::spec())
+            .pad_to_multiple_of(16)
+            .max_length(96)
+            .batch(4, false)
+    };
+    for how in [EqualBatches::Drop, EqualBatches::Pad] {
+        let runs: Vec<Vec<infeed::batch::Batch>> = (0..2)
+            .map(|i| host(i, how).build().unwrap().map(Result::unwrap).collect())
+            .collect();
+        assert_eq!(runs[0].len(), runs[1].len(), "{how:?}");
+        assert!(!runs[0].is_empty());
+        let shapes = |r: &[infeed::batch::Batch]| r.iter().map(|b| b.shape()).collect::<Vec<_>>();
+        assert_eq!(shapes(&runs[0]), shapes(&runs[1]), "{how:?}");
+        if how == EqualBatches::Pad {
+            // Every record of both corpora, on one host or the other.
+            let real: usize = runs.iter().flatten().map(|b| b.real_rows).sum();
+            assert_eq!(real, 3 * 50 + 2 * 40);
+        }
+    }
+}

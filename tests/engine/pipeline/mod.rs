@@ -1,0 +1,41 @@
+//! The pipeline on local files: records, parsing, grouping, checkpoints.
+
+mod bucket;
+mod checkpoint;
+mod dense_direct;
+mod elastic;
+mod grouping;
+mod host_shard;
+mod many_hosts;
+mod masks;
+mod mixture;
+mod pack;
+mod parse;
+mod parsed_ops;
+mod records;
+mod recycle;
+mod restore_props;
+mod sequence;
+mod tf_oracle;
+
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::Duration;
+
+/// Runs `body` on its own thread and fails the test if it has not finished
+/// within `secs` seconds, so that a test named "... not a hang" fails on a
+/// hang instead of stalling the run. A panic in `body` is passed on as is.
+pub fn within<T: Send + 'static>(secs: u64, body: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, finished) = channel();
+    let worker = std::thread::spawn(move || {
+        let out = body();
+        let _ = done.send(());
+        out
+    });
+    match finished.recv_timeout(Duration::from_secs(secs)) {
+        // Disconnected: `body` panicked; join hands its panic on.
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        Err(RecvTimeoutError::Timeout) => panic!("still running after {secs} s: a hang"),
+    }
+}

@@ -1,0 +1,97 @@
+//! TensorFlow reads the shards `infeed convert` writes, with exact values.
+//!
+//! Ignored by default (needs TensorFlow): `scripts/test.sh` runs it with
+//! `$INFEED_PYTHON` set to a Python that has tensorflow-cpu. Each shard is read by
+//! `scripts/tf_read.py` (tf.data.TFRecordDataset + tf.train.Example) and must print
+//! the same values as `infeed cat` of the same file. Both print each float32 as the
+//! shortest decimal of its exact double, so the JSON values compare exactly.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::cli::shards;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.current_dir(root()).output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn values(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs TensorFlow: run scripts/test.sh"]
+fn tensorflow_reads_converted_shards_exactly() {
+    let python = std::env::var("INFEED_PYTHON").expect("INFEED_PYTHON: a python with tensorflow");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["testdata/convert/sample.jsonl", "--records-per-shard", "2"],
+            "none",
+        ),
+        (
+            &["testdata/convert/sample.jsonl", "--compression", "gzip"],
+            "gzip",
+        ),
+        (
+            &[
+                "testdata/convert/sample.csv",
+                "--compression",
+                "zlib",
+                "--naming",
+                "hf",
+            ],
+            "zlib",
+        ),
+        (
+            &[
+                "testdata/tokenizer/corpus.txt",
+                "--tokenizer",
+                "testdata/tokenizer/tokenizer.json",
+                "--group-to",
+                "16",
+            ],
+            "none",
+        ),
+    ];
+    for (args, compression) in cases {
+        let out = tempfile::tempdir().expect("tempdir");
+        let mut convert = Command::new(env!("CARGO_BIN_EXE_infeed"));
+        convert
+            .arg("convert")
+            .args(*args)
+            .arg("-q")
+            .arg("--output")
+            .arg(out.path());
+        run(&mut convert);
+        let files = shards(out.path());
+        assert!(!files.is_empty(), "{args:?}");
+        let mut total = 0;
+        for file in files {
+            let ours = values(&run(Command::new(env!("CARGO_BIN_EXE_infeed"))
+                .arg("cat")
+                .arg(&file)));
+            let tf = values(&run(Command::new(&python)
+                .arg("scripts/tf_read.py")
+                .arg(&file)
+                .arg(compression)));
+            assert!(!ours.is_empty());
+            assert_eq!(tf, ours, "{}", file.display());
+            total += ours.len();
+        }
+        assert!(total > 0);
+    }
+}

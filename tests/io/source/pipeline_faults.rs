@@ -1,0 +1,223 @@
+//! The whole pipeline reading gs:// shards through a proxy that answers
+//! 500s and resets connections: every record arrives exactly once, in the
+//! order a local read gives, and the read stage reports one retry per
+//! injected fault. (tests/io/source/faults.rs checks the byte-level resume,
+//! stalls included, under the source layer alone.)
+//!
+//! The pipeline finds its GCS endpoint the usual way, through the
+//! environment, so this binary points `GOOGLE_SERVICE_ACCOUNT` at the proxy
+//! and holds this one test. Needs the emulators; ignored otherwise.
+#![cfg(feature = "cloud")]
+
+use super::common::*;
+use super::fault_proxy::*;
+use crate::emulators::*;
+use infeed::pipeline::Pipeline;
+
+/// The harness's name of this module's test `name` (what `run_alone`
+/// takes): the module path without the crate's name, then `name`.
+fn test_name(name: &str) -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::{name}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs emulators: scripts/emulators.sh start"]
+async fn every_record_arrives_once_through_500s_and_resets() {
+    require_emulators();
+    // It sets GOOGLE_SERVICE_ACCOUNT and needs a process whose store cache
+    // holds no gs:// store yet: the other cloud tests of this binary break
+    // both, so it runs alone in a child process.
+    if !run_alone(&test_name(
+        "every_record_arrives_once_through_500s_and_resets",
+    )) {
+        return;
+    }
+    use Fault::*;
+    let schedule = vec![
+        Status500,
+        ResetBeforeResponse,
+        None,
+        ResetMidBody,
+        Status500,
+    ];
+    let injected = schedule.iter().filter(|f| **f != None).count() as u64;
+    let base = format!("gs://{}", bucket());
+    let prefix = unique_prefix("pipeline-faults");
+    let names = ["lm-sample.tfrecord", "lm-sample.tfrecord.gz"];
+    for name in names {
+        upload(&base, &format!("{prefix}/{name}"), &file_bytes(name)).await;
+    }
+    let proxy = Proxy::start(gcs_upstream(), schedule).await;
+    let key_file = tempfile::NamedTempFile::new().expect("key file");
+    proxy.write_gcs_key(key_file.path());
+    // SAFETY: this process runs only this test (`run_alone`), which sets it
+    // before anything reads the environment for GCS (no store exists yet);
+    // no other thread of the process touches the environment.
+    unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", key_file.path()) };
+
+    let remote: Vec<String> = names
+        .iter()
+        .map(|n| format!("{base}/{prefix}/{n}"))
+        .collect();
+    let local: Vec<String> = names
+        .iter()
+        .map(|n| testdata(n).display().to_string())
+        .collect();
+    let (got, want, retries) = tokio::task::spawn_blocking(move || {
+        let read = |files: Vec<String>| {
+            let mut batches = Pipeline::from_files(files)
+                .unwrap()
+                .interleave(2, 3)
+                .build_raw(7, false)
+                .unwrap();
+            let mut records = Vec::new();
+            while let Some(batch) = batches.next_batch().expect("no error reaches the consumer") {
+                records.extend(batch.records);
+            }
+            (records, batches.stats().read.retries)
+        };
+        let (got, retries) = read(remote);
+        let (want, local_retries) = read(local);
+        assert_eq!(local_retries, 0);
+        (got, want, retries)
+    })
+    .await
+    .expect("pipeline task");
+
+    assert_eq!(got.len(), 2 * 256);
+    assert!(got == want, "records differ from a local read");
+    assert_eq!(retries, injected, "one retry per injected fault");
+    let gets = proxy.seen().iter().filter(|s| s.method == "GET").count() as u64;
+    assert!(gets > injected, "{gets} GETs");
+}
+
+/// A pipeline with its own `SourceOptions`, reading `scheme`'s bucket
+/// through a proxy that answers 500s: with `max_retries(1)` the read fails
+/// after exactly one retry, as the typed `SourceError` naming the shard and
+/// the byte; with `max_retries(3)` it reads every record through three
+/// 500s; with a retry deadline it stops retrying at the deadline, however
+/// many retries `max_retries` would allow.
+async fn source_options_bound_the_retries(scheme: &str, test: &str) {
+    use infeed::pipeline::PipelineError;
+    use infeed::source::{SourceError, SourceOptions};
+    use std::time::{Duration, Instant};
+    require_emulators();
+    // It points the environment at the proxy: alone in a child process.
+    if !run_alone(test) {
+        return;
+    }
+    let name = "lm-sample.tfrecord";
+    let base = format!("{scheme}://{}", bucket());
+    let key = format!("{}/{name}", unique_prefix("pipeline-options"));
+    // Uploaded before the environment points at the proxy.
+    upload(&base, &key, &file_bytes(name)).await;
+    let url = format!("{base}/{key}");
+    // GETs 0-1: the first pipeline's read and its one retry; 2-4 then a
+    // pass: the second's; 6 on: the deadline's, all refused.
+    let mut schedule = vec![Fault::Status500; 5];
+    schedule.push(Fault::None);
+    schedule.extend([Fault::Status500; 100]);
+    let proxy = Proxy::start(upstream(scheme), schedule).await;
+    let key_file = tempfile::NamedTempFile::new().expect("key file");
+    // SAFETY: this process runs only this test (`run_alone`), which sets it
+    // before anything reads the environment for this cloud (no store exists
+    // yet); no other thread of the process touches the environment.
+    unsafe {
+        match scheme {
+            "gs" => {
+                proxy.write_gcs_key(key_file.path());
+                std::env::set_var("GOOGLE_SERVICE_ACCOUNT", key_file.path());
+            }
+            "s3" => std::env::set_var("AWS_ENDPOINT", proxy.endpoint()),
+            _ => std::env::set_var("AZURITE_BLOB_STORAGE_URL", proxy.endpoint()),
+        }
+    }
+    let fast = SourceOptions::default()
+        .backoff(Duration::from_millis(5), Duration::from_millis(20))
+        .request_timeout(Duration::from_secs(5));
+    let read = move |opts: SourceOptions| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut batches = Pipeline::from_files([url])
+                .unwrap()
+                .source_options(opts)
+                .build_raw(64, false)
+                .unwrap();
+            let mut records = 0;
+            let result = loop {
+                match batches.next_batch() {
+                    Ok(Some(batch)) => records += batch.records.len(),
+                    Ok(None) => break Ok(records),
+                    Err(e) => break Err(e),
+                }
+            };
+            (result, batches.stats().read.retries)
+        })
+    };
+    let gets = |proxy: &Proxy| proxy.seen().iter().filter(|s| s.method == "GET").count();
+
+    // One retry allowed: two 500s fail the read.
+    let (result, _) = read(fast.clone().max_retries(1)).await.expect("task");
+    match result {
+        Err(PipelineError::Source(SourceError::Read {
+            url: at,
+            offset,
+            retries,
+            message,
+            ..
+        })) => {
+            assert!(at.ends_with(&key), "{at}");
+            assert_eq!((offset, retries), (0, 1), "{message}");
+            assert!(message.contains("500"), "{message}");
+        }
+        other => panic!("expected a SourceError::Read, got {other:?}"),
+    }
+    assert_eq!(gets(&proxy), 2, "the request and its one retry");
+
+    // Three retries allowed: three 500s, then every record.
+    let (result, retries) = read(fast.clone().max_retries(3)).await.expect("task");
+    assert_eq!(result.expect("read through three 500s"), 256);
+    assert_eq!(retries, 3);
+    assert_eq!(gets(&proxy), 6);
+
+    // A deadline of 1 s with waits of 100-200 ms: the retries stop at
+    // the deadline, far short of `max_retries`.
+    let deadline = fast
+        .clone()
+        .max_retries(90)
+        .backoff(Duration::from_millis(200), Duration::from_millis(200))
+        .retry_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let (result, _) = read(deadline).await.expect("task");
+    let took = started.elapsed();
+    match result {
+        Err(PipelineError::Source(SourceError::Read {
+            retries, message, ..
+        })) => {
+            assert!((3..=10).contains(&retries), "{retries} retries: {message}");
+            assert!(message.contains("retry deadline"), "{message}");
+            assert_eq!(gets(&proxy), 6 + retries as usize + 1);
+        }
+        other => panic!("expected a SourceError::Read, got {other:?}"),
+    }
+    assert!(took < Duration::from_secs(4), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs emulators: scripts/emulators.sh start"]
+async fn source_options_bound_the_retries_gs() {
+    source_options_bound_the_retries("gs", &test_name("source_options_bound_the_retries_gs")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs emulators: scripts/emulators.sh start"]
+async fn source_options_bound_the_retries_s3() {
+    source_options_bound_the_retries("s3", &test_name("source_options_bound_the_retries_s3")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs emulators: scripts/emulators.sh start"]
+async fn source_options_bound_the_retries_az() {
+    source_options_bound_the_retries("az", &test_name("source_options_bound_the_retries_az")).await;
+}

@@ -1,8 +1,0 @@
-//! The Example / SequenceExample batch parser and the wire length scan.
-
-mod example;
-mod length;
-mod props;
-mod sequence;
-#[path = "../support/wire.rs"]
-mod wire;

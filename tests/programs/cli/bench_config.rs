@@ -1,0 +1,226 @@
+//! `infeed bench` with bucketing and packing flags, and `--config FILE.toml`
+//! describing the same pipeline, overridden by flags.
+
+use crate::support::run::infeed;
+
+/// `infeed bench ARGS --json`, parsed.
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let output = infeed(&[args, &["--json"]].concat());
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON line")
+}
+
+const SPEC: &str = "input_ids:var_len:int32,attention_mask:var_len:int32";
+
+fn bucket_flags(sizes: &str, seed: &str) -> Vec<String> {
+    [
+        "bench",
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        SPEC,
+        "--pad-to-multiple-of",
+        "64",
+        "--max-length",
+        "512",
+        "--bucket-by",
+        "input_ids",
+        "--boundaries",
+        "64,128,256",
+        "--bucket-batch-sizes",
+        sizes,
+        "--shuffle",
+        "100",
+        "--seed",
+        seed,
+        "--digests",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn a_toml_config_runs_the_pipeline_its_flags_describe_and_flags_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lm.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"# The lm pipeline, bucketed.
+inputs = ["testdata/lm-sample.tfrecord"]
+spec = "{SPEC}"
+pad-to-multiple-of = 64
+max_length = 512          # underscores work too
+bucket-by = "input_ids"
+boundaries = [64, 128, 256]
+bucket-batch-sizes = [64, 32, 16, 8]
+shuffle = 100
+seed = 3
+digests = true
+drop-remainder = false
+"#
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let as_flags = |sizes: &str, seed: &str| {
+        let flags = bucket_flags(sizes, seed);
+        bench_json(&flags.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let from_file = bench_json(&["bench", "--config", &config]);
+    let flags = as_flags("64,32,16,8", "3");
+    assert_eq!(from_file["digests"], flags["digests"]);
+    assert_eq!(from_file["records"], 256);
+    // Every record once: 256 records in batches of the buckets' sizes.
+    assert!(from_file["batches"].as_u64().unwrap() >= 4);
+    // Flags override the file: a list, a number, and the inputs.
+    let overridden = bench_json(&[
+        "bench",
+        "--config",
+        &config,
+        "--bucket-batch-sizes=4,4,4,4",
+        "--seed",
+        "4",
+        "testdata/lm-sample.tfrecord.gz",
+    ]);
+    let expected = as_flags("4,4,4,4", "4");
+    assert_eq!(overridden["digests"], expected["digests"]);
+    assert_ne!(overridden["digests"], from_file["digests"]);
+    assert_eq!(overridden["records"], 256);
+}
+
+#[test]
+fn pack_flags_count_sequences_and_restore_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.bin").display().to_string();
+    let base = [
+        "bench",
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        SPEC,
+        "--pack",
+        "256",
+        "--pack-overflow",
+        "split",
+        "--batch",
+        "4",
+        "--shuffle",
+        "50",
+        "--digests",
+    ];
+    let full = bench_json(&base);
+    let n = full["batches"].as_u64().unwrap() as usize;
+    // Lengths are uniform in 8..512: the records over 256 are split in two.
+    assert!(full["records"].as_u64().unwrap() > 256);
+    let head = bench_json(&[&base[..], &["--batches", "5", "--state-out", &state]].concat());
+    let tail = bench_json(&[&base[..], &["--state-in", &state]].concat());
+    let digests = |v: &serde_json::Value| -> Vec<String> {
+        v["digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        [digests(&head), digests(&tail)].concat(),
+        digests(&full),
+        "{n} batches"
+    );
+}
+
+#[test]
+fn bad_configs_and_flag_combinations_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "inputs = [\"testdata/lm-sample.tfrecord\"]\nbatchsize = 4\n",
+    )
+    .unwrap();
+    let output = infeed(&["bench", "--config", &bad.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("key \"batchsize\": not a bench flag"), "{err}");
+    std::fs::write(&bad, "shuffle-files = 3\n").unwrap();
+    let output = infeed(&["bench", "--config", &bad.display().to_string()]);
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("expected true or false"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = infeed(&["bench", "--config", "/nonexistent/x.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    // Bucketing needs a spec; boundaries must increase.
+    let output = infeed(&["bench", "testdata/lm-sample.tfrecord", "--pack", "64"]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("need --spec"));
+    let mut flags = bucket_flags("4,4,4,4", "1");
+    flags[11] = "128,64,256".into();
+    let output = infeed(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("strictly increasing"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `--mmap` maps the local files: the same batches, plain and GZIP, as
+/// reading them into buffers.
+#[test]
+fn mmap_gives_the_same_batches() {
+    for file in [
+        "testdata/lm-sample.tfrecord",
+        "testdata/lm-sample.tfrecord.gz",
+    ] {
+        let flags = [
+            "bench",
+            file,
+            "--spec",
+            SPEC,
+            "--shuffle",
+            "100",
+            "--seed",
+            "3",
+            "--batch",
+            "16",
+            "--pad-to-multiple-of",
+            "64",
+            "--max-length",
+            "512",
+            "--digests",
+        ];
+        let read = bench_json(&flags);
+        let mapped = bench_json(&[&flags[..], &["--mmap"]].concat());
+        assert_eq!(mapped["digests"], read["digests"], "{file}");
+        assert_eq!(mapped["records"], read["records"], "{file}");
+        assert!(read["records"].as_u64().unwrap() > 0);
+    }
+}
+
+/// Every feature fixed-length with the remainder dropped: the batches are
+/// static as they are, and come as tensors (the digest of the assembled
+/// batches, as a no-op `--cast` forces them), not as parsed columns;
+/// without `--drop-remainder` they stay columns.
+#[test]
+fn fixed_length_batches_without_remainder_come_as_tensors() {
+    let flags = [
+        "bench",
+        "testdata/examples.tfrecord",
+        "--spec",
+        "embedding:fixed_len[4]:float,label:fixed_len[]:int64",
+        "--batch",
+        "2",
+    ];
+    let dropped = [&flags[..], &["--drop-remainder"]].concat();
+    let tensors = bench_json(&[&dropped[..], &["--cast", "int64"]].concat());
+    assert_eq!(bench_json(&dropped)["digest"], tensors["digest"]);
+    assert_eq!(tensors["batches"], 3);
+    let columns = bench_json(&flags);
+    let tensors = bench_json(&[&flags[..], &["--cast", "int64"]].concat());
+    assert_ne!(columns["digest"], tensors["digest"]);
+}

@@ -1,0 +1,154 @@
+//! What `infeed bench` prints: the readable summary by default (also when
+//! stdout is not a terminal, as here), one JSON line with `--json`.
+
+use serde_json::Value;
+
+use crate::support::run::infeed;
+
+const ARGS: [&str; 8] = [
+    "bench",
+    "testdata/lm-sample.tfrecord",
+    "--spec",
+    "input_ids:var_len:int64,attention_mask:var_len:int64",
+    "--batch",
+    "32",
+    "--threads",
+    "2",
+];
+
+fn stdout_of(args: &[&str]) -> String {
+    let output = infeed(args);
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8 stdout")
+}
+
+#[test]
+fn json_is_one_line_holding_the_keys_scripts_read() {
+    let text = stdout_of(&[&ARGS[..], &["--json"]].concat());
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let report: Value = serde_json::from_str(&text).expect("one JSON line");
+    // scripts/compare-*.sh and benches/compare/report*.py read these.
+    for key in [
+        "records",
+        "batches",
+        "seconds",
+        "records_per_sec",
+        "bytes_per_sec",
+        "first_batch_ms",
+        "peak_rss_bytes",
+        "cpu_seconds",
+        "digest",
+        "records_per_epoch",
+        "shapes",
+    ] {
+        assert!(report.get(key).is_some(), "{key} missing: {text}");
+    }
+    for stage in ["read", "shuffle", "batch"] {
+        for key in ["records", "bytes", "busy_ms", "wait_ms", "buffer_bytes"] {
+            assert!(
+                report["stages"][stage].get(key).is_some(),
+                "stages.{stage}.{key} missing: {text}"
+            );
+        }
+    }
+    assert!(report["stages"]["consumer_wait_ms"].is_f64(), "{text}");
+    assert_eq!(report["records"], 256);
+    assert_eq!(report["batches"], 8);
+    assert_eq!(report["records_per_epoch"], 256);
+    assert_eq!(report["workers"], 2);
+}
+
+#[test]
+fn the_default_is_the_readable_summary_of_the_same_run() {
+    let json: Value = serde_json::from_str(&stdout_of(&[&ARGS[..], &["--json"]].concat()))
+        .expect("one JSON line");
+    let text = stdout_of(&ARGS);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("256 records in 8 batches, "), "{text}");
+    let labels: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "records/s",
+            "MB/s",
+            "first",
+            "peak",
+            "CPU",
+            "digest",
+            "stage",
+            "read",
+            "shuffle",
+            "batch",
+            "workers",
+            "consumer",
+            "limit:"
+        ],
+        "{text}"
+    );
+    // Same pipeline, same seed: the same batches.
+    let digest = json["digest"].as_str().expect("digest");
+    assert!(
+        lines.contains(&format!("  digest       {digest}").as_str()),
+        "{text}"
+    );
+    assert!(lines.contains(&"  workers      2"), "{text}");
+}
+
+#[test]
+fn a_mixture_reports_the_records_of_each_source() {
+    let mix = [
+        "bench",
+        "--mix",
+        "web:3:testdata/lm-sample.tfrecord",
+        "--mix",
+        "code:1:testdata/lm-sample.tfrecord.gz",
+        "--mix-by",
+        "stratified",
+        "--epochs",
+        "0",
+        "--batches",
+        "20",
+        "--batch",
+        "16",
+        "--spec",
+        "input_ids:var_len:int64",
+        "--fixed-length",
+        "512",
+        "--shuffle",
+        "64",
+    ];
+    let report: Value =
+        serde_json::from_str(&stdout_of(&[&mix[..], &["--json"]].concat())).unwrap();
+    // 20 batches of 16, 12 + 4 in each; the record thread may have taken
+    // part of a few batches more.
+    let sources = report["sources"].as_array().unwrap();
+    let (web, code) = (
+        sources[0]["records"].as_u64().unwrap(),
+        sources[1]["records"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        (sources[0]["name"].as_str(), sources[1]["name"].as_str()),
+        (Some("web"), Some("code"))
+    );
+    assert!(
+        web >= 240 && web % 12 == 0 && web / 12 == code / 4,
+        "{web} {code}"
+    );
+    let text = stdout_of(&mix);
+    assert!(text.contains("  source       web: "), "{text}");
+    assert!(
+        text.contains("(75.0%)") && text.contains("(25.0%)"),
+        "{text}"
+    );
+    // Inputs beside --mix are refused.
+    let both = infeed(&[&mix[..], &["testdata/lm-sample.tfrecord"]].concat());
+    assert!(!both.status.success());
+    assert!(String::from_utf8_lossy(&both.stderr).contains("leave the inputs out"));
+}
