@@ -14,7 +14,7 @@
 //!
 //! Each property runs 256 cases; set `INFEED_PROPTEST_CASES` to run more
 //! (a long run) or fewer, e.g.
-//! `INFEED_PROPTEST_CASES=5000 cargo test --all-features --test pipeline restore_props`.
+//! `INFEED_PROPTEST_CASES=5000 cargo test --all-features --test engine pipeline::restore_props`.
 
 use std::sync::Arc;
 use std::time::Duration;

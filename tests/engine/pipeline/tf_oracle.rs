@@ -6,7 +6,7 @@
 //! by their bits), masks exactly TensorFlow's lengths.
 //!
 //! Needs TensorFlow: ignored by default, run by `scripts/test.sh` (or
-//! `INFEED_PYTHON=... cargo test --test pipeline tf_oracle -- --include-ignored`).
+//! `INFEED_PYTHON=... cargo test --test engine pipeline::tf_oracle -- --include-ignored`).
 
 use std::path::Path;
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! TensorFlow runs `tests/io/image/tf_images.py` through `$INFEED_PYTHON`.
 //!
 //! Needs TensorFlow: ignored by default, run by `scripts/test.sh` (or
-//! `INFEED_PYTHON=$PWD/.venv/bin/python cargo test --test image tf_ -- --include-ignored`).
+//! `INFEED_PYTHON=$PWD/.venv/bin/python cargo test --features images --test io image::tf_ -- --include-ignored`).
 
 use std::collections::HashMap;
 use std::path::Path;

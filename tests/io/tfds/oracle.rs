@@ -8,7 +8,7 @@
 //! unknown size as its encoded bytes).
 //!
 //! Needs tensorflow-datasets: ignored by default, run by `scripts/test.sh`
-//! (or `INFEED_PYTHON=... cargo test --test tfds oracle -- --include-ignored`).
+//! (or `INFEED_PYTHON=... cargo test --test io tfds::oracle -- --include-ignored`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
