@@ -18,7 +18,7 @@
 //! values whatever the JSON parser's rounding.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use base64::Engine as _;
@@ -27,22 +27,15 @@ use infeed::example::proto::{
     BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List,
     SequenceExample, feature::Kind,
 };
-use infeed::record::{
-    Compression, CorruptPolicy, ErrorKind, ReadOptions, Record, RecordReader, RecordWriter,
-};
+use infeed::record::{Compression, CorruptPolicy, ErrorKind, ReadOptions, Record, RecordReader};
 use prost::Message as _;
 use serde_json::{Map, Number, Value};
 
+use crate::support::tfrecord::{read_file, write_file};
+use crate::support::{repo, testdata};
+
 // ---------------------------------------------------------------------------
 // Files and expected values.
-
-fn repo_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn testdata(name: &str) -> PathBuf {
-    repo_path("testdata").join(name)
-}
 
 fn file_len(path: &Path) -> u64 {
     std::fs::metadata(path)
@@ -60,15 +53,6 @@ fn expected_lines(name: &str) -> Vec<Value> {
             serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("{} line {}: {e}", path.display(), i + 1))
         })
-        .collect()
-}
-
-/// Every record of a file, read with default options; any error fails the test.
-fn read_records(path: &Path) -> Vec<Record> {
-    let reader = RecordReader::open(path, &ReadOptions::default())
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    reader
-        .map(|r| r.unwrap_or_else(|e| panic!("read {}: {e}", path.display())))
         .collect()
 }
 
@@ -201,7 +185,7 @@ fn assert_contiguous(what: &str, records: &[Record], end: u64) {
 /// Reads a plain TF-written file of Examples and checks every value and offset.
 fn check_plain_examples(file: &str, json: &str, count: usize) -> Vec<Record> {
     let path = testdata(file);
-    let records = read_records(&path);
+    let records = read_file(&path);
     assert_eq!(records.len(), count, "{file}: record count");
     assert_contiguous(file, &records, file_len(&path));
     let actual: Vec<Value> = records
@@ -215,7 +199,7 @@ fn check_plain_examples(file: &str, json: &str, count: usize) -> Vec<Record> {
 /// A compressed file yields exactly its plain twin's records: bytes and offsets.
 fn check_compressed_twin(file: &str, plain: &str, json: &str, count: usize) {
     let twin = check_plain_examples(plain, json, count);
-    let records = read_records(&testdata(file));
+    let records = read_file(testdata(file));
     assert_eq!(records.len(), twin.len(), "{file}: record count");
     for (i, (r, t)) in records.iter().zip(&twin).enumerate() {
         assert_eq!(r.offset, t.offset, "{file} record {i}: offset");
@@ -254,7 +238,7 @@ fn tf_examples_zlib_decode_exactly() {
 #[test]
 fn tf_sequence_examples_decode_exactly() {
     let path = testdata("sequence.tfrecord");
-    let records = read_records(&path);
+    let records = read_file(&path);
     assert_eq!(records.len(), 3);
     assert_contiguous("sequence.tfrecord", &records, file_len(&path));
     let actual: Vec<Value> = records
@@ -428,7 +412,7 @@ fn python() -> String {
 fn tf_read(path: &Path, compression: &str, sequence: bool) -> Vec<Value> {
     let python = python();
     let mut cmd = Command::new(&python);
-    cmd.arg(repo_path("scripts/tf_read.py"))
+    cmd.arg(repo("scripts/tf_read.py"))
         .arg(path)
         .arg(compression);
     if sequence {
@@ -462,17 +446,6 @@ fn compressions() -> [(Compression, &'static str, &'static str); 3] {
         (Compression::Gzip, "gzip", "tfrecord.gz"),
         (Compression::Zlib, "zlib", "tfrecord.zz"),
     ]
-}
-
-fn write_records(path: &Path, compression: Compression, payloads: &[Vec<u8>]) {
-    let mut w = RecordWriter::create(path, compression)
-        .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
-    for (i, p) in payloads.iter().enumerate() {
-        w.write_record(p)
-            .unwrap_or_else(|e| panic!("write record {i} to {}: {e}", path.display()));
-    }
-    w.finish()
-        .unwrap_or_else(|e| panic!("finish {}: {e}", path.display()));
 }
 
 /// splitmix64: a fixed, seeded stream for generated test values.
@@ -621,7 +594,7 @@ fn check_tf_reads_examples(compression: Compression, name: &str, ext: &str) {
         ("packing.tfrecord", "packing.tfrecord.json"),
         ("lm-sample.tfrecord", "lm-sample.tfrecord.json"),
     ] {
-        examples.extend(read_records(&testdata(file)).iter().map(decode_example));
+        examples.extend(read_file(testdata(file)).iter().map(decode_example));
         expected.extend(expected_lines(json));
     }
     let mut rng = SplitMix64(0x1AFE_ED00);
@@ -634,7 +607,7 @@ fn check_tf_reads_examples(compression: Compression, name: &str, ext: &str) {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join(format!("examples.{ext}"));
-    write_records(&path, compression, &payloads);
+    write_file(&path, &payloads, compression);
     let actual = tf_read(&path, name, false);
     assert_all_same(&format!("{name} file infeed wrote"), &expected, &actual);
 }
@@ -663,7 +636,7 @@ fn tensorflow_reads_zlib_examples_infeed_wrote() {
 #[test]
 #[ignore = "needs TensorFlow: run scripts/test.sh"]
 fn tensorflow_reads_sequence_examples_infeed_wrote() {
-    let mut seqs: Vec<SequenceExample> = read_records(&testdata("sequence.tfrecord"))
+    let mut seqs: Vec<SequenceExample> = read_file(testdata("sequence.tfrecord"))
         .iter()
         .map(decode_sequence)
         .collect();
@@ -678,7 +651,7 @@ fn tensorflow_reads_sequence_examples_infeed_wrote() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (compression, name, ext) in compressions() {
         let path = dir.path().join(format!("sequence.{ext}"));
-        write_records(&path, compression, &payloads);
+        write_file(&path, &payloads, compression);
         let actual = tf_read(&path, name, true);
         assert_all_same(
             &format!("{name} sequence file infeed wrote"),

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::{Compression, ReadOptions, Record, RecordReader, RecordWriter};
 
 /// `records` framed as one TFRecord stream, compressed as `c`.
 pub fn write_all(records: &[&[u8]], c: Compression) -> Vec<u8> {
@@ -11,6 +11,35 @@ pub fn write_all(records: &[&[u8]], c: Compression) -> Vec<u8> {
         w.write_record(r).unwrap();
     }
     w.finish().unwrap()
+}
+
+/// Every record of the TFRecord file `path`, read with default options;
+/// any error fails the test.
+pub fn read_file(path: impl AsRef<Path>) -> Vec<Record> {
+    let path = path.as_ref();
+    let reader = RecordReader::open(path, &ReadOptions::default())
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    reader
+        .map(|r| r.unwrap_or_else(|e| panic!("read {}: {e}", path.display())))
+        .collect()
+}
+
+/// `records` written as the TFRecord file `path`, compressed as `c`; the
+/// path as a string (what `Pipeline::from_files` takes).
+pub fn write_file<R: AsRef<[u8]>>(
+    path: &Path,
+    records: impl IntoIterator<Item = R>,
+    c: Compression,
+) -> String {
+    let mut w =
+        RecordWriter::create(path, c).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    for (i, r) in records.into_iter().enumerate() {
+        w.write_record(r.as_ref())
+            .unwrap_or_else(|e| panic!("write record {i} to {}: {e}", path.display()));
+    }
+    w.finish()
+        .unwrap_or_else(|e| panic!("finish {}: {e}", path.display()));
+    path.display().to_string()
 }
 
 /// Files `shard-{f}.tfrecord` in `dir` (`.tfrecord.gz` when `c` is GZIP),
@@ -22,12 +51,21 @@ pub fn write_files(dir: &Path, counts: &[usize], c: Compression) -> Vec<String> 
         .enumerate()
         .map(|(f, &n)| {
             let path = dir.join(format!("shard-{f}.tfrecord{ext}"));
-            let mut w = RecordWriter::create(&path, c).unwrap();
-            for i in 0..n {
-                w.write_record(format!("f{f}-r{i}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
+            write_file(&path, (0..n).map(|i| format!("f{f}-r{i}")), c)
+        })
+        .collect()
+}
+
+/// The byte offset of each record in a file holding `records` in order
+/// (12 bytes of header and 4 of footer CRC around each payload).
+pub fn offsets<R: AsRef<[u8]>>(records: &[R]) -> Vec<u64> {
+    let mut off = 0;
+    records
+        .iter()
+        .map(|r| {
+            let o = off;
+            off += r.as_ref().len() as u64 + 16;
+            o
         })
         .collect()
 }

@@ -26,3 +26,14 @@ pub fn ld(field: u64, payload: &[u8]) -> Vec<u8> {
     ]
     .concat()
 }
+
+/// A map entry `key -> value` (of a `Features` or `FeatureLists` map).
+pub fn entry(key: &str, value: &[u8]) -> Vec<u8> {
+    ld(1, &[ld(1, key.as_bytes()), ld(2, value)].concat())
+}
+
+/// A `Feature` holding a packed `Int64List`.
+pub fn ints(vals: &[i64]) -> Vec<u8> {
+    let body: Vec<u8> = vals.iter().flat_map(|&v| varint(v as u64)).collect();
+    ld(3, &ld(1, &body))
+}

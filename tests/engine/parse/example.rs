@@ -13,11 +13,12 @@ use infeed::example::{
 use infeed::spec::{DType, DefaultValue, FeatureSpec, WireKind};
 use prost::Message;
 
+use super::{col, err};
 use crate::support::wire as wire_common;
 
 /// Protobuf wire bytes by hand, to build encodings prost never writes.
 mod enc {
-    pub use super::wire_common::{ld, tag, varint};
+    pub use super::wire_common::{entry, ints, ld, tag, varint};
 
     /// Int64List body, packed.
     pub fn i64_packed(vals: &[i64]) -> Vec<u8> {
@@ -62,18 +63,9 @@ mod enc {
         ld(3, body)
     }
 
-    /// A map entry `key -> feature`.
-    pub fn entry(key: &str, feature: &[u8]) -> Vec<u8> {
-        ld(1, &[ld(1, key.as_bytes()), ld(2, feature)].concat())
-    }
-
     /// An Example with one `features` field holding these entries.
     pub fn example(entries: &[Vec<u8>]) -> Vec<u8> {
         ld(1, &entries.concat())
-    }
-
-    pub fn ints(vals: &[i64]) -> Vec<u8> {
-        int64_feature(&i64_packed(vals))
     }
 }
 
@@ -96,18 +88,6 @@ fn dense(shape: &[usize], values: Values) -> Column {
 
 fn bytes(vals: &[&[u8]]) -> Values {
     Values::Bytes(vals.iter().collect())
-}
-
-fn err(record: usize, feature: &str, kind: ParseErrorKind) -> ParseError {
-    ParseError {
-        record,
-        feature: Some(feature.to_owned()),
-        kind,
-    }
-}
-
-fn col<'a>(batch: &'a ParsedBatch, name: &str) -> &'a Column {
-    batch.get(name).expect("column present")
 }
 
 #[test]

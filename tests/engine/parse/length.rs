@@ -3,15 +3,16 @@
 //! bytes it never panics and never disagrees with a successful parse.
 
 use infeed::example::{Column, ExampleParser, LengthError, feature_length, longest_feature_length};
-use infeed::record::{ReadOptions, RecordReader};
 use infeed::spec::{DType, FeatureSpec};
 use proptest::prelude::*;
 
+use crate::support::testdata;
+use crate::support::tfrecord::read_file;
+
 fn records(name: &str) -> Vec<bytes::Bytes> {
-    let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
-    RecordReader::open(path, &ReadOptions::default())
-        .unwrap()
-        .map(|r| r.unwrap().data)
+    read_file(testdata(name))
+        .into_iter()
+        .map(|r| r.data)
         .collect()
 }
 

@@ -15,16 +15,11 @@ use infeed::example::{
 use infeed::spec::{DType, DefaultValue, FeatureSpec, SequenceSpec, WireKind};
 use prost::Message;
 
+use super::{col, err};
 use crate::support::wire as wire_common;
 
 mod enc {
-    pub use super::wire_common::{ld, tag, varint};
-
-    /// A Feature holding a packed Int64List.
-    pub fn ints(vals: &[i64]) -> Vec<u8> {
-        let body: Vec<u8> = vals.iter().flat_map(|&v| varint(v as u64)).collect();
-        ld(3, &ld(1, &body))
-    }
+    pub use super::wire_common::{entry, ints, ld, tag, varint};
 
     /// A Feature holding an unpacked Int64List.
     pub fn ints_unpacked(vals: &[i64]) -> Vec<u8> {
@@ -41,11 +36,6 @@ mod enc {
         ld(2, &ld(1, &body))
     }
 
-    /// A map entry `key -> value`.
-    pub fn entry(key: &str, value: &[u8]) -> Vec<u8> {
-        ld(1, &[ld(1, key.as_bytes()), ld(2, value)].concat())
-    }
-
     /// A FeatureList of these steps (each a serialized Feature).
     pub fn steps(features: &[Vec<u8>]) -> Vec<u8> {
         features.iter().flat_map(|f| ld(1, f)).collect()
@@ -58,18 +48,6 @@ mod enc {
 }
 
 use enc::*;
-
-fn col<'a>(batch: &'a ParsedBatch, name: &str) -> &'a Column {
-    batch.get(name).expect("column present")
-}
-
-fn err(record: usize, feature: &str, kind: ParseErrorKind) -> ParseError {
-    ParseError {
-        record,
-        feature: Some(feature.to_owned()),
-        kind,
-    }
-}
 
 fn seq_record(context: Vec<(&str, Feature)>, lists: Vec<(&str, Vec<Feature>)>) -> Vec<u8> {
     SequenceExample {

@@ -2,6 +2,7 @@
 //! every record once, thread-count independence, exact restores, errors.
 
 use super::grouping::*;
+use crate::support::tfrecord::write_file;
 use infeed::batch::{BucketError, PlanError, Truncation};
 use infeed::pipeline::{Pipeline, PipelineError};
 use infeed::spec::{DType, FeatureSpec};
@@ -262,24 +263,12 @@ fn a_record_over_max_length_in_the_last_bucket_follows_the_truncation_policy() {
 fn a_record_whose_bucketing_feature_has_another_type_is_a_parse_error_at_its_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.tfrecord");
-    let mut w =
-        infeed::record::RecordWriter::create(&path, infeed::record::Compression::None).unwrap();
-    w.write_record(&lm_record(0, 3)).unwrap();
-    // "ids" as a float list.
-    let mut bad = infeed::example::proto::Example::default();
-    let mut map = std::collections::HashMap::new();
-    map.insert(
-        "ids".to_string(),
-        infeed::example::proto::Feature {
-            kind: Some(infeed::example::proto::feature::Kind::FloatList(
-                infeed::example::proto::FloatList { value: vec![1.0] },
-            )),
-        },
+    // The second record holds "ids" as a float list.
+    write_file(
+        &path,
+        [lm_record(0, 3), float_ids()],
+        infeed::record::Compression::None,
     );
-    bad.features = Some(infeed::example::proto::Features { feature: map });
-    w.write_record(&prost::Message::encode_to_vec(&bad))
-        .unwrap();
-    w.finish().unwrap();
     let spec = FeatureSpec::new().var_len("ids", DType::Int64);
     let mut batches = Pipeline::from_files([path.display().to_string()])
         .unwrap()
@@ -380,7 +369,7 @@ proptest! {
 #[test]
 fn direct_bucket_batches_equal_the_two_step_path_exactly() {
     use infeed::batch::TensorType;
-    let lm = format!("{}/testdata/lm-sample.tfrecord", env!("CARGO_MANIFEST_DIR"));
+    let lm = super::testdata("lm-sample.tfrecord");
     let spec = FeatureSpec::new()
         .var_len("input_ids", DType::Int64)
         .var_len("attention_mask", DType::Int64);

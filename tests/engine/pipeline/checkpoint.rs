@@ -3,13 +3,14 @@
 //! shards yields what there is (nothing), not an error.
 
 use std::path::Path;
-#[cfg(feature = "cli")]
-use std::process::Command;
 
 use infeed::pipeline::{Pipeline, PipelineError, StateError};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 
-use crate::support::tfrecord::write_files;
+use super::grouping;
+#[cfg(feature = "cli")]
+use crate::support::run::infeed;
+use crate::support::tfrecord::{write_file, write_files};
 use crate::support::wire::varint;
 
 fn records(batches: infeed::pipeline::Batches<infeed::pipeline::RawBatch>) -> Vec<String> {
@@ -381,13 +382,17 @@ fn bench_state_out_replaces_the_file_whole_and_leaves_no_temporary() {
     let state = out.join("state.bin");
     std::fs::write(&state, b"old").unwrap();
     let bench = |extra: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_infeed"))
-            .arg("bench")
-            .arg(&files[0])
-            .args(["--batch", "4", "--shuffle", "5", "--seed", "1"])
-            .args(extra)
-            .output()
-            .unwrap();
+        let args = [
+            "bench",
+            &files[0],
+            "--batch",
+            "4",
+            "--shuffle",
+            "5",
+            "--seed",
+            "1",
+        ];
+        let o = infeed(&[&args[..], extra].concat());
         (
             o.status.success(),
             String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -415,13 +420,11 @@ fn bench_over_empty_shards_gives_0_records_for_2_epochs_and_an_error_forever() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[0, 0], Compression::None);
     let bench = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_infeed"))
-            .arg("bench")
-            .args(&files)
-            .args(["--batch", "4", "--json"])
-            .args(extra)
-            .output()
-            .unwrap()
+        let mut args = vec!["bench"];
+        args.extend(files.iter().map(String::as_str));
+        args.extend(["--batch", "4", "--json"]);
+        args.extend(extra);
+        infeed(&args)
     };
     let out = bench(&["--epochs", "2"]);
     assert!(
@@ -461,15 +464,12 @@ fn write_sized(
     (0..files)
         .map(|f| {
             let path = dir.join(format!("{name}-{f}.tfrecord"));
-            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-            for i in 0..per_file as u64 {
-                let record: Vec<u8> = (0..len(i * 7 + f as u64))
+            let records = (0..per_file as u64).map(|i| {
+                (0..len(i * 7 + f as u64))
                     .map(|k| (i as usize + k) as u8)
-                    .collect();
-                w.write_record(&record).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
+                    .collect::<Vec<u8>>()
+            });
+            write_file(&path, records, Compression::None)
         })
         .collect()
 }
@@ -542,14 +542,11 @@ fn state_with_a_full_buffer_and_full_buckets_is_30_to_33_kb() {
     let files: Vec<String> = (0..4)
         .map(|f| {
             let path = dir.path().join(format!("bucket-{f}.tfrecord"));
-            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-            for i in 0..100usize {
+            let records = (0..100usize).map(|i| {
                 let len = 1 + (i * 31 + f * 17) % 300;
-                let ids: Vec<i64> = (0..len as i64).collect();
-                w.write_record(&example_of_ids(&ids)).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
+                grouping::example(&[("ids", (0..len as i64).collect())])
+            });
+            write_file(&path, records, Compression::None)
         })
         .collect();
     let p = Pipeline::from_files(files)
@@ -573,21 +570,6 @@ fn state_with_a_full_buffer_and_full_buckets_is_30_to_33_kb() {
     for &size in &sizes {
         assert!((30_000..=33_000).contains(&size), "{sizes:?}");
     }
-}
-
-/// A serialized Example holding `ids` as an Int64List.
-fn example_of_ids(ids: &[i64]) -> Vec<u8> {
-    use infeed::example::proto::{Example, Feature, Features, Int64List, feature::Kind};
-    let feature = Feature {
-        kind: Some(Kind::Int64List(Int64List {
-            value: ids.to_vec(),
-        })),
-    };
-    prost::Message::encode_to_vec(&Example {
-        features: Some(Features {
-            feature: [("ids".to_owned(), feature)].into_iter().collect(),
-        }),
-    })
 }
 
 #[test]

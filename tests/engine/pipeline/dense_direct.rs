@@ -7,9 +7,11 @@
 use infeed::batch::TensorType;
 use infeed::example::proto::{Example, Feature};
 use infeed::pipeline::{ParsedPipeline, Pipeline};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 use infeed::spec::{DType, DefaultValue, FeatureSpec};
 use prost::Message;
+
+use crate::support::tfrecord::write_file;
 
 fn image(i: u8) -> Vec<u8> {
     (0..12)
@@ -20,9 +22,7 @@ fn image(i: u8) -> Vec<u8> {
 /// Record `i`: a 12-byte image and label `i * 10`; record 5 lacks its label,
 /// record 6 has an extra feature.
 fn write(dir: &std::path::Path, n: u8) -> String {
-    let path = dir.join("img.tfrecord");
-    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-    for i in 0..n {
+    let records = (0..n).map(|i| {
         let mut features = vec![("image", Feature::bytes([image(i)]))];
         if i != 5 {
             features.push(("label", Feature::int64s(vec![i64::from(i) * 10])));
@@ -30,11 +30,9 @@ fn write(dir: &std::path::Path, n: u8) -> String {
         if i == 6 {
             features.push(("other", Feature::floats(vec![1.5])));
         }
-        w.write_record(&Example::from_features(features).encode_to_vec())
-            .unwrap();
-    }
-    w.finish().unwrap();
-    path.display().to_string()
+        Example::from_features(features).encode_to_vec()
+    });
+    write_file(&dir.join("img.tfrecord"), records, Compression::None)
 }
 
 fn pipeline(file: &str, two_step: bool) -> ParsedPipeline {

@@ -7,9 +7,11 @@ use std::path::Path;
 use infeed::batch::Batch;
 use infeed::example::proto::{self, Example};
 use infeed::pipeline::Batches;
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 use infeed::spec::{DType, FeatureSpec};
 use prost::Message;
+
+use crate::support::tfrecord::write_file;
 
 /// Value `j` of record `id`: never 0 (the pad value), unique per record.
 pub fn value(id: i64, j: usize) -> i64 {
@@ -40,6 +42,12 @@ pub fn example(features: &[(&str, Vec<i64>)]) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// An Example whose "ids" is a float list (not the int64 list of the lm
+/// records).
+pub fn float_ids() -> Vec<u8> {
+    Example::from_features([("ids", proto::Feature::floats(vec![1.0]))]).encode_to_vec()
+}
+
 /// The record `id` of `len` values: `ids` and a `mask` of ones.
 pub fn lm_record(id: i64, len: usize) -> Vec<u8> {
     example(&[
@@ -54,13 +62,11 @@ pub fn write_lm_files(dir: &Path, lens: &[Vec<usize>]) -> Vec<String> {
         .enumerate()
         .map(|(f, lens)| {
             let path = dir.join(format!("part-{f}.tfrecord"));
-            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-            for (i, &len) in lens.iter().enumerate() {
-                w.write_record(&lm_record((f * 100 + i) as i64, len))
-                    .unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
+            let records = lens
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| lm_record((f * 100 + i) as i64, len));
+            write_file(&path, records, Compression::None)
         })
         .collect()
 }

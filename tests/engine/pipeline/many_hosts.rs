@@ -5,12 +5,14 @@
 //! counts hold; a host's state resumes exactly.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use infeed::batch::{Batch, BatchShape};
 use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
 use proptest::prelude::*;
 
 use super::grouping::{self, id_of, real_rows};
+use crate::support::tfrecord::{offsets, write_file};
 
 /// Lengths in 1..=96 (the bound) from a fixed generator: `files` files of `per_file`.
 fn lengths(files: usize, per_file: usize, seed: u64) -> Vec<Vec<usize>> {
@@ -460,20 +462,20 @@ fn a_record_that_cannot_be_measured_is_named_in_its_turn() {
     let files = grouping::write_lm_files(dir.path(), &lens);
     // Host 0 of 2 reads part-0 (file sharding): rewrite it with record 5
     // holding "ids" as a float list.
-    let mut w =
-        infeed::record::RecordWriter::create(&files[0], infeed::record::Compression::None).unwrap();
-    let (mut offset, mut bad_at) = (0, 0);
-    for (i, &len) in lens[0].iter().enumerate() {
-        let record = if i == 5 {
-            bad_at = offset;
-            float_ids()
-        } else {
-            grouping::lm_record(i as i64, len)
-        };
-        offset += 16 + record.len() as u64;
-        w.write_record(&record).unwrap();
-    }
-    w.finish().unwrap();
+    let records: Vec<Vec<u8>> = lens[0]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| match i {
+            5 => grouping::float_ids(),
+            _ => grouping::lm_record(i as i64, len),
+        })
+        .collect();
+    let bad_at = offsets(&records)[5];
+    write_file(
+        Path::new(&files[0]),
+        &records,
+        infeed::record::Compression::None,
+    );
     let mut batches = padded(&files, 0, 2, Some(1)).build().unwrap();
     let error = loop {
         match batches.next_batch() {
@@ -490,21 +492,4 @@ fn a_record_that_cannot_be_measured_is_named_in_its_turn() {
         }
         other => panic!("{other}"),
     }
-}
-
-/// An Example whose "ids" is a float list.
-fn float_ids() -> Vec<u8> {
-    use infeed::example::proto;
-    let mut map = std::collections::HashMap::new();
-    map.insert(
-        "ids".to_string(),
-        proto::Feature {
-            kind: Some(proto::feature::Kind::FloatList(proto::FloatList {
-                value: vec![1.0],
-            })),
-        },
-    );
-    prost::Message::encode_to_vec(&proto::Example {
-        features: Some(proto::Features { feature: map }),
-    })
 }

@@ -7,19 +7,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use infeed::pipeline::{MixChoice, OnExhausted, Pipeline, PipelineError, merge_states};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
+
+use crate::support::tfrecord::write_file;
 
 /// Writes `files` files of `per_file` records named "{tag}{f}-{i}".
 fn corpus(dir: &Path, tag: &str, files: usize, per_file: usize) -> Vec<String> {
     (0..files)
         .map(|f| {
             let path = dir.join(format!("{tag}-{f}.tfrecord"));
-            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-            for i in 0..per_file {
-                w.write_record(format!("{tag}{f}-{i}").as_bytes()).unwrap();
-            }
-            w.finish().unwrap();
-            path.display().to_string()
+            let records = (0..per_file).map(|i| format!("{tag}{f}-{i}"));
+            write_file(&path, records, Compression::None)
         })
         .collect()
 }

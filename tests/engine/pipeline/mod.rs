@@ -39,3 +39,14 @@ pub fn within<T: Send + 'static>(secs: u64, body: impl FnOnce() -> T + Send + 's
         Err(RecvTimeoutError::Timeout) => panic!("still running after {secs} s: a hang"),
     }
 }
+
+/// The path of a file in testdata/, as `Pipeline::from_files` takes it.
+pub fn testdata(name: &str) -> String {
+    crate::support::testdata(name).display().to_string()
+}
+
+/// `v` sorted.
+pub fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
+    v.sort();
+    v
+}

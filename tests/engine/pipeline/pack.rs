@@ -3,6 +3,7 @@
 //! the middle of a record split across batches), errors.
 
 use super::grouping::*;
+use crate::support::tfrecord::write_file;
 use infeed::batch::{BatchErrorKind, Overflow, POSITIONS, SEGMENT_IDS, TensorType};
 use infeed::pipeline::{ParsedPipeline, Pipeline, PipelineError};
 use infeed::spec::DType;
@@ -266,11 +267,11 @@ fn configuration_and_data_errors_are_clear() {
     ));
     // Packed features of unequal length in one record.
     let path = dir.path().join("unequal.tfrecord");
-    let mut w =
-        infeed::record::RecordWriter::create(&path, infeed::record::Compression::None).unwrap();
-    w.write_record(&example(&[("ids", vec![1, 2, 3]), ("mask", vec![1, 1])]))
-        .unwrap();
-    w.finish().unwrap();
+    write_file(
+        &path,
+        [example(&[("ids", vec![1, 2, 3]), ("mask", vec![1, 1])])],
+        infeed::record::Compression::None,
+    );
     let mut batches = Pipeline::from_files([path.display().to_string()])
         .unwrap()
         .parse(spec())

@@ -2,12 +2,10 @@
 
 use infeed::example::{Column, ParseErrorKind, Values, parse_examples};
 use infeed::pipeline::{Pipeline, PipelineError};
-use infeed::record::{ReadOptions, RecordReader};
 use infeed::spec::{DType, FeatureSpec};
 
-pub(crate) fn testdata(name: &str) -> String {
-    format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+use super::testdata;
+use crate::support::tfrecord::read_file;
 
 pub(crate) fn lm_spec() -> FeatureSpec {
     FeatureSpec::new()
@@ -17,11 +15,10 @@ pub(crate) fn lm_spec() -> FeatureSpec {
 
 #[test]
 fn parsed_batches_equal_parsing_the_file_directly() {
-    let records: Vec<bytes::Bytes> =
-        RecordReader::open(testdata("lm-sample.tfrecord"), &ReadOptions::default())
-            .unwrap()
-            .map(|r| r.unwrap().data)
-            .collect();
+    let records: Vec<bytes::Bytes> = read_file(testdata("lm-sample.tfrecord"))
+        .into_iter()
+        .map(|r| r.data)
+        .collect();
     assert_eq!(records.len(), 256);
     let batches: Vec<_> = Pipeline::from_files([testdata("lm-sample.tfrecord.gz")])
         .unwrap()
@@ -80,11 +77,10 @@ fn a_record_that_does_not_match_the_spec_names_file_offset_and_feature() {
 #[test]
 fn static_shape_batches_are_padded_masked_and_listed_ahead() {
     use infeed::batch::TensorType;
-    let records: Vec<bytes::Bytes> =
-        RecordReader::open(testdata("lm-sample.tfrecord"), &ReadOptions::default())
-            .unwrap()
-            .map(|r| r.unwrap().data)
-            .collect();
+    let records: Vec<bytes::Bytes> = read_file(testdata("lm-sample.tfrecord"))
+        .into_iter()
+        .map(|r| r.data)
+        .collect();
     let columns = parse_examples(&lm_spec(), &records).unwrap();
     let (
         Some(Column::Ragged {

@@ -1,13 +1,12 @@
 //! The pipeline's record stream: order, shuffle, repeat, sharding and
 //! checkpoints, observed through raw batches of known records.
 
-use super::within;
-use crate::support::tfrecord::write_files;
+use super::{sorted, within};
+use crate::support::tfrecord::{write_file, write_files};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use infeed::pipeline::{Pipeline, PipelineError};
-use infeed::record::{Compression, CorruptPolicy, ReadOptions, RecordWriter};
+use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use proptest::prelude::*;
 
 /// Every record of every batch, as strings, with batch boundaries flattened.
@@ -28,11 +27,6 @@ fn names(spec: &[(usize, std::ops::Range<usize>)]) -> Vec<String> {
     spec.iter()
         .flat_map(|(f, r)| r.clone().map(move |i| format!("f{f}-r{i}")))
         .collect()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
 }
 
 #[test]
@@ -201,8 +195,7 @@ fn an_empty_dataset_repeated_forever_is_an_error_not_a_hang() {
 
 #[test]
 fn a_corrupt_record_names_file_and_offset_or_is_skipped_and_counted() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let corrupt = root.join("testdata/corrupt.tfrecord").display().to_string();
+    let corrupt = super::testdata("corrupt.tfrecord");
     let p = Pipeline::from_files([corrupt.clone()]).unwrap();
     let mut batches = p.build_raw(1, false).unwrap();
     assert_eq!(batches.next_batch().unwrap().unwrap().records.len(), 1);
@@ -319,18 +312,17 @@ fn state_with_a_full_10k_shuffle_buffer_is_under_64_kib() {
 #[test]
 fn a_full_shuffle_buffer_costs_at_most_a_quarter_over_its_payload() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lm.tfrecord");
-    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
     let mut x = 7u64;
-    for i in 0..30_000u64 {
+    let records = (0..30_000u64).map(|i| {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let record: Vec<u8> = (0..40 + 4 * (x % 505)).map(|k| (i + k) as u8).collect();
-        w.write_record(&record).unwrap();
-    }
-    w.finish().unwrap();
-    let p = Pipeline::from_files(vec![path.display().to_string()])
+        (0..40 + 4 * (x % 505))
+            .map(|k| (i + k) as u8)
+            .collect::<Vec<u8>>()
+    });
+    let path = write_file(&dir.path().join("lm.tfrecord"), records, Compression::None);
+    let p = Pipeline::from_files(vec![path])
         .unwrap()
         .shuffle(10_000)
         .seed(3);
@@ -361,8 +353,7 @@ fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
     let mut files = Vec::new();
     for f in 0..2u64 {
         let path = dir.path().join(format!("mixed-{f}.tfrecord"));
-        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-        for i in 0..3_000u64 {
+        let records = (0..3_000u64).map(|i| {
             // Every other record is 1-3 KiB, the rest 10-1010 bytes.
             let len = if i % 2 == 0 {
                 1024 + i % 2048
@@ -371,10 +362,9 @@ fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
             };
             let mut record = format!("f{f}-r{i}:").into_bytes();
             record.resize(len as usize, b'a' + (i % 26) as u8);
-            w.write_record(&record).unwrap();
-        }
-        w.finish().unwrap();
-        files.push(path.display().to_string());
+            record
+        });
+        files.push(write_file(&path, records, Compression::None));
     }
     let p = |mmap| {
         Pipeline::from_files(files.clone())

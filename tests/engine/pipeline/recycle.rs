@@ -4,7 +4,8 @@
 use infeed::example::{Column, ParsedBatch, Values};
 use infeed::pipeline::Pipeline;
 
-use super::parse::{lm_spec, testdata};
+use super::parse::lm_spec;
+use super::testdata;
 
 fn pipeline() -> infeed::pipeline::ParsedPipeline {
     Pipeline::from_files([testdata("lm-sample.tfrecord.gz")])

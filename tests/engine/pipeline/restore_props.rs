@@ -25,7 +25,7 @@ use infeed::pipeline::{Batches, Pipeline};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions, RecordWriter};
 use proptest::prelude::*;
 
-use super::grouping;
+use super::{grouping, sorted};
 use crate::support::tfrecord::write_files;
 
 /// Cases per property: `INFEED_PROPTEST_CASES`, else 256.
@@ -439,11 +439,6 @@ fn value(b: &Batch) -> BatchValue {
             .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), t.bytes().to_vec()))
             .collect(),
     )
-}
-
-fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
-    v.sort();
-    v
 }
 
 /// Raw batches whose worker sleeps a millisecond on every third batch (by

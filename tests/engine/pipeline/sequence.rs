@@ -10,9 +10,11 @@ use infeed::batch::{Batch, PlanError, TensorType, Truncation};
 use infeed::example::proto::{Feature, FeatureList, FeatureLists, Features, SequenceExample};
 use infeed::example::{Column, ParseErrorKind, Values};
 use infeed::pipeline::{Pipeline, PipelineError};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 use infeed::spec::{DType, FeatureSpec, SequenceSpec};
 use prost::Message as _;
+
+use crate::support::tfrecord::write_file;
 
 /// One record: context `label` and a 2-byte `tag`; lists `tokens` (one
 /// int64 per step) and `frames` (two floats per step, step `s` of record
@@ -52,13 +54,7 @@ fn record(label: i64, tokens: &[i64]) -> Vec<u8> {
 const TOKENS: [&[i64]; 5] = [&[1, 2, 3], &[4], &[], &[5, 6, 7, 8, 9], &[10, 11]];
 
 fn write(dir: &Path, records: &[Vec<u8>]) -> String {
-    let path = dir.join("seq.tfrecord");
-    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-    for r in records {
-        w.write_record(r).unwrap();
-    }
-    w.finish().unwrap();
-    path.to_str().unwrap().to_owned()
+    write_file(&dir.join("seq.tfrecord"), records, Compression::None)
 }
 
 fn five(dir: &Path) -> String {

@@ -8,7 +8,6 @@
 //! Needs TensorFlow: ignored by default, run by `scripts/test.sh` (or
 //! `INFEED_PYTHON=... cargo test --test engine pipeline::tf_oracle -- --include-ignored`).
 
-use std::path::Path;
 use std::process::Command;
 
 use infeed::batch::{Batch, Tensor, TensorType};
@@ -24,7 +23,7 @@ fn tf_oracle(args: &[&str]) -> Vec<Value> {
              run scripts/test.sh, which creates .venv and sets it"
         )
     });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/pipeline/tf_oracle.py");
+    let script = crate::support::repo("tests/engine/pipeline/tf_oracle.py");
     let out = Command::new(&python)
         .arg(&script)
         .args(args)

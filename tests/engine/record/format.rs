@@ -1,8 +1,7 @@
 //! TFRecord format: exact bytes against TensorFlow, round trips, offsets,
 //! compression detection.
 
-use super::offsets;
-use crate::support::tfrecord::write_all;
+use crate::support::tfrecord::{offsets, write_all, write_file};
 use std::io::Cursor;
 
 use bytes::Bytes;
@@ -168,11 +167,7 @@ fn open_detects_compression_by_extension_and_by_magic() {
     ];
     for (name, written, detected) in cases {
         let p = dir.path().join(name);
-        let mut w = RecordWriter::create(&p, written).unwrap();
-        for r in &records {
-            w.write_record(r).unwrap();
-        }
-        w.finish().unwrap();
+        write_file(&p, &records, written);
         let reader = RecordReader::open(&p, &ReadOptions::default()).unwrap();
         assert_eq!(reader.compression(), Some(detected), "{name}");
         let got: Vec<Bytes> = reader.map(|r| r.unwrap().data).collect();

@@ -1,8 +1,7 @@
 //! Property tests: write → read round trips over random records, random
 //! chunkings and all compressions, and the skip policy over random corruption.
 
-use super::offsets;
-use crate::support::tfrecord::write_all;
+use crate::support::tfrecord::{offsets, write_all};
 use std::io::Cursor;
 
 use bytes::Bytes;

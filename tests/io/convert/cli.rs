@@ -2,18 +2,15 @@
 //! inference and overrides, naming, sharding, the manifest, tokenization,
 //! the task split, reruns, and bad input.
 
+use crate::support::repo;
 use crate::support::run::infeed;
+use crate::support::tfrecord::read_file;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use infeed::record::{ReadOptions, RecordReader};
 use serde_json::{Value, json};
-
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -324,9 +321,7 @@ fn check_manifest(dir: &Path, name: &str) -> Value {
         let data = std::fs::read(&path).expect("shard");
         assert_eq!(s["bytes"], json!(data.len()));
         assert_eq!(s["crc32c"], json!(format!("{:08x}", crc32c::crc32c(&data))));
-        let n = RecordReader::open(&path, &ReadOptions::default())
-            .expect("open")
-            .count() as u64;
+        let n = read_file(&path).len() as u64;
         assert_eq!(s["records"], json!(n));
         total += n;
     }
@@ -379,26 +374,14 @@ fn naming_tf_and_hf_with_records_per_shard_and_shard_size() {
     assert_eq!(m["naming"], "hf");
 
     // Framed sizes of the 5 records: a shard holds records while their sum stays <= the limit.
-    let sizes: Vec<u64> = RecordReader::open(
-        repo_shard(&out, "wiki-0-2.tfrecord"),
-        &ReadOptions::default(),
-    )
-    .expect("open")
-    .chain(
-        RecordReader::open(
-            repo_shard(&out, "wiki-1-2.tfrecord"),
-            &ReadOptions::default(),
-        )
-        .expect("open"),
-    )
-    .chain(
-        RecordReader::open(
-            repo_shard(&out, "wiki-2-1.tfrecord"),
-            &ReadOptions::default(),
-        )
-        .expect("open"),
-    )
-    .map(|r| r.expect("record").data.len() as u64 + 16)
+    let sizes: Vec<u64> = [
+        "wiki-0-2.tfrecord",
+        "wiki-1-2.tfrecord",
+        "wiki-2-1.tfrecord",
+    ]
+    .iter()
+    .flat_map(|name| read_file(repo_shard(&out, name)))
+    .map(|r| r.data.len() as u64 + 16)
     .collect();
     let limit = sizes[0] + sizes[1];
     let out2 = tmp();

@@ -4,26 +4,12 @@
 //! object_store writes, so gs:// output is not tested here.
 #![cfg(feature = "cloud")]
 
-use crate::support::run::infeed;
-
-fn ok(args: &[&str]) -> String {
-    let output = infeed(args);
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
-}
+use crate::emulators::{bucket, require_emulators, unique_prefix};
+use crate::support::run::infeed_ok;
 
 fn convert_into(scheme: &str) {
-    let bucket =
-        std::env::var("INFEED_TEST_BUCKET").expect("INFEED_TEST_BUCKET (scripts/emulators.sh env)");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let url = format!("{scheme}://{bucket}/convert-{nanos}");
+    require_emulators();
+    let url = format!("{scheme}://{}/{}", bucket(), unique_prefix("convert"));
     let local = tempfile::tempdir().unwrap();
     let local_dir = local.path().display().to_string();
     let args = [
@@ -33,15 +19,15 @@ fn convert_into(scheme: &str) {
         "2",
         "-q",
     ];
-    ok(&[&args[..], &["-o", &local_dir]].concat());
-    ok(&[&args[..], &["-o", &url]].concat());
-    let local_cat = ok(&["cat", &format!("{local_dir}/*.tfrecord")]);
-    let remote_cat = ok(&["cat", &format!("{url}/*.tfrecord")]);
+    infeed_ok(&[&args[..], &["-o", &local_dir]].concat());
+    infeed_ok(&[&args[..], &["-o", &url]].concat());
+    let local_cat = infeed_ok(&["cat", &format!("{local_dir}/*.tfrecord")]);
+    let remote_cat = infeed_ok(&["cat", &format!("{url}/*.tfrecord")]);
     assert!(!local_cat.is_empty());
     assert_eq!(remote_cat, local_cat);
     // A rerun replaces its shards: the bucket holds the same records once.
-    ok(&[&args[..], &["-o", &url]].concat());
-    assert_eq!(ok(&["cat", &format!("{url}/*.tfrecord")]), local_cat);
+    infeed_ok(&[&args[..], &["-o", &url]].concat());
+    assert_eq!(infeed_ok(&["cat", &format!("{url}/*.tfrecord")]), local_cat);
 }
 
 #[test]

@@ -89,10 +89,9 @@ impl ShardSink for Shared {
 }
 
 fn sample() -> String {
-    format!(
-        "{}/testdata/convert/sample.jsonl",
-        env!("CARGO_MANIFEST_DIR")
-    )
+    crate::support::testdata("convert/sample.jsonl")
+        .display()
+        .to_string()
 }
 
 fn names(sink: &MemSink) -> Vec<String> {

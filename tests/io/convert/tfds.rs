@@ -10,9 +10,10 @@ use infeed::tfds::TfdsDataset;
 use serde_json::Value;
 
 use crate::support::run::infeed;
+use crate::support::testdata;
 
 fn convert(dir: &Path, args: &[&str]) -> std::process::Output {
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/convert/sample.jsonl");
+    let sample = testdata("convert/sample.jsonl");
     let mut all: Vec<String> = vec!["convert".into(), "-q".into()];
     all.extend(args.iter().map(|s| s.to_string()));
     all.extend([

@@ -7,10 +7,11 @@ use std::path::Path;
 use infeed::batch::TensorType;
 use infeed::example::proto::{BytesList, Example, Feature, Features, Int64List, feature::Kind};
 use infeed::pipeline::{ParsedPipeline, Pipeline, PipelineError};
-use infeed::record::{Compression, CorruptPolicy, ReadOptions, RecordWriter};
+use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::spec::{DType, FeatureSpec, ImageSpec};
 
 use super::encode::{self, BASELINE_420};
+use crate::support::tfrecord::{offsets, write_file};
 
 fn example(image: &[u8], label: i64) -> Vec<u8> {
     let bytes = Feature {
@@ -33,18 +34,13 @@ fn example(image: &[u8], label: i64) -> Vec<u8> {
 /// Writes `images` as one record each into `dir/name`; gives the path and
 /// each record's byte offset.
 fn write(dir: &Path, name: &str, images: &[Vec<u8>]) -> (String, Vec<u64>) {
-    let path = dir.join(name);
-    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-    let mut offsets = Vec::new();
-    let mut at = 0u64;
-    for (i, image) in images.iter().enumerate() {
-        let record = example(image, i as i64);
-        offsets.push(at);
-        at += record.len() as u64 + 16;
-        w.write_record(&record).unwrap();
-    }
-    w.finish().unwrap();
-    (path.display().to_string(), offsets)
+    let records: Vec<Vec<u8>> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| example(image, i as i64))
+        .collect();
+    let path = write_file(&dir.join(name), &records, Compression::None);
+    (path, offsets(&records))
 }
 
 /// Three shards of mixed PNGs and JPEGs of several sizes (12 records each).

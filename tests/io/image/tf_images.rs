@@ -45,7 +45,7 @@ fn tf(dir: &Path, cases: &[Value]) -> HashMap<String, (Vec<usize>, Pixels)> {
     std::fs::write(dir.join("cases.json"), serde_json::to_vec(cases).unwrap()).unwrap();
     let python = std::env::var("INFEED_PYTHON")
         .expect("INFEED_PYTHON is not set: these tests need a Python with tensorflow-cpu");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/io/image/tf_images.py");
+    let script = crate::support::repo("tests/io/image/tf_images.py");
     let out = Command::new(&python)
         .arg(&script)
         .arg(dir)

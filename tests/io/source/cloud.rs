@@ -160,10 +160,7 @@ async fn round_trip(scheme: &str) {
     // The CLI on the same glob.
     #[cfg(feature = "cli")]
     {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_infeed"))
-            .args(["count", &pattern])
-            .output()
-            .expect("run infeed");
+        let out = crate::support::run::infeed(&["count", &pattern]);
         assert!(
             out.status.success(),
             "{}",

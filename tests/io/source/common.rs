@@ -2,7 +2,6 @@
 //! records from a chunk stream, whole-shard reads.
 
 use std::io::Cursor;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,12 +11,8 @@ use infeed::source::{
     ReadStats, ShardInfo, SourceError, SourceOptions, Store, list_shards_with_stats,
 };
 
-/// The path of a file in testdata/.
-pub fn testdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
-        .join(name)
-}
+pub use crate::support::testdata;
+use crate::support::tfrecord::read_file;
 
 pub fn file_bytes(name: &str) -> Vec<u8> {
     std::fs::read(testdata(name)).expect("read testdata file")
@@ -25,9 +20,9 @@ pub fn file_bytes(name: &str) -> Vec<u8> {
 
 /// (offset, payload) of every record of a testdata file, read locally.
 pub fn local_records(name: &str) -> Vec<(u64, Bytes)> {
-    RecordReader::open(testdata(name), &ReadOptions::default())
-        .expect("open")
-        .map(|r| r.map(|r| (r.offset, r.data)).expect("record"))
+    read_file(testdata(name))
+        .into_iter()
+        .map(|r| (r.offset, r.data))
         .collect()
 }
 

@@ -392,14 +392,8 @@ fn open_blocking_reads_local_files_and_names_missing_ones() {
 #[cfg(feature = "cli")]
 #[test]
 fn the_cli_counts_globs_and_comma_lists_in_sorted_order() {
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_infeed"))
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run infeed")
-    };
-    let out = run(&[
+    use crate::support::run::infeed;
+    let out = infeed(&[
         "count",
         "testdata/examples.tfrecord.[gz]*",
         "testdata/lm-sample.tfrecord,testdata/sequence.tfrecord",
@@ -413,13 +407,13 @@ fn the_cli_counts_globs_and_comma_lists_in_sorted_order() {
         String::from_utf8_lossy(&out.stdout),
         "testdata/examples.tfrecord.gz\t6\ntestdata/examples.tfrecord.zz\t6\ntestdata/lm-sample.tfrecord\t256\ntestdata/sequence.tfrecord\t3\ntotal\t271\n"
     );
-    let out = run(&["count", "testdata/nothing-*"]);
+    let out = infeed(&["count", "testdata/nothing-*"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "infeed: testdata/nothing-*: no shard matches\n"
     );
-    let out = run(&[
+    let out = infeed(&[
         "verify",
         "file://{}"
             .replace("{}", &testdata("examples.tfrecord").display().to_string())

@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use infeed::example::proto::{Example, Feature};
 use infeed::example::{Column, ParsedBatch};
 use infeed::pipeline::{EqualBatches, Pipeline, PipelineError, StateError};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 use infeed::spec::{DType, FeatureSpec};
 use prost::Message;
+
+use crate::support::tfrecord::write_file;
 
 /// Writes a dataset "tiny" with these splits (name, records per shard)
 /// under `root`; returns its directory. The features.json is the current
@@ -25,17 +27,16 @@ pub fn write_dataset(root: &Path, splits: &[(&str, &[u64])], legacy: bool) -> Pa
                 "tiny-{name}.tfrecord-{shard:05}-of-{:05}",
                 lengths.len()
             ));
-            let mut w = RecordWriter::create(&file, Compression::None).unwrap();
-            for _ in 0..n {
+            let records = (0..n).map(|_| {
                 let id = s as i64 * 1000 + index as i64;
                 let example = Example::from_features([
                     ("id", Feature::int64s(vec![id])),
                     ("meta/name", Feature::bytes([format!("{name}-{index}")])),
                 ]);
-                w.write_record(&example.encode_to_vec()).unwrap();
                 index += 1;
-            }
-            w.finish().unwrap();
+                example.encode_to_vec()
+            });
+            write_file(&file, records, Compression::None);
         }
         let lengths: Vec<String> = lengths.iter().map(|n| format!("\"{n}\"")).collect();
         // The first split names its template, the others leave TFDS's default.

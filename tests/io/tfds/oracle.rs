@@ -11,12 +11,15 @@
 //! (or `INFEED_PYTHON=... cargo test --test io tfds::oracle -- --include-ignored`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 
 use infeed::example::{Column, Values};
 use infeed::pipeline::Pipeline;
 use serde_json::{Value, json};
+
+use crate::support::repo;
+#[cfg(feature = "cli")]
+use crate::support::{run::infeed_ok, testdata};
 
 /// What `tfds_oracle.py ARGS` prints, one JSON value per line.
 fn oracle(args: &[&str]) -> Vec<Value> {
@@ -26,7 +29,7 @@ fn oracle(args: &[&str]) -> Vec<Value> {
              run scripts/test.sh, which creates .venv and sets it"
         )
     });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/io/tfds/tfds_oracle.py");
+    let script = repo("tests/io/tfds/tfds_oracle.py");
     let out = Command::new(&python)
         .arg(&script)
         .args(args)
@@ -196,29 +199,23 @@ fn take(record: &mut Value, name: &str) -> Vec<i64> {
 fn tfds_reads_what_infeed_convert_wrote() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("sample_ds/1.0.0");
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/convert/sample.jsonl");
-    for (split, per_shard) in [("train", "2"), ("test", "3")] {
-        let out = Command::new(env!("CARGO_BIN_EXE_infeed"))
-            .args([
-                "convert",
-                "-q",
-                "--tfds",
-                "sample_ds:1.0.0",
-                "--split",
-                split,
-            ])
-            .args(["--records-per-shard", per_shard, "-o"])
-            .arg(&dir)
-            .arg(&sample)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
     let dir = dir.display().to_string();
+    let sample = testdata("convert/sample.jsonl").display().to_string();
+    for (split, per_shard) in [("train", "2"), ("test", "3")] {
+        infeed_ok(&[
+            "convert",
+            "-q",
+            "--tfds",
+            "sample_ds:1.0.0",
+            "--split",
+            split,
+            "--records-per-shard",
+            per_shard,
+            "-o",
+            &dir,
+            &sample,
+        ]);
+    }
     for split in ["train", "test", "train[1:4]+test[-1:]", "all"] {
         let want = oracle(&["read", &dir, split]);
         let got = infeed_records(&dir, split);

@@ -1,6 +1,9 @@
 //! The `infeed` binary on the TensorFlow-written files in testdata/.
 
-use crate::support::run::infeed;
+use crate::support::run::{bench_json, infeed, infeed_in};
+use crate::support::tfrecord::write_all;
+use crate::support::{repo, testdata};
+use infeed::record::Compression;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -15,8 +18,7 @@ fn stderr(output: &Output) -> String {
 /// The expected JSON lines of a testdata file, in serde_json's compact text
 /// (the files hold Python's spacing; values are what matter).
 fn expected_lines(json_file: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(json_file))
-        .expect("read expected json");
+    let text = std::fs::read_to_string(repo(json_file)).expect("read expected json");
     text.lines()
         .map(|line| {
             let value: serde_json::Value = serde_json::from_str(line).expect("expected json line");
@@ -190,12 +192,6 @@ fn a_missing_file_names_the_file() {
 }
 
 /// `infeed bench ARGS --json`, parsed.
-fn bench_json(args: &[&str]) -> serde_json::Value {
-    let output = infeed(&[args, &["--json"]].concat());
-    assert!(output.status.success(), "{args:?}: {}", stderr(&output));
-    serde_json::from_str(&stdout(&output)).expect("one JSON line")
-}
-
 #[test]
 fn bench_reports_figures_and_digests_that_do_not_depend_on_threads() {
     let input = "testdata/lm-sample.tfrecord,testdata/lm-sample.tfrecord.gz";
@@ -293,23 +289,6 @@ fn bench_names_a_bad_spec_and_a_forever_run_without_a_limit() {
     );
 }
 
-fn infeed_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_infeed"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run infeed")
-}
-
-/// The TFRecord framing of `records`, plain.
-fn framed(records: &[&[u8]]) -> Vec<u8> {
-    let mut w = infeed::record::RecordWriter::new(Vec::new(), infeed::record::Compression::None);
-    for r in records {
-        w.write_record(r).unwrap();
-    }
-    w.finish().unwrap()
-}
-
 #[test]
 fn convert_then_count_a_shard_that_begins_like_gzip() {
     // A 35589-character line makes a first
@@ -343,12 +322,12 @@ fn a_damaged_first_header_or_a_length_past_the_end_loses_only_itself() {
     // as good, and bench --skip-corrupt delivers them.
     let dir = tempfile::tempdir().unwrap();
     let first = vec![b'x'; 376]; // 0x0178: the file starts 78 01, like ZLIB
-    let mut damaged = framed(&[&first, b"alpha", b"bravo"]);
+    let mut damaged = write_all(&[&first, b"alpha", b"bravo"], Compression::None);
     damaged[9] ^= 0x10;
     std::fs::write(dir.path().join("damaged.tfrecord"), &damaged).unwrap();
-    let mut past_end = framed(&[b"hello"]);
+    let mut past_end = write_all(&[b"hello"], Compression::None);
     past_end.extend_from_slice(&infeed::record::encode_header(1 << 30));
-    past_end.extend_from_slice(&framed(&[b"alpha", b"bravo"]));
+    past_end.extend_from_slice(&write_all(&[b"alpha", b"bravo"], Compression::None));
     std::fs::write(dir.path().join("past_end.tfrecord"), &past_end).unwrap();
 
     let output = infeed_in(
@@ -422,9 +401,7 @@ fn a_parse_error_names_file_record_index_offset_and_feature() {
     // byte 0: field number 0", two record numbers and two offsets with no
     // word of which is which.
     let dir = tempfile::tempdir().unwrap();
-    let good =
-        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/lm-sample.tfrecord"))
-            .unwrap();
+    let good = std::fs::read(testdata("lm-sample.tfrecord")).unwrap();
     let mut reader = infeed::record::RecordReader::new(
         std::io::Cursor::new(good),
         "lm",
@@ -434,7 +411,7 @@ fn a_parse_error_names_file_record_index_offset_and_feature() {
     let a = reader.next().unwrap().unwrap();
     let b = reader.next().unwrap().unwrap();
     let bad_at = 16 + a.data.len() as u64 + 16 + b.data.len() as u64;
-    let bytes = framed(&[&a.data, &b.data, b"\x00\x01"]);
+    let bytes = write_all(&[&a.data, &b.data, b"\x00\x01"], Compression::None);
     std::fs::write(dir.path().join("bad.tfrecord"), &bytes).unwrap();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &bytes).unwrap();
@@ -503,7 +480,11 @@ fn a_parse_error_names_file_record_index_offset_and_feature() {
 #[test]
 fn a_plain_file_named_gz_gets_a_hint_about_compression_none() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("plain.tfrecord.gz"), framed(&[b"hello"])).unwrap();
+    std::fs::write(
+        dir.path().join("plain.tfrecord.gz"),
+        write_all(&[b"hello"], Compression::None),
+    )
+    .unwrap();
     let hint = "(read as gzip because of the file name's extension; if the file is not \
                 compressed, use --compression none)";
     for args in [

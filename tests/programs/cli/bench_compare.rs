@@ -4,33 +4,19 @@
 //! TensorFlow itself read back (testdata/lm-sample.tfrecord.json).
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::support::run::bench_json;
+use crate::support::testdata;
+
 fn bench(args: &[&str]) -> Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_infeed"))
-        .arg("bench")
-        .args(args)
-        .arg("--json")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run infeed");
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("one JSON line")
+    bench_json(&[&["bench"], args].concat())
 }
 
 /// Token counts of the 256 records of lm-sample, in file order.
 fn lengths() -> Vec<usize> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/testdata/lm-sample.tfrecord.json"
-    );
-    std::fs::read_to_string(path)
+    std::fs::read_to_string(testdata("lm-sample.tfrecord.json"))
         .expect("read lm-sample json")
         .lines()
         .map(|line| {

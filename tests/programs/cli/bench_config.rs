@@ -1,18 +1,7 @@
 //! `infeed bench` with bucketing and packing flags, and `--config FILE.toml`
 //! describing the same pipeline, overridden by flags.
 
-use crate::support::run::infeed;
-
-/// `infeed bench ARGS --json`, parsed.
-fn bench_json(args: &[&str]) -> serde_json::Value {
-    let output = infeed(&[args, &["--json"]].concat());
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("one JSON line")
-}
+use crate::support::run::{bench_json, infeed};
 
 const SPEC: &str = "input_ids:var_len:int32,attention_mask:var_len:int32";
 

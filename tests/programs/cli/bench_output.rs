@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::run::infeed;
+use crate::support::run::{infeed, infeed_ok};
 
 const ARGS: [&str; 8] = [
     "bench",
@@ -16,19 +16,9 @@ const ARGS: [&str; 8] = [
     "2",
 ];
 
-fn stdout_of(args: &[&str]) -> String {
-    let output = infeed(args);
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8 stdout")
-}
-
 #[test]
 fn json_is_one_line_holding_the_keys_scripts_read() {
-    let text = stdout_of(&[&ARGS[..], &["--json"]].concat());
+    let text = infeed_ok(&[&ARGS[..], &["--json"]].concat());
     assert_eq!(text.lines().count(), 1, "{text}");
     let report: Value = serde_json::from_str(&text).expect("one JSON line");
     // scripts/compare-*.sh and benches/compare/report*.py read these.
@@ -64,9 +54,9 @@ fn json_is_one_line_holding_the_keys_scripts_read() {
 
 #[test]
 fn the_default_is_the_readable_summary_of_the_same_run() {
-    let json: Value = serde_json::from_str(&stdout_of(&[&ARGS[..], &["--json"]].concat()))
+    let json: Value = serde_json::from_str(&infeed_ok(&[&ARGS[..], &["--json"]].concat()))
         .expect("one JSON line");
-    let text = stdout_of(&ARGS);
+    let text = infeed_ok(&ARGS);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("256 records in 8 batches, "), "{text}");
     let labels: Vec<&str> = lines[1..]
@@ -125,7 +115,7 @@ fn a_mixture_reports_the_records_of_each_source() {
         "64",
     ];
     let report: Value =
-        serde_json::from_str(&stdout_of(&[&mix[..], &["--json"]].concat())).unwrap();
+        serde_json::from_str(&infeed_ok(&[&mix[..], &["--json"]].concat())).unwrap();
     // 20 batches of 16, 12 + 4 in each; the record thread may have taken
     // part of a few batches more.
     let sources = report["sources"].as_array().unwrap();
@@ -141,7 +131,7 @@ fn a_mixture_reports_the_records_of_each_source() {
         web >= 240 && web % 12 == 0 && web / 12 == code / 4,
         "{web} {code}"
     );
-    let text = stdout_of(&mix);
+    let text = infeed_ok(&mix);
     assert!(text.contains("  source       web: "), "{text}");
     assert!(
         text.contains("(75.0%)") && text.contains("(25.0%)"),

@@ -1,5 +1,6 @@
 //! `infeed inspect` and `infeed index` on the TensorFlow-written files in testdata/.
 
+use crate::support::repo;
 use crate::support::run::infeed;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 fn read(rel: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).expect("read")
+    std::fs::read(repo(rel)).expect("read")
 }
 
 /// Per feature: (dtype, records holding it, min, max, sum of value counts),

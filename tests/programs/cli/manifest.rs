@@ -2,23 +2,26 @@
 //! for a shard's current size, and count by reading otherwise.
 
 use std::path::Path;
-use std::process::Command;
 
 use infeed::pipeline::{EqualBatches, Pipeline};
 use serde_json::Value;
+
+use crate::support::run::infeed_ok;
 
 /// Converts `lines` JSONL records into shards of `per_shard` records in `out`.
 fn convert(dir: &Path, out: &Path, lines: usize, per_shard: usize) {
     let input = dir.join("in.jsonl");
     let text: String = (0..lines).map(|i| format!("{{\"id\": {i}}}\n")).collect();
     std::fs::write(&input, text).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_infeed"))
-        .args(["convert", input.to_str().unwrap(), "--records-per-shard"])
-        .arg(per_shard.to_string())
-        .args(["--output", out.to_str().unwrap(), "-q"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    infeed_ok(&[
+        "convert",
+        input.to_str().unwrap(),
+        "--records-per-shard",
+        &per_shard.to_string(),
+        "--output",
+        out.to_str().unwrap(),
+        "-q",
+    ]);
 }
 
 /// Batch sizes host 0 of 2 emits (padding with masked batches).

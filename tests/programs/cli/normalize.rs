@@ -7,21 +7,17 @@ use std::path::Path;
 
 use infeed::batch::{Batch, Tensor};
 use infeed::example::proto::{Example, Feature};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 use prost::Message;
 use serde_json::Value;
 
 use crate::support::run::infeed;
+use crate::support::tfrecord::write_file;
 
 /// Writes `examples` as one plain shard and returns its path.
 fn shard(dir: &Path, examples: &[Example]) -> String {
-    let mut w = RecordWriter::new(Vec::new(), Compression::None);
-    for e in examples {
-        w.write_record(&e.encode_to_vec()).unwrap();
-    }
-    let path = dir.join("data.tfrecord");
-    std::fs::write(&path, w.finish().unwrap()).unwrap();
-    path.display().to_string()
+    let records = examples.iter().map(Message::encode_to_vec);
+    write_file(&dir.join("data.tfrecord"), records, Compression::None)
 }
 
 /// The one batch `infeed bench` makes of `path` with `extra` flags, as

@@ -3,8 +3,9 @@
 use std::path::Path;
 
 use crate::support::run::infeed;
+use crate::support::tfrecord::write_file;
 use infeed::example::proto::{Example, Feature};
-use infeed::record::{Compression, RecordWriter};
+use infeed::record::Compression;
 use prost::Message;
 use serde_json::Value;
 
@@ -17,16 +18,15 @@ fn tfds_dir(root: &Path) -> String {
         let mut index = 0i64;
         for (shard, &n) in lengths.iter().enumerate() {
             let name = format!("tiny-{split}.tfrecord-{shard:05}-of-{:05}", lengths.len());
-            let mut w = RecordWriter::create(dir.join(name), Compression::None).unwrap();
-            for _ in 0..n {
+            let records = (0..n).map(|_| {
                 let example = Example::from_features([
                     ("label", Feature::int64s(vec![index])),
                     ("text", Feature::bytes([format!("{split} {index}")])),
                 ]);
-                w.write_record(&example.encode_to_vec()).unwrap();
                 index += 1;
-            }
-            w.finish().unwrap();
+                example.encode_to_vec()
+            });
+            write_file(&dir.join(name), records, Compression::None);
         }
     }
     std::fs::write(

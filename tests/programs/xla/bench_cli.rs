@@ -3,40 +3,37 @@
 //! fails without it when the `xla` feature is on).
 #![cfg(feature = "xla")]
 
-use std::process::Command;
+use crate::support::run::infeed;
 
 #[test]
 fn bench_program_reports_step_rates() {
-    let out = Command::new(env!("CARGO_BIN_EXE_infeed"))
-        .args([
-            "bench",
-            "testdata/lm-sample.tfrecord.gz",
-            "--spec",
-            "input_ids:var_len:int64,attention_mask:var_len:int64",
-            "--shuffle",
-            "100",
-            "--pad-to-multiple-of",
-            "64",
-            "--max-length",
-            "128",
-            "--truncation",
-            "keep-start",
-            "--cast",
-            "int32",
-            "--batch",
-            "32",
-            "--drop-remainder",
-            "--epochs",
-            "0",
-            "--batches",
-            "12",
-            "--program",
-            "examples/token_band.mlir",
-            "--program-inputs",
-            "input_ids,input_ids_mask,attention_mask",
-        ])
-        .output()
-        .unwrap();
+    let out = infeed(&[
+        "bench",
+        "testdata/lm-sample.tfrecord.gz",
+        "--spec",
+        "input_ids:var_len:int64,attention_mask:var_len:int64",
+        "--shuffle",
+        "100",
+        "--pad-to-multiple-of",
+        "64",
+        "--max-length",
+        "128",
+        "--truncation",
+        "keep-start",
+        "--cast",
+        "int32",
+        "--batch",
+        "32",
+        "--drop-remainder",
+        "--epochs",
+        "0",
+        "--batches",
+        "12",
+        "--program",
+        "examples/token_band.mlir",
+        "--program-inputs",
+        "input_ids,input_ids_mask,attention_mask",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -57,29 +54,26 @@ fn bench_program_reports_step_rates() {
 
 #[test]
 fn bench_program_with_a_missing_input_is_an_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_infeed"))
-        .args([
-            "bench",
-            "testdata/lm-sample.tfrecord.gz",
-            "--spec",
-            "input_ids:var_len:int64",
-            "--fixed-length",
-            "64",
-            "--truncation",
-            "keep-start",
-            "--cast",
-            "int32",
-            "--batch",
-            "32",
-            "--batches",
-            "2",
-            "--program",
-            "examples/token_band.mlir",
-            "--program-inputs",
-            "input_ids,labels",
-        ])
-        .output()
-        .unwrap();
+    let out = infeed(&[
+        "bench",
+        "testdata/lm-sample.tfrecord.gz",
+        "--spec",
+        "input_ids:var_len:int64",
+        "--fixed-length",
+        "64",
+        "--truncation",
+        "keep-start",
+        "--cast",
+        "int32",
+        "--batch",
+        "32",
+        "--batches",
+        "2",
+        "--program",
+        "examples/token_band.mlir",
+        "--program-inputs",
+        "input_ids,labels",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
