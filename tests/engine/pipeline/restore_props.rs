@@ -478,28 +478,33 @@ fn an_unordered_state_taken_ahead_of_a_slow_batch_repeats_what_was_ahead() {
             2,
             false,
             Arc::new(move |b| {
-                // Held until the gate opens (10 s at most: never a hang).
-                let mut waited = 0;
-                while b.records[0].as_ref() == b"f0-r0"
-                    && !gate.load(Ordering::Acquire)
-                    && waited < 10_000
-                {
+                // Held until the gate opens (as the test goes on, or as it
+                // fails: `Open` below), however long the others take.
+                while b.records[0].as_ref() == b"f0-r0" && !gate.load(Ordering::Acquire) {
                     std::thread::sleep(Duration::from_millis(1));
-                    waited += 1;
                 }
                 Ok(b.records)
             }),
         )
         .unwrap()
     };
+    /// Opens the gate when dropped, before the batches it holds back are
+    /// joined (a failed assertion must not leave a worker waiting).
+    struct Open(Arc<AtomicBool>);
+    impl Drop for Open {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Release);
+        }
+    }
     let mut batches = first_slow(&p);
+    let open = Open(gate.clone());
     let ahead: Vec<Raw> = (0..2)
         .map(|_| batches.next_batch().unwrap().unwrap())
         .collect();
     assert!(ahead.iter().all(|b| b[0].as_ref() != b"f0-r0"), "{ahead:?}");
     assert_eq!(batches.batches_delivered(), 0);
     let state = batches.state();
-    gate.store(true, Ordering::Release);
+    drop(open);
     drop(batches);
     let rest = sorted(collect(first_slow(&p.clone().resume_from(&state))));
     let all: Vec<Raw> = sorted(

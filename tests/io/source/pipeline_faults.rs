@@ -181,8 +181,10 @@ async fn source_options_bound_the_retries(scheme: &str, test: &str) {
     assert_eq!(retries, 3);
     assert_eq!(gets(&proxy), 6);
 
-    // A deadline of 1 s with waits of 100-200 ms: the retries stop at
-    // the deadline, far short of `max_retries`.
+    // A deadline of 1 s with waits of 100-200 ms: the retries stop at the
+    // deadline, far short of `max_retries` (at most 10 waits fit in it; how
+    // many do depends on how fast the proxy answers, so only the bound is
+    // checked).
     let deadline = fast
         .clone()
         .max_retries(90)
@@ -195,13 +197,14 @@ async fn source_options_bound_the_retries(scheme: &str, test: &str) {
         Err(PipelineError::Source(SourceError::Read {
             retries, message, ..
         })) => {
-            assert!((3..=10).contains(&retries), "{retries} retries: {message}");
+            assert!(retries <= 10, "{retries} retries: {message}");
             assert!(message.contains("retry deadline"), "{message}");
             assert_eq!(gets(&proxy), 6 + retries as usize + 1);
         }
         other => panic!("expected a SourceError::Read, got {other:?}"),
     }
-    assert!(took < Duration::from_secs(4), "{took:?}");
+    // Far short of 90 waits of 100-200 ms, however loaded the machine.
+    assert!(took < Duration::from_secs(15), "{took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -384,15 +384,12 @@ fn bench_cpu_seconds_count_from_the_pipeline_start_not_the_process_start() {
     assert!(output.status.success(), "{}", stderr(&output));
     let report: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     let cpu = report["cpu_seconds"].as_f64().expect("cpu_seconds");
-    let seconds = report["seconds"].as_f64().expect("seconds");
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     assert_eq!(report["records"], 256);
-    // At most every core busy for the whole run (plus one 10 ms tick),
-    // far below the second burned before.
-    assert!(
-        (0.0..=seconds * cores + 0.011).contains(&cpu) && cpu < 0.9,
-        "cpu {cpu} s over {seconds} s"
-    );
+    // Far below the second burned before. (Not compared with the run's
+    // wall time: the kernel counts CPU time in ticks, a tick per thread
+    // may land either side of a short run's start, so how far it may pass
+    // wall × cores depends on scheduling.)
+    assert!((0.0..0.5).contains(&cpu), "cpu {cpu} s");
 }
 
 #[test]
