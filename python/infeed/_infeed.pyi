@@ -123,10 +123,15 @@ class RowWriter:
     def write(self, rows: Sequence[Any]) -> None:
         """Checks, encodes and writes the rows; a bad row raises
         ``infeed.errors.ConvertError`` (``record``: its index, ``feature``)."""
-    def write_file(self, path: str, format: str) -> tuple[str, str, int, int]:
-        """Reads a local file (``jsonl``, ``csv``, ``tsv``, ``text``; gzip or
+    def write_file(
+        self, path: str, format: str, start: int | None = None, end: int | None = None
+    ) -> tuple[str, str, int, int]:
+        """Reads a file (a path or a ``gs://``, ``s3://``, ``az://``,
+        ``http(s)://`` URL; ``jsonl``, ``csv``, ``tsv``, ``text``; gzip or
         zstd by its first bytes) with ``infeed convert``'s readers and writes
-        its records without the GIL: ``(path, format, bytes, records)``."""
+        its records without the GIL: the whole file, or the lines that start
+        in bytes ``[start, end)`` (a range of ``split_file``). Gives
+        ``(path, format, bytes of the file, records)``."""
     def finish(self) -> list[tuple[str, int, int, int]]:
         """The attempt's shards: ``(temp name, records, bytes, crc32c)``."""
     def abort(self) -> None:
@@ -134,6 +139,14 @@ class RowWriter:
     @property
     def output_spec(self) -> str:
         """The features written, as a spec string."""
+
+def split_file(
+    path: str, format: str, split_bytes: int, *, csv_one_line: bool = False
+) -> list[tuple[int, int]] | None:
+    """The byte ranges of about ``split_bytes`` that ``RowWriter.write_file``
+    may read of ``path`` on different workers, or ``None`` when it is read
+    whole (compressed, CSV/TSV unless ``csv_one_line``, or not larger than
+    one range)."""
 
 def finalize(
     output: str,

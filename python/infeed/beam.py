@@ -332,14 +332,24 @@ class WriteTFRecords(beam.PTransform):
         )
 
 
+# The schemes infeed's Rust readers open themselves (src/source/url.rs:
+# credentials from the environment); a file under any other scheme is copied
+# by Beam's file systems and read whole.
+_RUST_SCHEMES = frozenset(
+    {"file", "gs", "s3", "s3a", "az", "azure", "adl", "abfs", "abfss", "http", "https"}
+)
+
+
+def _rust_reads(path: str) -> bool:
+    scheme, sep, _ = path.partition("://")
+    return not sep or scheme.lower() in _RUST_SCHEMES
+
+
 @contextmanager
 def _local_copy(path: str) -> Iterator[str]:
-    """A local path to read ``path`` from: itself, or for a ``gs://``,
-    ``s3://``, ``az://`` URL a temporary copy made with Beam's file systems
-    (its bytes as stored: Rust recognizes gzip and zstd by their first bytes)."""
-    if "://" not in path or path.startswith("file://"):
-        yield path.removeprefix("file://")
-        return
+    """A local temporary copy of ``path``, a URL of a scheme infeed does not
+    read itself (``hdfs://``, say), made with Beam's file systems (its bytes
+    as stored: Rust recognizes gzip and zstd by their first bytes)."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
@@ -355,10 +365,39 @@ def _local_copy(path: str) -> Iterator[str]:
         os.remove(local)
 
 
+# A unit of work of ConvertFiles: a file and a byte range of it, or (None,
+# None) for the whole file.
+_Unit = tuple[str, int | None, int | None]
+
+
+class _SplitFiles(beam.DoFn):
+    """Each file as ConvertFiles' units of work: the byte ranges of a large
+    uncompressed file (``_infeed.split_file``: its size and first bytes), or
+    the whole file."""
+
+    def __init__(self, fmt: str, split_bytes: int, csv_one_line: bool) -> None:
+        self._format = fmt
+        self._split_bytes = split_bytes
+        self._csv_one_line = csv_one_line
+
+    def process(self, path: str) -> Iterator[_Unit]:
+        ranges = None
+        if self._split_bytes > 0 and _rust_reads(path):
+            ranges = _infeed.split_file(
+                path, self._format, self._split_bytes, csv_one_line=self._csv_one_line
+            )
+        if ranges is None:
+            yield (path, None, None)
+        else:
+            for start, end in ranges:
+                yield (path, start, end)
+
+
 class _ConvertBundle(beam.DoFn):
-    """Reads each file (a path or URL) of a bundle with ``infeed convert``'s
-    Rust readers into shards of one attempt, without the GIL; at the end of
-    the bundle emits ``{"shards", "rows", "files": [(path, format, bytes)]}``."""
+    """Reads each unit (a file, or a byte range of one) of a bundle with
+    ``infeed convert``'s Rust readers into shards of one attempt, without the
+    GIL; at the end of the bundle emits ``{"shards", "rows", "files": [(path,
+    format, bytes)]}`` (a file is listed by its whole or first range)."""
 
     def __init__(
         self, output: str, stem: str, features: Sequence[str], options: dict[str, Any], fmt: str
@@ -377,15 +416,20 @@ class _ConvertBundle(beam.DoFn):
         self._rows = 0
         self._files = []
 
-    def process(self, path: str) -> Iterator[Any]:
+    def process(self, unit: _Unit) -> Iterator[Any]:
+        path, start, end = unit
         if self._writer is None:
             self._writer = _infeed.RowWriter(
                 self._output, self._stem, uuid.uuid4().hex, self._features, **self._options
             )
-        with _local_copy(path) as local:
-            _, fmt, size, records = self._writer.write_file(local, self._format)
+        if _rust_reads(path):
+            _, fmt, size, records = self._writer.write_file(path, self._format, start, end)
+        else:
+            with _local_copy(path) as local:
+                _, fmt, size, records = self._writer.write_file(local, self._format)
         self._rows += records
-        self._files.append((path, fmt, size))
+        if not start:
+            self._files.append((path, fmt, size))
         return iter(())
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
@@ -406,12 +450,12 @@ class _ConvertBundle(beam.DoFn):
 class ConvertFiles(WriteTFRecords):
     """Converts a ``PCollection`` of input files (paths, or ``gs://``,
     ``s3://``, ``az://`` URLs) into TFRecord shards of ``tf.train.Example``
-    with a manifest, exactly once per record: Beam distributes the files and
-    retries, Rust reads them.
+    with a manifest, exactly once per record: Beam distributes the files (and
+    byte ranges of large ones) and retries, Rust reads them.
 
     ::
 
-        paths = p | fileio.MatchFiles("gs://bucket/raw/*.jsonl.gz") | beam.Map(lambda m: m.path)
+        paths = p | fileio.MatchFiles("gs://bucket/raw/*.jsonl") | beam.Map(lambda m: m.path)
         paths | ConvertFiles("gs://bucket/tfrecords/", features=["label:int64", "text:bytes"])
 
     Each file is read by ``infeed convert``'s own readers (``format``:
@@ -419,17 +463,29 @@ class ConvertFiles(WriteTFRecords):
     and zstd recognized by their first bytes; not Parquet), checked, encoded
     and written by the writer of ``WriteTFRecords`` without the GIL, so no
     record becomes a Python object. The records equal ``infeed convert``'s
-    on the same files. One element is one whole file (no finer split): give
-    at least as many files as workers. A bad record fails its bundle with
-    ``infeed.errors.ConvertError`` naming the file and line. A remote file is
-    copied to a local temporary file first (Beam's file systems).
+    on the same files. A bad record fails its bundle with
+    ``infeed.errors.ConvertError`` naming the file and line (in a byte range
+    that does not start the file: the record's byte offset). Local paths,
+    ``file://``, ``gs://``, ``s3://``, ``az://`` and ``http(s)://`` are read
+    by Rust (credentials from the environment, as for infeed's other reads);
+    a URL of another scheme is copied to a local temporary file by Beam's
+    file systems and read whole.
 
-    The arguments are ``WriteTFRecords``'s, plus ``format``. ``features`` is
-    required for JSONL and CSV; for ``"text"``, and with ``group_to``, the
-    schema is the ``text_column`` alone (as in ``infeed convert``: other
-    columns are ignored). ``group_to`` blocks are the CLI's: ``group_block``
-    consecutive records of one file, so a file's grouped records are the
-    CLI's too. The output is ``WriteTFRecords``'s one-element summary.
+    An uncompressed JSONL or text file larger than ``split_bytes`` is read
+    as byte ranges of about that size, by as many workers: a range owns the
+    lines that start in it. CSV and TSV files are split only with
+    ``csv_one_line=True``, the word that no quoted field holds a line break
+    (a record that does span lines then fails the pipeline; never a wrong
+    record); otherwise, and for compressed files, one file is one unit of
+    work. ``split_bytes=0`` never splits.
+
+    The arguments are ``WriteTFRecords``'s, plus ``format``, ``split_bytes``
+    and ``csv_one_line``. ``features`` is required for JSONL and CSV; for
+    ``"text"``, and with ``group_to``, the schema is the ``text_column``
+    alone (as in ``infeed convert``: other columns are ignored).
+    ``group_to`` blocks are the CLI's: ``group_block`` consecutive records
+    of one file, so a file's grouped records are the CLI's too, and files
+    are not split. The output is ``WriteTFRecords``'s one-element summary.
     """
 
     def __init__(
@@ -438,6 +494,8 @@ class ConvertFiles(WriteTFRecords):
         *,
         features: Sequence[str] | None = None,
         format: str = "jsonl",
+        split_bytes: int = 64 << 20,
+        csv_one_line: bool = False,
         prefix: str = "train",
         tfds: str | None = None,
         split: str = "train",
@@ -456,6 +514,8 @@ class ConvertFiles(WriteTFRecords):
         fmt = format.lower()
         if fmt not in ("jsonl", "json", "ndjson", "csv", "tsv", "text", "txt"):
             raise ValueError(f"format {format!r}: use jsonl, csv, tsv or text")
+        if split_bytes < 0:
+            raise ValueError(f"split_bytes {split_bytes}: a size in bytes, or 0 (never split)")
         text_only = fmt in ("text", "txt") or (tokenizer is not None and group_to is not None)
         if text_only:
             features, ignore_unknown = [f"{text_column}:bytes"], True
@@ -480,16 +540,22 @@ class ConvertFiles(WriteTFRecords):
             ignore_unknown=ignore_unknown,
         )
         self._format = fmt
+        # Grouped blocks count records from a file's start: files stay whole.
+        self._split_bytes = 0 if group_to is not None else split_bytes
+        self._csv_one_line = csv_one_line
 
     def expand(self, paths: beam.PCollection) -> beam.PCollection:
         features = list(self._features or ())
         convert = _ConvertBundle(
             self._output, self._stem, features, self._writer_options, self._format
         )
+        split = _SplitFiles(self._format, self._split_bytes, self._csv_one_line)
         return (
             paths
-            # Files to workers one by one (fileio.MatchFiles emits them all
-            # from one element, which would stay on one worker).
+            | "Split" >> beam.ParDo(split)
+            # Units to workers one by one (fileio.MatchFiles emits every file
+            # from one element, and the ranges of a file come out together:
+            # without this they would stay on one worker).
             | "Spread" >> beam.Reshuffle()
             | "ConvertFiles" >> beam.ParDo(convert)
             | "Collect" >> beam.combiners.ToList()

@@ -115,6 +115,7 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.add_class::<writer::RowWriter>()?;
         m.add_function(wrap_pyfunction!(writer::finalize, m)?)?;
+        m.add_function(wrap_pyfunction!(writer::split_file, m)?)?;
         m.add_function(wrap_pyfunction!(writer::resolve_feature, m)?)?;
         m.add_function(wrap_pyfunction!(writer::can_tokenize, m)?)?;
     }

@@ -373,23 +373,34 @@ impl RowWriter {
         result.map_err(|(i, e)| write_error(py, &label, i, e))
     }
 
-    /// Reads the local file `path` (`format`: `jsonl`, `csv`, `tsv`, `text`;
-    /// gzip or zstd recognized by its first bytes) with `infeed convert`'s
-    /// readers and writes its records, without the GIL. Gives `(path,
-    /// format, bytes on disk, records read)`. A bad record raises
-    /// `infeed.ConvertError` naming the file and line.
+    /// Reads the file `path` (a local path, or a `gs://`, `s3://`, `az://`,
+    /// `http(s)://` URL; `format`: `jsonl`, `csv`, `tsv`, `text`; gzip or
+    /// zstd recognized by its first bytes) with `infeed convert`'s readers
+    /// and writes its records, without the GIL: the whole file, or with
+    /// `start` and `end` the lines that start in those bytes (a range of
+    /// `split_file`). Gives `(path, format, bytes of the file, records
+    /// read)`. A bad record raises `infeed.ConvertError` naming the file and
+    /// line (in a range that does not start the file, the byte offset).
+    #[pyo3(signature = (path, format, start = None, end = None))]
     fn write_file(
         &mut self,
         py: Python<'_>,
-        path: PathBuf,
+        path: &str,
         format: &str,
+        start: Option<u64>,
+        end: Option<u64>,
     ) -> PyResult<(String, String, u64, u64)> {
-        let Some(format) = Format::parse(format, false).filter(|f| *f != Format::Parquet) else {
-            return Err(errors::convert_message(
-                py,
-                format!("unknown format {format:?}: use jsonl, csv, tsv or text"),
-                None,
-            ));
+        let format = input_format(py, format)?;
+        let range = match (start, end) {
+            (None, None) => None,
+            (Some(s), Some(e)) if s <= e => Some((s, e)),
+            _ => {
+                return Err(errors::convert_message(
+                    py,
+                    format!("a byte range needs start <= end, both given: {start:?}, {end:?}"),
+                    None,
+                ));
+            }
         };
         let (null_omit, ignore_unknown) = (self.null_omit, self.ignore_unknown);
         let Some(inner) = self.inner_mut().as_mut() else {
@@ -400,7 +411,7 @@ impl RowWriter {
             ));
         };
         let read = py
-            .detach(|| files::write_file(path, format, inner, null_omit, ignore_unknown))
+            .detach(|| files::write_file(path, format, range, inner, null_omit, ignore_unknown))
             .map_err(|e| errors::convert(py, e))?;
         Ok((
             read.display,
@@ -440,6 +451,43 @@ impl RowWriter {
             .map(|w| w.output_schema().spec())
             .unwrap_or_default()
     }
+}
+
+/// An input format `write_file` and `split_file` read (not Parquet).
+fn input_format(py: Python<'_>, format: &str) -> PyResult<Format> {
+    Format::parse(format, false)
+        .filter(|f| *f != Format::Parquet)
+        .ok_or_else(|| {
+            errors::convert_message(
+                py,
+                format!("unknown format {format:?}: use jsonl, csv, tsv or text"),
+                None,
+            )
+        })
+}
+
+/// The byte ranges `[(start, end)]` of about `split_bytes` each that
+/// `RowWriter.write_file` may read of the file `path` on different workers,
+/// or `None` when it is read whole: compressed, CSV/TSV unless
+/// `csv_one_line` (no quoted field holds a line break), or not larger than
+/// one range. Looks at the file's size and first bytes (a HEAD and a small
+/// read for a URL).
+#[pyfunction]
+#[pyo3(signature = (path, format, split_bytes, *, csv_one_line = false))]
+pub fn split_file(
+    py: Python<'_>,
+    path: &str,
+    format: &str,
+    split_bytes: u64,
+    csv_one_line: bool,
+) -> PyResult<Option<Vec<(u64, u64)>>> {
+    let format = input_format(py, format)?;
+    let options = files::SplitOptions {
+        bytes: split_bytes,
+        csv_one_line,
+    };
+    py.detach(|| files::split_file(path, format, options))
+        .map_err(|e| errors::convert(py, e))
 }
 
 /// Commits the shards of the attempts that succeeded (in the order given),

@@ -478,9 +478,9 @@ class _FailOnceFiles(infeed_beam._ConvertBundle):
 
     marker = ""
 
-    def process(self, path: str) -> Any:
-        self._has_first = getattr(self, "_has_first", False) or path.endswith("in-0.jsonl")
-        return super().process(path)
+    def process(self, unit: Any) -> Any:
+        self._has_first = getattr(self, "_has_first", False) or unit[0].endswith("in-0.jsonl")
+        return super().process(unit)
 
     def finish_bundle(self) -> Any:
         out = list(super().finish_bundle())
@@ -556,6 +556,8 @@ def test_convert_files_tokenized_equal_the_clis(tmp_path: Path, mode: list[str])
                 ignore_unknown=True,
                 tokenizer=tokenizer,
                 records_per_shard=8,
+                # Ranges for max_length; group_to keeps files whole.
+                split_bytes=256,
                 **kwargs,
             )
         )
@@ -563,3 +565,132 @@ def test_convert_files_tokenized_equal_the_clis(tmp_path: Path, mode: list[str])
     assert sum(got.values()) > 0
     assert got == want
     assert manifest["spec"] == cli_manifest["spec"]
+
+
+# ConvertFiles: large files split into byte ranges.
+
+
+def ragged_input(tmp: Path, kind: str, name: str = "big") -> Path:
+    """One file of ``kind`` (jsonl, csv, text) with what byte ranges must
+    get right: CRLF and LF line ends, blank lines, a line of several KiB
+    (across many 1 KiB ranges), and a last line without its line break."""
+    lines = []
+    for i, r in enumerate(rows()):
+        text = "w" * 5000 if i == 123 else r["text"] + ' a "quote", a comma'
+        if kind == "jsonl":
+            lines.append(json.dumps({**r, "text": text}, ensure_ascii=False))
+        elif kind == "csv":
+            quoted = '"' + text.replace('"', '""') + '"'
+            lines.append(f"{r['id']},{r['label']},{r['score']},{quoted}")
+        else:
+            lines.append(text)
+        if i % 17 == 0:
+            lines.append("")
+    if kind == "csv":
+        lines.insert(0, "id,label,score,text")
+    ends = ["\r\n" if i % 3 == 0 else "\n" for i in range(len(lines))]
+    ends[-1] = ""
+    path = tmp / f"{name}.{'txt' if kind == 'text' else kind}"
+    path.write_bytes("".join(line + end for line, end in zip(lines, ends, strict=True)).encode())
+    return path
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "text"])
+def test_convert_files_split_into_byte_ranges_equals_the_clis(tmp_path: Path, kind: str) -> None:
+    """Two files cut into 1 KiB ranges (lines straddle their ends, one line
+    covers several): the CLI's records, counts and spec, each file listed
+    once in the manifest."""
+    paths = [ragged_input(tmp_path, kind, "a"), ragged_input(tmp_path, kind, "b")]
+    ranges = _infeed.split_file(str(paths[0]), kind, 1024, csv_one_line=True)
+    assert ranges is not None and len(ranges) >= 10
+    assert ranges[0][0] == 0 and ranges[-1][1] == paths[0].stat().st_size
+    features = [] if kind == "text" else features_of(kind)
+    want, cli_manifest = output_of_cli(tmp_path, paths, features)
+    beam_dir = tmp_path / "beam"
+    with beam.Pipeline(options=multiprocess()) as p:
+        _ = (
+            p
+            | beam.Create([str(x) for x in paths])
+            | infeed_beam.ConvertFiles(
+                str(beam_dir),
+                features=features or None,
+                format=kind,
+                split_bytes=1024,
+                csv_one_line=True,
+                records_per_shard=70,
+            )
+        )
+    got, manifest = output(beam_dir)
+    assert got == want
+    n = 2 * (N + (N + 16) // 17 if kind == "text" else N)
+    assert manifest["records"] == cli_manifest["records"] == sum(got.values()) == n
+    assert manifest["input"]["records_read"] == n
+    assert manifest["spec"] == cli_manifest["spec"]
+    listed = sorted((f["path"], f["bytes"]) for f in manifest["input"]["files"])
+    assert listed == sorted((str(x), x.stat().st_size) for x in paths)
+
+
+def test_convert_files_reads_whole_what_cannot_be_split(tmp_path: Path) -> None:
+    """gzip, CSV without csv_one_line (a quoted field holds a line break
+    here) and grouped files are one unit each: still the CLI's records."""
+    import gzip
+
+    jsonl = ragged_input(tmp_path, "jsonl")
+    gz = tmp_path / "big.jsonl.gz"
+    gz.write_bytes(gzip.compress(jsonl.read_bytes()))
+    assert _infeed.split_file(str(gz), "jsonl", 1024) is None
+    csv_path = tmp_path / "multi.csv"
+    csv_path.write_text("id,text\n" + "".join(f'{i},"line {i}\nand more"\n' for i in range(200)))
+    assert _infeed.split_file(str(csv_path), "csv", 1024) is None
+    assert _infeed.split_file(str(csv_path), "csv", 1024, csv_one_line=True) is not None
+    for path, features in [(gz, FEATURES), (csv_path, ["id:int64", "text:bytes"])]:
+        cli_tmp = tmp_path / f"cli-of-{path.name}"
+        cli_tmp.mkdir()
+        want, _ = output_of_cli(cli_tmp, [path], features)
+        out = tmp_path / f"beam-{path.name}"
+        with beam.Pipeline(options=multiprocess()) as p:
+            _ = (
+                p
+                | beam.Create([str(path)])
+                | infeed_beam.ConvertFiles(
+                    str(out),
+                    features=features,
+                    format="csv" if path.suffix == ".csv" else "jsonl",
+                    split_bytes=1024,
+                )
+            )
+        got, manifest = output(out)
+        assert got == want
+        assert manifest["records"] == (N if path == gz else 200)
+    # Told wrongly that CSV records are one line each: the pipeline fails,
+    # nothing is committed.
+    out = tmp_path / "wrong"
+    with pytest.raises(Exception, match="a quoted field holds a line break"):
+        with beam.Pipeline() as p:
+            _ = (
+                p
+                | beam.Create([str(csv_path)])
+                | infeed_beam.ConvertFiles(
+                    str(out),
+                    features=["id:int64", "text:bytes"],
+                    format="csv",
+                    split_bytes=1024,
+                    csv_one_line=True,
+                )
+            )
+    assert not list(out.glob("*.manifest.json"))
+
+
+def test_convert_files_a_bad_record_in_a_range_names_its_byte(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    good = '{"id": 1}\n' * 300
+    path.write_text(good + '{"id": "x"}\n' + good)
+    with pytest.raises(Exception, match=rf"bad\.jsonl: byte {len(good)}: column \"id\""):
+        with beam.Pipeline() as p:
+            _ = (
+                p
+                | beam.Create([str(path)])
+                | infeed_beam.ConvertFiles(
+                    str(tmp_path / "out"), features=["id:int64"], split_bytes=1024
+                )
+            )

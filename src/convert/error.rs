@@ -13,6 +13,10 @@ pub enum Location {
     Row(u64),
     /// The whole file (plain text, one record per file).
     File,
+    /// The offset (from 0) of the record's first byte in its file: a record
+    /// of a byte range of a split file (`infeed.beam.ConvertFiles`), where
+    /// line numbers are not known without reading the file from its start.
+    Byte(u64),
 }
 
 impl fmt::Display for Location {
@@ -21,6 +25,7 @@ impl fmt::Display for Location {
             Location::Line(n) => write!(f, "line {n}"),
             Location::Row(n) => write!(f, "row {n}"),
             Location::File => f.write_str("whole file"),
+            Location::Byte(n) => write!(f, "byte {n}"),
         }
     }
 }

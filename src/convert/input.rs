@@ -28,8 +28,10 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::error::ConvertError;
+use super::object_input;
 use super::schema::Schema;
 use super::split::FileRange;
+use crate::source::SourceOptions;
 
 /// The largest single record (line, CSV record or text file) accepted: a
 /// bound on memory when a file has no line breaks.
@@ -105,6 +107,10 @@ pub(super) struct InputFile {
     pub compression: InputCompression,
     /// Its size on disk.
     pub size: u64,
+    /// True when `path` is a URL (gs://, s3://, az://, http(s)://) read
+    /// through [`crate::source`] (`object_input.rs`) rather than a local
+    /// file.
+    pub remote: bool,
 }
 
 fn has_glob_chars(s: &str) -> bool {
@@ -133,12 +139,15 @@ pub(super) fn format_from_name(name: &str, text_file: bool) -> Option<Format> {
     }
 }
 
-fn sniff_compression(path: &PathBuf, display: &str) -> Result<InputCompression, ConvertError> {
+/// The compression `stream`'s first bytes announce.
+fn sniff_compression(
+    stream: &mut dyn Read,
+    display: &str,
+) -> Result<InputCompression, ConvertError> {
     let mut magic = [0u8; 4];
-    let mut file = File::open(path).map_err(|e| ConvertError::io(display, e))?;
     let mut have = 0;
     while have < 4 {
-        match file.read(&mut magic[have..]) {
+        match stream.read(&mut magic[have..]) {
             Ok(0) => break,
             Ok(n) => have += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -210,14 +219,60 @@ pub(super) fn input_file(path: PathBuf, format: Format) -> Result<InputFile, Con
     if !meta.is_file() {
         return Err(ConvertError::input(&display, "not a file"));
     }
-    let compression = sniff_compression(&path, &display)?;
+    let mut file = File::open(&path).map_err(|e| ConvertError::io(&display, e))?;
+    let compression = sniff_compression(&mut file, &display)?;
     Ok(InputFile {
         path,
         display,
         format,
         compression,
         size: meta.len(),
+        remote: false,
     })
+}
+
+/// [`input_file`] for a local path, a `file://` URL, or an object
+/// (`gs://`, `s3://`, `az://`, `http(s)://`: its size from a HEAD, its
+/// compression from its first bytes).
+pub(super) fn input_at(name: &str, format: Format) -> Result<InputFile, ConvertError> {
+    if !object_input::is_url(name) {
+        return input_file(
+            PathBuf::from(name.strip_prefix("file://").unwrap_or(name)),
+            format,
+        );
+    }
+    let shard = object_input::head(name)?;
+    let mut first = object_input::open(&shard, 0, 4, &SourceOptions::default())?;
+    let compression = sniff_compression(&mut first, name)?;
+    Ok(InputFile {
+        path: PathBuf::from(name),
+        display: name.to_owned(),
+        format,
+        compression,
+        size: shard.size,
+        remote: true,
+    })
+}
+
+/// A file's raw (possibly compressed) bytes from byte `start` on; for an
+/// object, read in large range reads up to `end` and in small ones past it
+/// (a byte range's last line).
+pub(super) fn open_raw(
+    file: &InputFile,
+    start: u64,
+    end: u64,
+) -> Result<Box<dyn Read + Send>, ConvertError> {
+    if file.remote {
+        let shard = object_input::shard(&file.display, file.size);
+        return object_input::open_range(&shard, start, end);
+    }
+    let mut raw = File::open(&file.path).map_err(|e| ConvertError::io(&file.display, e))?;
+    if start > 0 {
+        use std::io::{Seek, SeekFrom};
+        raw.seek(SeekFrom::Start(start))
+            .map_err(|e| ConvertError::io(&file.display, e))?;
+    }
+    Ok(Box::new(raw))
 }
 
 /// Counts the bytes read from the file on disk (for progress).
@@ -239,9 +294,8 @@ fn open_stream(
     file: &InputFile,
     counter: Arc<AtomicU64>,
 ) -> Result<Box<dyn Read + Send>, ConvertError> {
-    let raw = File::open(&file.path).map_err(|e| ConvertError::io(&file.display, e))?;
     let counted = CountingRead {
-        inner: raw,
+        inner: open_raw(file, 0, u64::MAX)?,
         counter,
     };
     Ok(match file.compression {
@@ -469,6 +523,27 @@ pub(super) fn parse_csv_fields(
     }
 }
 
+/// The field names of a CSV header line (`content`, without its line
+/// break; a UTF-8 byte-order mark is not part of the first name).
+pub(super) fn csv_header(
+    content: &[u8],
+    delim: u8,
+    display: &str,
+    line: u64,
+) -> Result<Vec<String>, ConvertError> {
+    let content = content.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(content);
+    let (mut out, mut ends) = (Vec::new(), Vec::new());
+    parse_csv_fields(content, delim, &mut out, &mut ends)
+        .map_err(|m| ConvertError::input(display, format!("line {line}: header: {m}")))?;
+    let mut names = Vec::new();
+    let mut start = 0;
+    for &end in &ends {
+        names.push(String::from_utf8_lossy(&out[start..end]).into_owned());
+        start = end;
+    }
+    Ok(names)
+}
+
 /// Reads files into chunks and hands them to `emit`, which returns false to
 /// stop early. Tracks input bytes read (on disk) in `progress`.
 pub(super) struct ChunkReader<'a> {
@@ -628,18 +703,7 @@ impl ChunkReader<'_> {
                     continue;
                 }
                 if header.is_none() {
-                    // A UTF-8 byte-order mark is not part of the first name.
-                    let content = content.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(content);
-                    let (mut out, mut ends) = (Vec::new(), Vec::new());
-                    parse_csv_fields(content, delim, &mut out, &mut ends).map_err(|m| {
-                        ConvertError::input(&file.display, format!("line {unit_line}: header: {m}"))
-                    })?;
-                    let mut names = Vec::new();
-                    let mut start = 0;
-                    for &end in &ends {
-                        names.push(String::from_utf8_lossy(&out[start..end]).into_owned());
-                        start = end;
-                    }
+                    let names = csv_header(content, delim, &file.display, unit_line)?;
                     header = Some(self.ctx(range, file, names));
                     chunk_start = pos;
                     chunk_line = line;

@@ -6,8 +6,8 @@
 //! Features: `encode` is the writing half (encoder, schema, shards, sinks,
 //! commit, TFDS files; no heavy dependency); `tokenize` adds the tokenizer
 //! (the `tokenizers` crate); `read` adds the JSONL, CSV and text readers
-//! and [`files`] (one file into a bundle writer); `convert` adds Parquet
-//! (arrow) and the conversion task.
+//! and [`files`] (one file, or a byte range of one, into a bundle writer);
+//! `convert` adds Parquet (arrow) and the conversion task.
 //!
 //! Shards are written under temporary names and committed (renamed) only
 //! when the whole task succeeded; then the manifest is written and shards of
@@ -15,6 +15,8 @@
 //! So rerunning a task, finished or crashed, replaces its output exactly.
 
 pub mod bundle;
+#[cfg(feature = "read")]
+mod byte_range;
 mod commit;
 mod encode;
 mod error;
@@ -22,6 +24,8 @@ mod error;
 pub mod files;
 #[cfg(feature = "read")]
 mod input;
+#[cfg(feature = "read")]
+mod object_input;
 #[cfg(feature = "cloud")]
 mod object_sink;
 #[cfg(feature = "read")]
