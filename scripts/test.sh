@@ -86,7 +86,9 @@ fi
 )
 
 # The Beam transform: .venv-beam (apache-beam and the package), tests on the DirectRunner;
-# the infeed binary they compare with is cargo test's debug build.
+# the infeed binary they compare with is cargo test's debug build. The emulators started
+# above are still up and their environment (INFEED_EMULATORS=1, endpoints, keys) exported,
+# so the gs://, s3://, az:// tests run (python/tests/stores.py).
 BEAMVENV=.venv-beam
 BEAMREQ=python/requirements-beam.txt
 [[ -x "$BEAMVENV/bin/python" ]] || "${PYTHON:-python3}" -m venv "$BEAMVENV"
