@@ -765,8 +765,8 @@ def remote_output(url: str) -> tuple[collections.Counter[bytes], dict[str, Any]]
 )
 @pytest.mark.parametrize("scheme", ["gs", "s3", "az"])
 def test_cloud_inputs_and_outputs(tmp_path: Path, scheme: str) -> None:
-    """ConvertFiles reads JSONL objects (split into 1 KiB ranges, read by
-    range requests) and writes shards and manifest into the bucket;
+    """ConvertFiles reads JSONL and CSV objects (split into 1 KiB ranges,
+    read by range requests) and writes shards and manifest into the bucket;
     WriteTFRecords writes rows there: the CLI's records on the same data,
     exact counts, nothing else left. gs:// writes go through a proxy that
     turns object_store's XML-API writes into fake-gcs-server's JSON API
@@ -796,6 +796,27 @@ def test_cloud_inputs_and_outputs(tmp_path: Path, scheme: str) -> None:
         assert manifest["spec"] == cli_manifest["spec"]
         listed = sorted((f["path"], f["bytes"]) for f in manifest["input"]["files"])
         assert listed == sorted(zip(urls, (x.stat().st_size for x in local), strict=True))
+
+        # CSV by ranges: every range reads the object's header first.
+        csv_path = ragged_input(tmp_path, "csv")
+        stores.put(f"{base}/in/big.csv", csv_path.read_bytes())
+        (tmp_path / "csv").mkdir()
+        want, _ = output_of_cli(tmp_path / "csv", [csv_path], features_of("csv"))
+        with beam.Pipeline(options=multiprocess()) as p:
+            _ = (
+                p
+                | beam.Create([f"{base}/in/big.csv"])
+                | infeed_beam.ConvertFiles(
+                    f"{base}/csv",
+                    features=features_of("csv"),
+                    format="csv",
+                    csv_one_line=True,
+                    split_bytes=1024,
+                )
+            )
+        got, manifest = remote_output(f"{base}/csv")
+        assert got == want
+        assert manifest["records"] == N
 
         inputs = write_inputs(tmp_path)
         (tmp_path / "rows").mkdir()

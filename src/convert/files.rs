@@ -360,7 +360,8 @@ fn write_range(
     // The first byte a record may start at, the line there, the header.
     let (first, first_line, header) = match file.format {
         Format::Csv { delimiter } => {
-            let mut src = input::open_raw(file, 0, u64::MAX)?;
+            // A header is short: small reads of an object, not 8 MiB ones.
+            let mut src = input::open_raw(file, 0, 64 << 10)?;
             match byte_range::csv_header(&mut src, delimiter, &file.display)? {
                 Some((names, after, line)) => (after, line, names),
                 None => return Ok(()), // blank lines only
