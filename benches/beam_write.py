@@ -1,6 +1,7 @@
 """Records/s of writing TFRecords from JSONL: `infeed convert` on one core,
-infeed.beam.ConvertFiles (Beam hands out the `--files` input files, Rust
-reads them) and infeed.beam.WriteTFRecords (rows from ReadFromText and
+infeed.beam.ConvertFiles (Beam hands out the `--files` input files, split
+into byte ranges of `--split-mb`, and Rust reads them) and
+infeed.beam.WriteTFRecords (rows from ReadFromText and
 json.loads) on Beam's DirectRunner (2 worker processes), and
 Beam's WriteToTFRecord fed by a Python tf.train.Example encoder (the usual
 way; only where tensorflow imports).
@@ -14,9 +15,17 @@ weighs on all alike), and prints one JSON line per run (records, seconds,
 records/s, records/s per core or worker) and a summary line: the medians and
 the ratios of ConvertFiles' and WriteTFRecords' records/s per worker to
 `infeed convert`'s per core (`--no-rows`, `--no-tf` leave writers out).
-`--breakdown` adds two runs that split WriteTFRecords' time: the Beam
-pipeline without the writer (ReadFromText, json.loads) and the writer
-without Beam (json.loads and RowWriter.write in one process). Run it with a
+`--breakdown` adds ConvertFiles' Rust work without Beam (every range
+through `RowWriter.write_file` in one process) and two runs that split
+WriteTFRecords' time: the Beam pipeline without the writer (ReadFromText,
+json.loads) and the writer without Beam (json.loads and RowWriter.write in
+one process; not with `--no-rows`). `infeed convert`'s CPU seconds are printed too (its
+`--threads 1` is a reading thread, a worker and a writing thread). `--whole`
+adds ConvertFiles with files unsplit (`split_bytes=0`: one file, one
+worker), `--fixed` the ConvertFiles pipeline on `--files` one-line files
+(the DirectRunner's cost that does not grow with the input) and, beside
+it, a pipeline that only maps the paths to themselves (the least any
+DirectRunner pipeline costs). Run it with a
 Python that has apache-beam and a release build of the package
 (scripts/bench-beam.sh sets that up).
 """
@@ -27,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -95,8 +105,12 @@ def tf_example(row: dict[str, Any]) -> bytes:
 CONVERT = "infeed convert --threads 1"
 BEAM = "infeed.beam.WriteTFRecords, DirectRunner x2"
 FILES = "infeed.beam.ConvertFiles, DirectRunner x2"
+WHOLE = "infeed.beam.ConvertFiles, files unsplit, DirectRunner x2"
+FIXED = "infeed.beam.ConvertFiles on one-line files, DirectRunner x2"
+FLOOR = "Beam alone: Create(paths) | Map(noop), DirectRunner x2"
 TF = "Beam WriteToTFRecord + tf.train.Example, DirectRunner x2"
 BEAM_READ = "Beam ReadFromText + json.loads only, DirectRunner x2"
+ROWFILE = "RowWriter.write_file over the ranges, no Beam, 1 process"
 ROWWRITER = "json.loads + RowWriter.write, no Beam, 1 process"
 
 
@@ -118,12 +132,22 @@ def report(name: str, records: int, seconds: float, workers: int, round_: int) -
     return rate / workers
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_convert(cli: str, src: list[Path], out: Path) -> None:
+    """`infeed convert --threads 1`: its reading thread, one worker and its
+    writing thread; prints the CPU seconds they took (its rate per core is
+    records per CPU second)."""
     flags = [a for f in FEATURES for a in ("--feature", f)]
+    cpu = children_cpu()
     subprocess.run(
         [cli, "convert", "-q", "--threads", "1", *map(str, src), "-o", str(out), *flags],
         check=True,
     )
+    print(json.dumps({"convert_cpu_seconds": round(children_cpu() - cpu, 2)}), flush=True)
 
 
 def glob_of(src: list[Path]) -> str:
@@ -140,13 +164,14 @@ def run_beam(src: list[Path], out: Path, batch_rows: int) -> None:
         )
 
 
-def run_files(src: list[Path], out: Path) -> None:
-    """Beam hands out the file paths; Rust reads, encodes and writes each."""
+def run_files(src: list[Path], out: Path, split_bytes: int) -> None:
+    """Beam hands out the file paths (byte ranges of `split_bytes`); Rust
+    reads, encodes and writes each."""
     with beam.Pipeline(options=options()) as p:
         _ = (
             p
             | beam.Create([str(x) for x in src])
-            | ConvertFiles(str(out), features=FEATURES, format="jsonl")
+            | ConvertFiles(str(out), features=FEATURES, format="jsonl", split_bytes=split_bytes)
         )
 
 
@@ -159,6 +184,16 @@ def run_tf(src: list[Path], out: Path) -> None:
             | beam.Map(tf_example)
             | beam.io.WriteToTFRecord(str(out / "train"))
         )
+
+
+def noop(x: Any) -> Any:
+    return x
+
+
+def run_floor(src: list[Path]) -> None:
+    """The least a DirectRunner pipeline costs: the paths, mapped to themselves."""
+    with beam.Pipeline(options=options()) as p:
+        _ = p | beam.Create([str(x) for x in src], reshuffle=False) | beam.Map(noop)
 
 
 def run_beam_read(src: list[Path], out: Path) -> None:
@@ -190,6 +225,21 @@ def run_rowwriter(src: list[Path], out: Path, batch_rows: int) -> None:
     writer.finish()
 
 
+def run_rowfile(src: list[Path], out: Path, split_bytes: int) -> None:
+    """ConvertFiles' work without Beam: every range (or file) through one
+    RowWriter.write_file in this process, one thread; prints its CPU seconds."""
+    from infeed import _infeed
+
+    cpu = time.process_time()
+    writer = _infeed.RowWriter(str(out), "train", "bench", FEATURES, shard_bytes=100_000_000)
+    for path in src:
+        ranges = _infeed.split_file(str(path), "jsonl", split_bytes) if split_bytes else None
+        for start, end in ranges or [(None, None)]:
+            writer.write_file(str(path), "jsonl", start, end)
+    writer.finish()
+    print(json.dumps({"rowfile_cpu_seconds": round(time.process_time() - cpu, 2)}), flush=True)
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -209,7 +259,14 @@ def main() -> None:
     ap.add_argument(
         "--no-rows", action="store_true", help="leave out WriteTFRecords (rows from Python)"
     )
-    ap.add_argument("--files", type=int, default=8, help="input files (ConvertFiles' elements)")
+    ap.add_argument("--files", type=int, default=8, help="input files")
+    ap.add_argument(
+        "--split-mb", type=int, default=64, help="ConvertFiles(split_bytes=) in MiB; 0: no split"
+    )
+    ap.add_argument("--whole", action="store_true", help="also ConvertFiles with split_bytes=0")
+    ap.add_argument(
+        "--fixed", action="store_true", help="also ConvertFiles on --files one-line files"
+    )
     args = ap.parse_args()
     tf = not args.no_tf
     if tf:
@@ -231,15 +288,28 @@ def main() -> None:
 
     try:
         src, n = make_input(tmp, args.mb, args.files)
+        tiny = [tmp / f"tiny-{k:03d}.jsonl" for k in range(args.files)]
+        for k, path in enumerate(tiny):
+            with src[k].open() as f:
+                path.write_text(f.readline())
         print(json.dumps({"input_mb": args.mb, "files": args.files, "rows": n}), flush=True)
+        split = args.split_mb << 20
         for r in range(args.rounds):
             timed(CONVERT, 1, r, lambda out: run_convert(args.cli, src, out))
-            timed(FILES, 2, r, lambda out: run_files(src, out))
+            timed(FILES, 2, r, lambda out: run_files(src, out, split))
+            if args.whole:
+                timed(WHOLE, 2, r, lambda out: run_files(src, out, 0))
+            if args.fixed:
+                # Seconds, not records/s: the rate is of the big input's n.
+                timed(FIXED, 2, r, lambda out: run_files(tiny, out, split))
+                timed(FLOOR, 2, r, lambda out: run_floor(tiny))
             if not args.no_rows:
                 timed(BEAM, 2, r, lambda out: run_beam(src, out, args.batch_rows))
             if tf:
                 timed(TF, 2, r, lambda out: run_tf(src, out))
             if args.breakdown:
+                timed(ROWFILE, 1, r, lambda out: run_rowfile(src, out, split))
+            if args.breakdown and not args.no_rows:
                 timed(BEAM_READ, 2, r, lambda out: run_beam_read(src, out))
                 timed(ROWWRITER, 1, r, lambda out: run_rowwriter(src, out, args.batch_rows))
         summary: dict[str, Any] = {
@@ -250,6 +320,13 @@ def main() -> None:
                 median(rates[FILES]) / median(rates[CONVERT]), 3
             ),
         }
+        if args.whole:
+            summary["unsplit_per_worker / convert_per_core"] = round(
+                median(rates[WHOLE]) / median(rates[CONVERT]), 3
+            )
+        if args.fixed:
+            summary["fixed_seconds"] = round(n / (2 * median(rates[FIXED])), 2)
+            summary["floor_seconds"] = round(n / (2 * median(rates[FLOOR])), 2)
         if not args.no_rows:
             summary["beam_per_worker / convert_per_core"] = round(
                 median(rates[BEAM]) / median(rates[CONVERT]), 3
