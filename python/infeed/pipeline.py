@@ -622,8 +622,9 @@ class Iterator:
 
     @property
     def source_counts(self) -> dict[str, int]:
-        """A mixture's sources with the records taken from each so far (a
-        little ahead of the batches returned); empty without a mixture."""
+        """A mixture's sources with the records taken from each up to the
+        last batch returned (as that batch's state counts them: the same on
+        every run); empty without a mixture."""
         return dict(self._batches.source_counts)
 
     @property

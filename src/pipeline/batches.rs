@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
-use super::checkpoint::{self, Snapshot};
+use super::checkpoint::{self, NodeProto, OpPart, Snapshot};
 use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
+use super::ops::mix::MixPart;
 use super::stats::{StageFigures, StageStats};
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};
@@ -302,13 +303,26 @@ impl<T: Send + 'static> Batches<T> {
         self.shape_schedule
     }
 
-    /// A mixture's sources with the records taken from each so far (the
-    /// record thread's count, a little ahead of the batches delivered);
-    /// empty for a pipeline that mixes nothing.
+    /// A mixture's sources with the records taken from each up to the last
+    /// batch delivered: the mixture's count in that batch's state, so the
+    /// same on every run (records the ops after the mixture hold, in a
+    /// shuffle buffer, count as taken); empty for a pipeline that mixes
+    /// nothing.
     pub fn source_counts(&self) -> Vec<(String, u64)> {
-        match &self.source_counts {
-            None => Vec::new(),
-            Some((names, taken)) => names
+        let Some((names, taken)) = &self.source_counts else {
+            return Vec::new();
+        };
+        let saved = self.last_state().and_then(|state| {
+            state
+                .streams
+                .iter()
+                .find_map(|stream| find_mix(&stream.chain.nodes()))
+        });
+        match saved {
+            Some(part) => part.names.into_iter().zip(part.taken).collect(),
+            // Not reached (every state of a mixture holds its part); the
+            // record thread's count, a little ahead.
+            None => names
                 .iter()
                 .zip(taken.iter())
                 .map(|(n, t)| (n.clone(), t.load(std::sync::atomic::Ordering::Relaxed)))
@@ -376,4 +390,15 @@ impl<T: Send + 'static> Iterator for Batches<T> {
     fn next(&mut self) -> Option<Self::Item> {
         self.next_batch().transpose()
     }
+}
+
+/// The mixture's part among a state's nodes, at any depth.
+fn find_mix(nodes: &[NodeProto]) -> Option<MixPart> {
+    nodes.iter().find_map(|node| {
+        if node.key == <MixPart as OpPart>::KEY {
+            MixPart::decode_body(&node.body).ok()
+        } else {
+            find_mix(&node.children)
+        }
+    })
 }
