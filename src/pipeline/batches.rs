@@ -75,8 +75,6 @@ pub struct Batches<T> {
     pub(crate) streams: u32,
     /// See [`Batches::shape_schedule`].
     pub(crate) shape_schedule: u64,
-    /// A mixture's sources and the records taken from each so far.
-    pub(crate) source_counts: Option<(Vec<String>, Arc<Vec<std::sync::atomic::AtomicU64>>)>,
     read: crate::record::ReadOptions,
     source: crate::source::SourceOptions,
     /// Takes batches given back ([`recycle`](Self::recycle)) for their
@@ -171,7 +169,6 @@ impl<T: Send + 'static> Batches<T> {
             states_ahead: BTreeMap::new(),
             streams,
             shape_schedule: 0,
-            source_counts: None,
             read,
             source,
             recycler: None,
@@ -309,25 +306,15 @@ impl<T: Send + 'static> Batches<T> {
     /// shuffle buffer, count as taken); empty for a pipeline that mixes
     /// nothing.
     pub fn source_counts(&self) -> Vec<(String, u64)> {
-        let Some((names, taken)) = &self.source_counts else {
-            return Vec::new();
-        };
-        let saved = self.last_state().and_then(|state| {
-            state
-                .streams
-                .iter()
-                .find_map(|stream| find_mix(&stream.chain.nodes()))
-        });
-        match saved {
-            Some(part) => part.names.into_iter().zip(part.taken).collect(),
-            // Not reached (every state of a mixture holds its part); the
-            // record thread's count, a little ahead.
-            None => names
-                .iter()
-                .zip(taken.iter())
-                .map(|(n, t)| (n.clone(), t.load(std::sync::atomic::Ordering::Relaxed)))
-                .collect(),
-        }
+        self.last_state()
+            .and_then(|state| {
+                state
+                    .streams
+                    .iter()
+                    .find_map(|stream| find_mix(&stream.chain.nodes()))
+            })
+            .map(|part| part.names.into_iter().zip(part.taken).collect())
+            .unwrap_or_default()
     }
 
     /// Batches delivered so far, counting those before a restore; with

@@ -3,7 +3,6 @@
 //! cannot do yet a clear error.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use super::checkpoint::{self, GroupPart, RawParts, SequenceKey, StreamNode};
 use super::error::PipelineError;
@@ -23,7 +22,7 @@ pub(crate) fn build(
     index: u32,
     node: Option<StreamNode>,
     o: &Opened<'_>,
-) -> Result<(Built, Arc<Vec<AtomicU64>>), PipelineError> {
+) -> Result<Built, PipelineError> {
     let refuse = |what: &str| Err(PipelineError::Config(format!("a mixture {what}")));
     if p.shuffle_buffer > 0
         || p.shuffle_files
@@ -129,8 +128,6 @@ pub(crate) fn build(
         batch: batch.max(1),
         host: host.unwrap_or((0, 1)),
     });
-    let taken: Arc<Vec<AtomicU64>> =
-        Arc::new((0..mix.sources.len()).map(|_| AtomicU64::new(0)).collect());
     let make = |i: usize, parts: Option<&mut RawParts>| -> Result<Source, PipelineError> {
         let chain = match parts {
             None => RecordChain::new(
@@ -157,10 +154,7 @@ pub(crate) fn build(
             let sources = (0..mix.sources.len())
                 .map(|i| make(i, None))
                 .collect::<Result<Vec<_>, _>>()?;
-            (
-                MixChain::new(cfg, sources, taken.clone()),
-                GroupPart::default(),
-            )
+            (MixChain::new(cfg, sources), GroupPart::default())
         }
         Some(node) => {
             let (group, mut parts) = node.open(index, fingerprint)?;
@@ -171,18 +165,15 @@ pub(crate) fn build(
                 files.len(),
                 o.total_batches,
             )?;
-            let chain = MixChain::restore(cfg, &mut parts, make, taken.clone())?;
+            let chain = MixChain::restore(cfg, &mut parts, make)?;
             parts.finish()?;
             (chain, group)
         }
     };
-    Ok((
-        Built {
-            chain: StreamChain::Mix(chain),
-            files,
-            fingerprint,
-            group,
-        },
-        taken,
-    ))
+    Ok(Built {
+        chain: StreamChain::Mix(chain),
+        files,
+        fingerprint,
+        group,
+    })
 }

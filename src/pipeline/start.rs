@@ -126,7 +126,7 @@ pub(crate) fn start<T: Send + 'static>(
             let open = |s: u64| -> Result<(StreamChain, Vec<String>), PipelineError> {
                 let built = match &p.mixture {
                     None => one_stream(p, s, streams, None, &counting)?,
-                    Some(mix) => mixture::build(p, &mix.on_host(s), s as u32, None, &counting)?.0,
+                    Some(mix) => mixture::build(p, &mix.on_host(s), s as u32, None, &counting)?,
                 };
                 Ok((built.chain, built.files))
             };
@@ -162,7 +162,6 @@ pub(crate) fn start<T: Send + 'static>(
     let mut threads = Vec::with_capacity(per_host as usize);
     let mut initial = Snapshot::default();
     let mut host_files = Vec::new();
-    let mut source_counts = None;
     for index in first..first + per_host {
         let node = match decoded.as_mut() {
             None => None,
@@ -189,11 +188,7 @@ pub(crate) fn start<T: Send + 'static>(
             group,
         } = match &p.mixture {
             None => one_stream(p, index, streams, node, &opened)?,
-            Some(mix) => {
-                let (built, taken) = mixture::build(p, mix, index as u32, node, &opened)?;
-                source_counts = Some((mix.names(), taken));
-                built
-            }
+            Some(mix) => mixture::build(p, mix, index as u32, node, &opened)?,
         };
         let index = index as u32;
         initial.streams.push(StreamSnapshot {
@@ -242,7 +237,6 @@ pub(crate) fn start<T: Send + 'static>(
         streams as u32,
     );
     batches.shape_schedule = shape_schedule;
-    batches.source_counts = source_counts;
     Ok(batches)
 }
 

@@ -22,7 +22,6 @@
 //! source it knows where it was and applies the new weights from there.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::pipeline::checkpoint::{RawParts, SavedParts};
 use crate::pipeline::error::{PipelineError, StateError};
@@ -109,8 +108,9 @@ pub(crate) struct MixChain {
     exhausted: Vec<bool>,
     drawn: u64,
     phase: u64,
-    /// Per source: records taken, shared with the pipeline's figures.
-    taken: Arc<Vec<AtomicU64>>,
+    /// Per source: records taken (`Batches::source_counts` reads them from
+    /// the state).
+    taken: Vec<u64>,
     /// Stratified: the source of each row of the current batch, the batch
     /// they are planned for, and the remainders carried into it and out.
     rows: Vec<usize>,
@@ -126,7 +126,7 @@ fn child_key(name: &str) -> String {
 
 impl MixChain {
     /// A mixture at its start.
-    pub fn new(cfg: Arc<MixConfig>, sources: Vec<Source>, taken: Arc<Vec<AtomicU64>>) -> Self {
+    pub fn new(cfg: Arc<MixConfig>, sources: Vec<Source>) -> Self {
         let n = sources.len();
         MixChain {
             cfg,
@@ -134,7 +134,7 @@ impl MixChain {
             exhausted: vec![false; n],
             drawn: 0,
             phase: 0,
-            taken,
+            taken: vec![0; n],
             rows: Vec::new(),
             planned: None,
             carry: vec![0.0; n],
@@ -151,7 +151,6 @@ impl MixChain {
         cfg: Arc<MixConfig>,
         parts: &mut RawParts,
         mut make: impl FnMut(usize, Option<&mut RawParts>) -> Result<Source, PipelineError>,
-        taken: Arc<Vec<AtomicU64>>,
     ) -> Result<Self, PipelineError> {
         let part: MixPart = parts.take()?;
         let n = part.names.len();
@@ -177,6 +176,7 @@ impl MixChain {
         }
         let mut sources = Vec::with_capacity(cfg.names.len());
         let mut exhausted = Vec::with_capacity(cfg.names.len());
+        let mut taken = vec![0; cfg.names.len()];
         let mut same = part.names == cfg.names && part.weights == cfg.weights;
         for (i, name) in cfg.names.iter().enumerate() {
             let saved = part.names.iter().position(|s| s == name);
@@ -203,7 +203,7 @@ impl MixChain {
                         }
                         .into());
                     }
-                    taken[i].store(part.taken[s], Ordering::Relaxed);
+                    taken[i] = part.taken[s];
                     exhausted.push(part.exhausted[s]);
                 }
                 None => {
@@ -271,11 +271,7 @@ impl MixChain {
             phase: self.phase,
             names: self.cfg.names.clone(),
             weights: self.cfg.weights.clone(),
-            taken: self
-                .taken
-                .iter()
-                .map(|t| t.load(Ordering::Relaxed))
-                .collect(),
+            taken: self.taken.clone(),
             exhausted: self.exhausted.clone(),
             fingerprints: self.sources.iter().map(|s| s.fingerprint).collect(),
             carry: if self.planned == Some(self.batch()) || self.planned.is_none() {
@@ -309,7 +305,7 @@ impl MixChain {
                 Some(mut item) => {
                     item.file += source.first_file;
                     self.drawn += 1;
-                    self.taken[j].fetch_add(1, Ordering::Relaxed);
+                    self.taken[j] += 1;
                     return Ok(Some(item));
                 }
                 None => match self.cfg.on_exhausted {
@@ -323,7 +319,7 @@ impl MixChain {
                         self.finished = true;
                         return Err(PipelineError::SourceExhausted {
                             name: self.cfg.names[j].clone(),
-                            records: self.taken[j].load(Ordering::Relaxed),
+                            records: self.taken[j],
                         });
                     }
                     // Drawn again among the others, for the same record.
