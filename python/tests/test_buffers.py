@@ -115,6 +115,11 @@ def test_close_keeps_handed_out_arrays_and_state():
 STALL = """
 import os, signal, socket, threading, time
 import infeed
+# A process started in the background by a non-interactive shell (nohup, `&`
+# in a script) inherits SIGINT ignored, and Python then leaves it ignored:
+# these scripts are about what infeed does with an interrupt, so they take
+# the default handler whatever the caller's shell did.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 # A server that takes connections and never answers: next() waits forever.
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(16)
 url = f"http://127.0.0.1:{srv.getsockname()[1]}/never.tfrecord"
@@ -194,4 +199,16 @@ def test_gil_is_released_while_waiting():
 
 
 def test_sigint_handler_of_the_caller_still_works():
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # infeed installs no signal handler: one the caller set is still there
+    # after a pipeline ran (whatever disposition the test run inherited).
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        it = iter(lm_pipeline())
+        next(it)
+        it.close()
+        assert signal.getsignal(signal.SIGINT) is handler
+    finally:
+        signal.signal(signal.SIGINT, before)
