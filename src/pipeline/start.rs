@@ -182,7 +182,7 @@ pub(crate) fn start<T: Send + 'static>(
             stream_stats: &stream_stats,
         };
         let Built {
-            chain,
+            mut chain,
             files,
             fingerprint,
             group,

@@ -523,7 +523,7 @@ mod tests {
         let mut chain = SavedParts::default();
         chain.push(ShufflePart {
             rng_counter: 5_000,
-            buffer,
+            buffer: buffer.into(),
             draining: false,
             finished: false,
         });

@@ -115,14 +115,14 @@ impl RecordChain {
             read_stats,
             ops,
         };
-        let buffered = chain.read_again(&shuffle.buffer)?;
+        let buffered = chain.read_again(&shuffle.buffer.to_vec())?;
         chain.ops.restore(&shuffle, buffered);
         Ok(chain)
     }
 
     /// The state now: every op's part, what a restore needs to continue
     /// from here.
-    pub fn state(&self) -> SavedParts {
+    pub fn state(&mut self) -> SavedParts {
         self.ops.save()
     }
 

@@ -264,7 +264,7 @@ impl MixChain {
     }
 
     /// Its parts: the mixture's, then each source's chain under its name.
-    pub fn state(&self) -> SavedParts {
+    pub fn state(&mut self) -> SavedParts {
         let mut parts = SavedParts::default();
         parts.push(MixPart {
             drawn: self.drawn,
@@ -281,7 +281,7 @@ impl MixChain {
                 self.carry_after.clone()
             },
         });
-        for (name, source) in self.cfg.names.iter().zip(&self.sources) {
+        for (name, source) in self.cfg.names.iter().zip(&mut self.sources) {
             parts.push_child(child_key(name), source.chain.state());
         }
         parts

@@ -11,6 +11,7 @@
 //! blocks, or held as they are when they are views of a mapped file.
 
 mod buffer;
+mod slots;
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use crate::pipeline::stats::StageStats;
 
 use super::epochs::Epochs;
 use crate::pipeline::checkpoint::{Coded, OpPart, SavedParts, code_positions, decode_positions};
+pub(crate) use slots::SlotPositions;
 
 use super::{EpochInput, Item};
 
@@ -29,7 +31,7 @@ use super::{EpochInput, Item};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ShufflePart {
     pub rng_counter: u64,
-    pub buffer: Vec<(u32, u64)>,
+    pub buffer: SlotPositions,
     pub draining: bool,
     pub finished: bool,
 }
@@ -59,7 +61,7 @@ impl OpPart for ShufflePart {
     const VERSION: u32 = 1;
 
     fn encode_body(&self) -> Vec<u8> {
-        let c = code_positions(&self.buffer);
+        let c = code_positions(&self.buffer.to_vec());
         prost::Message::encode_to_vec(&ShuffleProto {
             rng_counter: self.rng_counter,
             buffer_files: c.files,
@@ -87,7 +89,7 @@ impl OpPart for ShufflePart {
         )?;
         Ok(ShufflePart {
             rng_counter: p.rng_counter,
-            buffer,
+            buffer: buffer.into(),
             draining: p.draining,
             finished: p.finished,
         })
@@ -249,11 +251,11 @@ impl<I: EpochInput> Shuffle<I> {
     }
 
     /// The parts of the whole chain now, this op's first.
-    pub fn save(&self) -> SavedParts {
+    pub fn save(&mut self) -> SavedParts {
         let mut parts = SavedParts::default();
         parts.push(ShufflePart {
             rng_counter: self.rng.counter,
-            buffer: self.buffer.positions().to_vec(),
+            buffer: self.buffer.share_positions(),
             draining: self.draining,
             finished: self.finished,
         });

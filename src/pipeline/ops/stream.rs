@@ -28,7 +28,7 @@ impl StreamChain {
     }
 
     /// Its parts now.
-    pub fn state(&self) -> SavedParts {
+    pub fn state(&mut self) -> SavedParts {
         match self {
             StreamChain::One(c) => c.state(),
             StreamChain::Mix(m) => m.state(),

@@ -33,6 +33,8 @@ use bytes::{Bytes, BytesMut};
 use crate::pipeline::ops::Item;
 use crate::prefetch::prefetch;
 
+use super::slots::{SlotLog, SlotPositions};
+
 /// Bytes per block.
 const BLOCK: usize = 128;
 /// Blocks per page of the block pool (64 KiB pages).
@@ -77,9 +79,9 @@ enum Kept {
 #[derive(Default)]
 pub(crate) struct ShuffleBuffer {
     locs: Vec<Loc>,
-    /// Per slot: (file, offset): the checkpoint's view, kept contiguous so
-    /// that taking it is one copy.
-    positions: Vec<(u32, u64)>,
+    /// Per slot: (file, offset), the checkpoint's view, with the log that
+    /// lets a state share it (`slots.rs`).
+    slots: SlotLog,
     /// The block pool, `PAGE_BLOCKS` blocks a page.
     pages: Vec<Box<[u8]>>,
     /// Per block: the next block of its record's chain, or of the free list.
@@ -107,7 +109,7 @@ impl ShuffleBuffer {
     pub fn with_capacity(slots: usize) -> Self {
         Self {
             locs: Vec::with_capacity(slots),
-            positions: Vec::with_capacity(slots),
+            slots: SlotLog::with_capacity(slots),
             free: END,
             ..Self::default()
         }
@@ -123,9 +125,10 @@ impl ShuffleBuffer {
         self.locs.is_empty()
     }
 
-    /// (file, offset) of each slot's record, in slot order.
-    pub fn positions(&self) -> &[(u32, u64)] {
-        &self.positions
+    /// (file, offset) of each slot's record, in slot order, for a state
+    /// (shared, not copied: `slots.rs`).
+    pub fn share_positions(&mut self) -> SlotPositions {
+        self.slots.share()
     }
 
     /// Bytes of the records the buffer stores (their payload).
@@ -147,7 +150,7 @@ impl ShuffleBuffer {
             + self.outside.capacity() * size_of::<Option<Bytes>>()
             + self.outside_free.capacity() * size_of::<u32>()
             + self.locs.capacity() * size_of::<Loc>()
-            + self.positions.capacity() * size_of::<(u32, u64)>()
+            + self.slots.allocated_bytes()
     }
 
     /// Appends a record in a new last slot.
@@ -155,17 +158,16 @@ impl ShuffleBuffer {
     pub fn push(&mut self, item: Item) {
         let loc = self.store(item.data, item.mapped, item.measured);
         self.locs.push(loc);
-        self.positions.push((item.file, item.offset));
+        self.slots.push((item.file, item.offset));
     }
 
     /// Puts `item` in slot `j`, returning the record that was there.
     #[inline]
     pub fn replace(&mut self, j: usize, item: Item) -> Option<Item> {
         let old = *self.locs.get(j)?;
-        let (file, offset) = self.positions[j];
+        let (file, offset) = self.slots.set(j, (item.file, item.offset));
         let data = self.take_out(old);
         self.locs[j] = self.store(item.data, item.mapped, item.measured);
-        self.positions[j] = (item.file, item.offset);
         Some(leaving(data, file, offset, old))
     }
 
@@ -174,10 +176,9 @@ impl ShuffleBuffer {
     #[inline]
     pub fn swap_remove(&mut self, j: usize) -> Option<Item> {
         let old = *self.locs.get(j)?;
-        let (file, offset) = self.positions[j];
+        let (file, offset) = self.slots.swap_remove(j);
         let data = self.take_out(old);
         self.locs.swap_remove(j);
-        self.positions.swap_remove(j);
         Some(leaving(data, file, offset, old))
     }
 
@@ -492,7 +493,8 @@ mod tests {
             assert_eq!(buf.payload_bytes() + buf.mapped_bytes(), total);
         }
         let positions: Vec<(u32, u64)> = model.iter().map(|m| (m.file, m.offset)).collect();
-        assert_eq!(buf.positions(), positions.as_slice());
+        assert_eq!(buf.slots.now(), positions.as_slice());
+        assert_eq!(buf.share_positions().to_vec(), positions);
         while !model.is_empty() {
             let want = model.swap_remove(0);
             let got = buf.swap_remove(0).unwrap();
@@ -548,6 +550,6 @@ mod tests {
             + buf.outside.capacity() * size_of::<Option<Bytes>>()
             + buf.outside_free.capacity() * size_of::<u32>()
             + buf.locs.capacity() * size_of::<Loc>()
-            + buf.positions.capacity() * size_of::<(u32, u64)>()
+            + buf.slots.allocated_bytes()
     }
 }
