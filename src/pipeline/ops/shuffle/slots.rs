@@ -271,12 +271,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_log_starts_over_from_a_snapshot() {
-        let mut log = SlotLog::with_capacity(4);
-        for i in 0..4 {
+    /// A log of `n` slots, (0, i) in slot i, not shared yet.
+    fn filled(n: u64) -> SlotLog {
+        let mut log = SlotLog::with_capacity(n as usize);
+        for i in 0..n {
             log.push((0, i));
         }
+        log
+    }
+
+    #[test]
+    fn the_log_starts_over_from_a_snapshot() {
+        let mut log = filled(4);
         let first = log.share();
         assert!(first.edits.is_none(), "4 edits for 4 slots: a snapshot");
         log.set(1, (1, 10));
@@ -304,10 +310,7 @@ mod tests {
 
     #[test]
     fn a_long_stretch_without_states_keeps_the_log_short() {
-        let mut log = SlotLog::with_capacity(100);
-        for i in 0..100 {
-            log.push((0, i));
-        }
+        let mut log = filled(100);
         log.share();
         for i in 0..100_000u64 {
             log.set((i % 100) as usize, (1, i));
@@ -322,10 +325,7 @@ mod tests {
 
     #[test]
     fn links_are_bounded() {
-        let mut log = SlotLog::with_capacity(10_000);
-        for i in 0..10_000 {
-            log.push((0, i));
-        }
+        let mut log = filled(10_000);
         log.share();
         for i in 0..MAX_LINKS as u64 * 3 {
             log.set(0, (1, i));
