@@ -69,7 +69,7 @@
 
 mod fingerprint;
 mod parts;
-mod positions;
+pub(crate) mod positions;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

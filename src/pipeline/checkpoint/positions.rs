@@ -4,6 +4,9 @@
 
 use crate::pipeline::error::StateError;
 
+/// A file index and a byte offset: where a record is read again.
+pub(crate) type Position = (u32, u64);
+
 /// Positions coded compactly: sorted (file, count) runs with offset deltas,
 /// and each original slot's rank in the sorted list.
 #[derive(Default)]

@@ -11,8 +11,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// A file index and a byte offset: where a record is read again.
-pub(crate) type Position = (u32, u64);
+use crate::pipeline::checkpoint::positions::Position;
 
 /// Positions in order, as shared pieces (see the module doc).
 #[derive(Clone, Default)]

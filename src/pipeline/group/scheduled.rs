@@ -14,8 +14,9 @@ use crate::pipeline::ops::Item;
 use super::{Emitted, compact};
 
 use super::raw_batch::Layout;
-use super::replay::{Position, ReplayList};
+use super::replay::ReplayList;
 use super::schedule::Schedule;
+use crate::pipeline::checkpoint::positions::Position;
 
 /// Steps a record waits in its queue before it is copied out of the chunk
 /// it is a slice of ([`compact`]). Most records leave within a few steps:

@@ -14,8 +14,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// A file index and a byte offset: where a record is read again.
-type Position = (u32, u64);
+use crate::pipeline::checkpoint::positions::Position;
 
 /// Links of edits after which the log starts from a new snapshot, so
 /// putting a state together walks a short chain (and dropping one recurses
