@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
-use super::checkpoint::{self, NodeProto, OpPart, Snapshot};
+use super::checkpoint::{self, Snapshot};
 use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
-use super::ops::mix::MixPart;
+use super::ops::mix;
+use super::read::again::record_index;
 use super::stats::{StageFigures, StageStats};
+use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};
 use super::threads::workers::{self as worker_threads, Delivery};
-use super::threads::{panic_message, shard_reader};
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -257,7 +258,7 @@ impl<T: Send + 'static> Batches<T> {
             Some((_, Err(e))) => {
                 let _ = self.finish();
                 Err(e.with_record_index(|path, offset| {
-                    shard_reader::record_index(path, offset, &self.read, &self.source)
+                    record_index(path, offset, &self.read, &self.source)
                         .map(|(index, compression)| RecordIndex { index, compression })
                 }))
             }
@@ -311,9 +312,8 @@ impl<T: Send + 'static> Batches<T> {
                 state
                     .streams
                     .iter()
-                    .find_map(|stream| find_mix(&stream.chain.nodes()))
+                    .find_map(|stream| mix::source_counts(&stream.chain.nodes()))
             })
-            .map(|part| part.names.into_iter().zip(part.taken).collect())
             .unwrap_or_default()
     }
 
@@ -377,15 +377,4 @@ impl<T: Send + 'static> Iterator for Batches<T> {
     fn next(&mut self) -> Option<Self::Item> {
         self.next_batch().transpose()
     }
-}
-
-/// The mixture's part among a state's nodes, at any depth.
-fn find_mix(nodes: &[NodeProto]) -> Option<MixPart> {
-    nodes.iter().find_map(|node| {
-        if node.key == <MixPart as OpPart>::KEY {
-            MixPart::decode_body(&node.body).ok()
-        } else {
-            find_mix(&node.children)
-        }
-    })
 }

@@ -12,7 +12,9 @@ use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::raw_batch::{BatchFn, RawBatch};
 use super::normalize::Normalize;
-use super::ops::RecordRange;
+use super::ops::chain::ChainSettings;
+use super::ops::interleave::RecordRange;
+use super::ops::shuffle::ShuffleSettings;
 use super::parsed::{MapError, ParsedOp};
 use super::settings::EqualBatches;
 use super::settings::RecordSettings;
@@ -220,16 +222,7 @@ impl Pipeline {
                 streams: None,
                 mixture: None,
                 seed: 0,
-                shuffle_files: false,
-                cycle_length: 1,
-                block_length: 1,
-                skip: 0,
-                take: None,
-                filter: None,
-                map: None,
-                shuffle_buffer: 0,
-                repeat: None,
-                repeat_before_shuffle: false,
+                ops: ChainSettings::default(),
                 read: ReadOptions::default(),
                 source_options: SourceOptions::default(),
                 workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -287,53 +280,55 @@ impl Pipeline {
 
     /// Shuffles the file order, anew each epoch.
     pub fn shuffle_files(mut self) -> Self {
-        self.s.shuffle_files = true;
+        self.s.ops.interleave.shuffle_files = true;
         self
     }
 
     /// Reads `cycle_length` files at once, `block_length` records from each
     /// in turn.
     pub fn interleave(mut self, cycle_length: usize, block_length: usize) -> Self {
-        self.s.cycle_length = cycle_length;
-        self.s.block_length = block_length;
+        self.s.ops.interleave.cycle_length = cycle_length.max(1);
+        self.s.ops.interleave.block_length = block_length.max(1);
         self
     }
 
     /// Skips the first `n` records of each epoch.
     pub fn skip(mut self, n: u64) -> Self {
-        self.s.skip = n;
+        self.s.ops.skip_take.skip = n;
         self
     }
 
     /// Keeps at most `n` records of each epoch.
     pub fn take(mut self, n: u64) -> Self {
-        self.s.take = Some(n);
+        self.s.ops.skip_take.take = Some(n);
         self
     }
 
     /// Keeps only the serialized records for which `keep` is true.
     pub fn filter(mut self, keep: impl Fn(&[u8]) -> bool + Send + Sync + 'static) -> Self {
-        self.s.filter = Some(Arc::new(keep));
+        self.s.ops.record_map.filter = Some(Arc::new(keep));
         self
     }
 
     /// Replaces each serialized record by `f(record)`; `f` must be
     /// deterministic (a restore applies it again).
     pub fn map(mut self, f: impl Fn(Bytes) -> Bytes + Send + Sync + 'static) -> Self {
-        self.s.map = Some(Arc::new(f));
+        self.s.ops.record_map.map = Some(Arc::new(f));
         self
     }
 
     /// Shuffles records through a buffer of `buffer` records.
     pub fn shuffle(mut self, buffer: usize) -> Self {
-        self.s.shuffle_buffer = buffer;
-        self.s.repeat_before_shuffle = self.s.repeat.is_some();
+        self.s.ops.shuffle = ShuffleSettings {
+            buffer,
+            across_epochs: self.s.ops.epochs.repeat.is_some(),
+        };
         self
     }
 
     /// Reads the data `epochs` times (`None`: forever).
     pub fn repeat(mut self, epochs: Option<u64>) -> Self {
-        self.s.repeat = Some(epochs);
+        self.s.ops.epochs.repeat = Some(epochs);
         self
     }
 

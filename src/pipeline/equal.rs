@@ -15,8 +15,8 @@ use super::error::PipelineError;
 use super::group::Grouper;
 use super::group::grouping::RecordWork;
 use super::group::raw_batch::{Layout, RawBatch};
-use super::ops::Item;
-use super::ops::stream::StreamChain;
+use super::item::Item;
+use super::ops::stream_chain::StreamChain;
 use super::settings::{EqualBatches, RecordSettings};
 
 /// Records a stream's grouping simulation hands to the prefilter at once.
@@ -145,12 +145,10 @@ pub(crate) fn from_counts(
     let Some(how) = p.equal_batches else {
         return Ok(None);
     };
-    let epochs = match p.repeat {
-        None => 1,
-        Some(Some(n)) => n,
-        Some(None) => return Ok(None),
+    let Some(epochs) = p.ops.epochs.epochs() else {
+        return Ok(None);
     };
-    if p.filter.is_some() {
+    if p.ops.record_map.filter.is_some() {
         // What a record filter keeps is unknown until it runs: counted by
         // grouping instead.
         return Ok(None);
@@ -173,8 +171,8 @@ pub(crate) fn from_counts(
                 (total + index_count - 1 - i) / index_count
             };
             let epoch = records
-                .saturating_sub(p.skip)
-                .min(p.take.unwrap_or(u64::MAX));
+                .saturating_sub(p.ops.skip_take.skip)
+                .min(p.ops.skip_take.take.unwrap_or(u64::MAX));
             epoch * epochs
         })
         .collect();

@@ -27,7 +27,7 @@ use crate::spec::{FeatureSpec, ImageSpec};
 use super::error::PipelineError;
 use super::group::raw_batch::RawBatch;
 use super::parsed::select_rows;
-use super::rng::{CounterRng, stream};
+use super::rng::{CounterRng, domain};
 use super::stats::StageStats;
 
 thread_local! {
@@ -70,7 +70,7 @@ impl ImageStage {
         key[8..16].copy_from_slice(&raw.number.to_le_bytes());
         key[16..24].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(name.as_bytes()).to_le_bytes());
         key[24..].copy_from_slice(&offset.to_le_bytes());
-        CounterRng::new(xxhash_rust::xxh3::xxh3_64(&key), stream::IMAGE, 0)
+        CounterRng::new(xxhash_rust::xxh3::xxh3_64(&key), domain::IMAGE, 0)
     }
 
     /// Replaces each image column of `parsed` by the decoded pixels (and,

@@ -1,39 +1,29 @@
-//! A mixture opened: its sources' record chains, the mixture op over them
-//! ([`ops::mix`](super::ops::mix)), and the checks that keep what a mixture
-//! cannot do yet a clear error.
+//! A mixture's chain built: its sources' record chains, the mixture op over
+//! them ([`ops::mix`](super::ops::mix)), and the checks that keep what a
+//! mixture cannot do yet a clear error.
 
 use std::sync::Arc;
 
-use super::checkpoint::{self, GroupPart, RawParts, SequenceKey, StreamNode};
+use super::checkpoint::Identity;
 use super::error::PipelineError;
-use super::group::grouping::Grouping;
-use super::open::{Built, Opened, record_key};
-use super::ops::StreamConfig;
+use super::group::grouping::{Grouping, RecordWork};
 use super::ops::chain::RecordChain;
-use super::ops::mix::{MixChain, MixChoice, MixConfig, OnExhausted, Source};
-use super::ops::stream::StreamChain;
-use super::settings::{MixSettings, RecordSettings};
+use super::ops::mix::{MixChain, MixChoice, MixConfig, Source};
+use super::settings::{MixSettings, RecordSettings, stream_identity};
+use super::stats::StageStats;
 
-/// The mixture's record chain (logical stream `index`: the host's), started
-/// or restored from `node`; with the per-source record counts it keeps.
+/// The mixture `mix` of pipeline `p` as one host runs it (not started),
+/// grouped as `record` says, and its files: every source's, in source
+/// order.
 pub(crate) fn build(
     p: &RecordSettings,
     mix: &MixSettings,
-    index: u32,
-    node: Option<StreamNode>,
-    o: &Opened<'_>,
-) -> Result<Built, PipelineError> {
+    record: &RecordWork,
+    read_stats: &Arc<StageStats>,
+    stream_stats: &Arc<StageStats>,
+) -> Result<(MixChain, Vec<String>), PipelineError> {
     let refuse = |what: &str| Err(PipelineError::Config(format!("a mixture {what}")));
-    if p.shuffle_buffer > 0
-        || p.shuffle_files
-        || p.cycle_length > 1
-        || p.skip > 0
-        || p.take.is_some()
-        || p.filter.is_some()
-        || p.map.is_some()
-        || p.repeat.is_some()
-        || p.host.is_some()
-    {
+    if !p.ops.given().is_empty() || p.host.is_some() {
         return refuse(
             "takes shard, file shuffle, interleave, skip/take, filter/map, shuffle and repeat \
              on each source, not on the mixture",
@@ -51,10 +41,10 @@ pub(crate) fn build(
     if mix.sources.iter().any(|(_, s)| s.host != host) {
         return refuse("needs every source sharded alike (the same shard(i, n))");
     }
-    let batch = match (mix.choice, &o.record.grouping) {
+    let batch = match (mix.choice, &record.grouping) {
         (MixChoice::Random, _) => 1,
         (MixChoice::Stratified, Grouping::Fixed { batch_size, .. })
-            if o.record.prefilter.is_none() =>
+            if record.prefilter.is_none() =>
         {
             *batch_size
         }
@@ -66,59 +56,26 @@ pub(crate) fn build(
             );
         }
     };
-    let configs: Vec<Arc<StreamConfig>> = mix
-        .sources
-        .iter()
-        .map(|(_, s)| {
-            let (i, n) = s.host.unwrap_or((0, 1));
-            s.stream_config(i, n, o.record.scan.as_ref())
-        })
-        .collect();
-    let fingerprints: Vec<u32> = mix
-        .sources
-        .iter()
-        .zip(&configs)
-        .map(|((_, s), cfg)| record_key(s, cfg, s.host).fingerprint())
-        .collect();
     let mut files = Vec::new();
-    let mut firsts = Vec::new();
-    for cfg in &configs {
-        firsts.push(files.len() as u32);
-        files.extend(cfg.files.iter().cloned());
+    let mut sources = Vec::with_capacity(mix.sources.len());
+    for (_, s) in &mix.sources {
+        let (i, n) = s.host.unwrap_or((0, 1));
+        let cfg = s.stream_config(i, n, record.scan.as_ref());
+        let chain = RecordChain::new(&cfg, read_stats.clone(), stream_stats.clone());
+        // A source's fingerprint: its chain's, grouped by nothing (the
+        // mixture's own covers the grouping).
+        let mut id = Identity::default();
+        chain.identity(&mut id);
+        RecordWork::fixed(0, false).identity(&mut id);
+        stream_identity(&mut id, s.host, None, None);
+        sources.push(Source {
+            first_file: files.len() as u32,
+            files: chain.files().len() as u32,
+            fingerprint: id.fingerprint(),
+            chain,
+        });
+        files.extend(cfg.files.files.iter().cloned());
     }
-    let code = match mix.choice {
-        MixChoice::Random => 10,
-        MixChoice::Stratified => 20,
-    } + match mix.on_exhausted {
-        OnExhausted::Stop => 0,
-        OnExhausted::Drop => 1,
-        OnExhausted::Fail => 2,
-    };
-    let fingerprint = SequenceKey {
-        files: &[],
-        ranges: &[],
-        host,
-        seed: p.seed,
-        file_order_seed: None,
-        shuffle_files: false,
-        cycle_length: 0,
-        block_length: 0,
-        skip: 0,
-        take: None,
-        record_filter: false,
-        record_map: false,
-        shuffle_buffer: 0,
-        epochs: None,
-        shuffle_across_epochs: false,
-        equal_batches: None,
-        grouping: &o.record.grouping,
-        length_feature: o.record.length_feature.as_deref(),
-        parsed_ops: &o.record.parsed_ops,
-        masks: &o.record.masks,
-        streams: None,
-        mixture: Some(code),
-    }
-    .fingerprint();
     let cfg = Arc::new(MixConfig {
         names: mix.names(),
         weights: mix.weights.clone(),
@@ -128,52 +85,5 @@ pub(crate) fn build(
         batch: batch.max(1),
         host: host.unwrap_or((0, 1)),
     });
-    let make = |i: usize, parts: Option<&mut RawParts>| -> Result<Source, PipelineError> {
-        let chain = match parts {
-            None => RecordChain::new(
-                configs[i].clone(),
-                o.read_stats.clone(),
-                o.stream_stats.clone(),
-            )?,
-            Some(parts) => RecordChain::restore(
-                configs[i].clone(),
-                o.read_stats.clone(),
-                o.stream_stats.clone(),
-                parts,
-            )?,
-        };
-        Ok(Source {
-            chain,
-            first_file: firsts[i],
-            files: configs[i].files.len() as u32,
-            fingerprint: fingerprints[i],
-        })
-    };
-    let (chain, group) = match node {
-        None => {
-            let sources = (0..mix.sources.len())
-                .map(|i| make(i, None))
-                .collect::<Result<Vec<_>, _>>()?;
-            (MixChain::new(cfg, sources), GroupPart::default())
-        }
-        Some(node) => {
-            let (group, mut parts) = node.open(index, fingerprint)?;
-            checkpoint::check_group(
-                &group,
-                o.batches_before,
-                &o.record.grouping,
-                files.len(),
-                o.total_batches,
-            )?;
-            let chain = MixChain::restore(cfg, &mut parts, make)?;
-            parts.finish()?;
-            (chain, group)
-        }
-    };
-    Ok(Built {
-        chain: StreamChain::Mix(chain),
-        files,
-        fingerprint,
-        group,
-    })
+    Ok((MixChain::new(cfg, sources), files))
 }

@@ -1,44 +1,44 @@
 //! A counter-based random number generator.
 //!
-//! Every draw is a pure function of `(seed, stream, counter)`, so the whole
+//! Every draw is a pure function of `(seed, domain, counter)`, so the whole
 //! RNG state in a checkpoint is one counter, and two hosts (or a restored
 //! run) given the same seed draw the same numbers. SplitMix64's finaliser
 //! mixes the inputs; it passes BigCrush as a counter-based generator and
 //! costs a few cycles. Written here rather than taken from a crate because
 //! the checkpoint needs exactly this shape of state.
 
-/// Which of a seed's streams of numbers an op draws from. Made only in this
-/// file ([`stream`]), so no op can draw from another's stream.
+/// Which of a seed's sequences of numbers an op draws from (its domain).
+/// Made only in this file ([`domain`]), so no op can draw from another's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Stream(u64);
+pub(crate) struct Domain(u64);
 
-/// The RNG stream of every op that draws numbers, all in one place, so that
+/// The domain of every op that draws numbers, all in one place, so that
 /// no two ops can share one (their values are part of what a seed means:
 /// changing one changes every run's order).
-pub(crate) mod stream {
-    use super::Stream;
+pub(crate) mod domain {
+    use super::Domain;
 
     /// The shuffle buffer's draws.
-    pub const SHUFFLE: Stream = Stream(0);
-    /// The file order of epoch `e` is stream `FILE_ORDER + e` ([`file_order`]).
+    pub const SHUFFLE: Domain = Domain(0);
+    /// The file order of epoch `e` is domain `FILE_ORDER + e` ([`file_order`]).
     const FILE_ORDER: u64 = 1 << 32;
     /// The shape schedule of several hosts (`group/schedule.rs`).
-    pub const SCHEDULE: Stream = Stream(2 << 32);
+    pub const SCHEDULE: Domain = Domain(2 << 32);
     /// The seed of logical stream `s` (`Pipeline::streams`) is the first
     /// draw of counter `s`.
-    pub const LOGICAL_STREAMS: Stream = Stream(3 << 32);
+    pub const LOGICAL_STREAMS: Domain = Domain(3 << 32);
     /// A mixture's random choice of source for record `n` is counter `n`.
-    pub const MIX: Stream = Stream(4 << 32);
+    pub const MIX: Domain = Domain(4 << 32);
     /// Image crops and flips (`pipeline/images.rs`): one generator per
     /// record, its seed derived from the pipeline seed and the record.
-    pub const IMAGE: Stream = Stream(5 << 32);
+    pub const IMAGE: Domain = Domain(5 << 32);
 
     /// The file order of epoch `epoch`.
-    pub fn file_order(epoch: u64) -> Stream {
-        Stream(FILE_ORDER.wrapping_add(epoch))
+    pub fn file_order(epoch: u64) -> Domain {
+        Domain(FILE_ORDER.wrapping_add(epoch))
     }
 
-    // The streams never meet: file orders take one per epoch, up to 2^32
+    // The domains never meet: file orders take one per epoch, up to 2^32
     // epochs between FILE_ORDER and SCHEDULE (checked when compiling).
     const _: () = assert!(
         SHUFFLE.0 < FILE_ORDER
@@ -58,7 +58,7 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A stream of random numbers named by `(seed, stream)`; `counter` is how
+/// A sequence of random numbers named by `(seed, domain)`; `counter` is how
 /// many have been drawn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CounterRng {
@@ -67,10 +67,10 @@ pub struct CounterRng {
 }
 
 impl CounterRng {
-    /// The stream `stream` of `seed`, positioned after `counter` draws.
-    pub fn new(seed: u64, stream: Stream, counter: u64) -> Self {
+    /// The domain `domain` of `seed`, positioned after `counter` draws.
+    pub fn new(seed: u64, domain: Domain, counter: u64) -> Self {
         CounterRng {
-            key: mix(seed ^ mix(stream.0.wrapping_add(GAMMA))),
+            key: mix(seed ^ mix(domain.0.wrapping_add(GAMMA))),
             counter,
         }
     }
@@ -103,17 +103,17 @@ mod tests {
 
     #[test]
     fn same_inputs_same_numbers_and_counter_restores_position() {
-        let mut a = CounterRng::new(7, Stream(1), 0);
+        let mut a = CounterRng::new(7, Domain(1), 0);
         let first: Vec<u64> = (0..5).map(|_| a.next_u64()).collect();
-        let mut b = CounterRng::new(7, Stream(1), 2);
+        let mut b = CounterRng::new(7, Domain(1), 2);
         assert_eq!(b.next_u64(), first[2]);
-        assert_ne!(CounterRng::new(7, Stream(2), 0).next_u64(), first[0]);
-        assert_ne!(CounterRng::new(8, Stream(1), 0).next_u64(), first[0]);
+        assert_ne!(CounterRng::new(7, Domain(2), 0).next_u64(), first[0]);
+        assert_ne!(CounterRng::new(8, Domain(1), 0).next_u64(), first[0]);
     }
 
     #[test]
     fn below_is_in_range_and_roughly_uniform() {
-        let mut rng = CounterRng::new(1, Stream(0), 0);
+        let mut rng = CounterRng::new(1, Domain(0), 0);
         let mut counts = [0u32; 10];
         for _ in 0..100_000 {
             counts[rng.below(10)] += 1;
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn shuffle_is_a_permutation() {
         let mut items: Vec<u32> = (0..1000).collect();
-        CounterRng::new(3, Stream(0), 0).shuffle(&mut items);
+        CounterRng::new(3, Domain(0), 0).shuffle(&mut items);
         assert_ne!(items, (0..1000).collect::<Vec<_>>());
         items.sort_unstable();
         assert_eq!(items, (0..1000).collect::<Vec<_>>());

@@ -4,9 +4,12 @@
 
 use std::sync::Arc;
 
+use super::checkpoint::Identity;
+use super::item::LengthScan;
+use super::ops::chain::{ChainConfig, ChainSettings};
+use super::ops::interleave::{RecordRange, StreamFiles};
 use super::ops::mix::{MixChoice, OnExhausted};
-use super::ops::{LengthScan, RecordFilter, RecordMap, RecordRange, StreamConfig};
-use super::rng::{self, CounterRng};
+use super::rng::{CounterRng, domain};
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
 use crate::tfds::TfdsDataset;
@@ -49,16 +52,8 @@ pub(crate) struct RecordSettings {
     /// A mixture's sources and weights (`Pipeline::mix`).
     pub mixture: Option<Arc<MixSettings>>,
     pub seed: u64,
-    pub shuffle_files: bool,
-    pub cycle_length: usize,
-    pub block_length: usize,
-    pub skip: u64,
-    pub take: Option<u64>,
-    pub filter: Option<RecordFilter>,
-    pub map: Option<RecordMap>,
-    pub shuffle_buffer: usize,
-    pub repeat: Option<Option<u64>>,
-    pub repeat_before_shuffle: bool,
+    /// The record ops' words, each op's own.
+    pub ops: ChainSettings,
     pub read: ReadOptions,
     /// How shards are listed and fetched (retries, timeouts, range size).
     pub source_options: SourceOptions,
@@ -87,7 +82,7 @@ impl MixSettings {
     /// True when the mixture ends: with `Stop` or `Fail` when a source does,
     /// with `Drop` when all do.
     pub fn finite(&self) -> bool {
-        let ends = |s: &RecordSettings| s.repeat != Some(None);
+        let ends = |s: &RecordSettings| !s.ops.epochs.endless();
         match self.on_exhausted {
             OnExhausted::Drop => self.sources.iter().all(|(_, s)| ends(s)),
             OnExhausted::Stop | OnExhausted::Fail => self.sources.iter().any(|(_, s)| ends(s)),
@@ -116,7 +111,7 @@ impl RecordSettings {
         index: u64,
         streams: u64,
         scan: Option<&LengthScan>,
-    ) -> Arc<StreamConfig> {
+    ) -> ChainConfig {
         let p = self;
         let (files, ranges, record_shard) = if streams == 1 {
             (p.files.clone(), p.ranges.clone(), None)
@@ -136,35 +131,46 @@ impl RecordSettings {
             (p.files.clone(), p.ranges.clone(), Some((index, streams)))
         };
         let seed = match p.streams {
-            Some(_) => CounterRng::new(p.seed, rng::stream::LOGICAL_STREAMS, index).next_u64(),
+            Some(_) => CounterRng::new(p.seed, domain::LOGICAL_STREAMS, index).next_u64(),
             None => p.seed,
         };
-        let file_order_seed = match record_shard {
-            Some(_) => SHARED_FILE_ORDER_SEED,
-            None => seed,
-        };
-        Arc::new(StreamConfig {
-            files,
-            ranges,
-            read: p.read.clone(),
-            source: p.source_options.clone(),
+        let map = p.ops.record_map.map.is_some();
+        ChainConfig {
+            ops: p.ops.clone(),
+            files: Arc::new(StreamFiles {
+                files,
+                ranges,
+                read: p.read.clone(),
+                source: p.source_options.clone(),
+                scan: scan.filter(|_| !map).cloned(),
+                order_seed: record_shard.map(|_| SHARED_FILE_ORDER_SEED),
+            }),
             seed,
-            file_order_seed,
-            shuffle_files: p.shuffle_files,
-            cycle_length: p.cycle_length.max(1),
-            block_length: p.block_length.max(1),
             record_shard,
-            skip: p.skip,
-            take: p.take,
-            filter: p.filter.clone(),
-            map: p.map.clone(),
-            scan: scan.filter(|_| p.map.is_none()).cloned(),
-            shuffle_buffer: p.shuffle_buffer,
-            shuffle_across_epochs: p.repeat_before_shuffle,
-            epochs: match p.repeat {
-                None => Some(1),
-                Some(epochs) => epochs,
-            },
-        })
+        }
+    }
+}
+
+/// A logical stream's own fields in its fingerprint: its place among the
+/// hosts or streams (when the job has several), the equal-batches policy,
+/// and the stream count when the job sets it (its seeds are then derived,
+/// and its state moves between host counts).
+pub(crate) fn stream_identity(
+    id: &mut Identity,
+    place: Option<(u64, u64)>,
+    equal: Option<EqualBatches>,
+    streams: Option<u64>,
+) {
+    match place {
+        None => id.field(2).bool(false),
+        Some((index, count)) => id.field(2).bool(true).u64(index).u64(count),
+    };
+    id.field(10).u64(match equal {
+        None => 0,
+        Some(EqualBatches::Drop) => 1,
+        Some(EqualBatches::Pad) => 2,
+    });
+    if let Some(streams) = streams {
+        id.field(17).u64(streams);
     }
 }

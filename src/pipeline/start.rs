@@ -6,20 +6,18 @@
 use std::sync::Arc;
 
 use super::batches::{Batches, ExecConfig};
-use super::checkpoint::{self, Snapshot, StreamSnapshot};
+use super::checkpoint::{self, Decoded, Snapshot, StreamNode, StreamSnapshot};
 use super::equal;
 use super::error::{PipelineError, StateError};
 use super::group::grouping::{Grouping, MeasureFn, PrefilterFn, RecordWork};
 use super::group::raw_batch::{BatchFn, Layout, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
-use super::mixture;
-use super::open::{Built, Opened, one_stream};
-use super::ops::Item;
-use super::ops::stream::StreamChain;
+use super::item::Item;
+use super::open::{Opened, Opener, Resume};
+use super::read::again::first_records;
 use super::settings::RecordSettings;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
-use super::threads::shard_reader::first_records;
 use crate::batch::Bucketer;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
@@ -34,168 +32,80 @@ const PREFILTER_CHUNK: usize = 256;
 /// share of the batch's rows, on its own record thread; several are joined
 /// step by step (`threads/streams.rs`).
 /// `batch_stats` are the workers' counters (`work` may count in them).
+///
+/// In steps: the job's place ([`Job`]); one stream's share of the
+/// grouping; the batch count of `equal_batches` where record counts give
+/// it; the bucket schedule hosts share; the batch count by running every
+/// stream's grouping where they do not; the state to resume from; then the
+/// host's streams opened and the threads started.
 pub(crate) fn start<T: Send + 'static>(
     p: &RecordSettings,
     record: RecordWork,
     work: BatchFn<T>,
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
-    // A mixture is sharded as its sources are (all alike).
-    let host = match &p.mixture {
-        Some(mix) => mix.sources.first().and_then(|(_, s)| s.host),
-        None => p.host,
-    };
-    let (host_index, hosts) = host.unwrap_or((0, 1));
-    if hosts == 0 || host_index >= hosts {
-        return Err(PipelineError::Config(format!(
-            "host {host_index} of {hosts}"
-        )));
-    }
-    let streams = p.streams.unwrap_or(hosts);
-    if streams == 0 || streams % hosts != 0 || streams > u64::from(u32::MAX) {
-        return Err(PipelineError::Config(format!(
-            "{hosts} hosts cannot share {streams} logical streams: the host count must \
-             divide the stream count set with streams(n) at the job's first launch"
-        )));
-    }
-    let per_host = streams / hosts;
-    let first = host_index * per_host;
+    let job = Job::of(p)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
-    // The work of one stream: its share of every batch's rows.
-    let mut record = record.per_stream(per_host as usize)?;
-    // Equal batch counts: from the records' counts where a batch always
-    // takes the same number of records, else by running every stream's
-    // grouping once (below, once the schedule is set).
-    let counted = match &record.grouping {
-        // A mixture's batches are not its files' records: counted by grouping.
-        _ if p.mixture.is_some() => None,
-        Grouping::Fixed {
-            batch_size,
-            drop_remainder,
-        } if record.prefilter.is_none() => {
-            equal::from_counts(p, streams, *batch_size, *drop_remainder)?
-        }
-        Grouping::Scheduled {
-            bucketer,
-            drop_remainder,
-            ..
-        } if !record.parsed_ops.contains('f') && one_batch_size(bucketer).is_some() => {
-            let batch_size = one_batch_size(bucketer).unwrap_or(1);
-            equal::from_counts(p, streams, batch_size, *drop_remainder)?
-        }
-        _ => None,
-    };
-    if let Grouping::Scheduled {
-        bucketer, schedule, ..
-    } = &mut record.grouping
-    {
-        let counts = sample_buckets(p, &record.measure, &record.prefilter, bucketer)?;
-        // Per-stream batch sizes: the same schedule on any host count.
-        let sizes: Vec<usize> = (0..bucketer.num_buckets())
-            .map(|b| bucketer.batch_size(b))
-            .collect();
-        let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
-        if let Some(total) = counted {
-            planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
-        }
-        let planned = Arc::new(planned);
-        *schedule = Some(planned.clone());
-        if let Grouping::Scheduled { schedule, .. } = &mut host_grouping {
-            *schedule = Some(planned);
+    let mut record = record.per_stream(job.per_host as usize)?;
+    let counted = count_by_records(p, &job, &record)?;
+    if let Some(schedule) = plan_schedule(p, &record, counted)? {
+        for grouping in [&mut record.grouping, &mut host_grouping] {
+            if let Grouping::Scheduled { schedule: s, .. } = grouping {
+                *s = Some(schedule.clone());
+            }
         }
     }
     let mut shape_schedule = shape_schedule(&host_grouping);
     let total_batches = match counted {
         Some(n) => Some(n),
-        None if p.equal_batches.is_some()
-            && p.mixture
-                .as_ref()
-                .map_or(p.repeat != Some(None), |m| m.finite()) =>
-        {
-            let stats = Arc::new(StageStats::default());
-            let counting = Opened {
-                record: &record,
-                batches_before: 0,
-                total_batches: None,
-                read_stats: &stats,
-                stream_stats: &stats,
-            };
-            // Stream `s`: its chain, or host `s`'s mixture of its sources'
-            // shards.
-            let open = |s: u64| -> Result<(StreamChain, Vec<String>), PipelineError> {
-                let built = match &p.mixture {
-                    None => one_stream(p, s, streams, None, &counting)?,
-                    Some(mix) => mixture::build(p, &mix.on_host(s), s as u32, None, &counting)?,
-                };
-                Ok((built.chain, built.files))
-            };
-            let total = equal::from_grouping(p, streams, &record, open)?;
-            // Counted with this host's seed for every stream: hosts seeded
-            // differently would count differently, so the count is part of
-            // what hosts compare at the start.
-            let mut key = shape_schedule.to_le_bytes().to_vec();
-            key.extend_from_slice(&total.unwrap_or(u64::MAX).to_le_bytes());
-            shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
+        None => {
+            let total = count_by_grouping(p, &job, &record)?;
+            if total.is_some() {
+                // Counted with this host's seed for every stream: hosts
+                // seeded differently would count differently, so the count
+                // is part of what hosts compare at the start.
+                let mut key = shape_schedule.to_le_bytes().to_vec();
+                key.extend_from_slice(&total.unwrap_or(u64::MAX).to_le_bytes());
+                shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
+            }
             total
         }
-        None => None,
     };
-    let mut decoded = match &p.resume {
-        None => None,
-        Some(bytes) => {
-            let decoded = checkpoint::decode(bytes)?;
-            if u64::from(decoded.streams) != streams {
-                return Err(StateError::Streams(format!(
-                    "it was taken from a job of {} logical streams; this pipeline has \
-                     {streams} (the stream count is fixed at a job's first launch)",
-                    decoded.streams
-                ))
-                .into());
-            }
-            Some(decoded)
-        }
+    let mut decoded = decode_state(p, &job)?;
+    let resume = Resume {
+        batches_before: decoded.as_ref().map_or(0, |d| d.batches),
+        total_batches,
     };
-    let batches_before = decoded.as_ref().map_or(0, |d| d.batches);
     let read_stats = Arc::new(StageStats::default());
     let stream_stats = Arc::new(StageStats::default());
-    let mut threads = Vec::with_capacity(per_host as usize);
+    let opener = Opener {
+        p,
+        streams: job.streams,
+        record: &record,
+        read_stats: read_stats.clone(),
+        stream_stats: stream_stats.clone(),
+    };
+    let mut threads = Vec::with_capacity(job.per_host as usize);
     let mut initial = Snapshot::default();
     let mut host_files = Vec::new();
-    for index in first..first + per_host {
+    for index in job.first..job.first + job.per_host {
         let node = match decoded.as_mut() {
             None => None,
-            Some(decoded) => Some(decoded.parts.remove(&(index as u32)).ok_or_else(|| {
-                StateError::Streams(format!(
-                    "it does not hold logical stream {index}, which host {host_index} of \
-                     {hosts} runs: it holds streams {:?}; restore from the states of every \
-                     host of the saving job, merged (merge_states)",
-                    decoded.parts.keys().collect::<Vec<_>>()
-                ))
-            })?),
+            Some(decoded) => Some(take_stream(decoded, index, &job)?),
         };
-        let opened = Opened {
-            record: &record,
-            batches_before,
-            total_batches,
-            read_stats: &read_stats,
-            stream_stats: &stream_stats,
-        };
-        let Built {
+        let Opened {
             mut chain,
             files,
             fingerprint,
             group,
-        } = match &p.mixture {
-            None => one_stream(p, index, streams, node, &opened)?,
-            Some(mix) => mixture::build(p, mix, index as u32, node, &opened)?,
-        };
+        } = opener.open(index, node, resume)?;
         let index = index as u32;
         initial.streams.push(StreamSnapshot {
             index,
             fingerprint,
             chain: Arc::new(chain.state()),
-            group: group.clone(),
+            group: Arc::new(group.clone()),
         });
         let replay = chain.read_again(&group.replay.to_vec())?.into();
         threads.push(RecordThread {
@@ -207,11 +117,11 @@ pub(crate) fn start<T: Send + 'static>(
             replay,
             replay_skip: usize::try_from(group.replay_skip).unwrap_or(usize::MAX),
             replay_quiet: usize::try_from(group.replay_quiet).unwrap_or(usize::MAX),
-            first_batch: batches_before,
+            first_batch: resume.batches_before,
             ahead_error: None,
             workers: p.workers,
             chunk: PREFILTER_CHUNK,
-            limit: total_batches.map(|n| n.saturating_sub(batches_before)),
+            limit: total_batches.map(|n| n.saturating_sub(resume.batches_before)),
             stream: index,
             fingerprint,
         });
@@ -220,7 +130,7 @@ pub(crate) fn start<T: Send + 'static>(
     let exec = ExecConfig {
         workers: p.workers,
         prefetch: p.prefetch,
-        batches_before,
+        batches_before: resume.batches_before,
         unordered: p.unordered,
         read: p.read.clone(),
         source: p.source_options.clone(),
@@ -234,10 +144,160 @@ pub(crate) fn start<T: Send + 'static>(
         exec,
         work,
         batch_stats,
-        streams as u32,
+        job.streams as u32,
     );
     batches.shape_schedule = shape_schedule;
     Ok(batches)
+}
+
+/// This host's place in the job: its index among the hosts, the job's
+/// logical streams, and the slice of them this host runs.
+struct Job {
+    host: u64,
+    hosts: u64,
+    streams: u64,
+    /// This host's first stream, and how many it runs.
+    first: u64,
+    per_host: u64,
+}
+
+impl Job {
+    fn of(p: &RecordSettings) -> Result<Job, PipelineError> {
+        // A mixture is sharded as its sources are (all alike).
+        let host = match &p.mixture {
+            Some(mix) => mix.sources.first().and_then(|(_, s)| s.host),
+            None => p.host,
+        };
+        let (host, hosts) = host.unwrap_or((0, 1));
+        if hosts == 0 || host >= hosts {
+            return Err(PipelineError::Config(format!("host {host} of {hosts}")));
+        }
+        let streams = p.streams.unwrap_or(hosts);
+        if streams == 0 || streams % hosts != 0 || streams > u64::from(u32::MAX) {
+            return Err(PipelineError::Config(format!(
+                "{hosts} hosts cannot share {streams} logical streams: the host count must \
+                 divide the stream count set with streams(n) at the job's first launch"
+            )));
+        }
+        let per_host = streams / hosts;
+        Ok(Job {
+            host,
+            hosts,
+            streams,
+            first: host * per_host,
+            per_host,
+        })
+    }
+}
+
+/// Equal batch counts where a batch always takes the same number of
+/// records: from the records' counts (`None` where the grouping must run).
+fn count_by_records(
+    p: &RecordSettings,
+    job: &Job,
+    record: &RecordWork,
+) -> Result<Option<u64>, PipelineError> {
+    match &record.grouping {
+        // A mixture's batches are not its files' records: counted by grouping.
+        _ if p.mixture.is_some() => Ok(None),
+        Grouping::Fixed {
+            batch_size,
+            drop_remainder,
+        } if record.prefilter.is_none() => {
+            equal::from_counts(p, job.streams, *batch_size, *drop_remainder)
+        }
+        Grouping::Scheduled {
+            bucketer,
+            drop_remainder,
+            ..
+        } if !record.parsed_ops.contains('f') => match one_batch_size(bucketer) {
+            Some(batch_size) => equal::from_counts(p, job.streams, batch_size, *drop_remainder),
+            None => Ok(None),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// The bucket schedule every host shares, for scheduled buckets: from a
+/// sample of lengths every host reads alike, with the tail of a run whose
+/// batch count is known.
+fn plan_schedule(
+    p: &RecordSettings,
+    record: &RecordWork,
+    counted: Option<u64>,
+) -> Result<Option<Arc<Schedule>>, PipelineError> {
+    let Grouping::Scheduled { bucketer, .. } = &record.grouping else {
+        return Ok(None);
+    };
+    let counts = sample_buckets(p, &record.measure, &record.prefilter, bucketer)?;
+    // Per-stream batch sizes: the same schedule on any host count.
+    let sizes: Vec<usize> = (0..bucketer.num_buckets())
+        .map(|b| bucketer.batch_size(b))
+        .collect();
+    let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
+    if let Some(total) = counted {
+        planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
+    }
+    Ok(Some(Arc::new(planned)))
+}
+
+/// Equal batch counts by running every stream's grouping once (a finite
+/// run with `equal_batches` whose records' counts do not say).
+fn count_by_grouping(
+    p: &RecordSettings,
+    job: &Job,
+    record: &RecordWork,
+) -> Result<Option<u64>, PipelineError> {
+    let finite = match &p.mixture {
+        Some(mix) => mix.finite(),
+        None => !p.ops.epochs.endless(),
+    };
+    if p.equal_batches.is_none() || !finite {
+        return Ok(None);
+    }
+    let stats = Arc::new(StageStats::default());
+    let opener = Opener {
+        p,
+        streams: job.streams,
+        record,
+        read_stats: stats.clone(),
+        stream_stats: stats,
+    };
+    equal::from_grouping(p, job.streams, record, |s| {
+        let opened = opener.open(s, None, Resume::default())?;
+        Ok((opened.chain, opened.files))
+    })
+}
+
+/// The state to resume from, if any, decoded and checked against the job.
+fn decode_state(p: &RecordSettings, job: &Job) -> Result<Option<Decoded>, PipelineError> {
+    let Some(bytes) = &p.resume else {
+        return Ok(None);
+    };
+    let decoded = checkpoint::decode(bytes)?;
+    if u64::from(decoded.streams) != job.streams {
+        return Err(StateError::Streams(format!(
+            "it was taken from a job of {} logical streams; this pipeline has {} (the \
+             stream count is fixed at a job's first launch)",
+            decoded.streams, job.streams
+        ))
+        .into());
+    }
+    Ok(Some(decoded))
+}
+
+/// Stream `index`'s node of the state, which must have it.
+fn take_stream(decoded: &mut Decoded, index: u64, job: &Job) -> Result<StreamNode, StateError> {
+    decoded.parts.remove(&(index as u32)).ok_or_else(|| {
+        StateError::Streams(format!(
+            "it does not hold logical stream {index}, which host {} of {} runs: it holds \
+             streams {:?}; restore from the states of every host of the saving job, merged \
+             (merge_states)",
+            job.host,
+            job.hosts,
+            decoded.parts.keys().collect::<Vec<_>>()
+        ))
+    })
 }
 
 /// A digest of the shape schedule hosts must share (0 without one).

@@ -9,7 +9,7 @@ use crate::example::{ExampleParser, longest_feature_length};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{MeasureFn, PrefilterFn};
 use crate::pipeline::group::raw_batch::RawBatch;
-use crate::pipeline::ops::LengthScan;
+use crate::pipeline::item::LengthScan;
 use crate::pipeline::parsed::{self};
 use crate::spec::WireKind;
 

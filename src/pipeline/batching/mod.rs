@@ -23,8 +23,8 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{Grouping, RecordWork};
 #[cfg(feature = "images")]
 use crate::pipeline::images::ImageStage;
+use crate::pipeline::item::Item;
 use crate::pipeline::normalize::Normalize;
-use crate::pipeline::ops::Item;
 use crate::pipeline::parsed::ParsedOp;
 use crate::pipeline::stats::StageStats;
 use crate::spec::{FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind};

@@ -77,12 +77,10 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::error::StateError;
-use super::group::grouping::Grouping;
-use super::group::replay::ReplayList;
 
-pub(crate) use fingerprint::SequenceKey;
-pub(crate) use parts::{NodeProto, OpPart, RawParts, SavedParts, prost_part};
-pub(crate) use positions::{Coded, code_positions, decode_positions};
+pub(crate) use fingerprint::{FieldWriter, Identity};
+pub(crate) use parts::{NodeProto, OpPart, Part, RawParts, SavedParts, prost_part};
+pub(crate) use positions::{Coded, Position, code_positions, decode_positions};
 
 /// The first bytes of every state.
 const MAGIC: [u8; 4] = *b"INFS";
@@ -95,84 +93,16 @@ const ROOT_KEY: &str = "pipeline";
 const ROOT_VERSION: u32 = 1;
 const STREAM_VERSION: u32 = 1;
 
-/// The grouping's part of a stream: records pulled from the ops but in no
-/// emitted batch yet.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct GroupPart {
-    /// (file, offset) of the waiting records, in the order to feed them
-    /// again.
-    pub replay: ReplayList,
-    /// Values of the first replayed record already packed into emitted
-    /// batches (a record split across batches).
-    pub replay_skip: u64,
-    /// The first records of `replay` that wait in the grouper's queues and
-    /// are fed back without cutting batches (scheduled buckets).
-    pub replay_quiet: u64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct GroupProto {
-    #[prost(uint32, repeated, tag = "1")]
-    files: Vec<u32>,
-    #[prost(uint32, repeated, tag = "2")]
-    counts: Vec<u32>,
-    #[prost(uint64, repeated, tag = "3")]
-    deltas: Vec<u64>,
-    #[prost(uint32, repeated, tag = "4")]
-    order: Vec<u32>,
-    #[prost(uint64, tag = "5")]
-    replay_skip: u64,
-    #[prost(uint64, tag = "6")]
-    replay_quiet: u64,
-}
-
-impl OpPart for GroupPart {
-    const KEY: &'static str = "group";
-    const VERSION: u32 = 1;
-
-    fn encode_body(&self) -> Vec<u8> {
-        let c = code_positions(&self.replay.to_vec());
-        GroupProto {
-            files: c.files,
-            counts: c.counts,
-            deltas: c.deltas,
-            order: c.order,
-            replay_skip: self.replay_skip,
-            replay_quiet: self.replay_quiet,
-        }
-        .encode_to_vec()
-    }
-
-    fn decode_body(body: &[u8]) -> Result<Self, StateError> {
-        let p = GroupProto::decode(body).map_err(|e| StateError::Part {
-            part: Self::KEY.into(),
-            reason: format!("it does not decode: {e}"),
-        })?;
-        let replay = decode_positions(
-            &Coded {
-                files: p.files,
-                counts: p.counts,
-                deltas: p.deltas,
-                order: p.order,
-            },
-            "waiting records",
-        )?;
-        Ok(GroupPart {
-            replay: replay.into(),
-            replay_skip: p.replay_skip,
-            replay_quiet: p.replay_quiet,
-        })
-    }
-}
-
 /// Where one logical stream is: its ops' parts and its grouping's.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct StreamSnapshot {
     /// The stream's index among the pipeline's logical streams.
     pub index: u32,
     pub fingerprint: u32,
     pub chain: Arc<SavedParts>,
-    pub group: GroupPart,
+    /// The grouping's part: records pulled from the ops but in no batch
+    /// delivered yet.
+    pub group: Arc<dyn Part>,
 }
 
 /// Where a host is: each logical stream it runs, in stream order.
@@ -214,9 +144,9 @@ pub(crate) fn encode(snapshot: &Snapshot, batches: u64, streams: u32) -> Vec<u8>
         .map(|s| {
             let mut parts = s.chain.nodes();
             parts.push(NodeProto {
-                key: GroupPart::KEY.into(),
-                version: GroupPart::VERSION,
-                body: s.group.encode_body(),
+                key: s.group.key().into(),
+                version: s.group.version(),
+                body: s.group.encode(),
                 children: Vec::new(),
             });
             NodeProto {
@@ -342,18 +272,16 @@ pub(crate) struct StreamNode {
 }
 
 impl StreamNode {
-    /// Checks the stream's fingerprint and hands its parts to their ops:
-    /// the grouping's part, and the rest for the chain.
-    pub fn open(self, index: u32, fingerprint: u32) -> Result<(GroupPart, RawParts), StateError> {
+    /// Checks the stream's fingerprint and hands over its parts, for the
+    /// grouping and the chain's ops to take each its own.
+    pub fn open(self, index: u32, fingerprint: u32) -> Result<RawParts, StateError> {
         if self.fingerprint != fingerprint {
             return Err(StateError::OtherPipeline {
                 found: self.fingerprint,
                 expected: fingerprint,
             });
         }
-        let mut parts = RawParts::new(stream_key(index), self.parts)?;
-        let group = parts.take::<GroupPart>()?;
-        Ok((group, parts))
+        RawParts::new(stream_key(index), self.parts)
     }
 }
 
@@ -458,64 +386,29 @@ pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
     Ok(seal_root(batches, count, streams.into_values().collect()))
 }
 
-/// Checks the grouping's part of a stream: the waiting records name files
-/// of the stream, a packed record's progress only exists when packing,
-/// and a stream with a fixed batch count has not delivered more.
-pub(crate) fn check_group(
-    group: &GroupPart,
-    batches: u64,
-    grouping: &Grouping,
-    files: usize,
-    limit: Option<u64>,
-) -> Result<(), StateError> {
-    if let Some(&(file, _)) = group.replay.iter().find(|p| p.0 as usize >= files) {
-        return Err(StateError::Invalid {
-            field: "waiting records",
-            value: u64::from(file),
-            reason: format!("a file index; the pipeline has {files} files"),
-        });
-    }
-    let packing = matches!(grouping, Grouping::Pack { .. });
-    if group.replay_skip > 0 && (!packing || group.replay.is_empty()) {
-        return Err(StateError::Invalid {
-            field: "packed values",
-            value: group.replay_skip,
-            reason: "only a packing pipeline with a waiting record has packed values".into(),
-        });
-    }
-    let scheduled = matches!(grouping, Grouping::Scheduled { .. });
-    if group.replay_quiet > group.replay.len() as u64 || (group.replay_quiet > 0 && !scheduled) {
-        return Err(StateError::Invalid {
-            field: "records waiting in scheduled buckets",
-            value: group.replay_quiet,
-            reason: format!(
-                "only a pipeline with scheduled buckets has them, and at most the {} \
-                 waiting records",
-                group.replay.len()
-            ),
-        });
-    }
-    if let Some(limit) = limit.filter(|&n| batches > n) {
-        return Err(StateError::Invalid {
-            field: "batches",
-            value: batches,
-            reason: format!("this host emits {limit} batches in all"),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::group::part::GroupPart;
     use crate::pipeline::ops::epochs::EpochsPart;
     use crate::pipeline::ops::shuffle::ShufflePart;
-    use crate::pipeline::rng::{CounterRng, stream};
+    use crate::pipeline::rng::{CounterRng, domain};
+
+    /// 960 records waiting in buckets, the first with 17 values packed.
+    fn waiting(replay_skip: u64) -> GroupPart {
+        GroupPart {
+            replay: (0..960u64)
+                .map(|i| ((i % 4) as u32, 60_000_000 + i * 1_300))
+                .collect(),
+            replay_skip,
+            replay_quiet: 0,
+        }
+    }
 
     /// A stream's snapshot with 10 000 buffered records of ~1 KB from 4
-    /// files, in shuffled slot order, and 960 records waiting in buckets.
+    /// files, in shuffled slot order, and the records `waiting` (17).
     fn stream(index: u32) -> StreamSnapshot {
-        let mut rng = CounterRng::new(u64::from(index), stream::SHUFFLE, 0);
+        let mut rng = CounterRng::new(u64::from(index), domain::SHUFFLE, 0);
         let mut buffer: Vec<(u32, u64)> = (0..10_000u64)
             .map(|i| ((i % 4) as u32, 50_000_000 + i * 1_100))
             .collect();
@@ -535,20 +428,15 @@ mod tests {
             index,
             fingerprint: 0xfeed + index,
             chain: Arc::new(chain),
-            group: GroupPart {
-                replay: (0..960u64)
-                    .map(|i| ((i % 4) as u32, 60_000_000 + i * 1_300))
-                    .collect(),
-                replay_skip: 17,
-                replay_quiet: 0,
-            },
+            group: Arc::new(waiting(17)),
         }
     }
 
     /// Decodes a stream's parts back into the snapshot's values.
     fn read_back(decoded: &mut Decoded, index: u32) -> (GroupPart, ShufflePart, EpochsPart) {
         let node = decoded.parts.remove(&index).unwrap();
-        let (group, mut parts) = node.open(index, 0xfeed + index).unwrap();
+        let mut parts = node.open(index, 0xfeed + index).unwrap();
+        let group = parts.take::<GroupPart>().unwrap();
         let shuffle = parts.take::<ShufflePart>().unwrap();
         let epochs = parts.take::<EpochsPart>().unwrap();
         parts.finish().unwrap();
@@ -567,7 +455,7 @@ mod tests {
         assert_eq!((decoded.batches, decoded.streams), (42, 4));
         let (group, shuffle, epochs) = read_back(&mut decoded, 1);
         let original = stream(1);
-        assert_eq!(group, original.group);
+        assert_eq!(group, waiting(17));
         assert_eq!(
             epochs,
             EpochsPart {
@@ -645,7 +533,7 @@ mod tests {
             [0, 1, 2, 3]
         );
         for index in 0..4 {
-            assert_eq!(read_back(&mut decoded, index).0, stream(index).group);
+            assert_eq!(read_back(&mut decoded, index).0, waiting(17));
         }
         // Merging again, or with a part of itself, changes nothing.
         assert_eq!(merge(&[&merged, &a]).unwrap(), merged);
@@ -662,7 +550,7 @@ mod tests {
             "{err}"
         );
         let mut other = stream(0);
-        other.group.replay_skip = 1;
+        other.group = Arc::new(waiting(1));
         let other = encode(
             &Snapshot {
                 streams: vec![other],

@@ -2,7 +2,7 @@
 //! partial one is kept or dropped. Nothing waits between batches, so a
 //! fixed batch adds nothing to the checkpoint.
 
-use crate::pipeline::ops::Item;
+use crate::pipeline::item::Item;
 
 use super::Emitted;
 

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 
 use crate::batch::{BucketGroup, Bucketer, Remainder};
-use crate::pipeline::ops::Item;
+use crate::pipeline::item::Item;
 
 use super::{Emitted, compact};
 

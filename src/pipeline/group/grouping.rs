@@ -12,8 +12,9 @@
 use std::sync::Arc;
 
 use crate::batch::{Bucketer, Overflow};
+use crate::pipeline::checkpoint::{FieldWriter, Identity};
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::ops::{Item, LengthScan};
+use crate::pipeline::item::{Item, LengthScan};
 
 use super::raw_batch::RawBatch;
 use super::schedule::Schedule;
@@ -175,6 +176,86 @@ impl RecordWork {
             masks: self.masks.clone(),
         })
     }
+}
+
+impl RecordWork {
+    /// The grouping's settings in a stream's fingerprint: how records are
+    /// grouped (with the bucket schedule), the feature measured, the parsed
+    /// ops, and the masks when they are not the default (masks move no
+    /// record, but a state restored under other masks would feed a step
+    /// tensors it was not saved with).
+    pub fn identity(&self, id: &mut Identity) {
+        {
+            let mut w = id.field(11);
+            match &self.grouping {
+                Grouping::Fixed {
+                    batch_size,
+                    drop_remainder,
+                } => {
+                    w.u64(1).u64(*batch_size as u64).bool(*drop_remainder);
+                }
+                Grouping::Bucket {
+                    bucketer,
+                    drop_remainder,
+                } => {
+                    w.u64(2);
+                    write_buckets(&mut w, bucketer);
+                    w.bool(*drop_remainder);
+                }
+                Grouping::Scheduled {
+                    bucketer,
+                    schedule,
+                    drop_remainder,
+                } => {
+                    w.u64(4);
+                    write_buckets(&mut w, bucketer);
+                    w.bool(*drop_remainder);
+                    if let Some(schedule) = schedule {
+                        let (seed, shares, tail) = schedule.key();
+                        w.tag(16).u64(seed).u64(shares.len() as u64);
+                        for &share in shares {
+                            w.u64(share);
+                        }
+                        w.opt(tail);
+                    }
+                }
+                Grouping::Pack {
+                    row_length,
+                    batch_size,
+                    overflow,
+                    feature: _, // the length feature below
+                    drop_remainder,
+                } => {
+                    w.u64(3)
+                        .u64(*row_length as u64)
+                        .u64(*batch_size as u64)
+                        .u64(match overflow {
+                            Overflow::Error => 0,
+                            Overflow::KeepStart => 1,
+                            Overflow::KeepEnd => 2,
+                            Overflow::Split => 3,
+                        })
+                        .bool(*drop_remainder);
+                }
+            }
+        }
+        match &self.length_feature {
+            None => id.field(12).bool(false),
+            Some(f) => id.field(12).bool(true).str(f),
+        };
+        id.field(13).str(&self.parsed_ops);
+        if !self.masks.is_empty() {
+            id.field(15).str(&self.masks);
+        }
+    }
+}
+
+/// A bucketer's boundaries, then its batch sizes.
+fn write_buckets<T>(w: &mut FieldWriter<'_>, bucketer: &Bucketer<T>) {
+    let n = bucketer.num_buckets();
+    let boundaries: Vec<usize> = (0..n).filter_map(|b| bucketer.pad_to(b)).collect();
+    let batch_sizes: Vec<usize> = (0..n).map(|b| bucketer.batch_size(b)).collect();
+    w.list(&boundaries).list(&batch_sizes);
 }
 
 /// How a record's length is measured (for bucketing and packing).

@@ -26,6 +26,7 @@ pub(crate) mod batch;
 pub(crate) mod bucket;
 pub(crate) mod grouping;
 pub(crate) mod pack;
+pub(crate) mod part;
 pub(crate) mod raw_batch;
 pub(crate) mod replay;
 pub(crate) mod schedule;
@@ -41,7 +42,7 @@ use replay::ReplayList;
 use scheduled::ScheduledGrouper;
 
 use super::error::PipelineError;
-use super::ops::Item;
+use super::item::Item;
 
 /// The grouping state of the record thread: one grouper per kind of grouping, chosen
 /// once (an enum, not a trait object).

@@ -8,7 +8,7 @@ use std::ops::Range;
 use crate::batch::{BatchError, BatchErrorKind, Overflow, RowPlanner, kept_span};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::error::StateError;
-use crate::pipeline::ops::Item;
+use crate::pipeline::item::Item;
 
 use super::{Emitted, compact};
 

@@ -32,7 +32,7 @@
 //! batch is cut while they are fed) and then settled, so a restore rebuilds
 //! the same queues and cuts the same batches.
 
-use crate::pipeline::rng::{CounterRng, stream};
+use crate::pipeline::rng::{CounterRng, domain};
 
 /// Extra share of steps given to the last bucket, which any record fits:
 /// it drains long records that arrived faster than their share.
@@ -102,7 +102,7 @@ impl Schedule {
         }
         Schedule {
             seed,
-            offset: CounterRng::new(seed, stream::SCHEDULE, 0).next_u64(),
+            offset: CounterRng::new(seed, domain::SCHEDULE, 0).next_u64(),
             thresholds,
             tail_from: None,
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::Bucketer;
-use crate::pipeline::ops::Item;
+use crate::pipeline::item::Item;
 
 use super::{Emitted, compact};
 

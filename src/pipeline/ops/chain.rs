@@ -1,123 +1,148 @@
 //! The record ops composed, in their fixed order: interleave → record shard
 //! → skip/take → filter/map → epochs → shuffle. The chain is one concrete
 //! type (each op generic over the one before it), so the record thread's
-//! hot path has no dynamic dispatch.
+//! hot path has no dynamic dispatch. A logical stream runs one chain, or a
+//! mixture of several ([`StreamChain`](super::stream_chain::StreamChain)).
 //!
 //! It runs on the record thread and is a pure function of the config, the
 //! seed and the data, so its output is the same for any number of worker
 //! threads. Its whole state is its ops' parts, positions and counters;
 //! buffered records are named by (file, byte offset) and read again on
 //! restore.
+//!
+//! Adding an op: its file (settings, identity, next, save, restore), a
+//! field of [`ChainSettings`] for its settings, and its place in
+//! [`RecordChain::new`] and [`EpochOps`] here.
 
 use std::sync::Arc;
 
+use crate::pipeline::checkpoint::{Identity, Position, RawParts, SavedParts};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::Item;
+use crate::pipeline::read::again::Reread;
 use crate::pipeline::stats::StageStats;
-use crate::pipeline::threads::shard_reader::read_again;
 
-use super::epochs::Epochs;
-use super::interleave::Interleave;
-use super::record_map::{RecordMapOp, apply_map};
+use super::Restore;
+use super::epochs::{Epochs, EpochsSettings};
+use super::interleave::{Interleave, InterleaveSettings, StreamFiles};
+use super::record_map::{RecordMapOp, RecordMapSettings, apply_map};
 use super::shard::RecordShard;
-use super::shuffle::Shuffle;
-use super::skip_take::SkipTake;
-use crate::pipeline::checkpoint::{RawParts, SavedParts};
+use super::shuffle::{Shuffle, ShuffleSettings};
+use super::skip_take::{SkipTake, SkipTakeSettings};
 
-use super::epochs::EpochsPart;
-use super::interleave::InterleavePart;
-use super::shard::RecordShardPart;
-use super::shuffle::ShufflePart;
-use super::skip_take::SkipTakePart;
-use super::{Item, StreamConfig};
+/// The record ops' settings, as the builder collected them: one field per
+/// op, each op's own type.
+#[derive(Clone, Default)]
+pub(crate) struct ChainSettings {
+    pub interleave: InterleaveSettings,
+    pub skip_take: SkipTakeSettings,
+    pub record_map: RecordMapSettings,
+    pub epochs: EpochsSettings,
+    pub shuffle: ShuffleSettings,
+}
+
+impl ChainSettings {
+    /// The words given, by name (a mixture refuses them on itself: each of
+    /// its sources takes its own).
+    pub fn given(&self) -> Vec<&'static str> {
+        let d = ChainSettings::default();
+        let mut given = Vec::new();
+        if self.interleave.shuffle_files {
+            given.push("shuffle_files");
+        }
+        if self.interleave.cycle_length > 1 || self.interleave.block_length > 1 {
+            given.push("interleave");
+        }
+        if self.skip_take != d.skip_take {
+            given.push("skip/take");
+        }
+        if self.record_map.filter.is_some() || self.record_map.map.is_some() {
+            given.push("filter/map");
+        }
+        if self.epochs != d.epochs {
+            given.push("repeat");
+        }
+        if self.shuffle != d.shuffle {
+            given.push("shuffle");
+        }
+        given
+    }
+}
+
+/// What one logical stream's chain runs with: the ops' settings, the
+/// stream's part of the data, its seed and its record shard.
+pub(crate) struct ChainConfig {
+    pub ops: ChainSettings,
+    pub files: Arc<StreamFiles>,
+    /// Seed of the shuffle buffer and, unless the files say otherwise, of
+    /// the file order.
+    pub seed: u64,
+    /// Keep records whose ordinal in the interleaved stream is `i mod n`.
+    pub record_shard: Option<(u64, u64)>,
+}
 
 /// The ops below the epochs, as one type.
 type EpochOps = RecordMapOp<SkipTake<RecordShard<Interleave>>>;
 
-/// The record thread's op chain: the logical record stream of one host.
+/// The record thread's op chain: the record stream of one logical stream
+/// (or of one source of a mixture).
 pub(crate) struct RecordChain {
-    cfg: Arc<StreamConfig>,
-    read_stats: Arc<StageStats>,
+    reread: Reread,
     ops: Shuffle<EpochOps>,
 }
 
 impl RecordChain {
-    /// A chain at the start of epoch 0.
-    pub fn new(
-        cfg: Arc<StreamConfig>,
-        read_stats: Arc<StageStats>,
-        stats: Arc<StageStats>,
-    ) -> Result<Self, PipelineError> {
-        let interleave = Interleave::new(cfg.clone(), read_stats.clone(), stats.clone());
-        let shard = RecordShard::new(interleave, cfg.record_shard);
-        let skip_take = SkipTake::new(shard, cfg.skip, cfg.take);
-        let map = RecordMapOp::new(skip_take, cfg.filter.clone(), cfg.map.clone());
-        let epochs = Epochs::new(map, cfg.epochs, stats.clone());
-        let ops = Shuffle::new(
-            epochs,
-            cfg.shuffle_buffer,
-            cfg.shuffle_across_epochs,
+    /// The chain of `cfg`, not started: nothing is read until
+    /// [`start`](Self::start) or [`restore`](Self::restore).
+    pub fn new(cfg: &ChainConfig, read_stats: Arc<StageStats>, stats: Arc<StageStats>) -> Self {
+        let ops = &cfg.ops;
+        let interleave = Interleave::new(
+            &ops.interleave,
+            cfg.files.clone(),
             cfg.seed,
-            stats,
-        );
-        Ok(RecordChain {
-            cfg,
-            read_stats,
-            ops,
-        })
-    }
-
-    /// A chain continuing exactly where its `parts` were saved: each op
-    /// takes its own part and checks it.
-    pub fn restore(
-        cfg: Arc<StreamConfig>,
-        read_stats: Arc<StageStats>,
-        stats: Arc<StageStats>,
-        parts: &mut RawParts,
-    ) -> Result<Self, PipelineError> {
-        let shuffle: ShufflePart = parts.take()?;
-        let epochs: EpochsPart = parts.take()?;
-        let skip_take: SkipTakePart = parts.take()?;
-        let shard: RecordShardPart = parts.take()?;
-        let interleave: InterleavePart = parts.take()?;
-        // A state saved before the first record: the chain at its start
-        // (its slots are not open yet, which a restore would refuse).
-        if shuffle == ShufflePart::default()
-            && epochs == EpochsPart::default()
-            && skip_take == SkipTakePart::default()
-            && shard == RecordShardPart::default()
-            && interleave.next_file == 0
-            && interleave.slot_files.iter().all(|&f| f == 0)
-        {
-            return Self::new(cfg, read_stats, stats);
-        }
-        Epochs::<EpochOps>::check(cfg.epochs, &epochs, skip_take.passed)?;
-        let interleave = Interleave::restore(
-            cfg.clone(),
             read_stats.clone(),
             stats.clone(),
-            &interleave,
-            epochs.epoch,
-        )?;
-        let shard_op = RecordShard::restore(interleave, cfg.record_shard, &shard);
-        let skip_take = SkipTake::restore(shard_op, cfg.skip, cfg.take, &skip_take, shard.ordinal)?;
-        let map = RecordMapOp::new(skip_take, cfg.filter.clone(), cfg.map.clone());
-        let epochs = Epochs::restore(map, cfg.epochs, stats.clone(), &epochs);
-        let ops = Shuffle::new(
-            epochs,
-            cfg.shuffle_buffer,
-            cfg.shuffle_across_epochs,
-            cfg.seed,
-            stats,
         );
-        ops.check(&shuffle)?;
-        let mut chain = RecordChain {
-            cfg,
-            read_stats,
-            ops,
+        let shard = RecordShard::new(interleave, cfg.record_shard);
+        let skip_take = SkipTake::new(shard, &ops.skip_take);
+        let map = RecordMapOp::new(skip_take, &ops.record_map);
+        let epochs = Epochs::new(map, ops.epochs, stats.clone());
+        let shuffle = Shuffle::new(epochs, ops.shuffle, cfg.seed, stats);
+        let then = ops.record_map.map.clone().map(|map| {
+            Arc::new(move |item| apply_map(Some(&map), item))
+                as Arc<dyn Fn(Item) -> Item + Send + Sync>
+        });
+        let reread = Reread {
+            files: Arc::new(cfg.files.files.clone()),
+            read: cfg.files.read.clone(),
+            source: cfg.files.source.clone(),
+            stats: read_stats,
+            then,
         };
-        let buffered = chain.read_again(&shuffle.buffer.to_vec())?;
-        chain.ops.restore(&shuffle, buffered);
-        Ok(chain)
+        RecordChain {
+            reread,
+            ops: shuffle,
+        }
+    }
+
+    /// Starts at the first record of epoch 0.
+    pub fn start(&mut self) {
+        self.ops.start();
+    }
+
+    /// Continues exactly where `parts` were saved: each op takes its own
+    /// part, checks it and asks its input to restore its own; a part no op
+    /// took is refused.
+    pub fn restore(&mut self, parts: RawParts) -> Result<(), PipelineError> {
+        let reread = self.reread.clone();
+        let mut r = Restore::new(parts, &reread);
+        self.ops.restore(&mut r)?;
+        Ok(r.finish()?)
+    }
+
+    /// The settings that decide the chain's records and their order.
+    pub fn identity(&self, id: &mut Identity) {
+        self.ops.identity(id);
     }
 
     /// The state now: every op's part, what a restore needs to continue
@@ -134,18 +159,13 @@ impl RecordChain {
 
     /// Reads the records at the given (file, offset) positions again, in
     /// the given order, mapped as the chain maps them (for a restored
-    /// shuffle buffer or grouping).
-    pub fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {
-        let items = read_again(
-            &self.cfg.files,
-            &self.cfg.read,
-            &self.cfg.source,
-            &self.read_stats,
-            positions,
-        )?;
-        Ok(items
-            .into_iter()
-            .map(|item| apply_map(self.cfg.map.as_ref(), item))
-            .collect())
+    /// grouping).
+    pub fn read_again(&self, positions: &[Position]) -> Result<Vec<Item>, PipelineError> {
+        self.reread.read(positions)
+    }
+
+    /// The chain's files (its records' file indexes point here).
+    pub fn files(&self) -> &[String] {
+        &self.reread.files
     }
 }

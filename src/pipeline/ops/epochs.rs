@@ -6,12 +6,34 @@
 
 use std::sync::Arc;
 
-use crate::pipeline::error::{PipelineError, StateError};
+use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::Item;
 use crate::pipeline::stats::StageStats;
 
-use crate::pipeline::checkpoint::{SavedParts, prost_part};
+use super::{EpochInput, Restore, invalid};
 
-use super::{EpochInput, Item};
+/// The word `repeat`, as the builder collected it: `None` when not given
+/// (one epoch), `Some(None)` forever, `Some(Some(n))` `n` epochs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct EpochsSettings {
+    pub repeat: Option<Option<u64>>,
+}
+
+impl EpochsSettings {
+    /// Epochs to read; `None`: forever.
+    pub fn epochs(self) -> Option<u64> {
+        match self.repeat {
+            None => Some(1),
+            Some(epochs) => epochs,
+        }
+    }
+
+    /// True when the data is read forever.
+    pub fn endless(self) -> bool {
+        self.repeat == Some(None)
+    }
+}
 
 /// The epochs' part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -36,51 +58,19 @@ pub(crate) struct Epochs<I> {
 }
 
 impl<I: EpochInput> Epochs<I> {
-    pub fn new(input: I, epochs: Option<u64>, stats: Arc<StageStats>) -> Self {
+    pub fn new(input: I, settings: EpochsSettings, stats: Arc<StageStats>) -> Self {
         Epochs {
             input,
-            epochs,
+            epochs: settings.epochs(),
             epoch: 0,
             emitted: 0,
             stats,
         }
     }
 
-    /// Checks the epochs' part before the input is restored (the input's
-    /// file order depends on the epoch); `passed`: the records that passed
-    /// the record shard this epoch.
-    pub fn check(epochs: Option<u64>, part: &EpochsPart, passed: u64) -> Result<(), StateError> {
-        if let Some(n) = epochs.filter(|&n| part.epoch >= n) {
-            return Err(StateError::Invalid {
-                field: "epoch",
-                value: part.epoch,
-                reason: format!("the pipeline reads {n} epochs"),
-            });
-        }
-        if part.emitted > passed {
-            return Err(StateError::Invalid {
-                field: "records emitted this epoch",
-                value: part.emitted,
-                reason: format!("only {passed} records passed the record shard"),
-            });
-        }
-        Ok(())
-    }
-
-    /// Continues from `part` (checked with [`check`](Self::check)).
-    pub fn restore(
-        input: I,
-        epochs: Option<u64>,
-        stats: Arc<StageStats>,
-        part: &EpochsPart,
-    ) -> Self {
-        Epochs {
-            input,
-            epochs,
-            epoch: part.epoch,
-            emitted: part.emitted,
-            stats,
-        }
+    /// Opens the first epoch.
+    pub fn start(&mut self) {
+        self.input.start_epoch(0);
     }
 
     /// The next record of this epoch, `None` when its input is done.
@@ -134,5 +124,37 @@ impl<I: EpochInput> Epochs<I> {
             emitted: self.emitted,
         });
         self.input.save(parts);
+    }
+
+    /// Its epoch, checked before the ops below restore (their file order
+    /// depends on it); its count, checked against what they passed on.
+    pub fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        let part: EpochsPart = r.take()?;
+        if let Some(n) = self.epochs.filter(|&n| part.epoch >= n) {
+            return Err(invalid(
+                "epoch",
+                part.epoch,
+                format!("the pipeline reads {n} epochs"),
+            ));
+        }
+        r.epoch = part.epoch;
+        self.input.restore(r)?;
+        if let Some(passed) = r.passed.filter(|&passed| part.emitted > passed) {
+            return Err(invalid(
+                "records emitted this epoch",
+                part.emitted,
+                format!("only {passed} records passed the record shard"),
+            ));
+        }
+        self.epoch = part.epoch;
+        self.emitted = part.emitted;
+        Ok(())
+    }
+
+    /// The epochs; the shuffle above adds to the same field whether its
+    /// buffer spans them.
+    pub fn identity(&self, id: &mut Identity) {
+        self.input.identity(id);
+        id.field(9).opt(self.epochs);
     }
 }

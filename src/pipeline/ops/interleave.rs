@@ -14,17 +14,75 @@
 
 use std::sync::Arc;
 
+use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::rng::{CounterRng, stream};
+use crate::pipeline::item::{Item, LengthScan, UNMEASURED};
+use crate::pipeline::read::blocks::ShardBlocks;
+use crate::pipeline::rng::{CounterRng, domain};
 use crate::pipeline::stats::StageStats;
-use crate::pipeline::threads::shard_reader::ShardBlocks;
 use crate::prefetch::prefetch;
 use crate::record::chunk_ring::SpareHold;
-use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, Record};
+use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, ReadOptions, Record};
+use crate::source::SourceOptions;
 
-use crate::pipeline::checkpoint::{SavedParts, prost_part};
+use super::{EpochInput, Restore};
 
-use super::{EpochInput, Item, RecordRange, StreamConfig, UNMEASURED};
+/// The words of `interleave` and `shuffle_files`, as the builder collected
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InterleaveSettings {
+    /// Shuffle the file order, anew each epoch.
+    pub shuffle_files: bool,
+    /// Files open at once (at least 1).
+    pub cycle_length: usize,
+    /// Records taken from a file before the next (at least 1).
+    pub block_length: usize,
+}
+
+impl Default for InterleaveSettings {
+    fn default() -> Self {
+        InterleaveSettings {
+            shuffle_files: false,
+            cycle_length: 1,
+            block_length: 1,
+        }
+    }
+}
+
+/// The records of one file to read: `count` records from its record
+/// number `first` (counted from 0 in the file). The records before are read
+/// and dropped (TFRecord has no index); the file is closed after the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRange {
+    pub first: u64,
+    pub count: u64,
+}
+
+impl RecordRange {
+    /// The record number after the last one read.
+    pub(crate) fn end(self) -> u64 {
+        self.first.saturating_add(self.count)
+    }
+}
+
+/// What a logical stream reads, and how: the interleave's input.
+pub(crate) struct StreamFiles {
+    /// The stream's files, in listing order.
+    pub files: Vec<String>,
+    /// Per file, the records to read from it (a TFDS split slice); empty
+    /// when every file is read whole.
+    pub ranges: Vec<Option<RecordRange>>,
+    pub read: ReadOptions,
+    /// How the shards' bytes are fetched.
+    pub source: SourceOptions,
+    /// The grouping's length scan, for the shard readers to run (`None`
+    /// where nothing is measured, or a record map changes the bytes).
+    pub scan: Option<LengthScan>,
+    /// The seed of the file order where it is not the stream's: under
+    /// record sharding every host orders the files alike, since a host
+    /// keeps records by their ordinal in the interleaved stream.
+    pub order_seed: Option<u64>,
+}
 
 /// The interleave's part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -123,7 +181,10 @@ impl Slot {
 
 /// The interleave op: the first of the chain.
 pub(crate) struct Interleave {
-    cfg: Arc<StreamConfig>,
+    settings: InterleaveSettings,
+    input: Arc<StreamFiles>,
+    /// The stream's seed (of the file order, unless the input says).
+    seed: u64,
     read_stats: Arc<StageStats>,
     stats: Arc<StageStats>,
     /// This epoch's file order.
@@ -139,58 +200,41 @@ pub(crate) struct Interleave {
 }
 
 impl Interleave {
-    /// At the start of epoch 0.
+    /// Before its first epoch: nothing open until [`start_epoch`] or a
+    /// restore.
+    ///
+    /// [`start_epoch`]: EpochInput::start_epoch
     pub fn new(
-        cfg: Arc<StreamConfig>,
+        settings: &InterleaveSettings,
+        input: Arc<StreamFiles>,
+        seed: u64,
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
     ) -> Self {
-        let mut op = Self::empty(cfg, read_stats, stats);
-        op.start_epoch(0);
-        op
-    }
-
-    fn empty(cfg: Arc<StreamConfig>, read_stats: Arc<StageStats>, stats: Arc<StageStats>) -> Self {
-        let cycle = cfg.cycle_length.max(1);
+        let cycle = settings.cycle_length.max(1);
         Interleave {
+            settings: settings.clone(),
+            input,
+            seed,
             order: Vec::new(),
             slots: (0..cycle).map(|_| None).collect(),
             next_file: 0,
             cursor: 0,
             in_block: 0,
             _spare: SpareHold::new(),
-            cfg,
             read_stats,
             stats,
         }
     }
 
-    /// Where `part` was taken, in epoch `epoch`: its fields checked, its
-    /// files reopened at their offsets.
-    pub fn restore(
-        cfg: Arc<StreamConfig>,
-        read_stats: Arc<StageStats>,
-        stats: Arc<StageStats>,
-        part: &InterleavePart,
-        epoch: u64,
-    ) -> Result<Self, PipelineError> {
-        let slots = part.slots()?;
-        check(&cfg, part, &slots)?;
-        let mut op = Self::empty(cfg, read_stats, stats);
-        op.order = file_order(&op.cfg, epoch);
-        op.next_file = part.next_file;
-        op.cursor = part.cursor;
-        op.in_block = part.in_block;
-        for (i, slot) in slots.iter().enumerate() {
-            if let Some((file, offset)) = *slot {
-                let record = part.slot_records.get(i).copied().unwrap_or(0);
-                op.open(i, file, offset, record)?;
-                if let Some(slot) = op.slots[i].as_mut() {
-                    slot.check_at = Some(offset);
-                }
-            }
+    /// The order in which epoch `epoch` reads the stream's files.
+    fn file_order(&self, epoch: u64) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.input.files.len() as u32).collect();
+        if self.settings.shuffle_files {
+            let seed = self.input.order_seed.unwrap_or(self.seed);
+            CounterRng::new(seed, domain::file_order(epoch), 0).shuffle(&mut order);
         }
-        Ok(op)
+        order
     }
 
     /// Opens `file` in `slot` at byte `offset`, whose record is record
@@ -203,17 +247,17 @@ impl Interleave {
         record: u64,
     ) -> Result<(), PipelineError> {
         let path = self
-            .cfg
+            .input
             .files
             .get(file as usize)
-            .ok_or_else(|| bad_file(file, self.cfg.files.len()))?;
+            .ok_or_else(|| bad_file(file, self.input.files.len()))?;
         let reader = ShardBlocks::spawn_measured(
             path.clone(),
             offset,
-            self.cfg.read.clone(),
-            self.cfg.source.clone(),
+            self.input.read.clone(),
+            self.input.source.clone(),
             self.read_stats.clone(),
-            self.cfg.scan.clone(),
+            self.input.scan.clone(),
         );
         self.slots[slot] = Some(Slot {
             file,
@@ -222,7 +266,7 @@ impl Interleave {
             lengths: Vec::new().into_iter(),
             next_offset: offset,
             record_no: record,
-            range: self.cfg.ranges.get(file as usize).copied().flatten(),
+            range: self.input.ranges.get(file as usize).copied().flatten(),
             check_at: None,
         });
         Ok(())
@@ -259,10 +303,10 @@ impl EpochInput for Interleave {
                         // gave last. Under the skip policy the bytes from
                         // there may be a corrupt region, which the restored
                         // reader skips (and counts) as the saving run did.
-                        let skipped = self.cfg.read.on_corrupt == CorruptPolicy::Skip
+                        let skipped = self.input.read.on_corrupt == CorruptPolicy::Skip
                             && record.offset > offset;
                         if record.offset != offset && !skipped {
-                            let path = self.cfg.files.get(file as usize);
+                            let path = self.input.files.get(file as usize);
                             return Err(StateError::NoRecord {
                                 path: path.cloned().unwrap_or_default(),
                                 offset,
@@ -276,7 +320,7 @@ impl EpochInput for Interleave {
                         continue;
                     }
                     self.in_block += 1;
-                    if self.in_block >= self.cfg.block_length.max(1) as u64 {
+                    if self.in_block >= self.settings.block_length.max(1) as u64 {
                         self.in_block = 0;
                         self.cursor = (self.cursor + 1) % cycle;
                     }
@@ -308,7 +352,7 @@ impl EpochInput for Interleave {
 
     /// Opens the first files of the epoch, one per interleave slot.
     fn start_epoch(&mut self, epoch: u64) {
-        self.order = file_order(&self.cfg, epoch);
+        self.order = self.file_order(epoch);
         self.next_file = 0;
         self.cursor = 0;
         self.in_block = 0;
@@ -341,7 +385,7 @@ impl EpochInput for Interleave {
                 .iter()
                 .map(|s| s.as_ref().map_or(0, |s| s.next_offset))
                 .collect(),
-            slot_records: if self.cfg.ranges.is_empty() {
+            slot_records: if self.input.ranges.is_empty() {
                 Vec::new()
             } else {
                 self.slots
@@ -351,15 +395,62 @@ impl EpochInput for Interleave {
             },
         });
     }
-}
 
-/// The order in which an epoch reads the host's files.
-fn file_order(cfg: &StreamConfig, epoch: u64) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..cfg.files.len() as u32).collect();
-    if cfg.shuffle_files {
-        CounterRng::new(cfg.file_order_seed, stream::file_order(epoch), 0).shuffle(&mut order);
+    /// Where the part was taken, in the epoch the op above restored: its
+    /// fields checked, its files reopened at their offsets. The first op:
+    /// it counts no records.
+    fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        let part: InterleavePart = r.take()?;
+        let slots = part.slots()?;
+        check(&self.settings, &self.input, &part, &slots)?;
+        self.order = self.file_order(r.epoch);
+        self.next_file = part.next_file;
+        self.cursor = part.cursor;
+        self.in_block = part.in_block;
+        for (i, slot) in slots.iter().enumerate() {
+            if let Some((file, offset)) = *slot {
+                let record = part.slot_records.get(i).copied().unwrap_or(0);
+                self.open(i, file, offset, record)?;
+                if let Some(slot) = self.slots[i].as_mut() {
+                    slot.check_at = Some(offset);
+                }
+            }
+        }
+        r.passed = None;
+        Ok(())
     }
-    order
+
+    fn identity(&self, id: &mut Identity) {
+        let cfg = &self.input;
+        let s = &self.settings;
+        let mut files = id.field(1);
+        files.u64(cfg.files.len() as u64);
+        for file in &cfg.files {
+            files.str(file);
+        }
+        id.field(4).bool(s.shuffle_files);
+        id.field(5)
+            .u64(s.cycle_length.max(1) as u64)
+            .u64(s.block_length.max(1) as u64);
+        if let Some(seed) = cfg
+            .order_seed
+            .filter(|&o| s.shuffle_files && o != self.seed)
+        {
+            id.field(14).u64(seed);
+        }
+        // A file's range is part of what it is: the same file with another
+        // slice gives other records at the same offsets.
+        if !cfg.ranges.is_empty() {
+            let mut w = id.field(18);
+            w.u64(cfg.ranges.len() as u64);
+            for range in &cfg.ranges {
+                match range {
+                    None => w.bool(false),
+                    Some(r) => w.bool(true).u64(r.first).u64(r.count),
+                };
+            }
+        }
+    }
 }
 
 /// A state names a file the pipeline does not have.
@@ -374,7 +465,8 @@ fn bad_file(file: u32, files: usize) -> PipelineError {
 
 /// Checks the interleave's part of a state.
 fn check(
-    cfg: &StreamConfig,
+    settings: &InterleaveSettings,
+    cfg: &StreamFiles,
     s: &InterleavePart,
     slots: &[Option<(u32, u64)>],
 ) -> Result<(), StateError> {
@@ -386,8 +478,8 @@ fn check(
         })
     };
     let files = cfg.files.len() as u64;
-    let cycle = cfg.cycle_length.max(1) as u64;
-    let block = cfg.block_length.max(1) as u64;
+    let cycle = settings.cycle_length.max(1) as u64;
+    let block = settings.block_length.max(1) as u64;
     if s.next_file > files {
         return invalid(
             "position in the file order",

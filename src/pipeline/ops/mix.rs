@@ -23,12 +23,13 @@
 
 use std::sync::Arc;
 
-use crate::pipeline::checkpoint::{RawParts, SavedParts};
+use crate::pipeline::checkpoint::{Identity, NodeProto, OpPart, RawParts, SavedParts};
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::rng::{CounterRng, stream};
+use crate::pipeline::item::Item;
+use crate::pipeline::rng::{CounterRng, domain};
 
-use super::Item;
 use super::chain::RecordChain;
+use super::invalid;
 
 /// How a mixture picks the source of each record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -125,7 +126,8 @@ fn child_key(name: &str) -> String {
 }
 
 impl MixChain {
-    /// A mixture at its start.
+    /// A mixture of `sources` (not started: [`start`](Self::start) or
+    /// [`restore`](Self::restore) it).
     pub fn new(cfg: Arc<MixConfig>, sources: Vec<Source>) -> Self {
         let n = sources.len();
         MixChain {
@@ -143,57 +145,47 @@ impl MixChain {
         }
     }
 
-    /// A mixture continuing where `parts` were saved. `make(i, parts)`
-    /// builds source `i`'s chain: restored from its parts when the state
-    /// has them, else from its start. Sources are matched by name; weights
-    /// or sources that changed start a new phase here.
-    pub fn restore(
-        cfg: Arc<MixConfig>,
-        parts: &mut RawParts,
-        mut make: impl FnMut(usize, Option<&mut RawParts>) -> Result<Source, PipelineError>,
-    ) -> Result<Self, PipelineError> {
-        let part: MixPart = parts.take()?;
+    /// Starts every source from its start.
+    pub fn start(&mut self) {
+        for source in &mut self.sources {
+            source.chain.start();
+        }
+    }
+
+    /// Continues where the mixture's part was saved. Sources are matched
+    /// by name: each restores its own chain from its parts (under
+    /// `source/<name>`), a source the state does not have starts from its
+    /// start, and the parts of a source the mixture no longer has are
+    /// dropped; weights or sources that changed start a new phase here.
+    pub fn restore(&mut self, mut r: RawParts) -> Result<(), PipelineError> {
+        let part: MixPart = r.take()?;
         let n = part.names.len();
         if [part.weights.len(), part.taken.len(), part.exhausted.len()]
             .iter()
             .chain([&part.fingerprints.len()])
             .any(|&len| len != n)
         {
-            return Err(StateError::Invalid {
-                field: "mixture sources",
-                value: n as u64,
-                reason: "its names, weights, counts and flags differ in number".into(),
-            }
-            .into());
+            return Err(invalid(
+                "mixture sources",
+                n as u64,
+                "its names, weights, counts and flags differ in number".into(),
+            ));
         }
         if part.phase > part.drawn {
-            return Err(StateError::Invalid {
-                field: "mixture phase",
-                value: part.phase,
-                reason: format!("only {} records were drawn", part.drawn),
-            }
-            .into());
+            return Err(invalid(
+                "mixture phase",
+                part.phase,
+                format!("only {} records were drawn", part.drawn),
+            ));
         }
-        let mut sources = Vec::with_capacity(cfg.names.len());
-        let mut exhausted = Vec::with_capacity(cfg.names.len());
-        let mut taken = vec![0; cfg.names.len()];
-        let mut same = part.names == cfg.names && part.weights == cfg.weights;
-        for (i, name) in cfg.names.iter().enumerate() {
+        let names = self.cfg.names.clone();
+        let mut same = part.names == names && part.weights == self.cfg.weights;
+        for (i, name) in names.iter().enumerate() {
             let saved = part.names.iter().position(|s| s == name);
-            let mut child = parts.take_child(&child_key(name))?;
-            if saved.is_some() != child.is_some() {
-                return Err(StateError::Part {
-                    part: child_key(name),
-                    reason: "the mixture's part and its sources' parts disagree".into(),
-                }
-                .into());
-            }
-            let source = make(i, child.as_mut())?;
-            if let Some(child) = child {
-                child.finish()?;
-            }
-            match saved {
-                Some(s) => {
+            let child = r.take_child(&child_key(name))?;
+            let source = &mut self.sources[i];
+            match (saved, child) {
+                (Some(s), Some(child)) => {
                     if part.fingerprints[s] != source.fingerprint {
                         return Err(StateError::Part {
                             part: child_key(name),
@@ -203,20 +195,27 @@ impl MixChain {
                         }
                         .into());
                     }
-                    taken[i] = part.taken[s];
-                    exhausted.push(part.exhausted[s]);
+                    source.chain.restore(child)?;
+                    self.taken[i] = part.taken[s];
+                    self.exhausted[i] = part.exhausted[s];
                 }
-                None => {
+                (None, None) => {
                     same = false;
-                    exhausted.push(false);
+                    source.chain.start();
+                }
+                _ => {
+                    return Err(StateError::Part {
+                        part: child_key(name),
+                        reason: "the mixture's part and its sources' parts disagree".into(),
+                    }
+                    .into());
                 }
             }
-            sources.push(source);
         }
         // Sources the mixture no longer has.
         for name in &part.names {
-            if !cfg.names.contains(name) {
-                parts.drop_key(&child_key(name));
+            if !names.contains(name) {
+                r.drop_key(&child_key(name));
             }
         }
         let phase = if same { part.phase } else { part.drawn };
@@ -224,43 +223,53 @@ impl MixChain {
         let carry = if same {
             part.carry.clone()
         } else {
-            vec![0.0; cfg.names.len()]
+            vec![0.0; names.len()]
         };
-        if carry.len() != cfg.names.len() || carry.iter().any(|c| !c.is_finite()) {
-            return Err(StateError::Invalid {
-                field: "mixture remainders",
-                value: carry.len() as u64,
-                reason: format!("one finite remainder per source ({})", cfg.names.len()),
-            }
-            .into());
+        if carry.len() != names.len() || carry.iter().any(|c| !c.is_finite()) {
+            return Err(invalid(
+                "mixture remainders",
+                carry.len() as u64,
+                format!("one finite remainder per source ({})", names.len()),
+            ));
         }
-        if cfg.choice == MixChoice::Stratified
-            && (part.drawn - part.phase) % cfg.batch as u64 != 0
+        if self.cfg.choice == MixChoice::Stratified
+            && (part.drawn - part.phase) % self.cfg.batch as u64 != 0
             && !same
         {
-            return Err(StateError::Invalid {
-                field: "records drawn",
-                value: part.drawn,
-                reason: "a stratified mixture changes weights or sources only at a batch \
-                         boundary"
-                    .into(),
-            }
-            .into());
+            return Err(invalid(
+                "records drawn",
+                part.drawn,
+                "a stratified mixture changes weights or sources only at a batch boundary".into(),
+            ));
         }
-        let n = sources.len();
-        Ok(MixChain {
-            cfg,
-            sources,
-            exhausted,
-            drawn: part.drawn,
-            phase,
-            taken,
-            rows: Vec::new(),
-            planned: None,
-            carry,
-            carry_after: vec![0.0; n],
-            finished: false,
-        })
+        self.drawn = part.drawn;
+        self.phase = phase;
+        self.carry = carry;
+        Ok(r.finish()?)
+    }
+
+    /// A chain's record-level fields, as for a chain with none of them (a
+    /// source's own are in its fingerprint, in the mixture's part), and the
+    /// mixture's choice and exhaustion policy (its sources and weights are
+    /// not here: they may change between a save and a restore).
+    pub fn identity(&self, id: &mut Identity) {
+        id.field(1).u64(0);
+        id.field(3).u64(self.cfg.seed);
+        id.field(4).bool(false);
+        id.field(5).u64(0).u64(0);
+        id.field(6).u64(0).opt(None);
+        id.field(7).bool(false).bool(false);
+        id.field(8).u64(0);
+        id.field(9).opt(None).bool(false);
+        let code = match self.cfg.choice {
+            MixChoice::Random => 10,
+            MixChoice::Stratified => 20,
+        } + match self.cfg.on_exhausted {
+            OnExhausted::Stop => 0,
+            OnExhausted::Drop => 1,
+            OnExhausted::Fail => 2,
+        };
+        id.field(19).u64(code);
     }
 
     /// Its parts: the mixture's, then each source's chain under its name.
@@ -343,7 +352,7 @@ impl MixChain {
             // the others, below.
         }
         let total: f64 = alive().map(|j| self.cfg.weights[j]).sum();
-        let mut rng = CounterRng::new(self.cfg.seed, stream::MIX, self.drawn);
+        let mut rng = CounterRng::new(self.cfg.seed, domain::MIX, self.drawn);
         let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
         let mut sum = 0.0;
         for j in alive() {
@@ -419,6 +428,20 @@ impl MixChain {
             })
             .collect()
     }
+}
+
+/// A mixture's sources with the records taken from each, as the mixture's
+/// part among a state's nodes (at any depth) has them; `None` when the
+/// state holds no mixture.
+pub(crate) fn source_counts(nodes: &[NodeProto]) -> Option<Vec<(String, u64)>> {
+    nodes.iter().find_map(|node| {
+        if node.key == <MixPart as OpPart>::KEY {
+            let part = MixPart::decode_body(&node.body).ok()?;
+            Some(part.names.into_iter().zip(part.taken).collect())
+        } else {
+            source_counts(&node.children)
+        }
+    })
 }
 
 /// The rows of a global batch of `rows` for each source, by `weights`: the

@@ -2,11 +2,29 @@
 //! its own: a restore applies the map again to the records it reads again
 //! ([`apply_map`]), so the map must be deterministic.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::pipeline::checkpoint::{Identity, SavedParts};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::{Item, UNMEASURED};
 
-use crate::pipeline::checkpoint::SavedParts;
+use super::{EpochInput, Restore};
 
-use super::{EpochInput, Item, RecordFilter, RecordMap};
+/// A filter on serialized records.
+pub type RecordFilter = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+/// A map on serialized records; it must be deterministic, since a restored
+/// pipeline applies it again to records it reads again.
+pub type RecordMap = Arc<dyn Fn(Bytes) -> Bytes + Send + Sync>;
+
+/// The words of `filter` and `map` on records, as the builder collected
+/// them.
+#[derive(Clone, Default)]
+pub(crate) struct RecordMapSettings {
+    pub filter: Option<RecordFilter>,
+    pub map: Option<RecordMap>,
+}
 
 /// Keeps the records `filter` accepts and replaces each by `map(record)`.
 pub(crate) struct RecordMapOp<I> {
@@ -16,8 +34,12 @@ pub(crate) struct RecordMapOp<I> {
 }
 
 impl<I: EpochInput> RecordMapOp<I> {
-    pub fn new(input: I, filter: Option<RecordFilter>, map: Option<RecordMap>) -> Self {
-        RecordMapOp { input, filter, map }
+    pub fn new(input: I, settings: &RecordMapSettings) -> Self {
+        RecordMapOp {
+            input,
+            filter: settings.filter.clone(),
+            map: settings.map.clone(),
+        }
     }
 }
 
@@ -29,7 +51,7 @@ pub(crate) fn apply_map(map: Option<&RecordMap>, mut item: Item) -> Item {
         // The map's output may be anything: not known to be mapped, nor
         // measured.
         item.mapped = false;
-        item.measured = super::UNMEASURED;
+        item.measured = UNMEASURED;
     }
     item
 }
@@ -65,5 +87,18 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
     /// Filter and map keep no state: no part of their own.
     fn save(&self, parts: &mut SavedParts) {
         self.input.save(parts);
+    }
+
+    /// No part: the input's count passes through (a filter only lowers it).
+    fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        self.input.restore(r)
+    }
+
+    /// The functions cannot be compared: only whether they are set.
+    fn identity(&self, id: &mut Identity) {
+        self.input.identity(id);
+        id.field(7)
+            .bool(self.filter.is_some())
+            .bool(self.map.is_some());
     }
 }

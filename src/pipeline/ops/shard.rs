@@ -2,11 +2,11 @@
 //! and keeps the records whose ordinal in the interleaved stream is its
 //! index modulo the host count. Its state: the records seen this epoch.
 
+use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::Item;
 
-use crate::pipeline::checkpoint::{SavedParts, prost_part};
-
-use super::{EpochInput, Item};
+use super::{EpochInput, Restore};
 
 /// The record shard's part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -32,16 +32,6 @@ impl<I: EpochInput> RecordShard<I> {
             input,
             shard,
             ordinal: 0,
-        }
-    }
-
-    /// Continues from `part` (its counter is checked by
-    /// [`SkipTake`](super::skip_take::SkipTake), which knows how many passed).
-    pub fn restore(input: I, shard: Option<(u64, u64)>, part: &RecordShardPart) -> Self {
-        RecordShard {
-            input,
-            shard,
-            ordinal: part.ordinal,
         }
     }
 }
@@ -80,5 +70,21 @@ impl<I: EpochInput> EpochInput for RecordShard<I> {
             ordinal: self.ordinal,
         });
         self.input.save(parts);
+    }
+
+    /// Its counter, which the op above checks its own against (it cannot
+    /// have passed on more records than the interleave produced).
+    fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        let part: RecordShardPart = r.take()?;
+        self.input.restore(r)?;
+        self.ordinal = part.ordinal;
+        r.passed = Some(part.ordinal);
+        Ok(())
+    }
+
+    /// The host's share is the logical stream's place, which the stream
+    /// writes (tag 2): nothing of its own.
+    fn identity(&self, id: &mut Identity) {
+        self.input.identity(id);
     }
 }

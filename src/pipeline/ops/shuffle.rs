@@ -15,15 +15,31 @@ mod slots;
 
 use std::sync::Arc;
 
+use crate::pipeline::checkpoint::{
+    Coded, Identity, OpPart, SavedParts, code_positions, decode_positions,
+};
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::rng::{CounterRng, stream};
+use crate::pipeline::item::Item;
+use crate::pipeline::rng::{CounterRng, domain};
 use crate::pipeline::stats::StageStats;
 
 use super::epochs::Epochs;
-use crate::pipeline::checkpoint::{Coded, OpPart, SavedParts, code_positions, decode_positions};
+use super::{EpochInput, Restore, invalid};
 pub(crate) use slots::SlotPositions;
 
-use super::{EpochInput, Item};
+/// Slots reserved when the buffer is made; a larger buffer grows as it
+/// fills.
+const RESERVED_SLOTS: usize = 1 << 16;
+
+/// The word `shuffle`, as the builder collected it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ShuffleSettings {
+    /// Records in the buffer; 0: no shuffle.
+    pub buffer: usize,
+    /// Keep the buffer across epoch boundaries (`repeat` before `shuffle`)
+    /// instead of draining it at the end of each epoch.
+    pub across_epochs: bool,
+}
 
 /// The shuffle's part of a state: the RNG's counter, per buffer slot the
 /// (file, offset) of its record, whether the buffer drains and the run
@@ -104,6 +120,7 @@ pub(crate) struct Shuffle<I> {
     size: usize,
     across_epochs: bool,
     buffer: ShuffleBuffer,
+    seed: u64,
     rng: CounterRng,
     /// This epoch's input is done; the buffer is draining.
     draining: bool,
@@ -114,19 +131,22 @@ pub(crate) struct Shuffle<I> {
 }
 
 impl<I: EpochInput> Shuffle<I> {
+    /// The stream's seed draws the buffer's picks.
     pub fn new(
         input: Epochs<I>,
-        size: usize,
-        across_epochs: bool,
+        settings: ShuffleSettings,
         seed: u64,
         stats: Arc<StageStats>,
     ) -> Self {
         Shuffle {
             input,
-            size,
-            across_epochs,
-            buffer: ShuffleBuffer::with_capacity(size),
-            rng: CounterRng::new(seed, stream::SHUFFLE, 0),
+            size: settings.buffer,
+            across_epochs: settings.across_epochs,
+            // Grows with what it holds past a first reserve: a buffer
+            // larger than the data holds only the data (as tf.data's does).
+            buffer: ShuffleBuffer::with_capacity(settings.buffer.min(RESERVED_SLOTS)),
+            seed,
+            rng: CounterRng::new(seed, domain::SHUFFLE, 0),
             draining: false,
             finished: false,
             out_count: 0,
@@ -134,29 +154,30 @@ impl<I: EpochInput> Shuffle<I> {
         }
     }
 
-    /// Checks the shuffle's part (before its records are read again).
-    pub fn check(&self, state: &ShufflePart) -> Result<(), StateError> {
-        let invalid = |field: &'static str, value: u64, reason: String| {
-            Err(StateError::Invalid {
-                field,
-                value,
-                reason,
-            })
-        };
+    /// Opens the first epoch.
+    pub fn start(&mut self) {
+        self.input.start();
+    }
+
+    /// Takes its part, restores the ops below, checks the part against
+    /// them, and reads the buffered records again into their slots.
+    pub fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        let state: ShufflePart = r.take()?;
+        self.input.restore(r)?;
         if state.buffer.len() > self.size {
-            return invalid(
+            return Err(invalid(
                 "records in the shuffle buffer",
                 state.buffer.len() as u64,
                 format!("the buffer holds {}", self.size),
-            );
+            ));
         }
         let input_done = self.input.input_done();
         if state.draining && (self.size == 0 || !input_done) {
-            return invalid(
+            return Err(invalid(
                 "draining flag",
                 1,
                 "only a shuffle buffer whose epoch's input is done drains".into(),
-            );
+            ));
         }
         if state.finished
             && (!self.input.may_finish()
@@ -164,25 +185,29 @@ impl<I: EpochInput> Shuffle<I> {
                 || state.draining
                 || !state.buffer.is_empty())
         {
-            return invalid(
+            return Err(invalid(
                 "finished flag",
                 1,
                 "only a finite run whose last epoch is read and drained is finished".into(),
-            );
+            ));
         }
-        Ok(())
-    }
-
-    /// Continues from `state` (checked with [`check`](Self::check)): the
-    /// buffered records (read again by the caller from the state's
-    /// positions) go back into their slots.
-    pub fn restore(&mut self, state: &ShufflePart, buffered: Vec<Item>) {
+        let buffered = r.reread.read(&state.buffer.to_vec())?;
         self.rng.counter = state.rng_counter;
         self.draining = state.draining;
         self.finished = state.finished;
         for item in buffered {
             self.buffer.push(item);
         }
+        Ok(())
+    }
+
+    /// The seed and the buffer; whether the buffer spans epochs goes into
+    /// the epochs' field, after them.
+    pub fn identity(&self, id: &mut Identity) {
+        self.input.identity(id);
+        id.field(3).u64(self.seed);
+        id.field(8).u64(self.size as u64);
+        id.field(9).bool(self.across_epochs);
     }
 
     /// The next record of the pipeline's record stream, or `None` at its end.

@@ -2,11 +2,20 @@
 //! and ends the epoch after `take` more (its files are not read further).
 //! Its state: the records that reached it this epoch.
 
-use crate::pipeline::error::{PipelineError, StateError};
+use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::Item;
 
-use crate::pipeline::checkpoint::{SavedParts, prost_part};
+use super::{EpochInput, Restore, invalid};
 
-use super::{EpochInput, Item};
+/// The words of `skip` and `take`, as the builder collected them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SkipTakeSettings {
+    /// Records dropped at the start of each epoch.
+    pub skip: u64,
+    /// Records kept of each epoch after them; `None`: all.
+    pub take: Option<u64>,
+}
 
 /// Skip/take's part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -27,37 +36,13 @@ pub(crate) struct SkipTake<I> {
 }
 
 impl<I: EpochInput> SkipTake<I> {
-    pub fn new(input: I, skip: u64, take: Option<u64>) -> Self {
+    pub fn new(input: I, settings: &SkipTakeSettings) -> Self {
         SkipTake {
             input,
-            skip,
-            take,
+            skip: settings.skip,
+            take: settings.take,
             passed: 0,
         }
-    }
-
-    /// Continues from `part`; its counter cannot exceed the `read` records
-    /// the interleave produced this epoch.
-    pub fn restore(
-        input: I,
-        skip: u64,
-        take: Option<u64>,
-        part: &SkipTakePart,
-        read: u64,
-    ) -> Result<Self, StateError> {
-        if part.passed > read {
-            return Err(StateError::Invalid {
-                field: "records past the record shard",
-                value: part.passed,
-                reason: format!("only {read} records were read this epoch"),
-            });
-        }
-        Ok(SkipTake {
-            input,
-            skip,
-            take,
-            passed: part.passed,
-        })
     }
 }
 
@@ -100,5 +85,27 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
             passed: self.passed,
         });
         self.input.save(parts);
+    }
+
+    /// Its counter, which cannot exceed the records its input passed on
+    /// this epoch.
+    fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        let part: SkipTakePart = r.take()?;
+        self.input.restore(r)?;
+        if let Some(read) = r.passed.filter(|&read| part.passed > read) {
+            return Err(invalid(
+                "records past the record shard",
+                part.passed,
+                format!("only {read} records were read this epoch"),
+            ));
+        }
+        self.passed = part.passed;
+        r.passed = Some(part.passed);
+        Ok(())
+    }
+
+    fn identity(&self, id: &mut Identity) {
+        self.input.identity(id);
+        id.field(6).u64(self.skip).opt(self.take);
     }
 }

@@ -10,14 +10,15 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
-use crate::pipeline::checkpoint::{GroupPart, SavedParts, Snapshot, StreamSnapshot};
+use crate::pipeline::checkpoint::{SavedParts, Snapshot, StreamSnapshot};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
 use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn};
+use crate::pipeline::group::part::GroupPart;
 use crate::pipeline::group::raw_batch::{Layout, RawBatch};
-use crate::pipeline::ops::Item;
-use crate::pipeline::ops::stream::StreamChain;
+use crate::pipeline::item::Item;
+use crate::pipeline::ops::stream_chain::StreamChain;
 use crate::pipeline::stats::StageStats;
 
 use crate::prefetch::{AHEAD_BYTES, prefetch};
@@ -437,11 +438,11 @@ impl GroupSender<'_> {
                 index: self.stream,
                 fingerprint: self.fingerprint,
                 chain: chain.clone(),
-                group: GroupPart {
+                group: Arc::new(GroupPart {
                     replay,
                     replay_skip: group.replay_skip,
                     replay_quiet,
-                },
+                }),
             }],
         };
         // Move the records out (no reference-count traffic per record).

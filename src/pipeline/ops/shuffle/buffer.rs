@@ -30,7 +30,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::pipeline::ops::Item;
+use crate::pipeline::item::Item;
 use crate::prefetch::prefetch;
 
 use super::slots::{SlotLog, SlotPositions};
@@ -376,7 +376,7 @@ fn block_at(b: u32) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::ops::UNMEASURED;
+    use crate::pipeline::item::UNMEASURED;
 
     /// Record `i`: every fifth one unmeasured, the others measured `i`.
     fn item(i: u64, len: usize) -> Item {

@@ -1,0 +1,71 @@
+//! What a logical stream's record thread runs: one record chain
+//! ([`chain`](super::chain)), or a mixture of several ([`mix`](super::mix)),
+//! behind one face.
+
+use crate::pipeline::checkpoint::{Identity, Position, RawParts, SavedParts};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::Item;
+
+use super::chain::RecordChain;
+use super::mix::MixChain;
+
+/// What a logical stream's record thread runs: one chain, or a mixture of
+/// several, behind one face.
+// One per record thread: boxing the larger variant would add a pointer
+// chase to every record for no memory worth saving.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum StreamChain {
+    One(RecordChain),
+    Mix(MixChain),
+}
+
+impl StreamChain {
+    /// Starts from the beginning.
+    pub fn start(&mut self) {
+        match self {
+            StreamChain::One(c) => c.start(),
+            StreamChain::Mix(m) => m.start(),
+        }
+    }
+
+    /// Continues where `parts` were saved.
+    pub fn restore(&mut self, parts: RawParts) -> Result<(), PipelineError> {
+        match self {
+            StreamChain::One(c) => c.restore(parts),
+            StreamChain::Mix(m) => m.restore(parts),
+        }
+    }
+
+    /// The settings that decide its records and their order.
+    pub fn identity(&self, id: &mut Identity) {
+        match self {
+            StreamChain::One(c) => c.identity(id),
+            StreamChain::Mix(m) => m.identity(id),
+        }
+    }
+
+    /// The next record of the stream, or `None` at its end.
+    #[inline]
+    pub fn next_item(&mut self) -> Result<Option<Item>, PipelineError> {
+        match self {
+            StreamChain::One(c) => c.next_item(),
+            StreamChain::Mix(m) => m.next_item(),
+        }
+    }
+
+    /// Its parts now.
+    pub fn state(&mut self) -> SavedParts {
+        match self {
+            StreamChain::One(c) => c.state(),
+            StreamChain::Mix(m) => m.state(),
+        }
+    }
+
+    /// The records at these (file, offset) positions, read again.
+    pub fn read_again(&self, positions: &[Position]) -> Result<Vec<Item>, PipelineError> {
+        match self {
+            StreamChain::One(c) => c.read_again(positions),
+            StreamChain::Mix(m) => m.read_again(positions),
+        }
+    }
+}
