@@ -1,29 +1,40 @@
 //! infeed keeps XLA accelerators fed: it reads TFRecord shards, parses
 //! `tf.train.Example` records by a feature spec straight into typed columns,
-//! and (in later layers) turns them into static-shape batches.
+//! and turns them into static-shape batches for a compiled program.
 //!
-//! Layers, each depending only on those above it:
-//! - [`record`]: TFRecord framing, masked CRC32C, GZIP/ZLIB, corruption policy.
-//! - [`example`]: `tf.train.Example` / `SequenceExample` types and the fast
-//!   schema-directed batch parser.
-//! - [`batch`]: static-shape batches: padding, masks, bucketing, packing,
-//!   aligned pooled buffers.
+//! The modules, from those that use nothing of the crate to the engine that
+//! uses them all:
+//! - [`record`]: TFRecord framing, masked CRC32C, GZIP/ZLIB, corruption
+//!   policy. Uses nothing of ours.
 //! - [`spec`]: feature specs with the meaning of `tf.io.parse_example`.
-//! - `image` (feature `images`, on by default): PNG and JPEG features
-//!   decoded, cropped and resized to static shapes on the workers.
-//! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
-//!   shards (`infeed convert`); its writing half alone with feature `encode`
-//!   (plus `tokenize` for a tokenizer), for rows from another engine.
-//! - [`tfds`]: prepared TensorFlow Datasets directories (dataset_info.json,
-//!   features.json, split strings) without TensorFlow.
+//!   Uses nothing of ours.
+//! - `words`: the settings given as words (`keep_start`, `int32`, `drop`),
+//!   parsed once for the CLI and the Python package. Uses nothing of ours.
+//! - [`example`]: `tf.train.Example` / `SequenceExample` types and the fast
+//!   schema-directed batch parser. Uses `spec`.
+//! - `image` (feature `images`, opt-in): PNG and JPEG features decoded,
+//!   cropped and resized to static shapes on the workers. Uses `spec`.
+//! - [`batch`]: static-shape batches: padding, masks, bucketing, packing,
+//!   aligned pooled buffers. Uses `example` and `spec`.
 //! - [`source`]: shard discovery (globs by prefix listing) and reading of
 //!   local files and gs://, s3://, az:// objects with readahead and retries.
+//!   Uses `record`.
+//! - [`tfds`]: prepared TensorFlow Datasets directories (dataset_info.json,
+//!   features.json, split strings) without TensorFlow. Uses `source` and
+//!   `spec`.
+//! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
+//!   shards (`infeed convert`); its writing half alone with feature `encode`
+//!   (plus `tokenize` for a tokenizer), for rows from another engine. Uses
+//!   `record`, `example`, `source` and `tfds`.
 //! - `xla` (feature `xla`): PJRT plugins, compiled StableHLO programs,
 //!   zero-copy upload of batches and a device feeder for training loops.
+//!   Uses `batch`.
+//! - [`pipeline`]: the engine and its builder. Uses all of the above but
+//!   `convert` and `xla`.
 //!
-//! Features: `cloud` (gs://, s3://, az://, http(s):// sources), `convert`,
-//! `images` and `cli` (the `infeed` binary) are on by default; `xla` is opt-in. A
-//! training program that wants only the pipeline depends on
+//! Features: `cloud` (gs://, s3://, az://, http(s):// sources), `convert`
+//! and `cli` (the `infeed` binary) are on by default; `images` and `xla`
+//! are opt-in. A training program that wants only the pipeline depends on
 //! `infeed = { version = "0.1", default-features = false, features = ["cloud"] }`.
 
 pub mod batch;
@@ -40,5 +51,6 @@ pub mod record;
 pub mod source;
 pub mod spec;
 pub mod tfds;
+pub mod words;
 #[cfg(feature = "xla")]
 pub mod xla;

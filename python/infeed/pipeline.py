@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from infeed import _infeed
-from infeed.errors import SpecError
+from infeed.errors import MapError, SpecError
 
 Batch = dict[str, np.ndarray]
 # One step of a pipeline as the extension replays it: (name, args), the name
@@ -567,6 +567,24 @@ class Pipeline:
         return f"Pipeline({source}).{steps}"
 
 
+def _mapped(fn: Callable[[Batch], Batch], out: object) -> Batch:
+    """``fn``'s output, which must be a batch: a dict of name → array (an
+    object with ``shape`` and ``dtype``, as numpy's and JAX's are)."""
+    name = getattr(fn, "__name__", repr(fn))
+    if not isinstance(out, dict):
+        raise MapError(
+            f"map_batch {name}: returned {type(out).__name__}, not a dict of name -> array"
+        )
+    for key, value in out.items():
+        if not isinstance(key, str) or not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            raise MapError(
+                f"map_batch {name}: entry {key!r} is a {type(value).__name__}, not an array "
+                "(a batch is a dict of name -> array)",
+                feature=key if isinstance(key, str) else None,
+            )
+    return out
+
+
 class Iterator:
     """A running pipeline: yields dicts name → numpy array.
 
@@ -594,7 +612,7 @@ class Iterator:
         if batch is None:
             raise StopIteration
         for fn in self._pipeline._maps:
-            batch = fn(batch)
+            batch = _mapped(fn, fn(batch))
         return batch
 
     @property

@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
-use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, ParsedPipeline, Pipeline};
+use infeed::pipeline::{MixChoice, OnExhausted, ParsedPipeline, Pipeline};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::source::SourceOptions;
 use infeed::spec::{DType, DefaultValue, FeatureSpec, ImageSpec};
@@ -61,44 +60,41 @@ pub fn build(
     let mut parsed = pipeline.parse(spec);
     for (name, args) in parsed_steps {
         parsed = match name.as_str() {
-            "batch" => parsed.batch(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?),
+            "batch" => parsed.batch(count(py, args, 0, "batch")?, args.get_item(1)?.extract()?),
             "drop_remainder" => parsed.drop_remainder(args.get_item(0)?.extract()?),
-            "pad_to_multiple_of" => parsed.pad_to_multiple_of(args.get_item(0)?.extract()?),
-            "max_length" => parsed.max_length(args.get_item(0)?.extract()?),
-            "fixed_length" => parsed.fixed_length(args.get_item(0)?.extract()?),
-            "truncation" => {
-                parsed.truncation(truncation(py, &args.get_item(0)?.extract::<String>()?)?)
+            "pad_to_multiple_of" => {
+                parsed.pad_to_multiple_of(count(py, args, 0, "pad_to_multiple_of")?)
             }
-            "masks" => parsed.masks(mask_type(py, &args.get_item(0)?.extract::<String>()?)?),
+            "max_length" => parsed.max_length(count(py, args, 0, "max_length")?),
+            "fixed_length" => parsed.fixed_length(count(py, args, 0, "fixed_length")?),
+            "truncation" => parsed.truncation(word(py, &args.get_item(0)?.extract::<String>()?)?),
+            "masks" => parsed.masks(word(py, &args.get_item(0)?.extract::<String>()?)?),
             "mask" => {
                 let feature: String = args.get_item(0)?.extract()?;
-                parsed.mask(
-                    &feature,
-                    mask_type(py, &args.get_item(1)?.extract::<String>()?)?,
-                )
+                parsed.mask(&feature, word(py, &args.get_item(1)?.extract::<String>()?)?)
             }
-            "cast" => parsed.cast(tensor_type(py, &args.get_item(0)?.extract::<String>()?)?),
+            "cast" => parsed.cast(word(py, &args.get_item(0)?.extract::<String>()?)?),
             "decode_raw" => {
                 let feature: String = args.get_item(0)?.extract()?;
-                let shape: Vec<usize> = args.get_item(1)?.extract()?;
+                let shape: Vec<usize> = counts(py, &args.get_item(1)?, "decode_raw shape")?;
                 parsed.decode_raw(&feature, &shape)
             }
             "normalize" => {
                 let feature: String = args.get_item(0)?.extract()?;
                 let mean: Vec<f32> = args.get_item(1)?.extract()?;
                 let std: Vec<f32> = args.get_item(2)?.extract()?;
-                let dtype = tensor_type(py, &args.get_item(3)?.extract::<String>()?)?;
+                let dtype = word(py, &args.get_item(3)?.extract::<String>()?)?;
                 parsed.normalize_to(&feature, &mean, &std, dtype)
             }
             "bucket_by_length" => {
                 let feature: String = args.get_item(0)?.extract()?;
-                let boundaries: Vec<usize> = args.get_item(1)?.extract()?;
-                let batch_sizes: Vec<usize> = args.get_item(2)?.extract()?;
+                let boundaries: Vec<usize> = counts(py, &args.get_item(1)?, "boundaries")?;
+                let batch_sizes: Vec<usize> = counts(py, &args.get_item(2)?, "batch_sizes")?;
                 parsed.bucket_by_length(&feature, &boundaries, &batch_sizes)
             }
-            "pack" => parsed.pack(args.get_item(0)?.extract()?),
+            "pack" => parsed.pack(count(py, args, 0, "pack")?),
             "pack_overflow" => {
-                parsed.pack_overflow(overflow(py, &args.get_item(0)?.extract::<String>()?)?)
+                parsed.pack_overflow(word(py, &args.get_item(0)?.extract::<String>()?)?)
             }
             other => return Err(errors::spec(py, format!("unknown pipeline step {other:?}"))),
         };
@@ -133,34 +129,35 @@ fn record_step(
     args: &Bound<'_, PyTuple>,
 ) -> PyResult<Result<Pipeline, Pipeline>> {
     Ok(Ok(match name {
-        "seed" => pipeline.seed(args.get_item(0)?.extract()?),
-        "shard" => pipeline.shard(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?),
-        "streams" => pipeline.streams(args.get_item(0)?.extract()?),
+        "seed" => pipeline.seed(count(py, args, 0, "seed")?),
+        "shard" => pipeline.shard(
+            count(py, args, 0, "shard index")?,
+            count(py, args, 1, "shard count")?,
+        ),
+        "streams" => pipeline.streams(count(py, args, 0, "streams")?),
         "shuffle_files" => pipeline.shuffle_files(),
-        "interleave" => {
-            pipeline.interleave(args.get_item(0)?.extract()?, args.get_item(1)?.extract()?)
+        "interleave" => pipeline.interleave(
+            count(py, args, 0, "cycle_length")?,
+            count(py, args, 1, "block_length")?,
+        ),
+        "skip" => pipeline.skip(count(py, args, 0, "skip")?),
+        "take" => pipeline.take(count(py, args, 0, "take")?),
+        "shuffle" => pipeline.shuffle(count(py, args, 0, "shuffle")?),
+        "repeat" => {
+            let epochs = args.get_item(0)?;
+            pipeline.repeat(match epochs.is_none() {
+                true => None,
+                false => Some(count_of(py, &epochs, "repeat")?),
+            })
         }
-        "skip" => pipeline.skip(args.get_item(0)?.extract()?),
-        "take" => pipeline.take(args.get_item(0)?.extract()?),
-        "shuffle" => pipeline.shuffle(args.get_item(0)?.extract()?),
-        "repeat" => pipeline.repeat(args.get_item(0)?.extract()?),
         "read_options" => pipeline.read_options(read_options(py, args)?),
         "source_options" => pipeline.source_options(source_options(py, args)?),
-        "threads" => pipeline.threads(args.get_item(0)?.extract()?),
-        "prefetch" => pipeline.prefetch(args.get_item(0)?.extract()?),
+        "threads" => pipeline.threads(count(py, args, 0, "threads")?),
+        "prefetch" => pipeline.prefetch(count(py, args, 0, "prefetch")?),
         "unordered" => pipeline.unordered(),
         "equal_batches" => {
             let how: String = args.get_item(0)?.extract()?;
-            pipeline.equal_batches(match how.as_str() {
-                "drop" => EqualBatches::Drop,
-                "pad" => EqualBatches::Pad,
-                other => {
-                    return Err(errors::spec(
-                        py,
-                        format!("equal_batches: {other:?} is neither \"drop\" nor \"pad\""),
-                    ));
-                }
-            })
+            pipeline.equal_batches(word(py, &how)?)
         }
         _ => return Ok(Err(pipeline)),
     }))
@@ -199,27 +196,8 @@ fn mixture(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Pipeline> {
         }
         built.push((name, pipeline));
     }
-    let choice = match by.as_str() {
-        "random" => MixChoice::Random,
-        "stratified" => MixChoice::Stratified,
-        other => {
-            return Err(errors::spec(
-                py,
-                format!("mix: by={other:?} is neither \"random\" nor \"stratified\""),
-            ));
-        }
-    };
-    let policy = match on_exhausted.as_str() {
-        "stop" => OnExhausted::Stop,
-        "drop" => OnExhausted::Drop,
-        "fail" => OnExhausted::Fail,
-        other => {
-            return Err(errors::spec(
-                py,
-                format!("mix: on_exhausted={other:?} is not \"stop\", \"drop\" or \"fail\""),
-            ));
-        }
-    };
+    let choice: MixChoice = word(py, &by)?;
+    let policy: OnExhausted = word(py, &on_exhausted)?;
     Pipeline::mix(built, &weights)
         .map(|p| p.mix_by(choice).on_exhausted(policy))
         .map_err(|e| errors::to_py(py, e))
@@ -345,52 +323,54 @@ fn feature_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<FeatureSpec
     Ok(out)
 }
 
-/// A numpy-style dtype name as a tensor type.
-fn tensor_type(py: Python<'_>, name: &str) -> PyResult<TensorType> {
-    Ok(match name {
-        "int64" | "i64" => TensorType::I64,
-        "int32" | "i32" => TensorType::I32,
-        "float32" | "f32" | "float" => TensorType::F32,
-        "uint8" | "u8" => TensorType::U8,
-        "bfloat16" | "bf16" => TensorType::BF16,
-        other => {
-            return Err(errors::spec(
-                py,
-                format!("dtype {other:?}: expected int64, int32, float32, uint8 or bfloat16"),
-            ));
-        }
-    })
+/// Argument `i`, a count or a size: a whole number from 0 to 2^64 - 1 (and
+/// to `T`'s largest). A negative number, or one too large, is a
+/// `SpecError` naming the setting; what is no integer stays a `TypeError`.
+fn count<T: TryFrom<u64>>(
+    py: Python<'_>,
+    args: &Bound<'_, PyTuple>,
+    i: usize,
+    setting: &str,
+) -> PyResult<T> {
+    count_of(py, &args.get_item(i)?, setting)
 }
 
-fn mask_type(py: Python<'_>, name: &str) -> PyResult<MaskType> {
-    name.parse().map_err(|e: String| errors::spec(py, e))
+/// [`count`] of one value.
+fn count_of<T: TryFrom<u64>>(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+    setting: &str,
+) -> PyResult<T> {
+    let too_large = || errors::spec(py, format!("{setting}: {value} is too large"));
+    match value.extract::<u64>() {
+        Ok(n) => T::try_from(n).map_err(|_| too_large()),
+        Err(e) if !value.is_instance_of::<pyo3::types::PyInt>() => Err(e),
+        Err(_) if value.lt(0)? => Err(errors::spec(
+            py,
+            format!("{setting}: {value} is negative; it takes a whole number >= 0"),
+        )),
+        Err(_) => Err(too_large()),
+    }
 }
 
-fn truncation(py: Python<'_>, name: &str) -> PyResult<Truncation> {
-    Ok(match name {
-        "error" => Truncation::Error,
-        "keep_start" => Truncation::KeepStart,
-        "keep_end" => Truncation::KeepEnd,
-        other => {
-            return Err(errors::spec(
-                py,
-                format!("truncation {other:?}: expected error, keep_start or keep_end"),
-            ));
-        }
-    })
+/// [`count_of`] of every value of a list.
+fn counts<T: TryFrom<u64>>(
+    py: Python<'_>,
+    list: &Bound<'_, PyAny>,
+    setting: &str,
+) -> PyResult<Vec<T>> {
+    list.try_iter()?
+        .map(|v| count_of(py, &v?, setting))
+        .collect()
 }
 
-fn overflow(py: Python<'_>, name: &str) -> PyResult<Overflow> {
-    Ok(match name {
-        "error" => Overflow::Error,
-        "keep_start" => Overflow::KeepStart,
-        "keep_end" => Overflow::KeepEnd,
-        "split" => Overflow::Split,
-        other => {
-            return Err(errors::spec(
-                py,
-                format!("pack_overflow {other:?}: expected error, keep_start, keep_end or split"),
-            ));
-        }
-    })
+/// A setting given as a word, parsed by its enum's `FromStr` (the words
+/// of `infeed::words`, the same as the command line's); an unknown word is
+/// a `SpecError` that lists the words.
+fn word<T: std::str::FromStr<Err = infeed::words::UnknownWord>>(
+    py: Python<'_>,
+    name: &str,
+) -> PyResult<T> {
+    name.parse()
+        .map_err(|e: infeed::words::UnknownWord| errors::spec(py, e.to_string()))
 }

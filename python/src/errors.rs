@@ -176,7 +176,9 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
                 ..Fields::default()
             },
         ),
-        PipelineError::Bucket(_) | PipelineError::Config(_) => ("SpecError", Fields::default()),
+        PipelineError::Bucket(_) | PipelineError::Config(_) | PipelineError::Setting(_) => {
+            ("SpecError", Fields::default())
+        }
         PipelineError::BadState(_) => ("StateError", Fields::default()),
         PipelineError::Tfds(e) => (
             "TfdsError",
@@ -228,7 +230,7 @@ fn plan_feature(e: &PlanError) -> Option<String> {
         | PlanError::NeedsDecode { feature }
         | PlanError::NotDecodable { feature, .. }
         | PlanError::PadValue { feature, .. }
-        | PlanError::TooLarge { feature }
+        | PlanError::TooLarge { feature, .. }
         | PlanError::BoundaryAboveBound { feature, .. }
         | PlanError::DuplicateFeature { feature }
         | PlanError::BadImage { feature, .. } => Some(feature.clone()),

@@ -115,3 +115,111 @@ def test_an_exception_in_map_batch_propagates():
     p = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).max_length(512).batch(2).map_batch(boom)
     with pytest.raises(RuntimeError, match="boom"):
         next(iter(p))
+
+
+def _lm(step: str, value: int) -> infeed.Pipeline:
+    """The lm pipeline with one numeric setting given ``value``."""
+    p = infeed.Pipeline.from_files([LM])
+    if step in ("shuffle", "prefetch", "threads", "skip", "take", "repeat", "seed", "streams"):
+        p = getattr(p, step)(value)
+    elif step == "interleave":
+        p = p.interleave(value)
+    parsed = p.parse(LM_SPEC).max_length(512)
+    if step in ("batch", "pack"):
+        return getattr(parsed, step)(value)
+    if step in ("max_length", "fixed_length", "pad_to_multiple_of"):
+        parsed = infeed.Pipeline.from_files([LM]).parse(LM_SPEC)
+        if step == "pad_to_multiple_of":
+            parsed = parsed.max_length(512)
+        return getattr(parsed, step)(value).batch(4)
+    return parsed.batch(4)
+
+
+NUMERIC = [
+    "batch",
+    "shuffle",
+    "prefetch",
+    "threads",
+    "interleave",
+    "skip",
+    "take",
+    "repeat",
+    "seed",
+    "streams",
+    "max_length",
+    "fixed_length",
+    "pad_to_multiple_of",
+    "pack",
+]
+
+
+@pytest.mark.parametrize("step", NUMERIC)
+def test_a_negative_number_is_a_spec_error_naming_the_setting(step: str) -> None:
+    with pytest.raises(infeed.SpecError) as e:
+        _lm(step, -1).shapes()
+    assert "-1 is negative" in str(e.value), str(e.value)
+
+
+def test_absurd_sizes_are_clean_errors_or_correct_runs() -> None:
+    """Every numeric setting given absurd values, in a child process limited
+    to 4 GB of address space: a SpecError naming the value, or a run that
+    ends — never an abort, a panic or runaway memory."""
+    script = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
+sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+import infeed
+from test_errors import _lm, NUMERIC
+outcomes = []
+for step in NUMERIC:
+    for value in [0, 2**32, 10**12, 2**40, 2**63 - 1, 2**64 - 1, 2**64]:
+        try:
+            it = iter(_lm(step, value))
+            for _ in range(3):
+                next(it, None)
+            outcomes.append(f"{{step}}={{value}}: ran")
+        except infeed.SpecError as e:
+            assert str(value) in str(e) or (value == 0 and "at least 1" in str(e)), (step, value, str(e))
+            outcomes.append(f"{{step}}={{value}}: {{type(e).__name__}}")
+print("\\n".join(outcomes))
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(NUMERIC) * 7
+    assert "batch=4294967296: SpecError" in lines
+    assert "shuffle=1000000000000: ran" in lines
+    assert "pad_to_multiple_of=18446744073709551615: ran" in lines
+
+
+def test_map_batch_must_return_a_dict_of_arrays() -> None:
+    base = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).max_length(512).batch(2)
+    with pytest.raises(infeed.MapError, match="returned NoneType, not a dict"):
+        next(iter(base.map_batch(lambda b: None)))
+    with pytest.raises(infeed.MapError, match="entry 'n' is a int, not an array") as e:
+        next(iter(base.map_batch(lambda b: {**b, "n": 3})))
+    assert e.value.feature == "n"
+
+
+def test_words_take_either_spelling_and_an_unknown_word_lists_them() -> None:
+    def first(truncation: str) -> list[int]:
+        p = (
+            infeed.Pipeline.from_files([LM])
+            .parse(LM_SPEC)
+            .max_length(64)
+            .truncation(truncation)
+            .batch(2)
+        )
+        return next(iter(p))["input_ids"].tolist()
+
+    assert first("keep-start") == first("keep_start") != first("keep_end")
+    with pytest.raises(infeed.SpecError) as e:
+        first("keep")
+    assert str(e.value) == 'truncation "keep": expected error, keep_start or keep_end'
+    with pytest.raises(infeed.SpecError, match='equal_batches "all": expected drop or pad'):
+        infeed.Pipeline.from_files([LM]).equal_batches("all").parse(LM_SPEC).batch(2).shapes()

@@ -2,6 +2,9 @@
 //! batch pads little, and each bucket has one static shape.
 
 /// A bucketer's configuration is unusable.
+/// Records a bucket reserves room for before its first batch fills.
+const FIRST_RESERVE: usize = 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BucketError {
@@ -75,7 +78,12 @@ impl<T> Bucketer<T> {
         if batch_sizes.contains(&0) {
             return Err(BucketError::ZeroBatchSize { batch_sizes });
         }
-        let pending = batch_sizes.iter().map(|&b| Vec::with_capacity(b)).collect();
+        // A bucket reserves its full size once a batch of it has filled:
+        // sizes no data reaches reserve nothing large.
+        let pending = batch_sizes
+            .iter()
+            .map(|&b| Vec::with_capacity(b.min(FIRST_RESERVE)))
+            .collect();
         Ok(Self {
             boundaries,
             batch_sizes,

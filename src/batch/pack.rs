@@ -32,6 +32,24 @@ pub enum Overflow {
     Split,
 }
 
+impl std::str::FromStr for Overflow {
+    type Err = crate::words::UnknownWord;
+
+    /// `error`, `keep_start`, `keep_end` or `split`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::words::parse(
+            "pack_overflow",
+            s,
+            &[
+                (&["error"], Overflow::Error),
+                (&["keep_start"], Overflow::KeepStart),
+                (&["keep_end"], Overflow::KeepEnd),
+                (&["split"], Overflow::Split),
+            ],
+        )
+    }
+}
+
 /// Configures a [`Packer`].
 #[derive(Clone, Debug)]
 pub struct PackPlan {
@@ -211,6 +229,7 @@ impl PackPlan {
             .filter(|&n| n <= isize::MAX as usize / 2)
             .ok_or_else(|| PlanError::TooLarge {
                 feature: self.features[0].clone(),
+                dims: vec![self.batch_size, self.row_length],
             })?;
         Ok(Packer {
             row_length: self.row_length,

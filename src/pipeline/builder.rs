@@ -11,6 +11,7 @@ use super::batching::{Batching, ParsedSettings};
 use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::raw_batch::{BatchFn, RawBatch};
+use super::limits;
 use super::normalize::Normalize;
 use super::ops::chain::ChainSettings;
 use super::ops::interleave::RecordRange;
@@ -405,9 +406,8 @@ impl Pipeline {
         drop_remainder: bool,
         work: BatchFn<T>,
     ) -> Result<Batches<T>, PipelineError> {
-        if batch_size == 0 {
-            return Err(PipelineError::Config("batch size 0".into()));
-        }
+        limits::positive("batch", batch_size as u64)?;
+        limits::at_most("batch", batch_size as u64, limits::MAX_BATCH_ROWS)?;
         start(
             &self.s,
             RecordWork::fixed(batch_size, drop_remainder),

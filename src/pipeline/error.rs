@@ -98,12 +98,27 @@ pub enum PipelineError {
     /// The pipeline was described inconsistently.
     #[error("invalid pipeline: {0}")]
     Config(String),
+    /// A size setting is out of range (see `limits.rs`).
+    #[error("invalid setting: {0}")]
+    Setting(#[from] SettingError),
     /// A checkpoint could not be restored; [`StateError`] says why.
     #[error("cannot restore the pipeline state: {0}")]
     BadState(#[from] StateError),
     /// A worker thread died (a panic in a user's map or filter).
     #[error("a pipeline worker thread died: {0}")]
     Worker(String),
+}
+
+/// A size setting outside what a pipeline can hold: the setting, the value
+/// given and the limit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{setting} = {value}: {limit}")]
+pub struct SettingError {
+    /// The setting's name (`batch`, `prefetch`, `interleave`, ...).
+    pub setting: &'static str,
+    pub value: String,
+    /// What it may be (`at most 16777216`).
+    pub limit: String,
 }
 
 impl From<RecordError> for PipelineError {

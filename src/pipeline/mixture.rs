@@ -43,7 +43,7 @@ pub(crate) fn build(
     }
     let batch = match (mix.choice, &record.grouping) {
         (MixChoice::Random, _) => 1,
-        (MixChoice::Stratified, Grouping::Fixed { batch_size, .. })
+        (MixChoice::Stratified, Grouping::Rows { batch_size, .. })
             if record.prefilter.is_none() =>
         {
             *batch_size

@@ -65,12 +65,12 @@
 //! | thread | how many, how long | does | file |
 //! | --- | --- | --- | --- |
 //! | `infeed-io` | 2, the process's life (started by the first cloud read) | the tokio runtime of cloud reads: range requests, retries; local files never touch it | `source` |
-//! | `infeed-shard` | one per open interleave slot, until its file ends; on a restore, one more per file whose records are read again (shuffle buffer, waiting records), until they are found | reads one shard from an offset, inflates, frames, checks CRCs; hands over blocks of records | `threads/shard_reader.rs` |
+//! | `infeed-shard` | one per open interleave slot, until its file ends; on a restore, one more per file whose records are read again (shuffle buffer, waiting records), until they are found | reads one shard from an offset, inflates, frames, checks CRCs; hands over blocks of records | `read/blocks.rs` |
 //! | `infeed-records` | one per logical stream the host runs (one, unless [`Pipeline::streams`] gives a host several) | the record ops (`ops/`: interleave, record shard, skip/take, filter/map, epochs, shuffle) and the grouping (`group/`); numbers each group and attaches the state after it | `threads/record_thread.rs` |
 //! | `infeed-streams` | one, only when a host runs several logical streams | joins the streams' groups of each step, in stream order, into the host's batch | `threads/streams.rs` |
 //! | `infeed-prefilter` | `threads`, while the record thread runs, only with parsed filters | parses chunks of records and runs the parsed ops, so the record thread groups survivors in order | `threads/prefilter.rs` |
 //! | `infeed-worker` | `threads` per pipeline | turns a group into the output batch (parse, map, pad, assemble) | `threads/workers.rs` |
-//! | `infeed-stream` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `stream.rs` |
+//! | `infeed-stream` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `async_iter.rs` |
 //!
 //! Every channel is bounded, so memory is bounded and a slow consumer
 //! slows the readers. Work crosses threads in whole blocks and whole
@@ -78,6 +78,7 @@
 //! here). Dropping [`Batches`] closes its channels and joins its threads;
 //! each thread ends at its next send.
 
+mod async_iter;
 mod batches;
 mod batching;
 mod builder;
@@ -89,6 +90,7 @@ mod group;
 #[cfg(feature = "images")]
 mod images;
 mod item;
+pub mod limits;
 mod mixture;
 mod normalize;
 mod open;
@@ -99,13 +101,13 @@ mod rng;
 mod settings;
 mod start;
 mod stats;
-mod stream;
 mod threads;
 
+pub use async_iter::BatchStream;
 pub use batches::{Batches, PipelineStats};
 pub use builder::{ParsedPipeline, Pipeline};
 pub use checkpoint::merge as merge_states;
-pub use error::{PipelineError, RecordIndex, StateError};
+pub use error::{PipelineError, RecordIndex, SettingError, StateError};
 pub use group::raw_batch::{BatchFn, Layout, Packed, RawBatch};
 pub use ops::interleave::RecordRange;
 pub use ops::mix::{MixChoice, OnExhausted};
@@ -113,4 +115,3 @@ pub use ops::record_map::{RecordFilter, RecordMap};
 pub use parsed::{MapError, ParsedMap, RowFilter, select_rows};
 pub use settings::EqualBatches;
 pub use stats::StageFigures;
-pub use stream::BatchStream;

@@ -221,7 +221,7 @@ mod tests {
     type Change = dyn Fn(&mut Key);
 
     fn fixed() -> Grouping {
-        Grouping::Fixed {
+        Grouping::Rows {
             batch_size: 256,
             drop_remainder: true,
         }

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use super::checkpoint::Identity;
+use super::error::SettingError;
 use super::item::LengthScan;
+use super::limits;
 use super::ops::chain::{ChainConfig, ChainSettings};
 use super::ops::interleave::{RecordRange, StreamFiles};
 use super::ops::mix::{MixChoice, OnExhausted};
@@ -31,6 +33,22 @@ pub enum EqualBatches {
     /// batch is kept); hosts that run out send fully masked padding batches
     /// (`real_rows == 0`).
     Pad,
+}
+
+impl std::str::FromStr for EqualBatches {
+    type Err = crate::words::UnknownWord;
+
+    /// `drop` or `pad`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::words::parse(
+            "equal_batches",
+            s,
+            &[
+                (&["drop"], EqualBatches::Drop),
+                (&["pad"], EqualBatches::Pad),
+            ],
+        )
+    }
 }
 
 /// The record-level settings.
@@ -100,6 +118,40 @@ impl MixSettings {
 }
 
 impl RecordSettings {
+    /// Checks the sizes the record-level words give (`limits.rs`): each
+    /// source's too, for a mixture.
+    pub fn check_sizes(&self) -> Result<(), SettingError> {
+        limits::at_most("threads", self.workers as u64, limits::MAX_THREADS)?;
+        limits::at_most("prefetch", self.prefetch as u64, limits::MAX_PREFETCH)?;
+        limits::at_most(
+            "interleave",
+            self.ops.interleave.cycle_length as u64,
+            limits::MAX_CYCLE_LENGTH,
+        )?;
+        // Each read holds a chunk, and `readahead` of them are in flight.
+        limits::at_most(
+            "read chunk_size",
+            self.read.chunk_size as u64,
+            limits::MAX_CHUNK_BYTES,
+        )?;
+        limits::at_most(
+            "source chunk_size",
+            self.source_options.chunk_size as u64,
+            limits::MAX_CHUNK_BYTES,
+        )?;
+        limits::at_most(
+            "readahead",
+            self.source_options.readahead as u64,
+            limits::MAX_READAHEAD,
+        )?;
+        if let Some(mix) = &self.mixture {
+            for (_, source) in &mix.sources {
+                source.check_sizes()?;
+            }
+        }
+        Ok(())
+    }
+
     /// The record ops' settings of logical stream `index` of `streams`: the
     /// part `shard(index, streams)` gives (by file with at least as many files
     /// as streams, else by record), seeded by the pipeline's seed — derived per

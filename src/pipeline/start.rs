@@ -13,6 +13,7 @@ use super::group::grouping::{Grouping, MeasureFn, PrefilterFn, RecordWork};
 use super::group::raw_batch::{BatchFn, Layout, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
 use super::item::Item;
+use super::limits;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
 use super::settings::RecordSettings;
@@ -44,6 +45,7 @@ pub(crate) fn start<T: Send + 'static>(
     work: BatchFn<T>,
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
+    p.check_sizes()?;
     let job = Job::of(p)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
@@ -180,6 +182,8 @@ impl Job {
             )));
         }
         let per_host = streams / hosts;
+        // A record thread each.
+        limits::at_most("streams per host", per_host, limits::MAX_THREADS)?;
         Ok(Job {
             host,
             hosts,
@@ -200,7 +204,7 @@ fn count_by_records(
     match &record.grouping {
         // A mixture's batches are not its files' records: counted by grouping.
         _ if p.mixture.is_some() => Ok(None),
-        Grouping::Fixed {
+        Grouping::Rows {
             batch_size,
             drop_remainder,
         } if record.prefilter.is_none() => {

@@ -25,9 +25,10 @@
 // One concept a file: `runtime` (the I/O runtime), `store` (the client
 // cache), `retry` (what a failure means, the metadata retry loop),
 // `backoff`, `retry_after` (keeping a server's `Retry-After`), `stats`, then the operations: `list` (globs), `read` (range
-// reads as chunk streams), `shard_reader` (blocking reads).
+// reads as chunk streams), `blocking` (the blocking `Read` face of a shard).
 #[cfg(feature = "cloud")]
 mod backoff;
+mod blocking;
 #[cfg(feature = "cloud")]
 mod credentials;
 mod error;
@@ -39,7 +40,6 @@ mod retry;
 #[cfg(feature = "cloud")]
 mod retry_after;
 mod runtime;
-mod shard_reader;
 mod stats;
 mod store;
 mod url;
@@ -47,10 +47,10 @@ mod url;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use blocking::{ShardReader, open_blocking, open_blocking_at};
 pub use error::SourceError;
 pub use read::{ChunkStream, read_chunks, read_range};
 pub use runtime::io_runtime;
-pub use shard_reader::{ShardReader, open_blocking, open_blocking_at};
 pub use stats::ReadStats;
 pub use store::Store;
 

@@ -54,8 +54,12 @@ pub enum PlanError {
     DuplicateName { name: String },
     #[error("the plan can produce {count} batch shapes, more than {max}", max = MAX_SHAPES)]
     TooManyShapes { count: usize },
-    #[error("the batch of feature {feature:?} would be too large")]
-    TooLarge { feature: String },
+    #[error("the batch of feature {feature:?} would be too large: {dims:?} values")]
+    TooLarge {
+        feature: String,
+        /// The batch's dimensions (rows first).
+        dims: Vec<usize>,
+    },
     #[error("bucket boundary {boundary} is above feature {feature:?}'s length bound {bound}")]
     BoundaryAboveBound {
         feature: String,

@@ -282,6 +282,7 @@ impl BatchPlan {
                     }
                     let too_large = || PlanError::TooLarge {
                         feature: name.to_string(),
+                        dims: [&[self.batch_size][..], shape].concat(),
                     };
                     let count = super::tensor::checked_numel(shape).ok_or_else(too_large)?;
                     let decode = match (def.dtype, decode) {
@@ -347,19 +348,18 @@ impl BatchPlan {
                         None => policy.mask,
                     };
                     let mask = mask_type.resolve(dtype);
-                    let step_count =
-                        super::tensor::checked_numel(step).ok_or_else(|| PlanError::TooLarge {
-                            feature: name.to_string(),
-                        })?;
                     let bound = policy.bound().unwrap_or(0);
+                    let too_large = || PlanError::TooLarge {
+                        feature: name.to_string(),
+                        dims: [&[self.batch_size, bound][..], step].concat(),
+                    };
+                    let step_count = super::tensor::checked_numel(step).ok_or_else(too_large)?;
                     bound
                         .checked_mul(step_count.max(1))
                         .and_then(|n| n.checked_mul(self.batch_size))
                         .and_then(|n| n.checked_mul(8))
                         .filter(|&n| n <= isize::MAX as usize / 2)
-                        .ok_or_else(|| PlanError::TooLarge {
-                            feature: name.to_string(),
-                        })?;
+                        .ok_or_else(too_large)?;
                     groups[group].members.push(outputs.len());
                     OutKind::Ragged {
                         group,
@@ -376,18 +376,23 @@ impl BatchPlan {
             });
         }
 
-        // Groups whose features were all skipped take no part.
-        let mut count = 1usize;
+        // Groups whose features were all skipped take no part. Counted
+        // before the lengths are listed: a typo'd bound lists billions.
+        let count = groups
+            .iter()
+            .filter(|g| !g.members.is_empty())
+            .fold(1usize, |n, g| {
+                n.saturating_mul(g.policy.length_count().unwrap_or(0))
+            });
+        if count > MAX_SHAPES {
+            return Err(PlanError::TooManyShapes { count });
+        }
         for g in &mut groups {
             if g.members.is_empty() {
                 continue;
             }
             g.lengths = g.policy.lengths().unwrap_or_default();
             g.bound = g.policy.bound().unwrap_or(0);
-            count = count.saturating_mul(g.lengths.len());
-        }
-        if count > MAX_SHAPES {
-            return Err(PlanError::TooManyShapes { count });
         }
 
         let mut names: Vec<&str> = Vec::new();

@@ -17,6 +17,23 @@ pub enum Truncation {
     KeepEnd,
 }
 
+impl std::str::FromStr for Truncation {
+    type Err = crate::words::UnknownWord;
+
+    /// `error`, `keep_start` or `keep_end`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::words::parse(
+            "truncation",
+            s,
+            &[
+                (&["error"], Truncation::Error),
+                (&["keep_start"], Truncation::KeepStart),
+                (&["keep_end"], Truncation::KeepEnd),
+            ],
+        )
+    }
+}
+
 /// How a mask tensor is made for a padded feature: `<name>_mask`, the
 /// shape of the feature's `[B, L]`, 1 on real values and 0 on padding.
 ///
@@ -70,24 +87,23 @@ impl std::fmt::Display for MaskType {
 }
 
 impl std::str::FromStr for MaskType {
-    type Err = String;
+    type Err = crate::words::UnknownWord;
 
     /// `auto` (the feature's type), `u8` (`uint8`, `bool`: one byte 0/1), `i32`,
     /// `i64`, `f32`, or `none`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "auto" => MaskType::Auto,
-            "u8" | "uint8" | "bool" => MaskType::Type(TensorType::U8),
-            "i32" | "int32" => MaskType::Type(TensorType::I32),
-            "i64" | "int64" => MaskType::Type(TensorType::I64),
-            "f32" | "float32" => MaskType::Type(TensorType::F32),
-            "none" => MaskType::None,
-            other => {
-                return Err(format!(
-                    "mask type {other:?}: expected auto, u8 (or bool), i32, i64, f32 or none"
-                ));
-            }
-        })
+        crate::words::parse(
+            "mask type",
+            s,
+            &[
+                (&["auto"], MaskType::Auto),
+                (&["u8", "uint8", "bool"], MaskType::Type(TensorType::U8)),
+                (&["i32", "int32"], MaskType::Type(TensorType::I32)),
+                (&["i64", "int64"], MaskType::Type(TensorType::I64)),
+                (&["f32", "float32"], MaskType::Type(TensorType::F32)),
+                (&["none"], MaskType::None),
+            ],
+        )
     }
 }
 
@@ -187,6 +203,15 @@ impl LengthPolicy {
         }
     }
 
+    /// How many lengths [`target`](Self::target) can give (`None`:
+    /// unbounded), counted without listing them.
+    pub fn length_count(&self) -> Option<usize> {
+        if self.fixed.is_some() {
+            return Some(1);
+        }
+        Some(self.max?.div_ceil(self.multiple.max(1)))
+    }
+
     /// Every length [`target`](Self::target) can give, ascending (`None`:
     /// unbounded).
     pub fn lengths(&self) -> Option<Vec<usize>> {
@@ -220,6 +245,8 @@ impl LengthPolicy {
                 feature: feature.to_string(),
             });
         }
+        // A multiple above the bound is no error: every batch pads to the
+        // bound, as the cap says.
         if self.bound().is_none() {
             return Err(PlanError::Unbounded {
                 feature: feature.to_string(),

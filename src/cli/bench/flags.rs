@@ -1,40 +1,19 @@
 //! The value parsers of `infeed bench`'s flags.
 
-use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
-use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted};
+//! Words (`--truncation keep-start`, `--cast int32`, ...) parse by their
+//! enum's `FromStr` (`infeed::words`): the same words the Python package
+//! takes.
 
-pub(super) fn parse_truncation(s: &str) -> Result<Truncation, String> {
-    match s {
-        "error" => Ok(Truncation::Error),
-        "keep-start" => Ok(Truncation::KeepStart),
-        "keep-end" => Ok(Truncation::KeepEnd),
-        _ => Err("expected error, keep-start or keep-end".into()),
-    }
-}
-
-pub(super) fn parse_overflow(s: &str) -> Result<Overflow, String> {
-    match s {
-        "error" => Ok(Overflow::Error),
-        "keep-start" => Ok(Overflow::KeepStart),
-        "keep-end" => Ok(Overflow::KeepEnd),
-        "split" => Ok(Overflow::Split),
-        _ => Err("expected error, keep-start, keep-end or split".into()),
-    }
-}
-
-pub(super) fn parse_tensor_type(s: &str) -> Result<TensorType, String> {
-    match s {
-        "int32" => Ok(TensorType::I32),
-        "int64" => Ok(TensorType::I64),
-        _ => Err("expected int32 or int64".into()),
-    }
-}
+use infeed::batch::MaskType;
 
 pub(super) fn parse_mask(s: &str) -> Result<(String, MaskType), String> {
     let (name, kind) = s
         .split_once(':')
         .ok_or("expected FEATURE:TYPE, e.g. input_ids:none")?;
-    Ok((name.to_owned(), kind.parse()?))
+    let kind: MaskType = kind
+        .parse()
+        .map_err(|e: infeed::words::UnknownWord| e.to_string())?;
+    Ok((name.to_owned(), kind))
 }
 
 pub(super) fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
@@ -83,31 +62,6 @@ pub(super) fn parse_mix(s: &str) -> Result<(String, f64, String), String> {
         .parse()
         .map_err(|_| format!("weight {weight:?} is not a number"))?;
     Ok((name.to_owned(), weight, glob.to_owned()))
-}
-
-pub(super) fn parse_mix_by(s: &str) -> Result<MixChoice, String> {
-    match s {
-        "random" => Ok(MixChoice::Random),
-        "stratified" => Ok(MixChoice::Stratified),
-        _ => Err("expected random or stratified".into()),
-    }
-}
-
-pub(super) fn parse_on_exhausted(s: &str) -> Result<OnExhausted, String> {
-    match s {
-        "stop" => Ok(OnExhausted::Stop),
-        "drop" => Ok(OnExhausted::Drop),
-        "fail" => Ok(OnExhausted::Fail),
-        _ => Err("expected stop, drop or fail".into()),
-    }
-}
-
-pub(super) fn parse_equal(s: &str) -> Result<EqualBatches, String> {
-    match s {
-        "drop" => Ok(EqualBatches::Drop),
-        "pad" => Ok(EqualBatches::Pad),
-        _ => Err("expected drop or pad".into()),
-    }
 }
 
 pub(super) fn parse_shard(s: &str) -> Result<(u64, u64), String> {

@@ -8,8 +8,10 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use clap::Args;
+
 use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
 use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, Pipeline};
 use infeed::record::{CorruptPolicy, ReadOptions};
@@ -26,10 +28,7 @@ mod report;
 mod xla;
 
 pub use config::expand_config;
-use flags::{
-    parse_decode, parse_equal, parse_mask, parse_mix, parse_mix_by, parse_normalize,
-    parse_on_exhausted, parse_overflow, parse_shard, parse_tensor_type, parse_truncation,
-};
+use flags::{parse_decode, parse_mask, parse_mix, parse_normalize, parse_shard};
 use measure::measure;
 
 #[derive(Args)]
@@ -60,11 +59,13 @@ pub struct BenchArgs {
     /// Pad or cut variable-length features to exactly N.
     #[arg(long)]
     fixed_length: Option<usize>,
-    /// What to do with a row over the cap: error, keep-start or keep-end.
-    #[arg(long, value_parser = parse_truncation)]
+    /// What to do with a row over the cap: error, keep-start or keep-end
+    /// (or keep_start, keep_end).
+    #[arg(long, value_parser = Truncation::from_str)]
     truncation: Option<Truncation>,
-    /// Cast integer features to this type: int32 or int64.
-    #[arg(long, value_parser = parse_tensor_type)]
+    /// Cast integer features to this type: int64, int32, float32, uint8 or
+    /// bfloat16 (or i64, i32, f32, u8, bf16).
+    #[arg(long, value_parser = TensorType::from_str)]
     cast: Option<TensorType>,
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(long, value_parser = parse_decode)]
@@ -102,7 +103,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pack: Option<usize>,
     /// A record longer than a --pack row: error, keep-start, keep-end or split.
-    #[arg(long, value_parser = parse_overflow, requires = "pack")]
+    #[arg(long, value_parser = Overflow::from_str, requires = "pack")]
     pack_overflow: Option<Overflow>,
     /// Drop a last batch smaller than --batch.
     #[arg(long)]
@@ -131,13 +132,13 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_mix)]
     mix: Vec<(String, f64, String)>,
     /// How a mixture picks each record's source: random or stratified.
-    #[arg(long, value_parser = parse_mix_by, default_value = "random")]
+    #[arg(long, value_parser = MixChoice::from_str, default_value = "random")]
     mix_by: MixChoice,
     /// What a mixture does when a source runs out: stop, drop or fail.
-    #[arg(long, value_parser = parse_on_exhausted, default_value = "stop")]
+    #[arg(long, value_parser = OnExhausted::from_str, default_value = "stop")]
     on_exhausted: OnExhausted,
     /// Make every host emit the same number of batches: drop or pad.
-    #[arg(long, value_parser = parse_equal)]
+    #[arg(long, value_parser = EqualBatches::from_str)]
     equal_batches: Option<EqualBatches>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]

@@ -15,6 +15,7 @@ mod work;
 
 use std::sync::Arc;
 
+use crate::batch::MAX_SHAPES;
 use crate::batch::{
     Assembler, BatchPlan, BatchShape, Bucketer, LengthPolicy, MaskType, Overflow, PackPlan,
     PlanError, TensorType,
@@ -24,6 +25,7 @@ use crate::pipeline::group::grouping::{Grouping, RecordWork};
 #[cfg(feature = "images")]
 use crate::pipeline::images::ImageStage;
 use crate::pipeline::item::Item;
+use crate::pipeline::limits;
 use crate::pipeline::normalize::Normalize;
 use crate::pipeline::parsed::ParsedOp;
 use crate::pipeline::stats::StageStats;
@@ -105,6 +107,50 @@ enum Assembly {
 }
 
 impl ParsedSettings {
+    /// Checks the sizes the batching words give (`limits.rs`): rows per
+    /// batch and per bucket, and how many buckets.
+    fn check_sizes(&self) -> Result<(), PipelineError> {
+        if let Some(rows) = self.batch_size {
+            limits::positive("batch", rows as u64)?;
+            limits::at_most("batch", rows as u64, limits::MAX_BATCH_ROWS)?;
+        }
+        if let Batching::Bucket {
+            boundaries,
+            batch_sizes,
+            ..
+        } = &self.batching
+        {
+            limits::at_most(
+                "bucket boundaries",
+                boundaries.len() as u64,
+                MAX_SHAPES as u64,
+            )?;
+            for &rows in batch_sizes {
+                limits::at_most("bucket batch size", rows as u64, limits::MAX_BATCH_ROWS)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the largest batch of `shapes` fits the machine's memory.
+    fn check_bytes(shapes: &[BatchShape]) -> Result<(), PipelineError> {
+        let bytes = |shape: &BatchShape| -> u64 {
+            shape
+                .tensors
+                .iter()
+                .map(|t| {
+                    t.shape
+                        .iter()
+                        .fold(t.dtype.size() as u64, |n, &d| n.saturating_mul(d as u64))
+                })
+                .fold(0u64, u64::saturating_add)
+        };
+        if let Some(largest) = shapes.iter().max_by_key(|s| bytes(s)) {
+            limits::batch_fits(bytes(largest), &largest.to_string())?;
+        }
+        Ok(())
+    }
+
     fn has_filter(&self) -> bool {
         self.ops.iter().any(|op| matches!(op, ParsedOp::Filter(_)))
     }
@@ -184,6 +230,7 @@ impl ParsedSettings {
     /// one bucket per multiple up to `max_length`, measured on every padded
     /// feature. Also gives the features whose length groups records.
     fn decide(&self, hosts: u64) -> Result<Decided, PipelineError> {
+        self.check_sizes()?;
         let scheduled = hosts > 1;
         let batching = self.batching.clone();
         let Batching::Rows = batching else {
@@ -232,6 +279,11 @@ impl ParsedSettings {
                 padded.join(", ")
             )));
         };
+        // Counted before they are listed: a typo'd bound lists billions.
+        let count = policy.length_count().unwrap_or(0);
+        if count > MAX_SHAPES {
+            return Err(PlanError::TooManyShapes { count }.into());
+        }
         let multiple = policy.multiple.max(1);
         let boundaries: Vec<usize> = (1..)
             .map(|k| k * multiple)
@@ -442,6 +494,7 @@ impl ParsedSettings {
                 n.reshape(shape);
             }
         }
+        Self::check_bytes(&shapes)?;
         Ok(shapes)
     }
 
@@ -478,7 +531,7 @@ impl ParsedSettings {
                 if batch_size == 0 {
                     return Err(PipelineError::Config("batch size 0".into()));
                 }
-                Grouping::Fixed {
+                Grouping::Rows {
                     batch_size,
                     drop_remainder,
                 }

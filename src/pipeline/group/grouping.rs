@@ -26,7 +26,7 @@ use super::schedule::Schedule;
 #[derive(Clone, Debug)]
 pub(crate) enum Grouping {
     /// `batch_size` records in arrival order.
-    Fixed {
+    Rows {
         batch_size: usize,
         drop_remainder: bool,
     },
@@ -81,10 +81,10 @@ impl Grouping {
             Ok(Bucketer::new(boundaries, sizes)?)
         };
         Ok(match self {
-            Grouping::Fixed {
+            Grouping::Rows {
                 batch_size,
                 drop_remainder,
-            } => Grouping::Fixed {
+            } => Grouping::Rows {
                 batch_size: share(*batch_size)?,
                 drop_remainder: *drop_remainder,
             },
@@ -149,7 +149,7 @@ impl RecordWork {
     /// (raw batches, and the base of every other output).
     pub fn fixed(batch_size: usize, drop_remainder: bool) -> Self {
         RecordWork {
-            grouping: Grouping::Fixed {
+            grouping: Grouping::Rows {
                 batch_size,
                 drop_remainder,
             },
@@ -188,7 +188,7 @@ impl RecordWork {
         {
             let mut w = id.field(11);
             match &self.grouping {
-                Grouping::Fixed {
+                Grouping::Rows {
                     batch_size,
                     drop_remainder,
                 } => {

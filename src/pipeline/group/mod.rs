@@ -1,5 +1,5 @@
-//! RecordWork: which records make up each output batch — fixed-size
-//! ([`batch`]), by length into buckets ([`bucket`]) or packed into rows
+//! Grouping: which records make up each output batch — rows of a fixed
+//! count ([`rows`]), by length into buckets ([`bucket`]) or packed into rows
 //! ([`pack`]). [`grouping`] says which, and how records are measured;
 //! [`raw_batch`] holds what passes from the record thread to the workers.
 //!
@@ -22,23 +22,23 @@
 //! function of the record sequence alone, it rebuilds the same buckets and
 //! rows and emits exactly the batches an uninterrupted run would.
 
-pub(crate) mod batch;
 pub(crate) mod bucket;
 pub(crate) mod grouping;
 pub(crate) mod pack;
 pub(crate) mod part;
 pub(crate) mod raw_batch;
 pub(crate) mod replay;
+pub(crate) mod rows;
 pub(crate) mod schedule;
 pub(crate) mod scheduled;
 
-use batch::FixedGrouper;
 use bucket::BucketGrouper;
 use bytes::Bytes;
 use grouping::Grouping;
 use pack::PackGrouper;
 use raw_batch::Layout;
 use replay::ReplayList;
+use rows::RowsGrouper;
 use scheduled::ScheduledGrouper;
 
 use super::error::PipelineError;
@@ -47,7 +47,7 @@ use super::item::Item;
 /// The grouping state of the record thread: one grouper per kind of grouping, chosen
 /// once (an enum, not a trait object).
 pub(crate) enum Grouper {
-    Fixed(FixedGrouper),
+    Rows(RowsGrouper),
     Bucket(BucketGrouper),
     Scheduled(ScheduledGrouper),
     Pack(PackGrouper),
@@ -58,10 +58,10 @@ impl Grouper {
     /// `fixed_count`, the run emits a fixed number of batches.
     pub fn new(grouping: &Grouping, step: u64, fixed_count: bool) -> Self {
         match grouping {
-            Grouping::Fixed {
+            Grouping::Rows {
                 batch_size,
                 drop_remainder,
-            } => Grouper::Fixed(FixedGrouper::new(*batch_size, *drop_remainder)),
+            } => Grouper::Rows(RowsGrouper::new(*batch_size, *drop_remainder)),
             Grouping::Bucket {
                 bucketer,
                 drop_remainder,
@@ -106,7 +106,7 @@ impl Grouper {
         out: &mut Vec<Emitted>,
     ) -> Result<(), PipelineError> {
         match self {
-            Grouper::Fixed(g) => g.push(item, out),
+            Grouper::Rows(g) => g.push(item, out),
             Grouper::Bucket(g) => g.push(item, len, out),
             Grouper::Scheduled(g) => g.push(item, len, out),
             Grouper::Pack(g) => return g.push(item, len, skip, out),
@@ -117,7 +117,7 @@ impl Grouper {
     /// Ends the input: the next remainder group, if any is left to emit.
     pub fn finish_one(&mut self) -> Option<Emitted> {
         match self {
-            Grouper::Fixed(g) => g.finish_one(),
+            Grouper::Rows(g) => g.finish_one(),
             Grouper::Bucket(g) => g.finish_one(),
             Grouper::Scheduled(g) => g.finish_one(),
             Grouper::Pack(g) => g.finish_one(),

@@ -41,6 +41,22 @@ pub enum MixChoice {
     Stratified,
 }
 
+impl std::str::FromStr for MixChoice {
+    type Err = crate::words::UnknownWord;
+
+    /// `random` or `stratified`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::words::parse(
+            "mix_by",
+            s,
+            &[
+                (&["random"], MixChoice::Random),
+                (&["stratified"], MixChoice::Stratified),
+            ],
+        )
+    }
+}
+
 /// What a mixture does when one of its sources runs out (a finite
 /// `repeat` on the source).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -52,6 +68,23 @@ pub enum OnExhausted {
     Drop,
     /// An error ([`PipelineError::SourceExhausted`]).
     Fail,
+}
+
+impl std::str::FromStr for OnExhausted {
+    type Err = crate::words::UnknownWord;
+
+    /// `stop`, `drop` or `fail`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::words::parse(
+            "on_exhausted",
+            s,
+            &[
+                (&["stop"], OnExhausted::Stop),
+                (&["drop"], OnExhausted::Drop),
+                (&["fail"], OnExhausted::Fail),
+            ],
+        )
+    }
 }
 
 /// What a mixture does; fixed when the pipeline is built.

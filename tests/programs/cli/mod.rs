@@ -8,4 +8,5 @@ mod inspect;
 mod manifest;
 mod masks;
 mod normalize;
+mod settings;
 mod tfds;

@@ -1,6 +1,6 @@
-//! Fixed-size batches: `batch_size` records in arrival order; the last,
+//! Rows: `batch_size` records per batch in arrival order; the last,
 //! partial one is kept or dropped. Nothing waits between batches, so a
-//! fixed batch adds nothing to the checkpoint.
+//! batch of rows adds nothing to the checkpoint.
 
 use crate::pipeline::item::Item;
 
@@ -9,18 +9,20 @@ use super::Emitted;
 use super::raw_batch::Layout;
 
 /// Cuts batches of `batch_size` records.
-pub(crate) struct FixedGrouper {
+pub(crate) struct RowsGrouper {
     batch_size: usize,
     drop_remainder: bool,
     current: Vec<Item>,
 }
 
-impl FixedGrouper {
+impl RowsGrouper {
     pub fn new(batch_size: usize, drop_remainder: bool) -> Self {
-        FixedGrouper {
+        RowsGrouper {
             batch_size,
             drop_remainder,
-            current: Vec::with_capacity(batch_size),
+            // The full size once a batch has filled: a batch size no data
+            // reaches reserves nothing large.
+            current: Vec::with_capacity(batch_size.min(1024)),
         }
     }
 
