@@ -1,6 +1,6 @@
 //! `infeed._infeed`: the Rust half of the Python package.
 //!
-//! The Python side (`infeed/__init__.py`) keeps a pipeline as a list of
+//! The Python side (`infeed/pipeline.py`) keeps a pipeline as a list of
 //! steps, `(name, args)` in the words of the Rust builder; this module
 //! replays them into a [`ParsedPipeline`](infeed::pipeline::ParsedPipeline)
 //! (`build.rs`), runs it without the GIL and hands out each batch as numpy

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conftest import LM, LM_SPEC, TESTDATA, expected, values
 
@@ -124,9 +126,11 @@ def _lm(step: str, value: int) -> infeed.Pipeline:
         p = getattr(p, step)(value)
     elif step == "interleave":
         p = p.interleave(value)
+    if step == "pack":
+        return p.parse(LM_SPEC).pack(value).batch(4)
     parsed = p.parse(LM_SPEC).max_length(512)
-    if step in ("batch", "pack"):
-        return getattr(parsed, step)(value)
+    if step == "batch":
+        return parsed.batch(value)
     if step in ("max_length", "fixed_length", "pad_to_multiple_of"):
         parsed = infeed.Pipeline.from_files([LM]).parse(LM_SPEC)
         if step == "pad_to_multiple_of":
@@ -179,7 +183,8 @@ for step in NUMERIC:
                 next(it, None)
             outcomes.append(f"{{step}}={{value}}: ran")
         except infeed.SpecError as e:
-            assert str(value) in str(e) or (value == 0 and "at least 1" in str(e)), (step, value, str(e))
+            named = str(value) in str(e) or (value == 0 and "at least 1" in str(e))
+            assert named, (step, value, str(e))
             outcomes.append(f"{{step}}={{value}}: {{type(e).__name__}}")
 print("\\n".join(outcomes))
 """
@@ -199,10 +204,17 @@ print("\\n".join(outcomes))
 
 def test_map_batch_must_return_a_dict_of_arrays() -> None:
     base = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).max_length(512).batch(2)
-    with pytest.raises(infeed.MapError, match="returned NoneType, not a dict"):
-        next(iter(base.map_batch(lambda b: None)))
+
+    def nothing(batch: Any) -> Any:
+        return None
+
+    def with_int(batch: Any) -> Any:
+        return {**batch, "n": 3}
+
+    with pytest.raises(infeed.MapError, match="nothing: returned NoneType, not a dict"):
+        next(iter(base.map_batch(nothing)))
     with pytest.raises(infeed.MapError, match="entry 'n' is a int, not an array") as e:
-        next(iter(base.map_batch(lambda b: {**b, "n": 3})))
+        next(iter(base.map_batch(with_int)))
     assert e.value.feature == "n"
 
 
