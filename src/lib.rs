@@ -19,6 +19,9 @@
 //! - [`source`]: shard discovery (globs by prefix listing) and reading of
 //!   local files and gs://, s3://, az:// objects with readahead and retries.
 //!   Uses `record`.
+//! - [`index`]: random access into TFRecord shards: an index per shard
+//!   (offsets, and inflate access points for GZIP/ZLIB), records read by
+//!   their index. Uses `record` and `source`.
 //! - [`tfds`]: prepared TensorFlow Datasets directories (dataset_info.json,
 //!   features.json, split strings) without TensorFlow. Uses `source` and
 //!   `spec`.
@@ -43,6 +46,7 @@ pub mod convert;
 pub mod example;
 #[cfg(feature = "images")]
 pub mod image;
+pub mod index;
 #[doc(hidden)]
 pub mod kernels;
 pub mod pipeline;

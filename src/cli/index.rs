@@ -1,74 +1,106 @@
-//! `infeed index`: DALI `tfrecord2idx` index files.
+//! `infeed index`: each shard's index, for random access and global
+//! shuffle (`infeed::index`): every record's offset and length, what
+//! identifies the shard, and for GZIP/ZLIB shards inflate access points.
+//! Written beside each shard (`SHARD.index`) or into `--output`, a local
+//! folder or a gs://, s3://, az:// prefix.
 //!
-//! One line per record, `OFFSET LENGTH\n` in decimal, where OFFSET is the
-//! byte offset of the record's header in the file and LENGTH its whole framed
-//! size (12-byte header + data + 4-byte footer), as NVIDIA DALI's
-//! `fn.readers.tfrecord(index_path=...)` expects. Only plain (uncompressed)
-//! files can be indexed: offsets into a compressed stream cannot be sought.
+//! `--dali` writes NVIDIA DALI's `tfrecord2idx` files instead: one line
+//! per record, `OFFSET LENGTH\n` in decimal, where OFFSET is the byte
+//! offset of the record's header in the file and LENGTH its whole framed
+//! size (12-byte header + data + 4-byte footer), as
+//! `fn.readers.tfrecord(index_path=...)` expects. Only plain files: DALI
+//! cannot seek into a compressed stream.
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::io::Write;
 
 use clap::Args;
-use infeed::record::{Compression, DETECT_LEN, FOOTER_LEN, HEADER_LEN, ReadOptions, RecordReader};
+use infeed::index::{BuildOptions, build, index_url, save};
+use infeed::record::{Compression, FOOTER_LEN, HEADER_LEN};
 
-use super::CliError;
+use super::{CliError, InputArgs};
 
 #[derive(Args)]
 pub struct IndexArgs {
-    /// TFRecord files (uncompressed).
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
-    /// Folder for the index files (default: beside each file). Each index is
-    /// named after its file with `.idx` appended.
+    #[command(flatten)]
+    input: InputArgs,
+    /// Folder or bucket prefix for the index files (default: beside each
+    /// shard). Each is named after its shard with `.index` appended
+    /// (`.idx` with --dali).
     #[arg(long, short)]
-    output: Option<PathBuf>,
+    output: Option<String>,
+    /// Output between access points of a GZIP or ZLIB shard, in bytes: any
+    /// record is reached by inflating at most this much.
+    #[arg(long, default_value_t = infeed::index::DEFAULT_SPAN)]
+    span: u64,
+    /// Write DALI tfrecord2idx files (`offset length` per record; plain
+    /// shards only) instead of infeed's indexes.
+    #[arg(long)]
+    dali: bool,
 }
 
-/// Writes `FILE.idx` for each file and prints `FILE<TAB>INDEX<TAB>RECORDS`.
+/// Writes each shard's index and prints `SHARD<TAB>INDEX<TAB>RECORDS`.
 pub fn run(args: &IndexArgs, out: &mut impl Write) -> Result<i32, CliError> {
-    if let Some(dir) = &args.output {
+    if args.span == 0 {
+        return Err(CliError::Message("--span 0: at least 1 byte".into()));
+    }
+    let opts = BuildOptions {
+        read: args.input.read_options(),
+        span: args.span,
+        ..BuildOptions::default()
+    };
+    for shard in args.input.shards()? {
+        let idx = build(&shard, &opts)?;
+        let (index, records) = if args.dali {
+            if idx.compression != Compression::None {
+                return Err(CliError::Message(format!(
+                    "{shard}: is {}-compressed; DALI indexes need uncompressed TFRecord \
+                     files (infeed's own index reads compressed ones: leave out --dali)",
+                    idx.compression
+                )));
+            }
+            let mut text = String::new();
+            for i in 0..idx.len() {
+                let (offset, framed) = idx.record(i).unwrap_or_default();
+                text.push_str(&format!("{offset} {framed}\n"));
+            }
+            debug_assert!(HEADER_LEN + FOOTER_LEN == 16);
+            let index = dali_path(&shard, args.output.as_deref())?;
+            write_local(&index, text.as_bytes())?;
+            (index, idx.len())
+        } else {
+            let index = index_url(&shard, args.output.as_deref());
+            save(&idx, &index, &Default::default())?;
+            (index, idx.len())
+        };
+        writeln!(out, "{shard}\t{index}\t{records}")?;
+    }
+    Ok(0)
+}
+
+/// Where a DALI index goes: beside the shard, or in `dir` (local).
+fn dali_path(shard: &str, dir: Option<&str>) -> Result<String, CliError> {
+    if shard.contains("://") && dir.is_none() {
+        return Err(CliError::Message(format!(
+            "{shard}: DALI indexes are written to a local folder: give --output"
+        )));
+    }
+    let name = shard.rsplit('/').next().unwrap_or(shard);
+    Ok(match dir {
+        None => format!("{shard}.idx"),
+        Some(dir) => format!("{}/{name}.idx", dir.trim_end_matches('/')),
+    })
+}
+
+/// Writes `bytes` at the local path `path` (temporary file, then rename).
+fn write_local(path: &str, bytes: &[u8]) -> Result<(), CliError> {
+    let path = std::path::Path::new(path);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| CliError::Message(format!("{}: {e}", dir.display())))?;
     }
-    for path in &args.files {
-        let name = path.display().to_string();
-        let mut head = Vec::with_capacity(DETECT_LEN);
-        std::fs::File::open(path)
-            .and_then(|f| f.take(DETECT_LEN as u64).read_to_end(&mut head))
-            .map_err(|e| CliError::Message(format!("{name}: {e}")))?;
-        let compression = Compression::detect(&name, &head);
-        if compression != Compression::None {
-            return Err(CliError::Message(format!(
-                "{name}: is {compression}-compressed; DALI indexes need uncompressed TFRecord files"
-            )));
-        }
-        let options = ReadOptions::default().compression(Compression::None);
-        let mut text = String::new();
-        let mut records = 0u64;
-        for record in RecordReader::open(path, &options)? {
-            let record = record?;
-            let framed = HEADER_LEN + record.data.len() + FOOTER_LEN;
-            text.push_str(&format!("{} {framed}\n", record.offset));
-            records += 1;
-        }
-        let file_name = path
-            .file_name()
-            .ok_or_else(|| CliError::Message(format!("{name}: not a file name")))?;
-        let mut idx_name = file_name.to_os_string();
-        idx_name.push(".idx");
-        let idx = match &args.output {
-            Some(dir) => dir.join(&idx_name),
-            None => path.with_file_name(&idx_name),
-        };
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(&idx_name);
-        tmp_name.push(".tmp");
-        let tmp = idx.with_file_name(tmp_name);
-        std::fs::write(&tmp, text.as_bytes())
-            .and_then(|()| std::fs::rename(&tmp, &idx))
-            .map_err(|e| CliError::Message(format!("{}: {e}", idx.display())))?;
-        writeln!(out, "{name}\t{}\t{records}", idx.display())?;
-    }
-    Ok(0)
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))
 }

@@ -31,7 +31,8 @@ enum Command {
     Convert(Box<convert::ConvertArgs>),
     /// Print the number of records in each file and the total.
     Count(count::CountArgs),
-    /// Write DALI tfrecord2idx index files (`offset length` per record).
+    /// Write each shard's index, for random access and global shuffle
+    /// (`--dali`: DALI tfrecord2idx files instead).
     Index(index::IndexArgs),
     /// Infer the schema of TFRecord files: features, types, value counts, a spec.
     Inspect(inspect::InspectArgs),
@@ -105,6 +106,8 @@ enum CliError {
     Convert(#[from] infeed::convert::ConvertError),
     #[error(transparent)]
     Source(#[from] infeed::source::SourceError),
+    #[error(transparent)]
+    Index(#[from] infeed::index::IndexError),
     #[error("{0}")]
     Io(#[from] io::Error),
     #[error("{0}")]

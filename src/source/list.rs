@@ -15,7 +15,7 @@ use super::runtime::io_runtime;
 use super::stats::ReadStats;
 use super::store::{Backend, Store};
 use super::url::Parsed;
-use super::{ShardInfo, SourceOptions};
+use super::{ShardInfo, ShardVersion, SourceOptions};
 
 impl Store {
     /// Lists the shards matching `pattern` (one pattern, in this store); see
@@ -68,6 +68,26 @@ impl Store {
                     source: Some(Box::new(e)),
                 })
             })
+    }
+}
+
+impl Store {
+    /// The shard at `url` (no wildcards) with its size and its version
+    /// where the store has one (see [`ShardVersion`]).
+    pub async fn stat(
+        &self,
+        url: &str,
+        opts: &SourceOptions,
+        stats: &Arc<ReadStats>,
+    ) -> Result<(ShardInfo, Option<ShardVersion>), SourceError> {
+        let parsed = self.parse_own(url)?;
+        if glob::has_wildcard(&parsed.key) {
+            return Err(SourceError::bad_url(
+                url,
+                "wildcards name many shards: list them with list_shards",
+            ));
+        }
+        stat_parsed(self, url, &parsed, opts, stats).await
     }
 }
 
@@ -358,6 +378,20 @@ async fn head_parsed(
     opts: &SourceOptions,
     stats: &Arc<ReadStats>,
 ) -> Result<ShardInfo, SourceError> {
+    stat_parsed(store, url, parsed, opts, stats)
+        .await
+        .map(|(info, _)| info)
+}
+
+/// The shard at `url` with its size and its version (an object's ETag, a
+/// local file's modification time), where the store gives one.
+async fn stat_parsed(
+    store: &Store,
+    url: &str,
+    parsed: &Parsed,
+    opts: &SourceOptions,
+    stats: &Arc<ReadStats>,
+) -> Result<(ShardInfo, Option<ShardVersion>), SourceError> {
     match &store.inner.backend {
         Backend::Local => {
             stats.requests.fetch_add(1, Relaxed);
@@ -370,10 +404,16 @@ async fn head_parsed(
                     source: Some(Box::new(e)),
                 })?;
             match meta {
-                Ok(m) if m.is_file() => Ok(ShardInfo {
-                    url: url.to_owned(),
-                    size: m.len(),
-                }),
+                Ok(m) if m.is_file() => Ok((
+                    ShardInfo {
+                        url: url.to_owned(),
+                        size: m.len(),
+                    },
+                    m.modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map(|d| ShardVersion::Modified(d.as_nanos() as u64)),
+                )),
                 Ok(_) => Err(SourceError::bad_url(
                     url,
                     "not a file (for the files in a directory use DIR/*)",
@@ -401,10 +441,13 @@ async fn head_parsed(
             }
             let path = object_store::path::Path::from(parsed.key.as_str());
             match retry_meta(opts, stats, url, || objects.head(&path)).await {
-                Ok(meta) => Ok(ShardInfo {
-                    url: url.to_owned(),
-                    size: meta.size,
-                }),
+                Ok(meta) => Ok((
+                    ShardInfo {
+                        url: url.to_owned(),
+                        size: meta.size,
+                    },
+                    meta.e_tag.map(ShardVersion::Etag),
+                )),
                 Err(failure) if failure.class == Class::NotFound => Err(SourceError::NotFound {
                     url: url.to_owned(),
                 }),

@@ -65,6 +65,16 @@ pub struct ShardInfo {
     pub size: u64,
 }
 
+/// A shard's version, as its store says: what changes when it is
+/// rewritten.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ShardVersion {
+    /// A cloud object's ETag.
+    Etag(String),
+    /// A local file's modification time, in nanoseconds since 1970.
+    Modified(u64),
+}
+
 /// How shards are read: range sizes, requests in flight, retries and
 /// timeouts.
 ///

@@ -15,6 +15,7 @@ mod convert;
 mod emulators;
 #[cfg(feature = "images")]
 mod image;
+mod index;
 mod interop;
 mod source;
 mod tfds;

@@ -1,4 +1,5 @@
-//! `infeed inspect` and `infeed index` on the TensorFlow-written files in testdata/.
+//! `infeed inspect` and `infeed index --dali` on the TensorFlow-written files in testdata/
+//! (`infeed index`'s own indexes: `tests/io/index/cli.rs`).
 
 use crate::support::repo;
 use crate::support::run::infeed;
@@ -121,7 +122,7 @@ fn index_writes_dali_offsets_and_framed_lengths() {
         "testdata/lm-sample.tfrecord",
         "testdata/sequence.tfrecord",
     ] {
-        let out = infeed(&["index", file, "--output", out_dir]);
+        let out = infeed(&["index", "--dali", file, "--output", out_dir]);
         assert!(
             out.status.success(),
             "{}",
@@ -158,10 +159,11 @@ fn index_writes_dali_offsets_and_framed_lengths() {
 }
 
 #[test]
-fn index_refuses_compressed_files() {
+fn dali_index_refuses_compressed_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = infeed(&[
         "index",
+        "--dali",
         "testdata/examples.tfrecord.gz",
         "--output",
         dir.path().to_str().expect("path"),
@@ -169,6 +171,7 @@ fn index_refuses_compressed_files() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "infeed: testdata/examples.tfrecord.gz: is gzip-compressed; DALI indexes need uncompressed TFRecord files\n"
+        "infeed: testdata/examples.tfrecord.gz: is gzip-compressed; DALI indexes need uncompressed \
+         TFRecord files (infeed's own index reads compressed ones: leave out --dali)\n"
     );
 }

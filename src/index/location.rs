@@ -1,0 +1,183 @@
+//! Where a shard's index lives, and reading and writing it there: beside
+//! the shard (`train-00000.tfrecord.gz.index`) or, since buckets are often
+//! read-only, in a folder of its own (`gs://my-indexes/train-00000.tfrecord.gz.index`),
+//! local or gs://, s3://, az://.
+
+use std::sync::Arc;
+
+use super::build::{BuildOptions, build};
+use super::error::IndexError;
+use super::format::ShardIndex;
+use super::identity::{current, file_name};
+use crate::source::{ReadStats, SourceError, SourceOptions, Store, io_runtime};
+
+/// What an index file's name adds to its shard's.
+pub const SUFFIX: &str = ".index";
+
+/// The index of `shard`: beside it, or in `dir` under the shard's file name.
+pub fn index_url(shard: &str, dir: Option<&str>) -> String {
+    match dir {
+        None => format!("{shard}{SUFFIX}"),
+        Some(dir) => format!("{}/{}{SUFFIX}", dir.trim_end_matches('/'), file_name(shard)),
+    }
+}
+
+/// Runs `future` on the I/O runtime and waits for it (from a thread outside
+/// the runtime).
+fn run<T: Send + 'static>(
+    future: impl std::future::Future<Output = Result<T, SourceError>> + Send + 'static,
+) -> Result<T, SourceError> {
+    let handle = io_runtime()?;
+    futures::executor::block_on(async move {
+        handle.spawn(future).await.unwrap_or_else(|e| {
+            Err(SourceError::Unreachable {
+                url: String::new(),
+                message: format!("I/O task failed: {e}"),
+                source: Some(Box::new(e)),
+            })
+        })
+    })
+}
+
+/// The bytes of the object at `url`, or `None` when there is none.
+fn read_all(url: &str, source: &SourceOptions) -> Result<Option<Vec<u8>>, IndexError> {
+    let store = Store::for_url(url)?;
+    let (url, source) = (url.to_owned(), source.clone());
+    let found = run(async move {
+        let stats = ReadStats::new();
+        let (info, _) = match store.stat(&url, &source, &stats).await {
+            Ok(found) => found,
+            Err(SourceError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let bytes = store
+            .read_range(&info, 0..info.size, &source, stats)
+            .await?;
+        Ok(Some(bytes.to_vec()))
+    })?;
+    Ok(found)
+}
+
+/// Reads the index at `index` of `shard` and checks it against the shard as
+/// it is now (a stale index, or one of another file, is refused by name).
+pub fn load(shard: &str, index: &str, source: &SourceOptions) -> Result<ShardIndex, IndexError> {
+    let bytes = read_all(index, source)?.ok_or_else(|| IndexError::Missing {
+        shard: shard.to_owned(),
+        index: index.to_owned(),
+    })?;
+    let idx = ShardIndex::decode(&bytes, index)?;
+    idx.shard.check(&current(shard, source)?, index, shard)?;
+    Ok(idx)
+}
+
+/// Writes `idx` at `index`: a temporary file renamed into place on a local
+/// disk, one upload to a bucket (which replaces an object whole); the
+/// folder is made if missing.
+pub fn save(idx: &ShardIndex, index: &str, source: &SourceOptions) -> Result<(), IndexError> {
+    let bytes = idx.encode();
+    let store = Store::for_url(index)?;
+    let fail = |message: String| IndexError::Write {
+        index: index.to_owned(),
+        message,
+    };
+    #[cfg(feature = "cloud")]
+    if let Some(objects) = store.object_store() {
+        let key = store.parse_own(index)?.key;
+        let path = object_store::path::Path::from(key);
+        let _ = source;
+        return run(async move {
+            use object_store::ObjectStoreExt;
+            objects
+                .put(&path, bytes.into())
+                .await
+                .map(|_| ())
+                .map_err(|e| SourceError::Unreachable {
+                    url: path.to_string(),
+                    message: e.to_string(),
+                    source: Some(Box::new(e)),
+                })
+        })
+        .map_err(|e| fail(e.to_string()));
+    }
+    let _ = (store, source);
+    let path = std::path::Path::new(index.strip_prefix("file://").unwrap_or(index));
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    }
+    let tmp = path.with_file_name(format!(".{}.tmp", file_name(index)));
+    std::fs::write(&tmp, &bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| fail(e.to_string()))
+}
+
+/// Where a pipeline or reader finds its shards' indexes.
+#[derive(Clone, Debug, Default)]
+pub struct IndexOptions {
+    /// The folder of the index files; `None`: beside each shard.
+    pub dir: Option<String>,
+    /// How a missing index is built (in memory, by scanning the shard).
+    pub build: BuildOptions,
+}
+
+/// How a shard's index was had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Read from its file.
+    Loaded,
+    /// None there: built by reading the shard.
+    Built,
+}
+
+/// The index of every shard, in order: each read from where `opts` says
+/// (checked against its shard), or, where there is none, built in memory by
+/// reading the shard (a log line says so: it reads the whole shard). A few
+/// are read at once.
+pub fn load_or_build(
+    shards: &[String],
+    opts: &IndexOptions,
+) -> Result<Vec<(Arc<ShardIndex>, Found)>, IndexError> {
+    let at_once = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 16));
+    let mut out = Vec::with_capacity(shards.len());
+    for group in shards.chunks(at_once) {
+        let found: Vec<Result<(Arc<ShardIndex>, Found), IndexError>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = group
+                    .iter()
+                    .map(|shard| scope.spawn(move || one(shard, opts)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(IndexError::Write {
+                                index: String::new(),
+                                message: "an index thread panicked".into(),
+                            })
+                        })
+                    })
+                    .collect()
+            });
+        for f in found {
+            out.push(f?);
+        }
+    }
+    Ok(out)
+}
+
+fn one(shard: &str, opts: &IndexOptions) -> Result<(Arc<ShardIndex>, Found), IndexError> {
+    let index = index_url(shard, opts.dir.as_deref());
+    match load(shard, &index, &opts.build.source) {
+        Ok(idx) => Ok((Arc::new(idx), Found::Loaded)),
+        Err(IndexError::Missing { .. }) => {
+            log_build(shard, &index);
+            Ok((Arc::new(build(shard, &opts.build)?), Found::Built))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Says, on standard error, that a missing index is built by reading its
+/// shard (a pass over all of it, which an index file saves).
+fn log_build(shard: &str, index: &str) {
+    eprintln!("infeed: no index at {index}: building it in memory by reading {shard}");
+}
