@@ -388,7 +388,6 @@ pub fn inflate_from(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
 
     fn gzip(data: &[u8], level: u32) -> Vec<u8> {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));

@@ -14,6 +14,7 @@ use super::group::raw_batch::{BatchFn, RawBatch};
 use super::limits;
 use super::normalize::Normalize;
 use super::ops::chain::ChainSettings;
+use super::ops::global_shuffle;
 use super::ops::interleave::RecordRange;
 use super::ops::shuffle::ShuffleSettings;
 use super::parsed::{MapError, ParsedOp};
@@ -315,6 +316,47 @@ impl Pipeline {
     /// deterministic (a restore applies it again).
     pub fn map(mut self, f: impl Fn(Bytes) -> Bytes + Send + Sync + 'static) -> Self {
         self.s.ops.record_map.map = Some(Arc::new(f));
+        self
+    }
+
+    /// Reads each epoch's records in a permutation of every record of the
+    /// dataset (Grain's global shuffle), through the shards' indexes
+    /// (`infeed index`; a shard without one is indexed in memory first, and
+    /// a log line says so). The permutation is a pure function of
+    /// [`seed`](Self::seed) — which every host must then share — and the
+    /// epoch; each host or logical stream takes every `n`-th position of
+    /// it, so on any host count every record is read once per epoch, and a
+    /// stream's state is the epoch and a count. Takes the place of
+    /// [`shuffle_files`](Self::shuffle_files) and
+    /// [`interleave`](Self::interleave); a buffer [`shuffle`](Self::shuffle)
+    /// may still follow. Each record is a random read: for object stores,
+    /// [`global_shuffle_blocks`](Self::global_shuffle_blocks).
+    pub fn global_shuffle(mut self) -> Self {
+        let g = &mut self.s.ops.global_shuffle;
+        g.on = true;
+        g.block_bytes = 0;
+        self
+    }
+
+    /// [`global_shuffle`](Self::global_shuffle) by blocks: the records of
+    /// each file cut into blocks of about `block_bytes`, the blocks
+    /// permuted, each stream's blocks read eight at a time and their
+    /// records shuffled among them — reads stay large (for gs://, s3://,
+    /// az://) at the cost of a less thorough shuffle (docs/random-access.md
+    /// measures both).
+    pub fn global_shuffle_blocks(mut self, block_bytes: u64) -> Self {
+        let g = &mut self.s.ops.global_shuffle;
+        g.on = true;
+        g.block_bytes = block_bytes.max(1);
+        g.window = global_shuffle::DEFAULT_WINDOW;
+        self
+    }
+
+    /// Where the shards' indexes are (a local folder or a gs://, s3://,
+    /// az:// prefix, as `infeed index --output` wrote them); default:
+    /// beside each shard.
+    pub fn index_dir(mut self, dir: &str) -> Self {
+        self.s.ops.global_shuffle.index_dir = Some(dir.to_owned());
         self
     }
 

@@ -153,6 +153,21 @@ pub(crate) fn from_counts(
         // grouping instead.
         return Ok(None);
     }
+    let (skip, take) = (p.ops.skip_take.skip, p.ops.skip_take.take);
+    let per_epoch = |records: u64| records.saturating_sub(skip).min(take.unwrap_or(u64::MAX));
+    let b = batch_size as u64;
+    let global = &p.ops.global_shuffle;
+    if global.stream_records(p.seed, (0, streams), 0).is_some() {
+        // Each stream's records, from the indexes: no read.
+        let per_host: Vec<u64> = (0..streams)
+            .map(|s| {
+                (0..epochs)
+                    .map(|e| per_epoch(global.stream_records(p.seed, (s, streams), e).unwrap_or(0)))
+                    .sum()
+            })
+            .collect();
+        return Ok(Some(equal_count(how, &per_host, b, drop_remainder)));
+    }
     let counts = match &p.record_counts {
         Some(known) => known.clone(),
         None => counts::count_records(&p.files, &p.read, &p.source_options)?,
@@ -170,16 +185,17 @@ pub(crate) fn from_counts(
             } else {
                 (total + index_count - 1 - i) / index_count
             };
-            let epoch = records
-                .saturating_sub(p.ops.skip_take.skip)
-                .min(p.ops.skip_take.take.unwrap_or(u64::MAX));
-            epoch * epochs
+            per_epoch(records) * epochs
         })
         .collect();
-    let b = batch_size as u64;
-    Ok(Some(match how {
+    Ok(Some(equal_count(how, &per_host, b, drop_remainder)))
+}
+
+/// The batch count every stream emits, from each stream's records.
+fn equal_count(how: EqualBatches, per_host: &[u64], b: u64, drop_remainder: bool) -> u64 {
+    match how {
         EqualBatches::Drop => per_host.iter().map(|r| r / b).min().unwrap_or(0),
         EqualBatches::Pad if drop_remainder => per_host.iter().map(|r| r / b).max().unwrap_or(0),
         EqualBatches::Pad => per_host.iter().map(|r| r.div_ceil(b)).max().unwrap_or(0),
-    }))
+    }
 }

@@ -101,6 +101,11 @@ pub enum PipelineError {
     /// A size setting is out of range (see `limits.rs`).
     #[error("invalid setting: {0}")]
     Setting(#[from] SettingError),
+    /// A shard's index is missing, stale, foreign or damaged, or a record
+    /// index is out of range ([`IndexError`](crate::index::IndexError)
+    /// names the shard and the index file).
+    #[error(transparent)]
+    Index(crate::index::IndexError),
     /// A checkpoint could not be restored; [`StateError`] says why.
     #[error("cannot restore the pipeline state: {0}")]
     BadState(#[from] StateError),
@@ -119,6 +124,17 @@ pub struct SettingError {
     pub value: String,
     /// What it may be (`at most 16777216`).
     pub limit: String,
+}
+
+impl From<crate::index::IndexError> for PipelineError {
+    /// An index error, or the record or source error it carries as such.
+    fn from(e: crate::index::IndexError) -> Self {
+        match e {
+            crate::index::IndexError::Record(e) => e.into(),
+            crate::index::IndexError::Source(e) => PipelineError::Source(e),
+            e => PipelineError::Index(e),
+        }
+    }
 }
 
 impl From<RecordError> for PipelineError {

@@ -61,7 +61,7 @@ pub(crate) fn build(
     for (_, s) in &mix.sources {
         let (i, n) = s.host.unwrap_or((0, 1));
         let cfg = s.stream_config(i, n, record.scan.as_ref());
-        let chain = RecordChain::new(&cfg, read_stats.clone(), stream_stats.clone());
+        let chain = RecordChain::new(&cfg, read_stats.clone(), stream_stats.clone())?;
         // A source's fingerprint: its chain's, grouped by nothing (the
         // mixture's own covers the grouping).
         let mut id = Identity::default();

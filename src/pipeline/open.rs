@@ -105,7 +105,7 @@ impl Opener<'_> {
                     .p
                     .stream_config(index, self.streams, self.record.scan.as_ref());
                 let chain =
-                    RecordChain::new(&cfg, self.read_stats.clone(), self.stream_stats.clone());
+                    RecordChain::new(&cfg, self.read_stats.clone(), self.stream_stats.clone())?;
                 let files = chain.files().to_vec();
                 Ok((StreamChain::One(chain), files))
             }
@@ -202,9 +202,11 @@ mod tests {
                 }),
                 seed: self.seed,
                 record_shard: None,
+                place: (0, 1),
+                job_seed: self.seed,
             };
             let stats = Arc::new(StageStats::default());
-            let chain = RecordChain::new(&cfg, stats.clone(), stats);
+            let chain = RecordChain::new(&cfg, stats.clone(), stats).unwrap();
             let mut id = Identity::default();
             chain.identity(&mut id);
             self.work.identity(&mut id);

@@ -32,6 +32,12 @@ pub(crate) mod domain {
     /// Image crops and flips (`pipeline/images.rs`): one generator per
     /// record, its seed derived from the pipeline seed and the record.
     pub const IMAGE: Domain = Domain(5 << 32);
+    /// The global shuffle's permutations (`ops/global_shuffle.rs`) of an
+    /// epoch's records, of its blocks (block mode), and of the records of
+    /// each window of blocks: epoch `e`'s keys from counter `e·8`.
+    pub const GLOBAL_SHUFFLE: Domain = Domain(6 << 32);
+    pub const GLOBAL_BLOCKS: Domain = Domain(7 << 32);
+    pub const GLOBAL_WINDOWS: Domain = Domain(8 << 32);
 
     /// The file order of epoch `epoch`.
     pub fn file_order(epoch: u64) -> Domain {
@@ -46,6 +52,9 @@ pub(crate) mod domain {
             && LOGICAL_STREAMS.0 > SCHEDULE.0
             && MIX.0 > LOGICAL_STREAMS.0
             && IMAGE.0 > MIX.0
+            && GLOBAL_SHUFFLE.0 > IMAGE.0
+            && GLOBAL_BLOCKS.0 > GLOBAL_SHUFFLE.0
+            && GLOBAL_WINDOWS.0 > GLOBAL_BLOCKS.0
     );
 }
 
@@ -97,6 +106,68 @@ impl CounterRng {
     }
 }
 
+/// Rounds of the index shuffle's Feistel network.
+const ROUNDS: usize = 6;
+
+/// A pseudo-random permutation of `0..n`, any position computed on its own
+/// in constant time and memory: a balanced Feistel network on the smallest
+/// even number of bits that holds `n`, its rounds keyed by draws of the
+/// counter-based generator, walked again from any value that falls at or
+/// past `n` (cycle walking: fewer than 4 steps on average, since the
+/// network's domain is less than 4·n). So a global shuffle of a billion
+/// records keeps no table, and a stream at any position of any epoch finds
+/// its next record at once.
+#[derive(Clone, Debug)]
+pub(crate) struct IndexShuffle {
+    n: u64,
+    half: u32,
+    mask: u64,
+    keys: [u64; ROUNDS],
+}
+
+impl IndexShuffle {
+    /// The permutation of `0..n` keyed by the draws of `(seed, domain)` from
+    /// `counter` on.
+    pub fn new(n: u64, seed: u64, domain: Domain, counter: u64) -> Self {
+        let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
+        let half = bits.div_ceil(2);
+        let mut rng = CounterRng::new(seed, domain, counter);
+        let keys = std::array::from_fn(|_| rng.next_u64());
+        IndexShuffle {
+            n,
+            half,
+            mask: (1u64 << half) - 1,
+            keys,
+        }
+    }
+
+    /// The size of the permuted range.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// The value at position `i` (`i < n`).
+    pub fn at(&self, i: u64) -> u64 {
+        let mut x = i;
+        loop {
+            x = self.network(x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    /// One pass of the network over `2·half` bits.
+    fn network(&self, x: u64) -> u64 {
+        let (mut left, mut right) = (x >> self.half, x & self.mask);
+        for &key in &self.keys {
+            let f = mix(right ^ key) & self.mask;
+            (left, right) = (right, left ^ f);
+        }
+        (left << self.half) | right
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +192,27 @@ mod tests {
         for c in counts {
             assert!((9_000..11_000).contains(&c), "{counts:?}");
         }
+    }
+
+    #[test]
+    fn index_shuffle_is_a_permutation_of_every_size_and_moves_things() {
+        for n in [0u64, 1, 2, 3, 5, 64, 1000, 4097, 65_536, 100_003] {
+            let p = IndexShuffle::new(n, 9, Domain(6), 0);
+            let mut seen: Vec<u64> = (0..n).map(|i| p.at(i)).collect();
+            let fixed = seen
+                .iter()
+                .enumerate()
+                .filter(|(i, v)| *i as u64 == **v)
+                .count();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
+            // About one fixed point, as for a random permutation.
+            assert!(fixed < 20, "n = {n}: {fixed} fixed points");
+        }
+        let a = IndexShuffle::new(1000, 9, Domain(6), 0);
+        let b = IndexShuffle::new(1000, 9, Domain(6), 8);
+        let same = (0..1000).filter(|&i| a.at(i) == b.at(i)).count();
+        assert!(same < 10, "{same}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::checkpoint::Identity;
-use super::error::SettingError;
+use super::error::{PipelineError, SettingError};
 use super::item::LengthScan;
 use super::limits;
 use super::ops::chain::{ChainConfig, ChainSettings};
@@ -118,6 +118,21 @@ impl MixSettings {
 }
 
 impl RecordSettings {
+    /// These settings with what the ops read once per pipeline (the global
+    /// shuffle's indexes; a mixture's sources' too).
+    pub fn prepared(&self) -> Result<RecordSettings, PipelineError> {
+        let mut p = self.clone();
+        p.ops
+            .prepare(&p.files, &p.ranges, &p.read, &p.source_options)?;
+        if let Some(mix) = &mut p.mixture {
+            let mix = Arc::make_mut(mix);
+            for (_, source) in &mut mix.sources {
+                *source = source.prepared()?;
+            }
+        }
+        Ok(p)
+    }
+
     /// Checks the sizes the record-level words give (`limits.rs`): each
     /// source's too, for a mixture.
     pub fn check_sizes(&self) -> Result<(), SettingError> {
@@ -154,8 +169,9 @@ impl RecordSettings {
 
     /// The record ops' settings of logical stream `index` of `streams`: the
     /// part `shard(index, streams)` gives (by file with at least as many files
-    /// as streams, else by record), seeded by the pipeline's seed — derived per
-    /// stream when the job sets its streams, so that streams never share draws.
+    /// as streams, else by record; every file, when the ops share records out
+    /// by position), seeded by the pipeline's seed — derived per stream when
+    /// the job sets its streams, so that streams never share draws.
     /// The shard readers measure records with `scan`, unless a record map
     /// changes them after.
     pub fn stream_config(
@@ -165,7 +181,7 @@ impl RecordSettings {
         scan: Option<&LengthScan>,
     ) -> ChainConfig {
         let p = self;
-        let (files, ranges, record_shard) = if streams == 1 {
+        let (files, ranges, record_shard) = if streams == 1 || p.ops.shares_by_position() {
             (p.files.clone(), p.ranges.clone(), None)
         } else if p.files.len() as u64 >= streams {
             // A file's record range (a TFDS slice) goes with it.
@@ -199,6 +215,8 @@ impl RecordSettings {
             }),
             seed,
             record_shard,
+            place: (index, streams),
+            job_seed: p.seed,
         }
     }
 }

@@ -46,6 +46,8 @@ pub(crate) fn start<T: Send + 'static>(
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
     p.check_sizes()?;
+    let prepared = p.prepared()?;
+    let p = &prepared;
     let job = Job::of(p)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
@@ -59,6 +61,11 @@ pub(crate) fn start<T: Send + 'static>(
         }
     }
     let mut shape_schedule = shape_schedule(&host_grouping);
+    if p.ops.global_shuffle.on && job.streams > 1 {
+        // Hosts share one permutation only with one seed: compare it too.
+        let key = [shape_schedule.to_le_bytes(), p.seed.to_le_bytes()].concat();
+        shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
+    }
     let total_batches = match counted {
         Some(n) => Some(n),
         None => {

@@ -114,6 +114,17 @@ pub struct BenchArgs {
     /// Shuffle the file order each epoch.
     #[arg(long)]
     shuffle_files: bool,
+    /// Read each epoch's records in a permutation of all of them, through
+    /// the shards' indexes (`infeed index`; built in memory where missing).
+    #[arg(long)]
+    global_shuffle: bool,
+    /// --global-shuffle by blocks of about this many bytes (large reads, for
+    /// object stores).
+    #[arg(long, value_name = "BYTES")]
+    global_shuffle_blocks: Option<u64>,
+    /// Where the shards' indexes are (default: beside each shard).
+    #[arg(long, value_name = "DIR")]
+    index_dir: Option<String>,
     /// Files read at once (interleave cycle length).
     #[arg(long, default_value_t = 1)]
     interleave: usize,
@@ -210,6 +221,15 @@ fn record_level(p: Pipeline, args: &BenchArgs, read: &ReadOptions, seed: u64) ->
     }
     if args.shuffle_files {
         p = p.shuffle_files();
+    }
+    if args.global_shuffle {
+        p = p.global_shuffle();
+    }
+    if let Some(bytes) = args.global_shuffle_blocks {
+        p = p.global_shuffle_blocks(bytes);
+    }
+    if let Some(dir) = &args.index_dir {
+        p = p.index_dir(dir);
     }
     p.shuffle(args.shuffle).repeat(if args.epochs == 0 {
         None

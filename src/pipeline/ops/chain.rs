@@ -12,7 +12,7 @@
 //!
 //! Adding an op: its file (settings, identity, next, save, restore), a
 //! field of [`ChainSettings`] for its settings, and its place in
-//! [`RecordChain::new`] and [`EpochOps`] here.
+//! [`RecordChain::new`] and the chain's types here.
 
 use std::sync::Arc;
 
@@ -22,19 +22,23 @@ use crate::pipeline::item::Item;
 use crate::pipeline::read::again::Reread;
 use crate::pipeline::stats::StageStats;
 
-use super::Restore;
 use super::epochs::{Epochs, EpochsSettings};
-use super::interleave::{Interleave, InterleaveSettings, StreamFiles};
+use super::global_shuffle::{GlobalShuffle, GlobalShuffleSettings};
+use super::interleave::{Interleave, InterleaveSettings, RecordRange, StreamFiles};
 use super::record_map::{RecordMapOp, RecordMapSettings, apply_map};
 use super::shard::RecordShard;
 use super::shuffle::{Shuffle, ShuffleSettings};
 use super::skip_take::{SkipTake, SkipTakeSettings};
+use super::{EpochInput, Restore};
+use crate::record::ReadOptions;
+use crate::source::SourceOptions;
 
 /// The record ops' settings, as the builder collected them: one field per
 /// op, each op's own type.
 #[derive(Clone, Default)]
 pub(crate) struct ChainSettings {
     pub interleave: InterleaveSettings,
+    pub global_shuffle: GlobalShuffleSettings,
     pub skip_take: SkipTakeSettings,
     pub record_map: RecordMapSettings,
     pub epochs: EpochsSettings,
@@ -62,10 +66,45 @@ impl ChainSettings {
         if self.epochs != d.epochs {
             given.push("repeat");
         }
-        if self.shuffle != d.shuffle {
+        if self.shuffle.buffer > 0 {
             given.push("shuffle");
         }
+        if self.global_shuffle.on {
+            given.push("global_shuffle");
+        }
         given
+    }
+
+    /// Checks the ops' settings together.
+    pub fn check(&self) -> Result<(), PipelineError> {
+        let i = &self.interleave;
+        if self.global_shuffle.on && (i.shuffle_files || i.cycle_length > 1 || i.block_length > 1) {
+            return Err(PipelineError::Config(
+                "global_shuffle reads the records in a permutation of all of them: leave out \
+                 shuffle_files and interleave, which order files"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the ops need once per pipeline before any stream opens (the
+    /// global shuffle's indexes), from the pipeline's files.
+    pub fn prepare(
+        &mut self,
+        files: &[String],
+        ranges: &[Option<RecordRange>],
+        read: &ReadOptions,
+        source: &SourceOptions,
+    ) -> Result<(), PipelineError> {
+        self.global_shuffle.prepare(files, ranges, read, source)
+    }
+
+    /// True when each stream reads every file and takes its share of
+    /// their records by position (the global shuffle), rather than a share
+    /// of the files or of the interleaved records.
+    pub fn shares_by_position(&self) -> bool {
+        self.global_shuffle.on
     }
 }
 
@@ -79,10 +118,70 @@ pub(crate) struct ChainConfig {
     pub seed: u64,
     /// Keep records whose ordinal in the interleaved stream is `i mod n`.
     pub record_shard: Option<(u64, u64)>,
+    /// The stream's index among the job's streams, and their count.
+    pub place: (u64, u64),
+    /// The pipeline's seed, the same on every stream (what a permutation
+    /// all streams share draws from).
+    pub job_seed: u64,
+}
+
+/// The first op: files interleaved, or records by a global permutation.
+// One per chain: boxing the larger variant would add a pointer chase to
+// every record for no memory worth saving.
+#[allow(clippy::large_enum_variant)]
+enum Input {
+    Files(Interleave),
+    Global(GlobalShuffle),
+}
+
+impl EpochInput for Input {
+    #[inline]
+    fn next(&mut self) -> Result<Option<Item>, PipelineError> {
+        match self {
+            Input::Files(op) => op.next(),
+            Input::Global(op) => op.next(),
+        }
+    }
+    fn stop(&mut self) {
+        match self {
+            Input::Files(op) => op.stop(),
+            Input::Global(op) => op.stop(),
+        }
+    }
+    fn start_epoch(&mut self, epoch: u64) {
+        match self {
+            Input::Files(op) => op.start_epoch(epoch),
+            Input::Global(op) => op.start_epoch(epoch),
+        }
+    }
+    fn input_done(&self) -> bool {
+        match self {
+            Input::Files(op) => op.input_done(),
+            Input::Global(op) => op.input_done(),
+        }
+    }
+    fn save(&self, parts: &mut SavedParts) {
+        match self {
+            Input::Files(op) => op.save(parts),
+            Input::Global(op) => op.save(parts),
+        }
+    }
+    fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        match self {
+            Input::Files(op) => op.restore(r),
+            Input::Global(op) => op.restore(r),
+        }
+    }
+    fn identity(&self, id: &mut Identity) {
+        match self {
+            Input::Files(op) => op.identity(id),
+            Input::Global(op) => op.identity(id),
+        }
+    }
 }
 
 /// The ops below the epochs, as one type.
-type EpochOps = RecordMapOp<SkipTake<RecordShard<Interleave>>>;
+type EpochOps = RecordMapOp<SkipTake<RecordShard<Input>>>;
 
 /// The record thread's op chain: the record stream of one logical stream
 /// (or of one source of a mixture).
@@ -94,16 +193,34 @@ pub(crate) struct RecordChain {
 impl RecordChain {
     /// The chain of `cfg`, not started: nothing is read until
     /// [`start`](Self::start) or [`restore`](Self::restore).
-    pub fn new(cfg: &ChainConfig, read_stats: Arc<StageStats>, stats: Arc<StageStats>) -> Self {
+    pub fn new(
+        cfg: &ChainConfig,
+        read_stats: Arc<StageStats>,
+        stats: Arc<StageStats>,
+    ) -> Result<Self, PipelineError> {
         let ops = &cfg.ops;
-        let interleave = Interleave::new(
-            &ops.interleave,
-            cfg.files.clone(),
-            cfg.seed,
-            read_stats.clone(),
-            stats.clone(),
-        );
-        let shard = RecordShard::new(interleave, cfg.record_shard);
+        ops.check()?;
+        let input = if ops.global_shuffle.on {
+            Input::Global(GlobalShuffle::new(
+                &ops.global_shuffle,
+                cfg.files.files.clone(),
+                cfg.files.ranges.clone(),
+                cfg.job_seed,
+                cfg.place,
+                cfg.files.scan.clone(),
+                read_stats.clone(),
+                stats.clone(),
+            )?)
+        } else {
+            Input::Files(Interleave::new(
+                &ops.interleave,
+                cfg.files.clone(),
+                cfg.seed,
+                read_stats.clone(),
+                stats.clone(),
+            ))
+        };
+        let shard = RecordShard::new(input, cfg.record_shard);
         let skip_take = SkipTake::new(shard, &ops.skip_take);
         let map = RecordMapOp::new(skip_take, &ops.record_map);
         let epochs = Epochs::new(map, ops.epochs, stats.clone());
@@ -119,10 +236,10 @@ impl RecordChain {
             stats: read_stats,
             then,
         };
-        RecordChain {
+        Ok(RecordChain {
             reread,
             ops: shuffle,
-        }
+        })
     }
 
     /// Starts at the first record of epoch 0.

@@ -84,6 +84,28 @@ pub(crate) struct StreamFiles {
     pub order_seed: Option<u64>,
 }
 
+/// A stream's files and their record ranges in its fingerprint (tags 1 and
+/// 18), as the op that reads them writes them.
+pub(crate) fn write_files(id: &mut Identity, files: &[String], ranges: &[Option<RecordRange>]) {
+    let mut w = id.field(1);
+    w.u64(files.len() as u64);
+    for file in files {
+        w.str(file);
+    }
+    // A file's range is part of what it is: the same file with another
+    // slice gives other records at the same offsets.
+    if !ranges.is_empty() {
+        let mut w = id.field(18);
+        w.u64(ranges.len() as u64);
+        for range in ranges {
+            match range {
+                None => w.bool(false),
+                Some(r) => w.bool(true).u64(r.first).u64(r.count),
+            };
+        }
+    }
+}
+
 /// The interleave's part of a state.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct InterleavePart {
@@ -421,34 +443,18 @@ impl EpochInput for Interleave {
     }
 
     fn identity(&self, id: &mut Identity) {
-        let cfg = &self.input;
         let s = &self.settings;
-        let mut files = id.field(1);
-        files.u64(cfg.files.len() as u64);
-        for file in &cfg.files {
-            files.str(file);
-        }
+        write_files(id, &self.input.files, &self.input.ranges);
         id.field(4).bool(s.shuffle_files);
         id.field(5)
             .u64(s.cycle_length.max(1) as u64)
             .u64(s.block_length.max(1) as u64);
-        if let Some(seed) = cfg
+        if let Some(seed) = self
+            .input
             .order_seed
             .filter(|&o| s.shuffle_files && o != self.seed)
         {
             id.field(14).u64(seed);
-        }
-        // A file's range is part of what it is: the same file with another
-        // slice gives other records at the same offsets.
-        if !cfg.ranges.is_empty() {
-            let mut w = id.field(18);
-            w.u64(cfg.ranges.len() as u64);
-            for range in &cfg.ranges {
-                match range {
-                    None => w.bool(false),
-                    Some(r) => w.bool(true).u64(r.first).u64(r.count),
-                };
-            }
         }
     }
 }

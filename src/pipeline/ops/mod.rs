@@ -1,6 +1,7 @@
 //! Record-level ops, one file each, in the order they run on the record
 //! thread: [`interleave`] (file order and interleaving; opens the shard
-//! readers), [`shard`] (records of this host), [`skip_take`],
+//! readers) or, in its place, [`global_shuffle`] (records by a permutation
+//! of the whole dataset, through indexes), [`shard`] (records of this host), [`skip_take`],
 //! [`record_map`] (filter and map on serialized records), [`epochs`]
 //! (repeat) and [`shuffle`] (its RNG and block buffer); [`mix`] draws
 //! from several chains. [`chain`] composes them statically — each op is
@@ -18,6 +19,7 @@
 
 pub(crate) mod chain;
 pub(crate) mod epochs;
+pub(crate) mod global_shuffle;
 pub(crate) mod interleave;
 pub(crate) mod mix;
 pub(crate) mod record_map;

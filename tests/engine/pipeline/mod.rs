@@ -4,6 +4,7 @@ mod bucket;
 mod checkpoint;
 mod dense_direct;
 mod elastic;
+mod global_shuffle;
 mod grouping;
 mod host_shard;
 mod many_hosts;

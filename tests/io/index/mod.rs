@@ -16,6 +16,7 @@ use proptest::prelude::*;
 
 use crate::support::tfrecord::{read_file, write_file};
 
+#[cfg(feature = "cli")]
 mod cli;
 
 /// A record of varying length (1 to ~3 KiB): its number spelled, then

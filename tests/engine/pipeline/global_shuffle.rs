@@ -1,0 +1,214 @@
+//! `Pipeline::global_shuffle`: every epoch a permutation of every record,
+//! each host (or logical stream) taking every `n`-th position, so every
+//! record is read once per epoch on any host count; its state a count that
+//! restores exactly, on the same and on another host count; block mode; a
+//! state of a few bytes; GZIP shards; equal batch counts from the indexes;
+//! what it cannot be combined with.
+
+use infeed::pipeline::{EqualBatches, Pipeline, merge_states};
+use infeed::record::Compression;
+use proptest::prelude::*;
+
+use super::restore_props::all_records;
+use crate::support::tfrecord::write_files;
+
+/// Records "f{f}-r{i}" of files of `counts` records.
+fn dataset(dir: &std::path::Path, counts: &[usize], c: Compression) -> Vec<String> {
+    write_files(dir, counts, c)
+}
+
+fn pipeline(files: &[String], blocks: Option<u64>) -> Pipeline {
+    let p = Pipeline::from_files(files.to_vec())
+        .unwrap()
+        .seed(11)
+        .threads(1);
+    match blocks {
+        None => p.global_shuffle(),
+        Some(bytes) => p.global_shuffle_blocks(bytes),
+    }
+}
+
+/// Every record a pipeline emits, in order, as strings.
+fn records(p: &Pipeline, batch: usize) -> Vec<String> {
+    p.build_raw(batch, false)
+        .unwrap()
+        .flat_map(|b| b.unwrap().records)
+        .map(|r| String::from_utf8(r.to_vec()).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_epoch_is_a_permutation_of_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let counts = [40, 0, 77, 13];
+    for c in [Compression::None, Compression::Gzip] {
+        let sub = dir.path().join(format!("{c}"));
+        std::fs::create_dir(&sub).unwrap();
+        let files = dataset(&sub, &counts, c);
+        let all = all_records(&counts);
+        for blocks in [None, Some(300)] {
+            let out = records(&pipeline(&files, blocks).repeat(Some(3)), 7);
+            assert_eq!(out.len(), 3 * all.len());
+            let epochs: Vec<&[String]> = out.chunks(all.len()).collect();
+            for epoch in &epochs {
+                let mut sorted = epoch.to_vec();
+                sorted.sort();
+                assert_eq!(sorted, all, "{c} {blocks:?}");
+            }
+            assert_ne!(epochs[0], epochs[1]);
+            // Not the files' order.
+            let mut in_order = all.clone();
+            in_order.sort_by_key(|r| {
+                let (f, i) = r[1..].split_once("-r").unwrap();
+                (f.parse::<u32>().unwrap(), i.parse::<u32>().unwrap())
+            });
+            assert_ne!(epochs[0], &in_order[..]);
+            // The same seed, the same order.
+            assert_eq!(records(&pipeline(&files, blocks).repeat(Some(3)), 5), out);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// On any host count the hosts' records of an epoch are every record
+    /// once, in record and block mode.
+    #[test]
+    fn hosts_read_every_record_once_an_epoch(
+        counts in proptest::collection::vec(0usize..60, 1..5),
+        hosts in 1u64..5,
+        blocks in prop_oneof![Just(None), Just(Some(200u64)), Just(Some(1500))],
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let files = dataset(dir.path(), &counts, Compression::None);
+        let all = all_records(&counts);
+        for epoch in 0..2u64 {
+            let mut union = Vec::new();
+            for h in 0..hosts {
+                let p = pipeline(&files, blocks).shard(h, hosts).repeat(Some(2));
+                let out = records(&p, 4);
+                // This host's records of epoch `epoch`: run epoch 0 alone,
+                // then the two, and take the difference.
+                let first = records(&pipeline(&files, blocks).shard(h, hosts), 4);
+                let mine = if epoch == 0 { &out[..first.len()] } else { &out[first.len()..] };
+                union.extend_from_slice(mine);
+            }
+            union.sort();
+            prop_assert_eq!(&union, &all, "epoch {}", epoch);
+        }
+    }
+
+    /// A state taken after any batch restores the exact rest, on the same
+    /// host count and, through logical streams, on another.
+    #[test]
+    fn a_restore_at_any_cut_continues_exactly(
+        counts in proptest::collection::vec(1usize..50, 1..4),
+        cut in 0usize..40,
+        blocks in prop_oneof![Just(None), Just(Some(400u64))],
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let files = dataset(dir.path(), &counts, Compression::None);
+        let job = |h: u64, n: u64| pipeline(&files, blocks).streams(4).shard(h, n).repeat(Some(3)).shuffle(5);
+        // Uninterrupted on 2 hosts: each host's batches.
+        let full: Vec<Vec<Vec<String>>> = (0..2)
+            .map(|h| {
+                job(h, 2)
+                    .build_raw(4, true)
+                    .unwrap()
+                    .map(|b| b.unwrap().records.iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
+                    .collect()
+            })
+            .collect();
+        let steps = full[0].len().min(full[1].len());
+        let cut = cut.min(steps);
+        // Cut after `cut` steps on 2 hosts, states merged.
+        let states: Vec<Vec<u8>> = (0..2)
+            .map(|h| {
+                let mut b = job(h, 2).build_raw(4, true).unwrap();
+                for _ in 0..cut {
+                    b.next_batch().unwrap().unwrap();
+                }
+                b.state()
+            })
+            .collect();
+        // Logical streams: a few bytes each, whatever the dataset's size.
+        prop_assert!(states[0].len() < 400, "{} bytes", states[0].len());
+        let merged = merge_states(&[&states[0], &states[1]]).unwrap();
+        // The same host count: the rest of each host's batches.
+        for h in 0..2u64 {
+            let rest: Vec<Vec<String>> = job(h, 2)
+                .resume_from(&merged)
+                .build_raw(4, true)
+                .unwrap()
+                .map(|b| b.unwrap().records.iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
+                .collect();
+            prop_assert_eq!(&rest[..], &full[h as usize][cut..]);
+        }
+        // One host: its step is the two hosts' rows, in stream order.
+        let one: Vec<Vec<String>> = job(0, 1)
+            .resume_from(&merged)
+            .build_raw(8, true)
+            .unwrap()
+            .map(|b| b.unwrap().records.iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
+            .collect();
+        for (k, step) in one.iter().enumerate().take(steps - cut) {
+            let mut want = full[0][cut + k].clone();
+            want.extend(full[1][cut + k].clone());
+            prop_assert_eq!(step, &want, "step {}", cut + k);
+        }
+    }
+}
+
+#[test]
+fn equal_batches_count_from_the_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let counts = [10, 33, 4];
+    let files = dataset(dir.path(), &counts, Compression::None);
+    // 47 records on 3 hosts: 16, 16, 15 a host and epoch; 2 epochs.
+    for (how, want) in [(EqualBatches::Drop, 6u64), (EqualBatches::Pad, 7)] {
+        for h in 0..3 {
+            let p = pipeline(&files, None)
+                .shard(h, 3)
+                .repeat(Some(2))
+                .equal_batches(how);
+            let batches = p.build_raw(5, how == EqualBatches::Drop).unwrap().count() as u64;
+            assert_eq!(batches, want, "{how:?} host {h}");
+        }
+    }
+}
+
+#[test]
+fn global_shuffle_with_a_file_order_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), &[5, 5], Compression::None);
+    for p in [
+        pipeline(&files, None).interleave(2, 1),
+        pipeline(&files, None).shuffle_files(),
+    ] {
+        let err = p.build_raw(2, false).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("global_shuffle reads the records in a permutation"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_index_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), &[5, 5], Compression::None);
+    let idx = infeed::index::build(&files[0], &Default::default()).unwrap();
+    infeed::index::save(
+        &idx,
+        &infeed::index::index_url(&files[0], None),
+        &Default::default(),
+    )
+    .unwrap();
+    // The shard grows after it was indexed.
+    dataset(dir.path(), &[6, 5], Compression::None);
+    let err = pipeline(&files, None).build_raw(2, false).err().unwrap();
+    assert!(err.to_string().contains("stale index of"), "{err}");
+    assert!(err.to_string().contains(".index"), "{err}");
+}
