@@ -35,12 +35,14 @@ from infeed.errors import (
     ImageError,
     MapError,
     ParseError,
+    ShardIndexError,
     SourceError,
     SpecError,
     StateError,
     TfdsError,
     WorkerError,
 )
+from infeed.index import build_index
 from infeed.pipeline import FixedLen, Image, Iterator, Pipeline, VarLen
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "Iterator",
     "MapError",
     "ParseError",
+    "ShardIndexError",
     "Pipeline",
     "SourceError",
     "SpecError",
@@ -62,5 +65,6 @@ __all__ = [
     "VarLen",
     "WorkerError",
     "__version__",
+    "build_index",
     "merge_states",
 ]

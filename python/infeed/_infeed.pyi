@@ -175,3 +175,18 @@ def resolve_feature(name: str, seen: dict[str, Any]) -> str:
 
 def can_tokenize() -> bool:
     """Whether this build can tokenize."""
+
+class RecordSource:
+    """Records of shards by their index (``infeed.grain.TFRecordSource``)."""
+
+    def __init__(
+        self, files: Sequence[str], index_dir: str | None = None, spec: Any = None
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        """The records at ``indices``: bytes, or dicts of numpy arrays."""
+
+def build_index(
+    files: Sequence[str], output: str | None = None, span: int = 1 << 20
+) -> list[tuple[str, str, int]]:
+    """Writes each shard's index: ``(shard, index, records)`` per shard."""

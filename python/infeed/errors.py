@@ -75,6 +75,13 @@ class TfdsError(Error, ValueError):
     directory or file; ``feature`` when one is at fault)."""
 
 
+class ShardIndexError(Error, ValueError):
+    """A shard's index is missing, stale (the shard changed since it was
+    indexed: the message says what), of another shard, damaged, or places a
+    record where the shard has none (``path``: the shard, or the index file
+    when it cannot be read as one)."""
+
+
 class ConvertError(Error, ValueError):
     """A row that cannot be written (``record``: its index in the rows handed
     to the writer; ``feature``: the column at fault), a schema that cannot be
@@ -101,6 +108,7 @@ __all__ = [
     "Error",
     "MapError",
     "ParseError",
+    "ShardIndexError",
     "SourceError",
     "SpecError",
     "StateError",

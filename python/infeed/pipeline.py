@@ -258,6 +258,26 @@ class Pipeline:
         """Keeps at most ``n`` records of each epoch."""
         return self._with("take", int(n))
 
+    def global_shuffle(self, block_bytes: int | None = None) -> Pipeline:
+        """Reads each epoch's records in a permutation of every record of the
+        dataset (Grain's global shuffle), through the shards' indexes
+        (:func:`infeed.build_index`; a shard without one is indexed in memory
+        first). The permutation depends on :meth:`seed` (the same on every
+        host) and the epoch; each host takes every ``n``-th position of it,
+        so every record is read once per epoch on any host count. With
+        ``block_bytes``, blocks of records of about that size are permuted
+        and shuffled eight at a time (large reads, for gs://, s3://, az://).
+        Takes the place of :meth:`shuffle_files` and :meth:`interleave`."""
+        if block_bytes is None:
+            return self._with("global_shuffle")
+        return self._with("global_shuffle_blocks", int(block_bytes))
+
+    def index_dir(self, dir: str | os.PathLike[str]) -> Pipeline:
+        """Where the shards' indexes are (a folder or a gs://, s3://, az://
+        prefix, as :func:`infeed.build_index` wrote them); default: beside
+        each shard."""
+        return self._with("index_dir", os.fspath(dir))
+
     def shuffle(self, buffer_size: int) -> Pipeline:
         """Shuffles records through a buffer of ``buffer_size`` serialized
         records."""

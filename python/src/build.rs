@@ -143,6 +143,11 @@ fn record_step(
         "skip" => pipeline.skip(count(py, args, 0, "skip")?),
         "take" => pipeline.take(count(py, args, 0, "take")?),
         "shuffle" => pipeline.shuffle(count(py, args, 0, "shuffle")?),
+        "global_shuffle" => pipeline.global_shuffle(),
+        "global_shuffle_blocks" => {
+            pipeline.global_shuffle_blocks(count(py, args, 0, "global_shuffle block_bytes")?)
+        }
+        "index_dir" => pipeline.index_dir(&args.get_item(0)?.extract::<String>()?),
         "repeat" => {
             let epochs = args.get_item(0)?;
             pipeline.repeat(match epochs.is_none() {
@@ -273,7 +278,7 @@ fn source_options(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<SourceO
 /// A spec string (`name:var_len:int64,…`, as the CLI takes) or a list of
 /// `(name, kind, dtype, shape, default)` from the Python spec classes (an
 /// image: `(name, "image", "image[H,W,C]:MODE", [], None)`).
-fn feature_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<FeatureSpec> {
+pub(crate) fn feature_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<FeatureSpec> {
     if let Ok(text) = spec.cast::<PyString>() {
         return text
             .to_str()?

@@ -180,6 +180,13 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
             ("SpecError", Fields::default())
         }
         PipelineError::BadState(_) => ("StateError", Fields::default()),
+        PipelineError::Index(e) => (
+            "ShardIndexError",
+            Fields {
+                path: index_shard(e),
+                ..Fields::default()
+            },
+        ),
         PipelineError::Tfds(e) => (
             "TfdsError",
             Fields {
@@ -215,6 +222,21 @@ fn tfds_path(e: &TfdsError) -> Option<String> {
         | TfdsError::BadTemplate { dir, .. } => dir.clone(),
         _ => return None,
     })
+}
+
+/// The shard an index error names, if any.
+fn index_shard(e: &infeed::index::IndexError) -> Option<String> {
+    use infeed::index::IndexError as E;
+    match e {
+        E::Missing { shard, .. }
+        | E::Stale { shard, .. }
+        | E::OtherShard { shard, .. }
+        | E::BadPoint { shard, .. }
+        | E::Shard { shard, .. } => Some(shard.clone()),
+        E::NoRecord { error, .. } => Some(error.path.clone()),
+        E::Corrupt { index, .. } | E::Write { index, .. } => Some(index.clone()),
+        _ => None,
+    }
 }
 
 /// The feature a plan error names, if any.

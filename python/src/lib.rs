@@ -7,6 +7,7 @@
 //! arrays over the pipeline's pooled buffers (`batches.rs`). Errors become
 //! the exceptions of `infeed.errors` with their fields (`errors.rs`).
 
+mod access;
 mod batches;
 mod build;
 mod errors;
@@ -120,6 +121,8 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(writer::can_tokenize, m)?)?;
     }
     m.add_class::<batches::Batches>()?;
+    m.add_class::<access::RecordSource>()?;
+    m.add_function(wrap_pyfunction!(access::build_index, m)?)?;
     m.add_class::<batches::Buffer>()?;
     m.add("ALIGN", infeed::batch::ALIGN)?;
     // The package's version, python/Cargo.toml's (pyproject.toml takes it

@@ -67,6 +67,7 @@ def _dummy(annotation: str) -> Any:
         "int | None": 2,
         "bool": True,
         "str": "input_ids",
+        "str | os.PathLike[str]": "idx",
         "Any": "int32",
         "Sequence[int]": [2],
         "float | Sequence[float]": 1.0,

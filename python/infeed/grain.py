@@ -1,0 +1,140 @@
+"""infeed as a Grain source and dataset.
+
+- :class:`TFRecordSource`: Grain's random-access data source over TFRecord
+  shards as they are (local or gs://, s3://, az://; plain, GZIP or ZLIB),
+  through their indexes (:func:`infeed.build_index`): ``len``, ``[i]`` and
+  the batched ``__getitems__`` Grain calls, returning each record's bytes or,
+  with ``spec``, a dict of numpy arrays parsed in Rust::
+
+      source = infeed.grain.TFRecordSource("data/train-*.tfrecord.gz")
+      ds = grain.MapDataset.source(source).shuffle(seed=1).map(decode).batch(256)
+
+- :class:`IterDataset`: a whole infeed pipeline as a Grain ``IterDataset``,
+  whose iterator's ``get_state``/``set_state`` carry infeed's state, so
+  Grain's checkpointing (and its Orbax handler) saves and restores it.
+
+Records are read with the GIL released; neighbours in a request are read
+together and the rest in parallel; every record's CRCs are checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from infeed import _infeed
+from infeed.index import build_index, files_of
+from infeed.pipeline import FixedLen, Image, Iterator, Pipeline, Spec, VarLen
+
+try:  # Grain is needed only for IterDataset.
+    import grain as _grain
+except ImportError:  # pragma: no cover - grain is in the test requirements
+    _grain = None
+
+
+def _spec(spec: Spec | None) -> Any:
+    if spec is None or isinstance(spec, str):
+        return spec
+    entries = []
+    for name, feature in spec.items():
+        if not isinstance(feature, (VarLen, FixedLen, Image)):
+            raise TypeError(
+                f"feature {name!r}: expected infeed.VarLen, infeed.FixedLen or infeed.Image, "
+                f"got {type(feature).__name__}"
+            )
+        entries.append(feature._entry(name))
+    return entries
+
+
+class TFRecordSource:
+    """Grain's ``RandomAccessDataSource`` over TFRecord shards.
+
+    ``files``: a glob or a list of shards; record ``i`` is the ``i``-th of
+    them all, in order. ``index``: the folder of the shards' indexes
+    (default: beside each shard; a shard without one is indexed in memory
+    when the source opens, and a line on standard error says so). ``spec``:
+    parse each record into a dict name → numpy array (a variable-length
+    feature as its values, a fixed-length one in its shape, bytes as an
+    object array); without it, each record is its serialized bytes.
+    """
+
+    def __init__(
+        self,
+        files: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        index: str | os.PathLike[str] | None = None,
+        spec: Spec | None = None,
+    ) -> None:
+        self._files = files_of(files)
+        self._index = None if index is None else os.fspath(index)
+        self._spec = spec
+        self._source = _infeed.RecordSource(self._files, self._index, _spec(spec))
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def __getitem__(self, index: int) -> Any:
+        return self._source.get_many([int(index)])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        return list(self._source.get_many([int(i) for i in indices]))
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Grain's worker processes get the source pickled: it opens again.
+        return {"files": self._files, "index": self._index, "spec": self._spec}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["files"], state["index"], state["spec"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"TFRecordSource({len(self._files)} files, {len(self)} records)"
+
+
+if _grain is not None:
+
+    class _Iterator(_grain.DatasetIterator):
+        """An infeed iterator as a Grain ``DatasetIterator``."""
+
+        def __init__(self, pipeline: Pipeline, state: bytes | None = None) -> None:
+            super().__init__()
+            self._pipeline = pipeline
+            self._it: Iterator = pipeline.iter(state)
+
+        def __next__(self) -> dict[str, Any]:
+            return next(self._it)
+
+        def get_state(self) -> dict[str, Any]:
+            # Grain's checkpoints are JSON: the state's bytes in base64.
+            return {"infeed_state": base64.b64encode(self._it.get_state()).decode("ascii")}
+
+        def set_state(self, state: dict[str, Any]) -> None:
+            self._it.close()
+            self._it = self._pipeline.iter(base64.b64decode(state["infeed_state"]))
+
+        def close(self) -> None:
+            self._it.close()
+
+    class IterDataset(_grain.IterDataset):
+        """An infeed :class:`~infeed.Pipeline` as a Grain ``IterDataset``:
+        Grain's transformations and checkpointing apply to its batches, and
+        its iterator's state is infeed's (a few KB, exact)."""
+
+        def __init__(self, pipeline: Pipeline) -> None:
+            super().__init__()
+            self._pipeline = pipeline
+
+        def __iter__(self) -> _Iterator:
+            return _Iterator(self._pipeline)
+
+        def __str__(self) -> str:
+            return f"infeed.grain.IterDataset({self._pipeline!r})"
+
+else:  # pragma: no cover
+
+    class IterDataset:  # type: ignore[no-redef]
+        def __init__(self, pipeline: Pipeline) -> None:
+            raise ImportError("infeed.grain.IterDataset needs the grain package")
+
+
+__all__ = ["IterDataset", "TFRecordSource", "build_index"]

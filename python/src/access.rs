@@ -1,0 +1,208 @@
+//! Random access from Python (`infeed.grain.TFRecordSource`): records by
+//! their index in a list of shards, through the shards' indexes, as bytes
+//! or parsed by a spec into a dict of numpy arrays; and `build_index`.
+
+use std::sync::Arc;
+
+use infeed::example::{Column, ExampleParser, Values};
+use infeed::index::{
+    AccessOptions, BuildOptions, IndexOptions, RandomAccess, build, index_url, save,
+};
+use infeed::pipeline::PipelineError;
+use infeed::spec::FeatureSpec;
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::build::feature_spec;
+use crate::errors;
+
+/// Records of shards by their index.
+#[pyclass(frozen, module = "infeed._infeed")]
+pub struct RecordSource {
+    access: Arc<RandomAccess>,
+    spec: Option<FeatureSpec>,
+}
+
+fn index_error(py: Python<'_>, e: infeed::index::IndexError) -> PyErr {
+    errors::to_py(py, PipelineError::from(e))
+}
+
+#[pymethods]
+impl RecordSource {
+    /// The records of `files`, in order, through their indexes in
+    /// `index_dir` (`None`: beside each shard; a shard without one is
+    /// indexed in memory, and a line on standard error says so); parsed by
+    /// `spec` (a spec string or entries) when given.
+    #[new]
+    #[pyo3(signature = (files, index_dir = None, spec = None))]
+    fn new(
+        py: Python<'_>,
+        files: Vec<String>,
+        index_dir: Option<String>,
+        spec: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let spec = spec.map(|s| feature_spec(py, s)).transpose()?;
+        let opts = AccessOptions {
+            index: IndexOptions {
+                dir: index_dir,
+                ..IndexOptions::default()
+            },
+            ..AccessOptions::default()
+        };
+        let access = py
+            .detach(|| RandomAccess::open(&files, &opts))
+            .map_err(|e| index_error(py, e))?;
+        Ok(RecordSource {
+            access: Arc::new(access),
+            spec,
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        self.access.len() as usize
+    }
+
+    /// The records at `indices` (negative counts from the end), in order:
+    /// bytes, or with a spec dicts of numpy arrays.
+    fn get_many<'py>(&self, py: Python<'py>, indices: Vec<i64>) -> PyResult<Bound<'py, PyList>> {
+        let len = self.access.len();
+        let mut wanted = Vec::with_capacity(indices.len());
+        for &i in &indices {
+            let at = if i < 0 { i + len as i64 } else { i };
+            if at < 0 || at as u64 >= len {
+                return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                    "record {i} is out of range: the source has {len} records"
+                )));
+            }
+            wanted.push(at as u64);
+        }
+        let access = self.access.clone();
+        let records = py
+            .detach(move || access.get_many(&wanted))
+            .map_err(|e| index_error(py, e))?;
+        let out = PyList::empty(py);
+        match &self.spec {
+            None => {
+                for (_, r) in &records {
+                    out.append(PyBytes::new(py, &r.data))?;
+                }
+            }
+            Some(spec) => {
+                let data: Vec<&[u8]> = records.iter().map(|(_, r)| &r.data[..]).collect();
+                let parsed = py
+                    .detach(|| ExampleParser::new(spec).parse(&data))
+                    .map_err(|e| {
+                        let (shard, r) = &records[e.record.min(records.len().saturating_sub(1))];
+                        let path = self
+                            .access
+                            .shards()
+                            .nth(*shard)
+                            .unwrap_or_default()
+                            .to_owned();
+                        errors::to_py(
+                            py,
+                            PipelineError::Parse {
+                                path,
+                                offset: r.offset,
+                                at: None,
+                                error: e,
+                            },
+                        )
+                    })?;
+                for row in 0..records.len() {
+                    let dict = PyDict::new(py);
+                    for (name, column) in &parsed.columns {
+                        dict.set_item(name, row_of(py, column, row)?)?;
+                    }
+                    out.append(dict)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Row `row` of a parsed column as a numpy array (bytes: an object array
+/// of `bytes`).
+fn row_of<'py>(py: Python<'py>, column: &Column, row: usize) -> PyResult<Bound<'py, PyAny>> {
+    let (values, range, shape) = match column {
+        Column::Dense { shape, values } => {
+            let per: usize = shape[1..].iter().product();
+            (values, row * per..(row + 1) * per, shape[1..].to_vec())
+        }
+        Column::Ragged {
+            values,
+            row_splits,
+            inner_shape,
+        } => {
+            let per: usize = inner_shape.iter().product::<usize>().max(1);
+            let (a, b) = (row_splits[row] * per, row_splits[row + 1] * per);
+            let mut shape = vec![row_splits[row + 1] - row_splits[row]];
+            shape.extend_from_slice(inner_shape);
+            (values, a..b, shape)
+        }
+        Column::Ragged2 {
+            values,
+            outer_splits,
+            inner_splits,
+        } => {
+            let (a, b) = (
+                inner_splits[outer_splits[row]],
+                inner_splits[outer_splits[row + 1]],
+            );
+            (values, a..b, vec![b - a])
+        }
+    };
+    let array = match values {
+        Values::Int64(v) => PyArray1::from_slice(py, &v[range]).into_any(),
+        Values::Int32(v) => PyArray1::from_slice(py, &v[range]).into_any(),
+        Values::Float32(v) => PyArray1::from_slice(py, &v[range]).into_any(),
+        Values::Bytes(v) => {
+            let items: Vec<Bound<'py, PyBytes>> =
+                range.map(|i| PyBytes::new(py, v.get(i))).collect();
+            let np = py.import("numpy")?;
+            let array = np.call_method1("empty", (items.len(), "object"))?;
+            for (i, item) in items.into_iter().enumerate() {
+                array.set_item(i, item)?;
+            }
+            array
+        }
+    };
+    array.call_method1("reshape", (shape,))
+}
+
+/// Builds each shard's index and writes it beside the shard or into
+/// `output` (a folder or gs://, s3://, az:// prefix); `(shard, index,
+/// records)` per shard.
+#[pyfunction]
+#[pyo3(signature = (files, output = None, span = infeed::index::DEFAULT_SPAN))]
+pub fn build_index(
+    py: Python<'_>,
+    files: Vec<String>,
+    output: Option<String>,
+    span: u64,
+) -> PyResult<Vec<(String, String, u64)>> {
+    if span == 0 {
+        return Err(errors::spec(
+            py,
+            "build_index: span 0: at least 1 byte".into(),
+        ));
+    }
+    let opts = BuildOptions {
+        span,
+        ..BuildOptions::default()
+    };
+    py.detach(|| {
+        files
+            .iter()
+            .map(|shard| {
+                let idx = build(shard, &opts)?;
+                let index = index_url(shard, output.as_deref());
+                save(&idx, &index, &Default::default())?;
+                Ok((shard.clone(), index, idx.len()))
+            })
+            .collect::<Result<Vec<_>, infeed::index::IndexError>>()
+    })
+    .map_err(|e| index_error(py, e))
+}
