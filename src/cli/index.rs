@@ -38,7 +38,9 @@ pub struct IndexArgs {
     dali: bool,
 }
 
-/// Writes each shard's index and prints `SHARD<TAB>INDEX<TAB>RECORDS`.
+/// Writes each shard's index and prints `SHARD<TAB>INDEX<TAB>RECORDS`, in
+/// order. Shards are indexed a few at once (one per core): each is one
+/// pass over its bytes on one thread.
 pub fn run(args: &IndexArgs, out: &mut impl Write) -> Result<i32, CliError> {
     if args.span == 0 {
         return Err(CliError::Message("--span 0: at least 1 byte".into()));
@@ -48,32 +50,59 @@ pub fn run(args: &IndexArgs, out: &mut impl Write) -> Result<i32, CliError> {
         span: args.span,
         ..BuildOptions::default()
     };
-    for shard in args.input.shards()? {
-        let idx = build(&shard, &opts)?;
-        let (index, records) = if args.dali {
-            if idx.compression != Compression::None {
-                return Err(CliError::Message(format!(
-                    "{shard}: is {}-compressed; DALI indexes need uncompressed TFRecord \
-                     files (infeed's own index reads compressed ones: leave out --dali)",
-                    idx.compression
-                )));
-            }
-            let mut text = String::new();
-            for i in 0..idx.len() {
-                let (offset, framed) = idx.record(i).unwrap_or_default();
-                text.push_str(&format!("{offset} {framed}\n"));
-            }
-            let index = dali_path(&shard, args.output.as_deref())?;
-            write_local(&index, text.as_bytes())?;
-            (index, idx.len())
-        } else {
-            let index = index_url(&shard, args.output.as_deref());
-            save(&idx, &index, &Default::default())?;
-            (index, idx.len())
-        };
-        writeln!(out, "{shard}\t{index}\t{records}")?;
+    let shards = args.input.shards()?;
+    let at_once = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for group in shards.chunks(at_once) {
+        let done: Vec<Result<(String, u64), CliError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|shard| scope.spawn(|| index_one(shard, args, &opts)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CliError::Message("an index thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        for (shard, result) in group.iter().zip(done) {
+            let (index, records) = result?;
+            writeln!(out, "{shard}\t{index}\t{records}")?;
+        }
     }
     Ok(0)
+}
+
+/// Builds and writes one shard's index: where it went, and its records.
+fn index_one(
+    shard: &str,
+    args: &IndexArgs,
+    opts: &BuildOptions,
+) -> Result<(String, u64), CliError> {
+    let idx = build(shard, opts)?;
+    if args.dali {
+        if idx.compression != Compression::None {
+            return Err(CliError::Message(format!(
+                "{shard}: is {}-compressed; DALI indexes need uncompressed TFRecord files \
+                 (infeed's own index reads compressed ones: leave out --dali)",
+                idx.compression
+            )));
+        }
+        let mut text = String::new();
+        for i in 0..idx.len() {
+            let (offset, framed) = idx.record(i).unwrap_or_default();
+            text.push_str(&format!("{offset} {framed}\n"));
+        }
+        let index = dali_path(shard, args.output.as_deref())?;
+        write_local(&index, text.as_bytes())?;
+        Ok((index, idx.len()))
+    } else {
+        let index = index_url(shard, args.output.as_deref());
+        save(&idx, &index, &Default::default())?;
+        Ok((index, idx.len()))
+    }
 }
 
 /// Where a DALI index goes: beside the shard, or in `dir` (local).

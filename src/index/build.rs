@@ -1,17 +1,18 @@
-//! Building a shard's index in one streaming pass: its bytes framed (and,
+//! Building a shard's index in one streaming pass: its records framed (and,
 //! GZIP or ZLIB, inflated with access points every `span` bytes of output)
-//! as a reader would, every record's CRCs checked, its offset and length
-//! kept, and the shard's identity taken from the same bytes.
+//! as a reader frames them, every record's CRCs checked, its offset and
+//! length kept. What identifies the shard (its size, version and end
+//! hashes) is taken first, with two small reads.
 
 use std::io::Read;
 
-use bytes::Bytes;
-
 use super::error::IndexError;
 use super::format::{RecordsBuilder, ShardIndex};
-use super::identity::{HASHED, ShardId, file_name, hash};
+use super::identity::current_with_head;
 use super::zran::PointFinder;
-use crate::record::{Compression, DETECT_LEN, Deframer, ReadOptions, RecordError};
+use crate::record::{
+    Compression, DETECT_LEN, Deframer, ErrorKind, ReadOptions, Record, RecordError, RecordReader,
+};
 use crate::source::{SourceOptions, open_blocking};
 
 /// Output between access points by default: any record of a compressed
@@ -40,107 +41,111 @@ impl Default for BuildOptions {
     }
 }
 
-/// Bytes read at a time.
+/// Compressed bytes read at a time.
 const READ: usize = 1 << 20;
 
 /// The index of the shard at `url` (local path or gs://, s3://, az:// URL).
 pub fn build(url: &str, opts: &BuildOptions) -> Result<ShardIndex, IndexError> {
-    let mut reader = open_blocking(url, &opts.source)?;
-    let size = reader.size();
-    let version = {
-        let store = crate::source::Store::for_url(url)?;
-        let stats = crate::source::ReadStats::new();
-        let handle = crate::source::io_runtime()?;
-        let (url2, source) = (url.to_owned(), opts.source.clone());
-        futures::executor::block_on(async move {
-            handle
-                .spawn(async move { store.stat(&url2, &source, &stats).await })
-                .await
-                .map_err(|e| crate::source::SourceError::Unreachable {
-                    url: String::new(),
-                    message: format!("stat task failed: {e}"),
-                    source: Some(Box::new(e)),
-                })?
-        })?
-        .1
-    };
-    let io = |offset: u64, e: std::io::Error| -> IndexError {
-        RecordError::new(url, offset, crate::record::ErrorKind::from_io(e)).into()
-    };
-    // The first bytes: for the compression and the head hash.
-    let mut head = Vec::with_capacity(HASHED as usize);
-    (&mut reader)
-        .take(HASHED.max(DETECT_LEN as u64))
-        .read_to_end(&mut head)
-        .map_err(|e| io(0, e))?;
+    let (shard, head) = current_with_head(url, &opts.source)?;
     let compression = match opts.read.compression {
         Some(c) => c,
         None => Compression::detect(url, &head[..head.len().min(DETECT_LEN)]),
     };
-    let mut deframer = Deframer::new(url, &opts.read);
     let mut records = RecordsBuilder::new();
-    let mut finder = match compression {
-        Compression::None => None,
-        c => Some(PointFinder::new(c, opts.span).map_err(|e| corrupt(url, 0, e.0))?),
+    let mut keep = |r: Record| {
+        records
+            .push(r.offset, r.data.len() as u64)
+            .map_err(|e| corrupt(url, r.offset, e))
     };
-    let mut tail: Vec<u8> = Vec::with_capacity(2 * HASHED as usize);
-    let mut read = 0u64;
-    let mut chunk = head.clone();
-    loop {
-        if chunk.is_empty() {
-            break;
+    let reader = open_blocking(url, &opts.source)?;
+    let (read, points) = if compression == Compression::None {
+        // A plain shard: the reader's own framing, as `infeed count` reads.
+        let read = ReadOptions {
+            compression: Some(Compression::None),
+            ..opts.read.clone()
+        };
+        let mut reader = RecordReader::with_options(reader, url, &read);
+        for record in reader.by_ref() {
+            keep(record?)?;
         }
-        read += chunk.len() as u64;
-        tail.extend_from_slice(&chunk);
-        if tail.len() > 2 * HASHED as usize {
-            tail.drain(..tail.len() - HASHED as usize);
-        }
-        match finder.as_mut() {
-            None => deframer.push(Bytes::from(std::mem::take(&mut chunk))),
-            Some(finder) => finder
-                .push(&chunk, |out| deframer.push(Bytes::copy_from_slice(out)))
-                .map_err(|e| corrupt(url, read, e.0))?,
-        }
-        while let Some(record) = deframer.next_record()? {
-            records
-                .push(record.offset, record.data.len() as u64)
-                .map_err(|e| corrupt(url, record.offset, e))?;
-        }
-        chunk = vec![0; READ];
-        let n = read_full(&mut reader, &mut chunk).map_err(|e| io(read, e))?;
-        chunk.truncate(n);
-    }
-    if read != size {
+        (reader.bytes_read(), Vec::new())
+    } else {
+        inflate(url, reader, compression, opts, &mut keep)?
+    };
+    if read != shard.size {
         return Err(corrupt(
             url,
             read,
-            format!("{read} bytes read of its {size} (it changed while read?)"),
+            format!(
+                "{read} bytes read of its {} (it changed while read?)",
+                shard.size
+            ),
         ));
     }
-    let points = match finder {
-        None => Vec::new(),
-        Some(finder) => finder.finish().map_err(|e| corrupt(url, read, e.0))?,
-    };
-    deframer.finish()?;
-    while let Some(record) = deframer.next_record()? {
-        records
-            .push(record.offset, record.data.len() as u64)
-            .map_err(|e| corrupt(url, record.offset, e))?;
-    }
-    let tail = &tail[tail.len().saturating_sub(HASHED as usize)..];
-    let shard = ShardId {
-        name: file_name(url).to_owned(),
-        size,
-        head_hash: hash(&head[..head.len().min(HASHED as usize)]),
-        tail_hash: hash(tail),
-        version,
-    };
     let span = if compression == Compression::None {
         0
     } else {
         opts.span
     };
     Ok(records.finish(shard, compression, span, points))
+}
+
+/// A compressed shard inflated with access points, its records framed as
+/// they come; the compressed bytes read and the points.
+fn inflate(
+    url: &str,
+    mut reader: impl Read,
+    compression: Compression,
+    opts: &BuildOptions,
+    keep: &mut impl FnMut(Record) -> Result<(), IndexError>,
+) -> Result<(u64, Vec<crate::index::zran::AccessPoint>), IndexError> {
+    let mut finder = PointFinder::new(compression, opts.span).map_err(|e| corrupt(url, 0, e.0))?;
+    let mut deframer = Deframer::new(url, &opts.read);
+    let mut failure: Option<IndexError> = None;
+    let mut frame = |deframer: &mut Deframer, failure: &mut Option<IndexError>| {
+        while failure.is_none() {
+            match deframer.next_record() {
+                Ok(Some(record)) => {
+                    if let Err(e) = keep(record) {
+                        *failure = Some(e);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => *failure = Some(e.into()),
+            }
+        }
+    };
+    let mut buf = vec![0u8; READ];
+    let mut read = 0u64;
+    loop {
+        let n = read_full(&mut reader, &mut buf)
+            .map_err(|e| RecordError::new(url, read, ErrorKind::from_io(e)))?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        finder
+            .push(&buf[..n], |chunk| {
+                deframer.push(chunk);
+                frame(&mut deframer, &mut failure);
+            })
+            .map_err(|e| corrupt(url, read, e.0))?;
+        if let Some(e) = failure.take() {
+            return Err(e);
+        }
+    }
+    let points = finder
+        .finish(|chunk| {
+            deframer.push(chunk);
+            frame(&mut deframer, &mut failure);
+        })
+        .map_err(|e| corrupt(url, read, e.0))?;
+    deframer.finish()?;
+    frame(&mut deframer, &mut failure);
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((read, points)),
+    }
 }
 
 /// Fills `buf` from `reader` as far as it goes; the bytes read.

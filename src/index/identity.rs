@@ -43,6 +43,14 @@ pub fn hash(bytes: &[u8]) -> u64 {
 /// The shard at `url` as it is now: its size and version, and the hashes
 /// of its ends (two small reads).
 pub fn current(url: &str, source: &SourceOptions) -> Result<ShardId, IndexError> {
+    current_with_head(url, source).map(|(id, _)| id)
+}
+
+/// [`current`], with the shard's first bytes (up to 4 KiB).
+pub(crate) fn current_with_head(
+    url: &str,
+    source: &SourceOptions,
+) -> Result<(ShardId, Vec<u8>), IndexError> {
     let stats = ReadStats::new();
     let store = Store::for_url(url)?;
     let handle = io_runtime()?;
@@ -53,14 +61,15 @@ pub fn current(url: &str, source: &SourceOptions) -> Result<ShardId, IndexError>
         let stats = stats.clone();
         async move { store.stat(&url, &source, &stats).await }
     }))?;
-    let ends = ends(&store, &info, source, &stats)?;
-    Ok(ShardId {
+    let (head, tail) = ends(&store, &info, source, &stats)?;
+    let id = ShardId {
         name: file_name(url).to_owned(),
         size: info.size,
-        head_hash: hash(&ends.0),
-        tail_hash: hash(&ends.1),
+        head_hash: hash(&head),
+        tail_hash: hash(&tail),
         version,
-    })
+    };
+    Ok((id, head))
 }
 
 /// Runs `future` on the I/O runtime from a thread outside it.

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use libz_rs_sys as z;
 
 use crate::record::Compression;
+use crate::record::chunk_ring::ChunkRing;
 
 /// Bytes of output a back-reference may reach (deflate's window).
 pub const WINDOW: usize = 32 * 1024;
@@ -190,8 +191,13 @@ fn unpack_window(packed: &[u8]) -> Result<Vec<u8>, ZError> {
     Ok(out)
 }
 
+/// Output handed on at a time.
+const OUT_CHUNK: usize = 1 << 20;
+
 /// Inflates a whole GZIP or ZLIB shard as its bytes arrive, handing on its
-/// output and keeping an access point every `span` bytes of it.
+/// output in chunks and keeping an access point every `span` bytes of it.
+/// The output is inflated straight into the chunks it hands on (recycled
+/// once released), and a window is copied only where a point is kept.
 pub struct PointFinder {
     compression: Compression,
     stream: Stream,
@@ -199,72 +205,61 @@ pub struct PointFinder {
     /// Compressed bytes consumed, output made.
     input: u64,
     output: u64,
-    /// The last 32 KiB of output (a ring of the output, newest at the end).
-    window: Vec<u8>,
     points: Vec<AccessPoint>,
     /// Within a stream (member); `false` between members and at the start.
     in_stream: bool,
-    /// Trailer bytes still to skip after a stream's end.
-    skip: usize,
-    /// Output buffer, reused.
-    out: Vec<u8>,
+    /// The chunk being filled, and how far.
+    chunk: Vec<u8>,
+    filled: usize,
+    /// The last chunk handed on (the window may reach into it).
+    previous: Bytes,
+    ring: ChunkRing,
 }
 
 impl PointFinder {
     /// A finder for a shard of `compression` (GZIP or ZLIB), keeping a point
     /// every `span` bytes of output.
     pub fn new(compression: Compression, span: u64) -> Result<PointFinder, ZError> {
+        let mut ring = ChunkRing::shared();
+        let chunk = full_chunk(&mut ring);
         Ok(PointFinder {
             compression,
             stream: Stream::new(header_bits(compression))?,
             span: span.max(1),
             input: 0,
             output: 0,
-            window: Vec::with_capacity(2 * WINDOW),
             points: Vec::new(),
             in_stream: false,
-            skip: 0,
-            out: vec![0; 256 * 1024],
+            chunk,
+            filled: 0,
+            previous: Bytes::new(),
+            ring,
         })
     }
 
-    /// Inflates `chunk` (the next compressed bytes), calling `emit` with
-    /// each piece of output in order.
-    pub fn push(&mut self, mut chunk: &[u8], mut emit: impl FnMut(&[u8])) -> Result<(), ZError> {
-        while !chunk.is_empty() {
-            if self.skip > 0 {
-                let n = self.skip.min(chunk.len());
-                self.skip -= n;
-                self.input += n as u64;
-                chunk = &chunk[n..];
-                continue;
-            }
+    /// Inflates `input` (the next compressed bytes), calling `emit` with
+    /// each full chunk of output, in order.
+    pub fn push(&mut self, mut input: &[u8], mut emit: impl FnMut(Bytes)) -> Result<(), ZError> {
+        while !input.is_empty() {
             if !self.in_stream {
                 // Another member (or the first): its header follows.
                 self.stream.reset(header_bits(self.compression))?;
                 self.in_stream = true;
             }
-            let (ret, used, made) = self.stream.inflate(chunk, &mut self.out, z::Z_BLOCK);
-            chunk = &chunk[used..];
-            self.input += used as u64;
-            if made > 0 {
-                let piece = &self.out[..made];
-                self.output += made as u64;
-                self.window.extend_from_slice(piece);
-                if self.window.len() > 2 * WINDOW {
-                    let cut = self.window.len() - WINDOW;
-                    self.window.drain(..cut);
-                }
-                emit(&self.out[..made]);
+            if self.filled == self.chunk.len() {
+                self.hand_on(&mut emit);
             }
+            let (ret, used, made) =
+                self.stream
+                    .inflate(input, &mut self.chunk[self.filled..], z::Z_BLOCK);
+            input = &input[used..];
+            self.input += used as u64;
+            self.filled += made;
+            self.output += made as u64;
             match ret {
                 z::Z_OK | z::Z_BUF_ERROR => {}
-                z::Z_STREAM_END => {
-                    self.in_stream = false;
-                    // A GZIP stream ends after its trailer, which inflate
-                    // reads itself; nothing to skip.
-                    self.skip = 0;
-                }
+                // A GZIP member ends after its trailer, which inflate reads.
+                z::Z_STREAM_END => self.in_stream = false,
                 _ => {
                     return Err(ZError(format!(
                         "{} at compressed byte {}",
@@ -281,25 +276,50 @@ impl PointFinder {
                 .last()
                 .is_none_or(|last| self.output - last.out >= self.span);
             if self.in_stream && boundary && due {
-                let start = self.window.len().saturating_sub(WINDOW);
                 self.points.push(AccessPoint {
                     out: self.output,
                     input: self.input,
                     bits: (kind & 7) as u8,
-                    window: pack_window(&self.window[start..]),
+                    window: pack_window(&self.window()),
                 });
             }
             if used == 0 && made == 0 && ret != z::Z_STREAM_END {
-                // Needs more input than this chunk had.
+                // Needs more input than was given.
                 break;
             }
         }
         Ok(())
     }
 
-    /// Checks that the stream ended where the input did; the access points.
-    pub fn finish(self) -> Result<Vec<AccessPoint>, ZError> {
-        if self.in_stream || self.skip > 0 {
+    /// The last 32 KiB of output (fewer at the start).
+    fn window(&self) -> Vec<u8> {
+        let here = &self.chunk[..self.filled];
+        if here.len() >= WINDOW {
+            return here[here.len() - WINDOW..].to_vec();
+        }
+        let before = &self.previous[self.previous.len().saturating_sub(WINDOW - here.len())..];
+        [before, here].concat()
+    }
+
+    /// Hands on the chunk filled so far and starts another.
+    fn hand_on(&mut self, emit: &mut impl FnMut(Bytes)) {
+        let next = full_chunk(&mut self.ring);
+        let mut done = std::mem::replace(&mut self.chunk, next);
+        done.truncate(self.filled);
+        self.filled = 0;
+        let done = Bytes::from(done);
+        self.ring.keep(&done);
+        self.previous = done.clone();
+        emit(done);
+    }
+
+    /// Hands on the rest of the output and checks that the stream ended
+    /// where the input did; the access points.
+    pub fn finish(mut self, mut emit: impl FnMut(Bytes)) -> Result<Vec<AccessPoint>, ZError> {
+        if self.filled > 0 {
+            self.hand_on(&mut emit);
+        }
+        if self.in_stream {
             return Err(ZError(format!(
                 "the compressed stream is cut short at byte {} (truncated?)",
                 self.input
@@ -307,6 +327,13 @@ impl PointFinder {
         }
         Ok(self.points)
     }
+}
+
+/// An output chunk of the ring, its whole length writable.
+fn full_chunk(ring: &mut ChunkRing) -> Vec<u8> {
+    let mut chunk = ring.take(OUT_CHUNK);
+    chunk.resize(OUT_CHUNK, 0);
+    chunk
 }
 
 /// Inflates from `point` on: `compressed` holds the shard's bytes from
@@ -428,10 +455,13 @@ mod tests {
         let mut all = Vec::new();
         for chunk in compressed.chunks(10_007) {
             finder
-                .push(chunk, |piece| all.extend_from_slice(piece))
+                .push(chunk, |piece| all.extend_from_slice(&piece))
                 .unwrap();
         }
-        (finder.finish().unwrap(), all)
+        let points = finder
+            .finish(|piece| all.extend_from_slice(&piece))
+            .unwrap();
+        (points, all)
     }
 
     /// Every range read from its nearest point equals the plain output, for
@@ -486,7 +516,7 @@ mod tests {
         finder
             .push(&compressed[..compressed.len() / 2], |_| {})
             .unwrap();
-        assert!(finder.finish().unwrap_err().0.contains("cut short"));
+        assert!(finder.finish(|_| {}).unwrap_err().0.contains("cut short"));
         let (points, _) = points(Compression::Gzip, &compressed, 1 << 16);
         let mut p = points[3].clone();
         p.window = Bytes::from_static(b"\xff\xff\xff");
