@@ -118,19 +118,20 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// `get_many` equals sequential reading for any set of indices, plain
-    /// and GZIP, whatever the coalescing distance.
+    /// and GZIP, whatever the coalescing distance, mapped or read.
     #[test]
     fn get_many_equals_sequential_reading(
         gzip in any::<bool>(),
         counts in proptest::collection::vec(0usize..120, 1..5),
         picks in proptest::collection::vec(any::<u64>(), 0..200),
         coalesce in prop_oneof![Just(0u64), Just(4096), Just(1 << 20)],
+        mmap in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let c = if gzip { Compression::Gzip } else { Compression::None };
         let files = shards(dir.path(), &counts, c);
         let want = sequential(&files);
-        let opts = AccessOptions { coalesce_bytes: coalesce, ..small_span() };
+        let opts = AccessOptions { coalesce_bytes: coalesce, mmap, ..small_span() };
         let access = RandomAccess::open(&files, &opts).unwrap();
         prop_assert_eq!(access.len(), want.len() as u64);
         if want.is_empty() {
