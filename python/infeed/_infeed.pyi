@@ -179,10 +179,14 @@ def can_tokenize() -> bool:
 class RecordSource:
     """Records of shards by their index (``infeed.grain.TFRecordSource``)."""
 
-    def __init__(
-        self, files: Sequence[str], index_dir: str | None = None, spec: Any = None
-    ) -> None: ...
+    def __new__(
+        cls, files: Sequence[str], index_dir: str | None = None, spec: Any = None
+    ) -> RecordSource: ...
     def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> Any:
+        """The record at ``index``: bytes, or a dict of numpy arrays."""
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """The records at ``indices``, in order."""
     def get_many(self, indices: Sequence[int]) -> list[Any]:
         """The records at ``indices``: bytes, or dicts of numpy arrays."""
 

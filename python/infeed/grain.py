@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 from infeed import _infeed
 from infeed.index import build_index, files_of
@@ -48,7 +48,7 @@ def _spec(spec: Spec | None) -> Any:
     return entries
 
 
-class TFRecordSource:
+class TFRecordSource(_infeed.RecordSource):
     """Grain's ``RandomAccessDataSource`` over TFRecord shards.
 
     ``files``: a glob or a list of shards; record ``i`` is the ``i``-th of
@@ -58,37 +58,30 @@ class TFRecordSource:
     parse each record into a dict name → numpy array (a variable-length
     feature as its values, a fixed-length one in its shape, bytes as an
     object array); without it, each record is its serialized bytes.
+    ``len``, ``[i]`` and ``__getitems__`` are the Rust class's own (no
+    Python frame per record: Grain calls ``[i]`` once per record).
     """
 
-    def __init__(
-        self,
+    _args: tuple[list[str], str | None, Spec | None]
+
+    def __new__(
+        cls,
         files: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         index: str | os.PathLike[str] | None = None,
         spec: Spec | None = None,
-    ) -> None:
-        self._files = files_of(files)
-        self._index = None if index is None else os.fspath(index)
-        self._spec = spec
-        self._source = _infeed.RecordSource(self._files, self._index, _spec(spec))
+    ) -> TFRecordSource:
+        listed = files_of(files)
+        index_dir = None if index is None else os.fspath(index)
+        self = cast(TFRecordSource, super().__new__(cls, listed, index_dir, _spec(spec)))
+        self._args = (listed, index_dir, spec)
+        return self
 
-    def __len__(self) -> int:
-        return len(self._source)
-
-    def __getitem__(self, index: int) -> Any:
-        return self._source.get_many([int(index)])[0]
-
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        return list(self._source.get_many([int(i) for i in indices]))
-
-    def __getstate__(self) -> dict[str, Any]:
+    def __reduce__(self) -> tuple[Any, ...]:
         # Grain's worker processes get the source pickled: it opens again.
-        return {"files": self._files, "index": self._index, "spec": self._spec}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["files"], state["index"], state["spec"])  # type: ignore[misc]
+        return (TFRecordSource, self._args)
 
     def __repr__(self) -> str:
-        return f"TFRecordSource({len(self._files)} files, {len(self)} records)"
+        return f"TFRecordSource({len(self._args[0])} files, {len(self)} records)"
 
 
 if _grain is not None:

@@ -18,7 +18,7 @@ use crate::build::feature_spec;
 use crate::errors;
 
 /// Records of shards by their index.
-#[pyclass(frozen, module = "infeed._infeed")]
+#[pyclass(frozen, subclass, module = "infeed._infeed")]
 pub struct RecordSource {
     access: Arc<RandomAccess>,
     spec: Option<FeatureSpec>,
@@ -63,6 +63,21 @@ impl RecordSource {
         self.access.len() as usize
     }
 
+    /// The record at `i` (negative counts from the end): `get_many([i])[0]`
+    /// without the list. Grain calls it once per record.
+    fn __getitem__<'py>(&self, py: Python<'py>, i: i64) -> PyResult<Bound<'py, PyAny>> {
+        self.get_many(py, vec![i])?.get_item(0)
+    }
+
+    /// The records at `indices`, in order (what Grain calls for a batch).
+    fn __getitems__<'py>(
+        &self,
+        py: Python<'py>,
+        indices: Vec<i64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.get_many(py, indices)
+    }
+
     /// The records at `indices` (negative counts from the end), in order:
     /// bytes, or with a spec dicts of numpy arrays.
     fn get_many<'py>(&self, py: Python<'py>, indices: Vec<i64>) -> PyResult<Bound<'py, PyList>> {
@@ -78,9 +93,16 @@ impl RecordSource {
             wanted.push(at as u64);
         }
         let access = self.access.clone();
-        let records = py
-            .detach(move || access.get_many(&wanted))
-            .map_err(|e| index_error(py, e))?;
+        // A few records sliced from mapped files take a microsecond or two:
+        // read them holding the GIL, which costs less than handing it over
+        // (Grain calls `__getitem__` from 16 threads at once).
+        let quick = wanted.len() <= 16 && wanted.iter().all(|&i| access.in_memory(i));
+        let records = if quick {
+            access.get_many(&wanted)
+        } else {
+            py.detach(move || access.get_many(&wanted))
+        }
+        .map_err(|e| index_error(py, e))?;
         let out = PyList::empty(py);
         match &self.spec {
             None => {

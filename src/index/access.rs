@@ -186,6 +186,17 @@ impl RandomAccess {
         Ok((shard, i - self.first[shard]))
     }
 
+    /// True when record `i` is read without waiting: a slice of a mapped
+    /// local plain shard (a caller may then skip handing off its thread,
+    /// as Python's GIL for a few records).
+    pub fn in_memory(&self, i: u64) -> bool {
+        self.opts.mmap
+            && self.locate(i).is_ok_and(|(shard, _)| {
+                let shard = &self.shards[shard];
+                shard.local && shard.index.compression == Compression::None
+            })
+    }
+
     /// Record `i`: its shard, and the record (payload and offset).
     pub fn get(&self, i: u64) -> Result<(usize, Record), IndexError> {
         let mut one = self.get_many(&[i])?;
