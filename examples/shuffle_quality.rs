@@ -16,7 +16,9 @@ use infeed::pipeline::Pipeline;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let glob = args.get(1).map_or("/tmp/benchdata/lm/*.tfrecord", |s| s.as_str());
+    let glob = args
+        .get(1)
+        .map_or("/tmp/benchdata/lm/*.tfrecord", |s| s.as_str());
     let index_dir = args
         .iter()
         .position(|a| a == "--index-dir")
@@ -51,7 +53,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let modes: Vec<(&str, Pipeline)> = vec![
         (
             "buffer shuffle (files shuffled, interleave 4, buffer 10 000)",
-            base.clone().shuffle_files().interleave(4, 1).shuffle(10_000),
+            base.clone()
+                .shuffle_files()
+                .interleave(4, 1)
+                .shuffle(10_000),
         ),
         ("global shuffle", with_dir(base.clone().global_shuffle())),
         (

@@ -107,6 +107,10 @@ pub struct ConvertArgs {
     /// Worker threads (default: one per available core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Write no index beside the shards (by default each shard's index,
+    /// SHARD.index, is written: what random access and --global-shuffle read).
+    #[arg(long)]
+    no_index: bool,
     /// No progress bar or progress lines.
     #[arg(long, short)]
     quiet: bool,
@@ -309,7 +313,8 @@ fn options(args: &ConvertArgs) -> Result<ConvertOptions, CliError> {
         .task_index(args.task_index)
         .num_tasks(args.num_tasks)
         .threads(args.threads)
-        .tfds(tfds))
+        .tfds(tfds)
+        .index(!args.no_index))
 }
 
 /// Converts, then prints a summary: records, bytes, speed, shards, skipped records.

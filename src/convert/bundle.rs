@@ -153,7 +153,9 @@ impl RowWriter {
                 Some((tok, t.mode, i))
             }
         };
-        let writer = ShardWriter::new(sink, attempt_stem(stem, attempt), compression, limit);
+        // Each shard's index is written with it (what random access and
+        // `global_shuffle` read), committed beside it.
+        let writer = ShardWriter::new(sink, attempt_stem(stem, attempt), compression, limit, true);
         Ok(RowWriter {
             writer: Some(writer),
             layout,
@@ -420,6 +422,7 @@ mod tests {
             task_index: 0,
             num_tasks: 1,
             tfds: None,
+            index: true,
         };
         let done = finalize(sink.as_ref(), &layout, &schema, &closed, Value::Null).unwrap();
         let names: Vec<&str> = done.shards.iter().map(|s| s.name.as_str()).collect();
@@ -438,7 +441,11 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         files.sort();
-        let mut want: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        // Each shard with its index, and the manifest.
+        let mut want: Vec<String> = names
+            .iter()
+            .flat_map(|n| [n.to_string(), format!("{n}.index")])
+            .collect();
         want.push(manifest_name("train"));
         want.sort();
         assert_eq!(files, want, "no temporary file of any attempt is left");

@@ -30,6 +30,8 @@ pub struct OutputLayout {
     pub num_tasks: usize,
     /// Write a TFDS directory's JSON files too.
     pub tfds: Option<TfdsTarget>,
+    /// Write each shard's index beside it (`crate::index`).
+    pub index: bool,
 }
 
 /// What a commit did (`infeed convert`'s, or [`finalize`](super::bundle::finalize)): the
@@ -73,12 +75,21 @@ pub(super) fn commit(
             c.records,
             layout.compression,
         );
+        // A commit run again (a runner retrying its finalize) finds the
+        // shards it moved already in place: the same bytes, so done.
+        let mut moved = false;
         if let Err(e) = sink.commit(&c.temp, &name) {
-            // A commit run again (a runner retrying its finalize) finds the
-            // shards it moved already in place: the same bytes, so done.
-            let moved = e.kind() == std::io::ErrorKind::NotFound && is_in_place(sink, &name, c);
+            moved = e.kind() == std::io::ErrorKind::NotFound && is_in_place(sink, &name, c);
             if !moved {
                 return Err(ConvertError::output(sink.location(&name), e));
+            }
+        }
+        if layout.index {
+            let index = format!("{name}{}", crate::index::SUFFIX);
+            if let Err(e) = sink.commit(&shard::index_temp(&c.temp), &index)
+                && !(moved && e.kind() == std::io::ErrorKind::NotFound)
+            {
+                return Err(ConvertError::output(sink.location(&index), e));
             }
         }
         shards.push(CommittedShard {
@@ -114,6 +125,10 @@ pub(super) fn commit(
         if ours && !shards.iter().any(|s| s.name == name) {
             sink.remove(&name)
                 .map_err(|e| ConvertError::output(sink.location(&name), e))?;
+            // Its index, if it had one, describes a shard that is gone.
+            let index = format!("{name}{}", crate::index::SUFFIX);
+            sink.remove(&index)
+                .map_err(|e| ConvertError::output(sink.location(&index), e))?;
             removed.push(name);
         }
     }

@@ -7,6 +7,7 @@
 use std::io::{self, Write};
 use std::sync::Arc;
 
+use crate::index::{BuildOptions, IndexBuilder, SUFFIX};
 use crate::record::{Compression, FOOTER_LEN, HEADER_LEN, RecordWriter};
 
 use super::error::ConvertError;
@@ -84,11 +85,21 @@ pub(super) fn temp_name(stem: &str, index: usize) -> String {
     format!(".{stem}-{index:05}.tmp")
 }
 
+/// The temporary name of the index of the shard of temporary name `temp`.
+pub(super) fn index_temp(temp: &str) -> String {
+    format!(
+        "{}{}.tmp",
+        temp.strip_suffix(".tmp").unwrap_or(temp),
+        SUFFIX
+    )
+}
+
 /// True when `name` is a temporary shard name of `stem`.
 #[cfg(any(test, feature = "convert"))]
 pub(super) fn is_temp_of(stem: &str, name: &str) -> bool {
     name.strip_prefix(&format!(".{stem}-"))
         .and_then(|rest| rest.strip_suffix(".tmp"))
+        .map(|rest| rest.strip_suffix(SUFFIX).unwrap_or(rest))
         .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }
 
@@ -122,11 +133,13 @@ pub(super) fn is_shard_of(naming: Naming, stem: &str, name: &str) -> bool {
     }
 }
 
-/// Counts bytes and computes the CRC32C of everything written through it.
+/// Counts bytes and computes the CRC32C of everything written through it,
+/// and, when asked, the shard's index from the same bytes.
 pub(crate) struct HashWriter<W> {
     inner: W,
     bytes: u64,
     crc: u32,
+    index: Option<IndexBuilder>,
 }
 
 impl<W: Write> Write for HashWriter<W> {
@@ -134,6 +147,9 @@ impl<W: Write> Write for HashWriter<W> {
         let n = self.inner.write(buf)?;
         self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
         self.bytes += n as u64;
+        if let Some(index) = &mut self.index {
+            index.push(&buf[..n]).map_err(io::Error::other)?;
+        }
         Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -179,6 +195,8 @@ pub(crate) struct ShardWriter {
     stem: String,
     compression: Compression,
     limit: ShardLimit,
+    /// Write each shard's index (under a temporary name beside it).
+    index: bool,
     open: Option<Open>,
     closed: Vec<Closed>,
 }
@@ -189,12 +207,14 @@ impl ShardWriter {
         stem: String,
         compression: Compression,
         limit: ShardLimit,
+        index: bool,
     ) -> Self {
         ShardWriter {
             sink,
             stem,
             compression,
             limit,
+            index,
             open: None,
             closed: Vec::new(),
         }
@@ -224,10 +244,19 @@ impl ShardWriter {
                 .sink
                 .create(&temp)
                 .map_err(|e| ConvertError::output(self.sink.location(&temp), e))?;
+            let index = match self.index {
+                false => None,
+                true => Some(
+                    IndexBuilder::new(&temp, self.compression, &BuildOptions::default()).map_err(
+                        |e| ConvertError::output(self.sink.location(&temp), io::Error::other(e)),
+                    )?,
+                ),
+            };
             let hashed = HashWriter {
                 inner: object,
                 bytes: 0,
                 crc: 0,
+                index,
             };
             self.open = Some(Open {
                 temp,
@@ -260,6 +289,15 @@ impl ShardWriter {
             .inner
             .close()
             .map_err(|e| ConvertError::output(&loc, e))?;
+        if let Some(index) = hashed.index {
+            let idx = index
+                .finish()
+                .map_err(|e| ConvertError::output(&loc, io::Error::other(e)))?;
+            let name = index_temp(&open.temp);
+            self.sink
+                .put(&name, &idx.encode())
+                .map_err(|e| ConvertError::output(self.sink.location(&name), e))?;
+        }
         self.closed.push(Closed {
             temp: open.temp,
             records,
@@ -281,7 +319,9 @@ impl ShardWriter {
             drop(open);
         }
         for i in 0..=self.closed.len() {
-            let _ = self.sink.remove(&temp_name(&self.stem, i));
+            let temp = temp_name(&self.stem, i);
+            let _ = self.sink.remove(&index_temp(&temp));
+            let _ = self.sink.remove(&temp);
         }
     }
 }

@@ -92,6 +92,9 @@ pub struct ConvertOptions {
     /// Write a TensorFlow Datasets directory (this split of this dataset)
     /// instead of plain shards: TFDS names, `features.json`, `dataset_info.json`.
     pub tfds: Option<TfdsTarget>,
+    /// Write each shard's index beside it (`SHARD.index`, what random
+    /// access and `global_shuffle` read; default on).
+    pub index: bool,
 }
 
 impl Default for ConvertOptions {
@@ -115,11 +118,18 @@ impl Default for ConvertOptions {
             num_tasks: 1,
             threads: 0,
             tfds: None,
+            index: true,
         }
     }
 }
 
 impl ConvertOptions {
+    /// Sets [`index`](Self::index): write each shard's index beside it.
+    pub fn index(mut self, index: bool) -> Self {
+        self.index = index;
+        self
+    }
+
     /// Sets [`inputs`](Self::inputs): input paths or glob patterns, in order.
     pub fn inputs(mut self, inputs: Vec<String>) -> Self {
         self.inputs = inputs;
@@ -990,6 +1000,7 @@ fn output_layout_of(opts: &ConvertOptions, stem: String) -> OutputLayout {
         task_index: opts.task_index,
         num_tasks: opts.num_tasks,
         tfds: opts.tfds.clone(),
+        index: opts.index,
     }
 }
 
@@ -1076,6 +1087,7 @@ pub fn convert(
         stem.clone(),
         opts.compression,
         opts.shard_limit,
+        opts.index,
     );
     let reader = ChunkReader {
         files: &files,

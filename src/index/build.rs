@@ -8,7 +8,7 @@ use std::io::Read;
 
 use super::error::IndexError;
 use super::format::{RecordsBuilder, ShardIndex};
-use super::identity::current_with_head;
+use super::identity::{HASHED, ShardId, current_with_head, hash};
 use super::zran::PointFinder;
 use crate::record::{
     Compression, DETECT_LEN, Deframer, ErrorKind, ReadOptions, Record, RecordError, RecordReader,
@@ -99,52 +99,191 @@ fn inflate(
     opts: &BuildOptions,
     keep: &mut impl FnMut(Record) -> Result<(), IndexError>,
 ) -> Result<(u64, Vec<crate::index::zran::AccessPoint>), IndexError> {
-    let mut finder = PointFinder::new(compression, opts.span).map_err(|e| corrupt(url, 0, e.0))?;
-    let mut deframer = Deframer::new(url, &opts.read);
-    let mut failure: Option<IndexError> = None;
-    let mut frame = |deframer: &mut Deframer, failure: &mut Option<IndexError>| {
-        while failure.is_none() {
-            match deframer.next_record() {
-                Ok(Some(record)) => {
-                    if let Err(e) = keep(record) {
-                        *failure = Some(e);
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => *failure = Some(e.into()),
-            }
-        }
-    };
+    let mut framer = Framer::new(url, compression, opts)?;
     let mut buf = vec![0u8; READ];
-    let mut read = 0u64;
     loop {
         let n = read_full(&mut reader, &mut buf)
-            .map_err(|e| RecordError::new(url, read, ErrorKind::from_io(e)))?;
+            .map_err(|e| RecordError::new(url, framer.read, ErrorKind::from_io(e)))?;
         if n == 0 {
             break;
         }
-        read += n as u64;
-        finder
-            .push(&buf[..n], |chunk| {
-                deframer.push(chunk);
-                frame(&mut deframer, &mut failure);
-            })
-            .map_err(|e| corrupt(url, read, e.0))?;
-        if let Some(e) = failure.take() {
+        framer.push(&buf[..n], keep)?;
+    }
+    let read = framer.read;
+    let points = framer.finish(keep)?;
+    Ok((read, points))
+}
+
+/// A shard's bytes framed as they are pushed: inflated first (GZIP, ZLIB,
+/// with access points), its records checked and handed on.
+struct Framer {
+    url: String,
+    finder: Option<PointFinder>,
+    deframer: Deframer,
+    /// Bytes pushed.
+    read: u64,
+}
+
+impl Framer {
+    fn new(url: &str, compression: Compression, opts: &BuildOptions) -> Result<Framer, IndexError> {
+        let finder = match compression {
+            Compression::None => None,
+            c => Some(PointFinder::new(c, opts.span).map_err(|e| corrupt(url, 0, e.0))?),
+        };
+        let read = ReadOptions {
+            compression: Some(compression),
+            ..opts.read.clone()
+        };
+        Ok(Framer {
+            url: url.to_owned(),
+            finder,
+            deframer: Deframer::new(url, &read),
+            read: 0,
+        })
+    }
+
+    /// Frames the records of the next bytes, handing each to `keep`.
+    fn push(
+        &mut self,
+        bytes: &[u8],
+        keep: &mut impl FnMut(Record) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        self.read += bytes.len() as u64;
+        let mut failure = None;
+        let deframer = &mut self.deframer;
+        match self.finder.as_mut() {
+            None => {
+                deframer.push(bytes::Bytes::copy_from_slice(bytes));
+                failure = drain(deframer, keep).err();
+            }
+            Some(finder) => finder
+                .push(bytes, |chunk| {
+                    deframer.push(chunk);
+                    if failure.is_none() {
+                        failure = drain(deframer, keep).err();
+                    }
+                })
+                .map_err(|e| corrupt(&self.url, self.read, e.0))?,
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Frames the rest; the access points.
+    fn finish(
+        mut self,
+        keep: &mut impl FnMut(Record) -> Result<(), IndexError>,
+    ) -> Result<Vec<crate::index::zran::AccessPoint>, IndexError> {
+        let mut failure = None;
+        let deframer = &mut self.deframer;
+        let points = match self.finder.take() {
+            None => Vec::new(),
+            Some(finder) => finder
+                .finish(|chunk| {
+                    deframer.push(chunk);
+                    if failure.is_none() {
+                        failure = drain(deframer, keep).err();
+                    }
+                })
+                .map_err(|e| corrupt(&self.url, self.read, e.0))?,
+        };
+        if let Some(e) = failure {
             return Err(e);
         }
+        deframer.finish()?;
+        drain(deframer, keep)?;
+        Ok(points)
     }
-    let points = finder
-        .finish(|chunk| {
-            deframer.push(chunk);
-            frame(&mut deframer, &mut failure);
+}
+
+/// Hands every record the deframer has to `keep`.
+fn drain(
+    deframer: &mut Deframer,
+    keep: &mut impl FnMut(Record) -> Result<(), IndexError>,
+) -> Result<(), IndexError> {
+    while let Some(record) = deframer.next_record()? {
+        keep(record)?;
+    }
+    Ok(())
+}
+
+/// A shard's index built from its bytes as they are written (`infeed
+/// convert`, the Beam transforms): what a writer knows, with no read back.
+/// The shard's name is not recorded (a written shard gets its final name
+/// only when committed): its size and end hashes identify it.
+pub struct IndexBuilder {
+    framer: Framer,
+    records: RecordsBuilder,
+    compression: Compression,
+    span: u64,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl IndexBuilder {
+    /// A builder of the index of a shard of `compression`, its bytes to be
+    /// pushed in order; `name` names it in errors.
+    pub fn new(
+        name: &str,
+        compression: Compression,
+        opts: &BuildOptions,
+    ) -> Result<Self, IndexError> {
+        Ok(IndexBuilder {
+            framer: Framer::new(name, compression, opts)?,
+            records: RecordsBuilder::new(),
+            compression,
+            span: opts.span,
+            head: Vec::with_capacity(HASHED as usize),
+            tail: Vec::with_capacity(2 * HASHED as usize),
         })
-        .map_err(|e| corrupt(url, read, e.0))?;
-    deframer.finish()?;
-    frame(&mut deframer, &mut failure);
-    match failure {
-        Some(e) => Err(e),
-        None => Ok((read, points)),
+    }
+
+    /// The shard's next bytes, as written.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), IndexError> {
+        let room = HASHED as usize - self.head.len();
+        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
+        self.tail
+            .extend_from_slice(&bytes[bytes.len().saturating_sub(HASHED as usize)..]);
+        if self.tail.len() > 2 * HASHED as usize {
+            self.tail.drain(..self.tail.len() - HASHED as usize);
+        }
+        let (records, url) = (&mut self.records, self.framer.url.clone());
+        self.framer.push(bytes, &mut |r: Record| {
+            records
+                .push(r.offset, r.data.len() as u64)
+                .map_err(|e| corrupt(&url, r.offset, e))
+        })
+    }
+
+    /// The index of the bytes pushed.
+    pub fn finish(self) -> Result<ShardIndex, IndexError> {
+        let IndexBuilder {
+            framer,
+            mut records,
+            compression,
+            span,
+            head,
+            tail,
+        } = self;
+        let size = framer.read;
+        let url = framer.url.clone();
+        let points = framer.finish(&mut |r: Record| {
+            records
+                .push(r.offset, r.data.len() as u64)
+                .map_err(|e| corrupt(&url, r.offset, e))
+        })?;
+        let shard = ShardId {
+            name: String::new(),
+            size,
+            head_hash: hash(&head),
+            tail_hash: hash(&tail[tail.len().saturating_sub(HASHED as usize)..]),
+            version: None,
+        };
+        let span = if compression == Compression::None {
+            0
+        } else {
+            span
+        };
+        Ok(records.finish(shard, compression, span, points))
     }
 }
 

@@ -21,7 +21,8 @@ pub use crate::source::ShardVersion as Version;
 /// What an index says it describes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShardId {
-    /// The shard's file name (its last path segment).
+    /// The shard's file name (its last path segment); empty in an index
+    /// written as the shard was (`IndexBuilder`), before it had its name.
     pub name: String,
     pub size: u64,
     /// xxh3 of the first and of the last 4 KiB.
@@ -113,7 +114,9 @@ impl ShardId {
     /// and (where both have one of a kind) version. `index` and `shard`
     /// name the files for the error.
     pub fn check(&self, now: &ShardId, index: &str, shard: &str) -> Result<(), IndexError> {
-        if self.name != now.name {
+        // An index written with its shard has no name (the shard had none
+        // yet): its size and end hashes identify the shard.
+        if !self.name.is_empty() && self.name != now.name {
             return Err(IndexError::OtherShard {
                 index: index.to_owned(),
                 shard: shard.to_owned(),

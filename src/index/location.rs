@@ -11,8 +11,9 @@ use super::format::ShardIndex;
 use super::identity::{current, file_name};
 use crate::source::{ReadStats, SourceError, SourceOptions, Store, io_runtime};
 
-/// What an index file's name adds to its shard's.
-pub const SUFFIX: &str = ".index";
+/// What an index file's name adds to its shard's (a glob of shards never
+/// matches one).
+pub const SUFFIX: &str = crate::source::INDEX_SUFFIX;
 
 /// The index of `shard`: beside it, or in `dir` under the shard's file name.
 pub fn index_url(shard: &str, dir: Option<&str>) -> String {

@@ -24,7 +24,7 @@ mod location;
 pub mod zran;
 
 pub use access::{AccessOptions, RandomAccess};
-pub use build::{BuildOptions, DEFAULT_SPAN, build};
+pub use build::{BuildOptions, DEFAULT_SPAN, IndexBuilder, build};
 pub use error::IndexError;
 pub use format::{FORMAT_VERSION, ShardIndex};
 pub use identity::{ShardId, Version, current};

@@ -15,7 +15,7 @@ use super::runtime::io_runtime;
 use super::stats::ReadStats;
 use super::store::{Backend, Store};
 use super::url::Parsed;
-use super::{ShardInfo, ShardVersion, SourceOptions};
+use super::{INDEX_SUFFIX, ShardInfo, ShardVersion, SourceOptions};
 
 impl Store {
     /// Lists the shards matching `pattern` (one pattern, in this store); see
@@ -151,7 +151,10 @@ async fn list_one(
             .await?;
             if last {
                 for (key, size) in level.objects {
-                    if pat.matches(last_segment(&key)) {
+                    // A shard's index beside it is no shard, whatever the
+                    // glob (`train-*` matches `train-00000.tfrecord.index`).
+                    let name = last_segment(&key);
+                    if pat.matches(name) && !name.ends_with(INDEX_SUFFIX) {
                         found.push(ShardInfo {
                             url: parsed.url_of(&key),
                             size,

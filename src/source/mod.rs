@@ -65,6 +65,10 @@ pub struct ShardInfo {
     pub size: u64,
 }
 
+/// What the name of a shard's index file adds to the shard's
+/// (`crate::index`): a glob never matches one.
+pub const INDEX_SUFFIX: &str = ".index";
+
 /// A shard's version, as its store says: what changes when it is
 /// rewritten.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

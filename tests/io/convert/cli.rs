@@ -62,7 +62,7 @@ fn listing(dir: &Path) -> Vec<String> {
 pub fn shards(dir: &Path) -> Vec<PathBuf> {
     listing(dir)
         .into_iter()
-        .filter(|n| n.contains(".tfrecord") && !n.starts_with('.'))
+        .filter(|n| n.contains(".tfrecord") && !n.starts_with('.') && !n.ends_with(".index"))
         .map(|n| dir.join(n))
         .collect()
 }
@@ -132,9 +132,14 @@ fn jsonl_round_trips_through_cat_exactly() {
         ),
         "{stdout}"
     );
+    // Each shard with its index (what random access reads).
     assert_eq!(
         listing(out.path()),
-        vec!["train-00000-of-00001.tfrecord", "train.manifest.json"]
+        vec![
+            "train-00000-of-00001.tfrecord",
+            "train-00000-of-00001.tfrecord.index",
+            "train.manifest.json"
+        ]
     );
     assert_eq!(cat(&shards(out.path())), sample_expected());
 }
@@ -340,8 +345,11 @@ fn naming_tf_and_hf_with_records_per_shard_and_shard_size() {
         listing(out.path()),
         vec![
             "train-00000-of-00003.tfrecord",
+            "train-00000-of-00003.tfrecord.index",
             "train-00001-of-00003.tfrecord",
+            "train-00001-of-00003.tfrecord.index",
             "train-00002-of-00003.tfrecord",
+            "train-00002-of-00003.tfrecord.index",
             "train.manifest.json"
         ]
     );
@@ -365,8 +373,11 @@ fn naming_tf_and_hf_with_records_per_shard_and_shard_size() {
         listing(out.path()),
         vec![
             "wiki-0-2.tfrecord",
+            "wiki-0-2.tfrecord.index",
             "wiki-1-2.tfrecord",
+            "wiki-1-2.tfrecord.index",
             "wiki-2-1.tfrecord",
+            "wiki-2-1.tfrecord.index",
             "wiki.manifest.json"
         ]
     );
@@ -684,8 +695,11 @@ fn rerun_replaces_shards_and_never_duplicates() {
         listing(out.path()),
         vec![
             "train-00000-of-00003.tfrecord",
+            "train-00000-of-00003.tfrecord.index",
             "train-00001-of-00003.tfrecord",
+            "train-00001-of-00003.tfrecord.index",
             "train-00002-of-00003.tfrecord",
+            "train-00002-of-00003.tfrecord.index",
             "train.manifest.json",
             "unrelated.txt"
         ]

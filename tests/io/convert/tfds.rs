@@ -63,10 +63,14 @@ fn two_splits_from_two_runs_read_with_counts_known() {
             "features.json",
             "sample_ds-test.manifest.json",
             "sample_ds-test.tfrecord-00000-of-00002",
+            "sample_ds-test.tfrecord-00000-of-00002.index",
             "sample_ds-test.tfrecord-00001-of-00002",
+            "sample_ds-test.tfrecord-00001-of-00002.index",
             "sample_ds-train.manifest.json",
             "sample_ds-train.tfrecord-00000-of-00002",
+            "sample_ds-train.tfrecord-00000-of-00002.index",
             "sample_ds-train.tfrecord-00001-of-00002",
+            "sample_ds-train.tfrecord-00001-of-00002.index",
         ]
     );
     let d = dir.display().to_string();

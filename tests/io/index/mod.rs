@@ -156,6 +156,16 @@ fn an_index_saved_beside_its_shard_or_in_a_folder_loads_back() {
     assert_eq!(beside, format!("{}.index", files[0]));
     save(&idx, &beside, &Default::default()).unwrap();
     assert_eq!(load(&files[0], &beside, &Default::default()).unwrap(), idx);
+    // A glob of the shards passes over the index beside them.
+    let listed = infeed::source::list_shards_blocking(
+        &format!("{}/part-*", dir.path().display()),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.url.clone()).collect::<Vec<_>>(),
+        files
+    );
     let elsewhere = dir.path().join("indexes").display().to_string();
     let there = index_url(&files[0], Some(&elsewhere));
     assert_eq!(there, format!("{elsewhere}/part-0.tfrecord.gz.index"));
@@ -320,4 +330,93 @@ fn index_sizes() {
     assert!(bytes * 100 < size, "{bytes} of {size}");
     let idx2 = ShardIndex::decode(&idx.encode(), "x").unwrap();
     assert_eq!(idx2, idx);
+}
+
+/// On each emulated cloud: plain and GZIP shards indexed from the bucket,
+/// their indexes written to a prefix of it (to a local folder for gs://,
+/// whose emulator takes no object_store writes), loaded back and read
+/// through; a global shuffle over them reads every record once.
+#[cfg(feature = "cloud")]
+#[test]
+#[ignore = "needs emulators: scripts/emulators.sh (scripts/test.sh starts them)"]
+fn indexes_of_cloud_shards_read_every_record() {
+    use crate::emulators::{bucket, require_emulators, unique_prefix, upload};
+    require_emulators();
+    let local = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for scheme in ["gs", "s3", "az"] {
+        let base = format!("{scheme}://{}", bucket());
+        let prefix = unique_prefix("index");
+        for c in [Compression::None, Compression::Gzip] {
+            let sub = local.path().join(format!("{scheme}-{c}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            let files = shards(&sub, &[90, 35], c);
+            let want = sequential(&files);
+            let urls: Vec<String> = files
+                .iter()
+                .map(|f| {
+                    let key = format!("{prefix}/{c}/{}", f.rsplit('/').next().unwrap());
+                    rt.block_on(upload(&base, &key, &std::fs::read(f).unwrap()));
+                    format!("{base}/{key}")
+                })
+                .collect();
+            let dir = match scheme {
+                "gs" => sub.join("idx").display().to_string(),
+                _ => format!("{base}/{prefix}/idx-{c}"),
+            };
+            let opts = BuildOptions {
+                span: 16 << 10,
+                ..BuildOptions::default()
+            };
+            for url in &urls {
+                let idx = build(url, &opts).unwrap();
+                save(&idx, &index_url(url, Some(&dir)), &Default::default()).unwrap();
+                assert_eq!(
+                    load(url, &index_url(url, Some(&dir)), &Default::default()).unwrap(),
+                    idx
+                );
+            }
+            let access = RandomAccess::open(
+                &urls,
+                &AccessOptions {
+                    index: IndexOptions {
+                        dir: Some(dir.clone()),
+                        ..IndexOptions::default()
+                    },
+                    ..AccessOptions::default()
+                },
+            )
+            .unwrap();
+            let order: Vec<u64> = (0..want.len() as u64)
+                .map(|k| k * 37 % want.len() as u64)
+                .collect();
+            for (k, (shard, r)) in access.get_many(&order).unwrap().iter().enumerate() {
+                assert_eq!(
+                    (*shard, r.offset, r.data.to_vec()),
+                    want[order[k] as usize],
+                    "{scheme} {c}"
+                );
+            }
+            // The pipeline's global shuffle, by record and by block.
+            for blocks in [None, Some(8192)] {
+                let p = infeed::pipeline::Pipeline::from_files(urls.clone())
+                    .unwrap()
+                    .index_dir(&dir);
+                let p = match blocks {
+                    None => p.global_shuffle(),
+                    Some(b) => p.global_shuffle_blocks(b),
+                };
+                let mut got: Vec<Vec<u8>> = p
+                    .build_raw(16, false)
+                    .unwrap()
+                    .flat_map(|b| b.unwrap().records)
+                    .map(|r| r.to_vec())
+                    .collect();
+                got.sort();
+                let mut all: Vec<Vec<u8>> = want.iter().map(|w| w.2.clone()).collect();
+                all.sort();
+                assert_eq!(got, all, "{scheme} {c} {blocks:?}");
+            }
+        }
+    }
 }
