@@ -28,7 +28,7 @@
 //! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
 //!   shards (`infeed convert`); its writing half alone with feature `encode`
 //!   (plus `tokenize` for a tokenizer), for rows from another engine. Uses
-//!   `record`, `example`, `source` and `tfds`.
+//!   `record`, `example`, `source`, `index` and `tfds`.
 //! - `xla` (feature `xla`): PJRT plugins, compiled StableHLO programs,
 //!   zero-copy upload of batches and a device feeder for training loops.
 //!   Uses `batch`.
