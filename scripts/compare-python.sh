@@ -18,11 +18,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
+# shellcheck source=scripts/tf-venv.sh
+source scripts/tf-venv.sh
 
 PINS=(tensorflow-cpu==2.21.0 grain==0.2.18 maturin==1.16.0)
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
-VENV=.venv
-VPY="$VENV/bin/python"
 SCALE=1
 ROUNDS=2
 RESULTS=""
@@ -50,14 +50,7 @@ RESULTS="${RESULTS:-$DATA/python-$(date +%Y%m%d-%H%M%S).jsonl}"
 log() { echo "compare-python.sh: $*" >&2; }
 
 # 1. The venv: TensorFlow, Grain, maturin at their pins.
-[[ -x "$VPY" ]] || "${PYTHON:-python3}" -m venv "$VENV"
-if ! "$VPY" - "${PINS[@]}" <<'PY' 2>/dev/null; then
-import importlib.metadata as m, sys
-sys.exit(0 if all(m.version(p.split("==")[0]) == p.split("==")[1] for p in sys.argv[1:]) else 1)
-PY
-    log "installing ${PINS[*]} into $VENV"
-    "$VPY" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
-fi
+ensure_venv_pins compare-python.sh "${PINS[@]}"
 
 # 2. infeed, and the package (release) into the same venv.
 cargo build --release --quiet --bin infeed

@@ -26,26 +26,12 @@ from typing import Any, cast
 
 from infeed import _infeed
 from infeed.index import build_index, files_of
-from infeed.pipeline import FixedLen, Image, Iterator, Pipeline, Spec, VarLen
+from infeed.pipeline import Iterator, Pipeline, Spec, spec_entries
 
 try:  # Grain is needed only for IterDataset.
     import grain as _grain
 except ImportError:  # pragma: no cover - grain is in the test requirements
     _grain = None
-
-
-def _spec(spec: Spec | None) -> Any:
-    if spec is None or isinstance(spec, str):
-        return spec
-    entries = []
-    for name, feature in spec.items():
-        if not isinstance(feature, (VarLen, FixedLen, Image)):
-            raise TypeError(
-                f"feature {name!r}: expected infeed.VarLen, infeed.FixedLen or infeed.Image, "
-                f"got {type(feature).__name__}"
-            )
-        entries.append(feature._entry(name))
-    return entries
 
 
 class TFRecordSource(_infeed.RecordSource):
@@ -72,7 +58,8 @@ class TFRecordSource(_infeed.RecordSource):
     ) -> TFRecordSource:
         listed = files_of(files)
         index_dir = None if index is None else os.fspath(index)
-        self = cast(TFRecordSource, super().__new__(cls, listed, index_dir, _spec(spec)))
+        entries = None if spec is None else spec_entries(spec)
+        self = cast(TFRecordSource, super().__new__(cls, listed, index_dir, entries))
         self._args = (listed, index_dir, spec)
         return self
 

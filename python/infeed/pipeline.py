@@ -107,6 +107,22 @@ class Image:
 Spec = Mapping[str, VarLen | FixedLen | Image] | str
 
 
+def spec_entries(spec: Spec) -> str | list[SpecEntry]:
+    """A spec as the engine takes it: the string as it is, a dict as its
+    entries (a feature of any other type is a TypeError naming it)."""
+    if isinstance(spec, str):
+        return spec
+    entries = []
+    for name, feature in spec.items():
+        if not isinstance(feature, (VarLen, FixedLen, Image)):
+            raise TypeError(
+                f"feature {name!r}: expected infeed.VarLen, infeed.FixedLen or "
+                f"infeed.Image, got {type(feature).__name__}"
+            )
+        entries.append(feature._entry(name))
+    return entries
+
+
 class Pipeline:
     """A description of an input pipeline; iterating it starts it.
 
@@ -423,17 +439,7 @@ class Pipeline:
             return self._with("parse", self._tfds_entries(features))
         if features is not None:
             raise TypeError("parse: give a spec or features=, not both")
-        if isinstance(spec, str):
-            return self._with("parse", spec)
-        entries = []
-        for name, feature in spec.items():
-            if not isinstance(feature, (VarLen, FixedLen, Image)):
-                raise TypeError(
-                    f"feature {name!r}: expected infeed.VarLen, infeed.FixedLen or "
-                    f"infeed.Image, got {type(feature).__name__}"
-                )
-            entries.append(feature._entry(name))
-        return self._with("parse", entries)
+        return self._with("parse", spec_entries(spec))
 
     def _tfds_entries(self, features: Sequence[str] | None) -> list[SpecEntry]:
         """The dataset's own spec, or the part of it ``features`` names."""
