@@ -35,9 +35,12 @@ def tfds_files(dir: str, split: str) -> list[str]:
     """The files a TFDS split string selects in the dataset directory, in
     reading order."""
 
-def tfds_spec(dir: str) -> list[tuple[str, str, str, list[int], list[Any] | None]]:
+def tfds_spec(
+    dir: str,
+) -> list[tuple[tuple[str, str, str, list[int], list[Any] | None], str]]:
     """The spec of a TFDS dataset's own features (features.json): entries
-    ``(name, kind, dtype, shape, default)``."""
+    ``(name, kind, dtype, shape, default)``, each with the TFDS feature it
+    comes from (``"Text"``, ``"Image"``, ...)."""
 
 @final
 class Buffer:

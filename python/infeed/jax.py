@@ -23,6 +23,9 @@ emits the same number of equal batches, so no per-step allgather of sizes is
 needed. A background thread makes the arrays ``prefetch`` batches ahead;
 :attr:`DeviceIterator.wait_seconds` says how long the step waited for them.
 
+A bytes or text feature (a numpy array of ``bytes`` objects) cannot go to
+a device: it stays a numpy array of this process's rows, in the same dict.
+
 JAX holds 32-bit integers unless ``jax_enable_x64`` is set: give the
 pipeline ``.cast("int32")`` rather than letting JAX narrow int64 arrays.
 """
@@ -126,8 +129,11 @@ class DeviceIterator:
     def _produce(self, host: Iterator, out: queue.Queue, stop: threading.Event) -> None:
         try:
             for batch in host:
+                # Bytes and text (dtype object) stay on the host: this process's rows.
                 arrays = {
-                    name: jax.make_array_from_process_local_data(self._sharding_for(name), value)
+                    name: value
+                    if value.dtype == object
+                    else jax.make_array_from_process_local_data(self._sharding_for(name), value)
                     for name, value in batch.items()
                 }
                 item = (arrays, host.get_state())

@@ -431,10 +431,17 @@ class Pipeline:
         records are parsed by the dataset's own features (features.json;
         nested names joined with ``/``), or by those named in ``features``,
         in that order. An Image of static size (MNIST's ``(28, 28, 1)``) is
-        decoded to uint8 ``[H, W, C]``; Text features, and Images of unknown
-        size, come as bytes, which batches cannot hold: leave them out with
-        ``features=``, or give a spec with an :class:`Image` entry that says
-        the output size (``mode="eval"`` or ``"train"``)."""
+        decoded to uint8 ``[H, W, C]``; a Text feature comes as a numpy array
+        of ``bytes`` objects (dtype object), one per row (``b""`` in padding
+        rows). An Image of unknown size is refused by name: give a spec with
+        an :class:`Image` entry that says its output size (``mode="eval"``
+        or ``"train"``), or leave it out with ``features=``.
+
+        Bytes features (``FixedLen(..., "bytes")``, ``VarLen("bytes")``)
+        without :meth:`decode_raw` come the same way, after the numeric
+        arrays of the batch: host data, left out of :meth:`shapes` (a device
+        program takes numbers); a variable-length one is padded like the
+        others, with ``b""``, and its ``<name>_mask`` is a numeric array."""
         if spec is None:
             return self._with("parse", self._tfds_entries(features))
         if features is not None:
@@ -442,24 +449,34 @@ class Pipeline:
         return self._with("parse", spec_entries(spec))
 
     def _tfds_entries(self, features: Sequence[str] | None) -> list[SpecEntry]:
-        """The dataset's own spec, or the part of it ``features`` names."""
+        """The dataset's own spec, or the part of it ``features`` names; an
+        Image the spec cannot decode is refused by name."""
         if self._tfds is None:
             raise SpecError(
                 "parse() without a spec needs a pipeline from Pipeline.from_tfds "
                 "(a TFDS dataset describes its own features)"
             )
-        entries = _infeed.tfds_spec(self._tfds[0])
-        if features is None:
-            return list(entries)
-        by_name = {entry[0]: entry for entry in entries}
+        pairs = _infeed.tfds_spec(self._tfds[0])
+        by_name = {entry[0]: (entry, tfds_type) for entry, tfds_type in pairs}
+        names = [entry[0] for entry, _ in pairs] if features is None else list(features)
         picked: list[SpecEntry] = []
-        for name in features:
+        for name in names:
             if name not in by_name:
                 raise SpecError(
                     f"the dataset has no feature {name!r}; it has {sorted(by_name)}",
                     feature=name,
                 )
-            picked.append(by_name[name])
+            entry, tfds_type = by_name[name]
+            if tfds_type == "Image" and entry[1] != "image":
+                raise SpecError(
+                    f"feature {name!r} is a TFDS Image that the dataset's spec cannot "
+                    "decode (its size is not fixed, or it is a sequence of frames, or "
+                    "not uint8): give a spec with an infeed.Image entry for it that says "
+                    "the output size (mode='eval' or 'train'), or leave it out with "
+                    "features=",
+                    feature=name,
+                )
+            picked.append(entry)
         return picked
 
     def batch(self, batch_size: int, drop_remainder: bool = True) -> Pipeline:

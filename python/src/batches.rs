@@ -4,7 +4,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use infeed::batch::{AlignedBuf, Batch, Tensor, TensorType};
+use infeed::batch::{AlignedBuf, Batch, BytesColumn, Tensor, TensorType};
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{Element, PyArray};
 use pyo3::prelude::*;
@@ -120,6 +120,9 @@ impl Batches {
         let dict = PyDict::new(py);
         for (name, tensor) in batch.tensors {
             dict.set_item(name, to_array(py, tensor)?)?;
+        }
+        for (name, column) in batch.bytes {
+            dict.set_item(name, to_object_array(py, &column)?)?;
         }
         Ok(Some(dict))
     }
@@ -242,6 +245,18 @@ fn to_array<'py>(py: Python<'py>, tensor: Tensor) -> PyResult<Bound<'py, PyAny>>
             }
         })
     }
+}
+
+/// A numpy array of `bytes` objects (dtype object) in the column's shape:
+/// Python objects cannot view the column's buffer, so each value is a copy.
+fn to_object_array<'py>(py: Python<'py>, column: &BytesColumn) -> PyResult<Bound<'py, PyAny>> {
+    let values: Vec<Py<PyAny>> = column
+        .iter()
+        .map(|v| PyBytes::new(py, v).into_any().unbind())
+        .collect();
+    let array = numpy::ndarray::Array::from_shape_vec(IxDyn(column.shape()), values)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok(PyArray::from_owned_array(py, array).into_any())
 }
 
 /// # Safety

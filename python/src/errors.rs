@@ -249,7 +249,7 @@ fn plan_feature(e: &PlanError) -> Option<String> {
         | PlanError::ConflictingLengths { feature }
         | PlanError::ZeroLength { feature, .. }
         | PlanError::BadCast { feature, .. }
-        | PlanError::NeedsDecode { feature }
+        | PlanError::NotNumeric { feature }
         | PlanError::NotDecodable { feature, .. }
         | PlanError::PadValue { feature, .. }
         | PlanError::TooLarge { feature, .. }

@@ -38,9 +38,10 @@ fn tfds_files(py: Python<'_>, dir: &str, split: &str) -> PyResult<Vec<String>> {
 /// shape, default)` (an image's dtype slot holds its text form).
 type SpecEntry = (String, &'static str, String, Vec<usize>, Option<Vec<i64>>);
 
-/// The spec of a TFDS dataset's own features (features.json), as entries.
+/// The spec of a TFDS dataset's own features (features.json), as entries,
+/// each with the TFDS feature it comes from (`Text`, `Image`, …).
 #[pyfunction]
-fn tfds_spec(py: Python<'_>, dir: &str) -> PyResult<Vec<SpecEntry>> {
+fn tfds_spec(py: Python<'_>, dir: &str) -> PyResult<Vec<(SpecEntry, String)>> {
     let features = py
         .detach(|| infeed::tfds::TfdsDataset::open(dir).and_then(|d| d.features()))
         .map_err(|e| errors::to_py(py, e.into()))?;
@@ -54,14 +55,15 @@ fn tfds_spec(py: Python<'_>, dir: &str) -> PyResult<Vec<SpecEntry>> {
                 infeed::spec::DType::Bytes => "bytes",
             };
             // An image's text form rides in the dtype slot, as infeed.Image writes it.
-            match (f.image, f.fixed_shape()) {
+            let entry = match (f.image, f.fixed_shape()) {
                 (Some([h, w, c]), _) => {
                     let text = format!("image[{h},{w},{c}]:fixed");
                     (f.name, "image", text, Vec::new(), None)
                 }
                 (None, Some(shape)) => (f.name, "fixed_len", dtype.into(), shape, None),
                 (None, None) => (f.name, "var_len", dtype.into(), Vec::new(), None),
-            }
+            };
+            (entry, f.tfds_type)
         })
         .collect())
 }

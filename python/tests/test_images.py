@@ -1,6 +1,6 @@
 """Image features from Python: uint8 [B, H, W, C] batches, the spec forms,
 normalize (float32 and bfloat16), determinism and ImageError. The records
-and PNGs are written here (pure Python: zlib and a CRC32C table)."""
+and PNGs are written here (pure Python: records.py and zlib)."""
 
 from __future__ import annotations
 
@@ -11,68 +11,14 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
+from records import example, write_tfrecord
 
 import infeed
 
 
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def _masked_crc(data: bytes) -> int:
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    c ^= 0xFFFFFFFF
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _field(tag: int, payload: bytes) -> bytes:
-    return _varint(tag << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _example(image: bytes, label: int) -> bytes:
     """A tf.train.Example with ``image`` (bytes) and ``label`` (int64)."""
-    image_feature = _field(1, _field(1, image))  # Feature.bytes_list.value
-    label_feature = _field(3, _field(1, _varint(label)))  # Feature.int64_list, packed
-    entries = _field(1, _field(1, b"image") + _field(2, image_feature)) + _field(
-        1, _field(1, b"label") + _field(2, label_feature)
-    )
-    return _field(1, entries)
-
-
-def _write(path: pathlib.Path, records: list[bytes]) -> list[int]:
-    """A TFRecord file; gives each record's byte offset."""
-    offsets, at = [], 0
-    with open(path, "wb") as f:
-        for r in records:
-            head = struct.pack("<Q", len(r))
-            f.write(head + struct.pack("<I", _masked_crc(head)) + r)
-            f.write(struct.pack("<I", _masked_crc(r)))
-            offsets.append(at)
-            at += len(r) + 16
-    return offsets
+    return example({"image": [image], "label": [label]})
 
 
 def _png(pixels: np.ndarray) -> bytes:
@@ -103,7 +49,7 @@ def _pixels(h: int, w: int, seed: int) -> np.ndarray:
 def images(tmp_path: pathlib.Path) -> tuple[pathlib.Path, list[np.ndarray], list[int]]:
     pixels = [_pixels(6, 8, i) for i in range(6)]
     path = tmp_path / "images.tfrecord"
-    offsets = _write(path, [_example(_png(p), i) for i, p in enumerate(pixels)])
+    offsets = write_tfrecord(path, [_example(_png(p), i) for i, p in enumerate(pixels)])
     return path, pixels, offsets
 
 
@@ -161,7 +107,7 @@ def test_normalize_gives_float32_or_bfloat16(images) -> None:
 def test_a_corrupt_image_is_an_image_error_naming_file_offset_and_feature(tmp_path) -> None:
     good = _png(_pixels(6, 8, 0))
     path = tmp_path / "bad.tfrecord"
-    offsets = _write(path, [_example(good, 0), _example(good[:40], 1)])
+    offsets = write_tfrecord(path, [_example(good, 0), _example(good[:40], 1)])
     p = infeed.Pipeline.from_files([path]).parse({"image": infeed.Image(6, 8, 3)}).batch(2)
     with pytest.raises(infeed.ImageError) as e:
         list(p)
@@ -179,7 +125,7 @@ def test_skip_corrupt_leaves_out_a_record_whose_image_does_not_decode(tmp_path) 
     path = tmp_path / "some-bad.tfrecord"
     bad = _png(images[1])[:40]
     records = [_example(_png(images[0]), 0), _example(bad, 1), _example(_png(images[2]), 2)]
-    _write(path, records)
+    write_tfrecord(path, records)
     p = (
         infeed.Pipeline.from_files([path])
         .read_options(skip_corrupt=True)

@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 import pytest
 from conftest import LM, TESTDATA, as_lists, assert_same_batches, lm_pipeline, values
+from records import example, write_tfrecord
 
 jax = pytest.importorskip("jax")
 from jax.sharding import Mesh, NamedSharding  # noqa: E402
@@ -74,6 +75,22 @@ def test_device_iterator_state_ignores_prefetched_batches():
     it2.set_state(state)
     got = [{k: np.asarray(v) for k, v in b.items()} for b in it2]
     assert_same_batches(got, full[6:])
+
+
+def test_text_stays_on_the_host_beside_the_global_arrays(tmp_path):
+    sharding = data_sharding()
+    path = tmp_path / "text.tfrecord"
+    texts = [f"text {i}".encode() for i in range(20)]
+    write_tfrecord(path, [example({"text": [t], "id": [i]}) for i, t in enumerate(texts)])
+    spec = {"text": infeed.FixedLen([], "bytes"), "id": infeed.FixedLen([], "int64")}
+    p = infeed.Pipeline.from_files([path]).parse(spec).batch(8)
+    got = list(infeed.jax.device_iterator(p, sharding))
+    assert len(got) == 2
+    for i, batch in enumerate(got):
+        assert isinstance(batch["id"], jax.Array) and batch["id"].sharding == sharding
+        assert isinstance(batch["text"], np.ndarray) and batch["text"].dtype == object
+        assert batch["text"].tolist() == texts[8 * i : 8 * i + 8]
+        assert np.asarray(batch["id"]).tolist() == list(range(8 * i, 8 * i + 8))
 
 
 def test_errors_reach_the_consumer():

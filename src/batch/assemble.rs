@@ -9,9 +9,11 @@ use std::fmt;
 
 use super::bucket::BucketGroup;
 use super::buffer::AlignedBuf;
+use super::bytes_column::{fixed_column, padded_column};
 use super::dtype::{Bf16, TensorType};
 use super::plan::{Assembler, Fill, OutKind, PlanError, Truncation};
-use super::tensor::{Batch, BatchShape, Tensor};
+use super::shape::BatchShape;
+use super::tensor::{Batch, Tensor};
 use crate::example::{Column, ParsedBatch, Values};
 
 /// A batch that could not be assembled. `record` is the record's index in
@@ -414,7 +416,7 @@ impl Assembler {
     pub fn row_length(&self, parsed: &ParsedBatch, record: usize) -> Result<usize, BatchError> {
         let mut longest = 0;
         for out in &self.outputs {
-            if let OutKind::Ragged { .. } = out.kind {
+            if out.group().is_some() {
                 let (_, len) = self.ragged_column(parsed, out, record)?;
                 longest = longest.max(len);
             }
@@ -453,7 +455,9 @@ impl Assembler {
                 OutKind::Dense { count, decode, .. } => {
                     count.checked_mul(decode.as_ref().map_or(1, |d| d.1))
                 }
-                OutKind::Ragged { group, .. } => {
+                // An offset per value; the values' bytes are the records'.
+                OutKind::Bytes { count, .. } => count.checked_mul(8),
+                OutKind::Ragged { group, .. } | OutKind::RaggedBytes { group, .. } => {
                     let bound = self.groups.get(*group).map_or(0, |g| g.bound);
                     let len = match pad_to {
                         PadTo::Length(len) => len.max(bound),
@@ -542,10 +546,49 @@ impl Assembler {
                         ));
                     }
                 }
-                (OutKind::Dense { .. }, _) => {
+                (
+                    OutKind::Bytes {
+                        shape: fshape,
+                        count,
+                    },
+                    Column::Dense { shape, values },
+                ) => {
+                    if shape.first() != Some(&n) || shape.get(1..) != Some(fshape.as_slice()) {
+                        return Err(mismatch(None, name, "dense shape differs from the spec"));
+                    }
+                    if Some(values.len()) != n.checked_mul(*count) {
+                        return Err(mismatch(None, name, "dense values do not fill the shape"));
+                    }
+                    if !matches!(values, Values::Bytes(_)) {
+                        return Err(mismatch(None, name, "expected bytes values"));
+                    }
+                }
+                (
+                    OutKind::RaggedBytes { step, .. },
+                    Column::Ragged {
+                        values,
+                        row_splits,
+                        inner_shape,
+                    },
+                ) => {
+                    if inner_shape != step {
+                        return Err(mismatch(
+                            None,
+                            name,
+                            "ragged rows have another inner shape than the plan",
+                        ));
+                    }
+                    if row_splits.len() != n + 1 {
+                        return Err(mismatch(None, name, "row splits do not match the records"));
+                    }
+                    if !matches!(values, Values::Bytes(_)) {
+                        return Err(mismatch(None, name, "expected bytes values"));
+                    }
+                }
+                (OutKind::Dense { .. } | OutKind::Bytes { .. }, _) => {
                     return Err(mismatch(None, name, "expected a dense column"));
                 }
-                (OutKind::Ragged { .. }, _) => {
+                (OutKind::Ragged { .. } | OutKind::RaggedBytes { .. }, _) => {
                     return Err(mismatch(None, name, "expected a ragged column"));
                 }
             }
@@ -599,7 +642,7 @@ impl Assembler {
         let mut spans: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.outputs.len()];
         let mut longest = vec![0usize; self.groups.len()];
         for (oi, out) in self.outputs.iter().enumerate() {
-            let OutKind::Ragged { group, .. } = out.kind else {
+            let Some(group) = out.group() else {
                 continue;
             };
             let s = &mut spans[oi];
@@ -633,7 +676,7 @@ impl Assembler {
         // Truncation errors first, in record order, before any work.
         for (r, &(_, rec)) in row_src.iter().enumerate() {
             for (oi, out) in self.outputs.iter().enumerate() {
-                let OutKind::Ragged { group, .. } = out.kind else {
+                let Some(group) = out.group() else {
                     continue;
                 };
                 let g = &self.groups[group];
@@ -652,6 +695,15 @@ impl Assembler {
         }
 
         let mut tensors = Vec::with_capacity(self.outputs.len() * 2);
+        let mut bytes = Vec::new();
+        let bytes_of = |ri: usize, oi: usize| match resolved[ri].columns[oi].values() {
+            Values::Bytes(v) => Ok(v),
+            _ => Err(mismatch(
+                None,
+                &self.outputs[oi].name,
+                "expected bytes values",
+            )),
+        };
         for (oi, out) in self.outputs.iter().enumerate() {
             let name = out.name.as_str();
             match &out.kind {
@@ -737,11 +789,45 @@ impl Assembler {
                     };
                     push_padded(&mut tensors, out, mask, *pad, shape, buf, mask_buf);
                 }
+                OutKind::Bytes { shape, count } => {
+                    let sources = row_src
+                        .iter()
+                        .map(|&(ri, rec)| Ok((bytes_of(ri, oi)?, rec * count)))
+                        .collect::<Result<Vec<_>, BatchError>>()?;
+                    let column = fixed_column(sources.into_iter(), *count, batch_size, shape);
+                    bytes.push((name.to_string(), column));
+                }
+                OutKind::RaggedBytes { group, mask, step } => {
+                    let len = lengths[*group];
+                    let keep_end = self.groups[*group].policy.truncation == Truncation::KeepEnd;
+                    let mut kept = Vec::with_capacity(row_src.len());
+                    for (r, &(ri, _)) in row_src.iter().enumerate() {
+                        let (start, n_all) = spans[oi][r];
+                        let n = n_all.min(len);
+                        let src = if keep_end { start + n_all - n } else { start };
+                        kept.push((bytes_of(ri, oi)?, src, n));
+                    }
+                    if let Some((mname, t)) = mask {
+                        let mut mb = self.pool.take_stale(batch_size * len * t.size());
+                        let mut m = Dst::new(&mut mb, *t);
+                        for (r, &(_, _, n)) in kept.iter().enumerate() {
+                            m.fill(r * len, n, Fill::one_or_zero(*t, true));
+                            m.fill(r * len + n, len - n, Fill::zero(*t));
+                        }
+                        let tail = kept.len() * len;
+                        m.fill(tail, batch_size * len - tail, Fill::zero(*t));
+                        let mask_tensor = Tensor::from_parts(*t, vec![batch_size, len], mb);
+                        tensors.push((mname.clone(), mask_tensor));
+                    }
+                    let column = padded_column(kept.into_iter(), len, step, batch_size);
+                    bytes.push((name.to_string(), column));
+                }
             }
         }
         Ok(Batch {
             tensors,
             real_rows: rows.len(),
+            bytes,
         })
     }
 }

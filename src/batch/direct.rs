@@ -147,9 +147,6 @@ impl Assembler {
             };
             push_padded(&mut tensors, out, mask, *pad, shape, buf, mask_buf);
         }
-        Some(Batch {
-            tensors,
-            real_rows: rows,
-        })
+        Some(Batch::new(tensors, rows))
     }
 }

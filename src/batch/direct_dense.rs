@@ -285,9 +285,6 @@ impl Assembler {
             }
             tensors.push((out.name.clone(), Tensor::from_parts(o.dtype, s, buf)));
         }
-        Some(Batch {
-            tensors,
-            real_rows: rows,
-        })
+        Some(Batch::new(tensors, rows))
     }
 }

@@ -5,10 +5,12 @@
 //!
 //! - [`AlignedBuf`] and [`BufferPool`] (PJRT zero-copy needs 64-byte
 //!   alignment and memory that outlives the device buffer; see there).
-//! - [`Tensor`], [`Batch`] (with a stable [`Batch::digest`]).
+//! - [`Tensor`], [`Batch`] (with a stable [`Batch::digest`]); a bytes or
+//!   text feature is a [`BytesColumn`] of the batch, kept on the host.
 //! - [`BatchPlan`] → [`Assembler`]: [`LengthPolicy`] per padding group (pad to a
 //!   multiple, fixed or max length, [`Truncation`]), masks, casts, raw
-//!   decode of bytes; [`Assembler::shapes`] lists every shape.
+//!   decode of bytes (else bytes columns); [`Assembler::shapes`] lists
+//!   every shape.
 //! - [`Bucketer`]: rows grouped by length, each bucket one shape.
 //! - [`Packer`]: sequences packed into fixed-length rows with segment ids
 //!   and positions.
@@ -16,16 +18,19 @@
 mod assemble;
 mod bucket;
 mod buffer;
+mod bytes_column;
 mod direct;
 mod direct_dense;
 mod dtype;
 mod pack;
 mod plan;
+mod shape;
 mod tensor;
 
 pub use assemble::{BatchError, BatchErrorKind};
 pub use bucket::{BucketError, BucketGroup, Bucketer, Remainder};
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, PoolConfig, PoolStats};
+pub use bytes_column::BytesColumn;
 pub use dtype::{Bf16, Element, TensorType};
 pub use pack::{
     Overflow, POSITIONS, PackPlan, Packer, Placement, RowPlanner, SEGMENT_IDS, kept_span,
@@ -33,4 +38,5 @@ pub use pack::{
 pub use plan::{
     Assembler, BatchPlan, LengthPolicy, MAX_SHAPES, MaskType, PlanError, Scalar, Truncation,
 };
-pub use tensor::{Batch, BatchShape, Tensor, TensorError, TensorShape};
+pub use shape::{BatchShape, TensorError, TensorShape};
+pub use tensor::{Batch, Tensor};

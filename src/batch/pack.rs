@@ -6,7 +6,8 @@ use super::bucket::Remainder;
 use super::buffer::{AlignedBuf, BufferPool};
 use super::dtype::TensorType;
 use super::plan::{Fill, MaskType, PlanError, Scalar};
-use super::tensor::{Batch, BatchShape, Tensor, TensorShape};
+use super::shape::{BatchShape, TensorShape};
+use super::tensor::{Batch, Tensor};
 use crate::example::{Column, ParsedBatch, Values};
 use crate::spec::{DType, FeatureKind, FeatureSpec};
 
@@ -180,7 +181,7 @@ impl PackPlan {
                 (DType::Int32, None) => TensorType::I32,
                 (DType::Float32, None | Some(TensorType::F32)) => TensorType::F32,
                 (DType::Bytes, _) => {
-                    return Err(PlanError::NeedsDecode {
+                    return Err(PlanError::NotNumeric {
                         feature: name.clone(),
                     });
                 }
@@ -745,10 +746,7 @@ impl Packer {
             POSITIONS.to_string(),
             Tensor::from_parts(TensorType::I32, shape, cur.positions),
         ));
-        Batch {
-            tensors,
-            real_rows: rows,
-        }
+        Batch::new(tensors, rows)
     }
 
     /// A batch of padding only (`real_rows == 0`), for a host that must

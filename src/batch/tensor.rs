@@ -6,29 +6,9 @@ use std::ops::Index;
 use xxhash_rust::xxh3::Xxh3Default;
 
 use super::buffer::{AlignedBuf, BufferPool};
+use super::bytes_column::BytesColumn;
 use super::dtype::{Element, TensorType};
-
-/// Why a tensor could not be made from a buffer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TensorError {
-    /// The buffer's size is not what the shape and type need.
-    #[error("a {dtype} tensor of shape {shape:?} needs {expected} bytes, the buffer has {actual}")]
-    Length {
-        dtype: TensorType,
-        shape: Vec<usize>,
-        expected: usize,
-        actual: usize,
-    },
-    /// The shape's element count overflows.
-    #[error("shape {shape:?} is too large")]
-    Overflow { shape: Vec<usize> },
-}
-
-/// Number of elements in `shape`, or `None` on overflow.
-pub(crate) fn checked_numel(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
-}
+use super::shape::{BatchShape, TensorError, TensorShape, checked_numel};
 
 /// A dense tensor: `shape.product()` elements of `dtype`, row-major, in one
 /// 64-byte aligned buffer (so it can be handed to a device without a copy).
@@ -147,40 +127,6 @@ impl fmt::Debug for Tensor {
     }
 }
 
-/// The name, type and shape of one tensor of a batch.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TensorShape {
-    pub name: String,
-    pub dtype: TensorType,
-    pub shape: Vec<usize>,
-}
-
-/// The names, types and shapes of every tensor of a batch, in batch order:
-/// what an XLA program is compiled for.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BatchShape {
-    pub tensors: Vec<TensorShape>,
-}
-
-impl BatchShape {
-    /// The entry of tensor `name`.
-    pub fn get(&self, name: &str) -> Option<&TensorShape> {
-        self.tensors.iter().find(|t| t.name == name)
-    }
-}
-
-impl fmt::Display for BatchShape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, t) in self.tensors.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{}: {}{:?}", t.name, t.dtype, t.shape)?;
-        }
-        Ok(())
-    }
-}
-
 /// A batch of named tensors with a common leading (row) dimension.
 ///
 /// Rows at index `real_rows` and beyond are padding rows (a short last batch,
@@ -191,9 +137,26 @@ pub struct Batch {
     pub tensors: Vec<(String, Tensor)>,
     /// Rows that hold data; the rest are padding.
     pub real_rows: usize,
+    /// `(name, column)` of the bytes and text features, in output order:
+    /// host data, apart from the tensors a device program takes.
+    pub bytes: Vec<(String, BytesColumn)>,
 }
 
 impl Batch {
+    /// A batch of `tensors` with no bytes columns.
+    pub fn new(tensors: Vec<(String, Tensor)>, real_rows: usize) -> Self {
+        Self {
+            tensors,
+            real_rows,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// The bytes column called `name`.
+    pub fn get_bytes(&self, name: &str) -> Option<&BytesColumn> {
+        self.bytes.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
     /// The tensor called `name`.
     pub fn get(&self, name: &str) -> Option<&Tensor> {
         self.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t)
@@ -207,12 +170,19 @@ impl Batch {
             .unwrap_or(0)
     }
 
-    /// Total bytes of tensor data.
+    /// Total bytes of tensor data and bytes columns' values.
     pub fn num_bytes(&self) -> usize {
-        self.tensors.iter().map(|(_, t)| t.bytes().len()).sum()
+        let tensors: usize = self.tensors.iter().map(|(_, t)| t.bytes().len()).sum();
+        tensors
+            + self
+                .bytes
+                .iter()
+                .map(|(_, c)| c.data().len())
+                .sum::<usize>()
     }
 
-    /// Names, types and shapes of the tensors, in order.
+    /// Names, types and shapes of the tensors, in order (bytes columns are
+    /// not part of what a device program is compiled for).
     pub fn shape(&self) -> BatchShape {
         BatchShape {
             tensors: self
@@ -232,8 +202,11 @@ impl Batch {
     /// Hashed, in order, with every integer as 8 little-endian bytes: the
     /// number of tensors; for each tensor its name's length and bytes, its
     /// type as one byte (i64 0, i32 1, f32 2, u8 3, bf16 4), its rank, each dimension,
-    /// its byte length and its bytes (little-endian elements); finally
-    /// `real_rows`. The encoding is fixed: a change would be a new digest.
+    /// its byte length and its bytes (little-endian elements); then
+    /// `real_rows`; then, only when the batch has bytes columns, their
+    /// number and for each its name's length and bytes, its rank, each
+    /// dimension, and each value's length and bytes. The encoding is fixed:
+    /// a change would be a new digest.
     pub fn digest(&self) -> u64 {
         let mut h = Xxh3Default::new();
         let word = |h: &mut Xxh3Default, v: usize| h.update(&(v as u64).to_le_bytes());
@@ -254,6 +227,21 @@ impl Batch {
             }
         }
         word(&mut h, self.real_rows);
+        if !self.bytes.is_empty() {
+            word(&mut h, self.bytes.len());
+            for (name, c) in &self.bytes {
+                word(&mut h, name.len());
+                h.update(name.as_bytes());
+                word(&mut h, c.shape().len());
+                for &d in c.shape() {
+                    word(&mut h, d);
+                }
+                for v in c.iter() {
+                    word(&mut h, v.len());
+                    h.update(v);
+                }
+            }
+        }
         h.digest()
     }
 }

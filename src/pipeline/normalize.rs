@@ -225,10 +225,7 @@ mod tests {
     use crate::spec::ImageSpec;
 
     fn batch(t: Tensor) -> Batch {
-        Batch {
-            tensors: vec![("x".into(), t)],
-            real_rows: 1,
-        }
+        Batch::new(vec![("x".into(), t)], 1)
     }
 
     #[test]

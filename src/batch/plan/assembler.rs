@@ -5,7 +5,7 @@ use super::fill::Fill;
 use super::policy::LengthPolicy;
 use crate::batch::buffer::BufferPool;
 use crate::batch::dtype::TensorType;
-use crate::batch::tensor::{BatchShape, TensorShape};
+use crate::batch::shape::{BatchShape, TensorShape};
 
 /// How one feature becomes tensors.
 #[derive(Clone, Debug)]
@@ -26,6 +26,17 @@ pub(crate) enum OutKind {
         mask: Option<(String, TensorType)>,
         step: Vec<usize>,
     },
+    /// A fixed-length bytes feature without a raw decode: `count` values per
+    /// record, a bytes column `[B, ..shape]`.
+    Bytes { shape: Vec<usize>, count: usize },
+    /// A variable-length bytes feature (or feature list of bytes), padded
+    /// with `b""` to the length of group `group`: a bytes column
+    /// `[B, L, ..step]` and a mask tensor `[B, L]`.
+    RaggedBytes {
+        group: usize,
+        mask: Option<(String, TensorType)>,
+        step: Vec<usize>,
+    },
 }
 
 /// One feature of the plan.
@@ -40,8 +51,26 @@ impl OutFeature {
     /// Values per padded position: 1, or a feature list's step size.
     pub(crate) fn step_count(&self) -> usize {
         match &self.kind {
-            OutKind::Ragged { step, .. } => step.iter().product(),
-            OutKind::Dense { .. } => 1,
+            OutKind::Ragged { step, .. } | OutKind::RaggedBytes { step, .. } => {
+                step.iter().product()
+            }
+            OutKind::Dense { .. } | OutKind::Bytes { .. } => 1,
+        }
+    }
+
+    /// The padding group of a variable-length feature.
+    pub(crate) fn group(&self) -> Option<usize> {
+        match self.kind {
+            OutKind::Ragged { group, .. } | OutKind::RaggedBytes { group, .. } => Some(group),
+            OutKind::Dense { .. } | OutKind::Bytes { .. } => None,
+        }
+    }
+
+    /// The mask tensor's name and type, for a padded feature that has one.
+    pub(crate) fn mask(&self) -> Option<&(String, TensorType)> {
+        match &self.kind {
+            OutKind::Ragged { mask, .. } | OutKind::RaggedBytes { mask, .. } => mask.as_ref(),
+            OutKind::Dense { .. } | OutKind::Bytes { .. } => None,
         }
     }
 }
@@ -146,9 +175,30 @@ impl Assembler {
                         });
                     }
                 }
+                // Bytes columns stay on the host; a padded one's mask is a tensor.
+                OutKind::Bytes { .. } => {}
+                OutKind::RaggedBytes { group, mask, .. } => {
+                    let len = lengths.get(*group).copied().unwrap_or(0);
+                    if let Some((m, t)) = mask {
+                        tensors.push(TensorShape {
+                            name: m.clone(),
+                            dtype: *t,
+                            shape: vec![rows, len],
+                        });
+                    }
+                }
             }
         }
         BatchShape { tensors }
+    }
+
+    /// The names of the bytes columns of every batch, in order.
+    pub fn bytes_names(&self) -> Vec<String> {
+        self.outputs
+            .iter()
+            .filter(|o| matches!(o.kind, OutKind::Bytes { .. } | OutKind::RaggedBytes { .. }))
+            .map(|o| o.name.clone())
+            .collect()
     }
 
     /// The names of the tensors of every batch, in order.

@@ -38,8 +38,10 @@ pub enum PlanError {
         from: DType,
         to: TensorType,
     },
-    #[error("feature {feature:?} holds bytes: give it a raw decode shape (decode_raw) or skip it")]
-    NeedsDecode { feature: String },
+    #[error(
+        "feature {feature:?} holds bytes: only numeric features can be packed (tokenize text first)"
+    )]
+    NotNumeric { feature: String },
     #[error("feature {feature:?} is {dtype}: only a fixed-length bytes feature can be decoded raw")]
     NotDecodable { feature: String, dtype: DType },
     #[error("image feature {feature:?}: {reason}")]

@@ -28,10 +28,13 @@ use crate::spec::{DType, FeatureDef, FeatureKind, FeatureSpec, SequenceKind, Seq
 ///
 /// Every feature of the spec becomes a tensor, in spec order, unless skipped:
 /// - fixed-length numeric features pass through as `[B, ..shape]`;
-/// - fixed-length bytes features need [`decode_raw`](Self::decode_raw);
+/// - fixed-length bytes features become a bytes column `[B, ..shape]` of
+///   the batch ([`Batch::bytes`](super::Batch::bytes)), or, with
+///   [`decode_raw`](Self::decode_raw), a u8 tensor of each value's bytes;
 /// - variable-length features need a [`LengthPolicy`] (through a padding
 ///   group, [`pad`](Self::pad), or [`pad_all`](Self::pad_all)) and become
-///   `[B, L]` plus a mask `<name>_mask` `[B, L]` (1 real, 0 padding).
+///   `[B, L]` plus a mask `<name>_mask` `[B, L]` (1 real, 0 padding); a
+///   bytes one a bytes column `[B, L]` padded with `b""`, its mask a tensor.
 ///
 /// Features of one padding group share the length `L` of each batch (e.g.
 /// `input_ids` and `attention_mask`), so they add one dimension of choice to
@@ -284,15 +287,25 @@ impl BatchPlan {
                         feature: name.to_string(),
                         dims: [&[self.batch_size][..], shape].concat(),
                     };
-                    let count = super::tensor::checked_numel(shape).ok_or_else(too_large)?;
+                    let count = super::shape::checked_numel(shape).ok_or_else(too_large)?;
                     let decode = match (def.dtype, decode) {
                         (DType::Bytes, None) => {
-                            return Err(PlanError::NeedsDecode {
-                                feature: name.to_string(),
+                            count
+                                .checked_mul(self.batch_size)
+                                .filter(|&n| n <= isize::MAX as usize / 16)
+                                .ok_or_else(too_large)?;
+                            outputs.push(OutFeature {
+                                name: name.to_string(),
+                                dtype,
+                                kind: OutKind::Bytes {
+                                    shape: shape.clone(),
+                                    count,
+                                },
                             });
+                            continue;
                         }
                         (_, Some((_, dshape))) => {
-                            let n = super::tensor::checked_numel(dshape).ok_or_else(too_large)?;
+                            let n = super::shape::checked_numel(dshape).ok_or_else(too_large)?;
                             Some((dshape.clone(), n))
                         }
                         (_, None) => None,
@@ -310,11 +323,6 @@ impl BatchPlan {
                     }
                 }
                 FeatureKind::VarLen => {
-                    if def.dtype == DType::Bytes {
-                        return Err(PlanError::NeedsDecode {
-                            feature: name.to_string(),
-                        });
-                    }
                     let group = match group_of.iter().find(|(n, _)| n == name) {
                         Some(&(_, g)) => g,
                         None => match (&self.pad_all, pad_all_group) {
@@ -338,11 +346,6 @@ impl BatchPlan {
                     };
                     let policy = &groups[group].policy;
                     policy.validate(name)?;
-                    let pad = Fill::new(policy.pad_value, dtype).ok_or(PlanError::PadValue {
-                        feature: name.to_string(),
-                        value: policy.pad_value,
-                        dtype,
-                    })?;
                     let mask_type = match self.masks.iter().rev().find(|(n, _)| n == name) {
                         Some(&(_, m)) => m,
                         None => policy.mask,
@@ -353,20 +356,37 @@ impl BatchPlan {
                         feature: name.to_string(),
                         dims: [&[self.batch_size, bound][..], step].concat(),
                     };
-                    let step_count = super::tensor::checked_numel(step).ok_or_else(too_large)?;
+                    let step_count = super::shape::checked_numel(step).ok_or_else(too_large)?;
                     bound
                         .checked_mul(step_count.max(1))
                         .and_then(|n| n.checked_mul(self.batch_size))
                         .and_then(|n| n.checked_mul(8))
                         .filter(|&n| n <= isize::MAX as usize / 2)
                         .ok_or_else(too_large)?;
+                    let mask = mask.map(|t| (format!("{name}_mask"), t));
+                    let kind = if def.dtype == DType::Bytes {
+                        // Padded with b"": the pad value is a number, for numbers.
+                        OutKind::RaggedBytes {
+                            group,
+                            mask,
+                            step: step.clone(),
+                        }
+                    } else {
+                        let pad =
+                            Fill::new(policy.pad_value, dtype).ok_or(PlanError::PadValue {
+                                feature: name.to_string(),
+                                value: policy.pad_value,
+                                dtype,
+                            })?;
+                        OutKind::Ragged {
+                            group,
+                            pad,
+                            mask,
+                            step: step.clone(),
+                        }
+                    };
                     groups[group].members.push(outputs.len());
-                    OutKind::Ragged {
-                        group,
-                        pad,
-                        mask: mask.map(|t| (format!("{name}_mask"), t)),
-                        step: step.clone(),
-                    }
+                    kind
                 }
             };
             outputs.push(OutFeature {
@@ -398,12 +418,7 @@ impl BatchPlan {
         let mut names: Vec<&str> = Vec::new();
         for out in &outputs {
             names.push(&out.name);
-            if let OutKind::Ragged {
-                mask: Some((m, _)), ..
-            } = &out.kind
-            {
-                names.push(m);
-            }
+            names.extend(out.mask().map(|(m, _)| m.as_str()));
         }
         let mut sorted = names.clone();
         sorted.sort_unstable();

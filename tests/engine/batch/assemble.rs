@@ -686,14 +686,12 @@ fn plan_errors() {
             to: TensorType::F32
         }
     );
-    assert_eq!(
-        e(BatchPlan::new(&spec, 8)
-            .pad_all(LengthPolicy::new().max_length(16))
-            .skip("s")),
-        PlanError::NeedsDecode {
-            feature: "img".into()
-        }
-    );
+    // Bytes without a raw decode are bytes columns (tests/engine/batch/bytes.rs).
+    let columns = BatchPlan::new(&spec, 8)
+        .pad_all(LengthPolicy::new().max_length(16))
+        .build()
+        .unwrap();
+    assert_eq!(columns.bytes_names(), ["s", "img"]);
     assert_eq!(
         e(ok().skip("s").decode_raw("label", &[1])),
         PlanError::NotDecodable {
@@ -703,9 +701,9 @@ fn plan_errors() {
     );
     assert_eq!(
         e(BatchPlan::new(&spec, 8)
-            .pad_all(LengthPolicy::new().max_length(16))
+            .pad(&["ids", "w"], LengthPolicy::new().max_length(16))
             .decode_raw("img", &[4])),
-        PlanError::NeedsDecode {
+        PlanError::Unbounded {
             feature: "s".into()
         }
     );

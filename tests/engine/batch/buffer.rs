@@ -202,6 +202,7 @@ fn small_batch() -> Batch {
             ),
         ],
         real_rows: 2,
+        bytes: Vec::new(),
     }
 }
 

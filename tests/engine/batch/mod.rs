@@ -3,6 +3,7 @@
 mod assemble;
 mod bucket;
 mod buffer;
+mod bytes;
 mod columns;
 mod pack;
 mod props;

@@ -263,33 +263,35 @@ fn the_legacy_features_json_gives_the_same_spec() {
 /// docs/pipeline.md's TFDS sample, as written there (plus the checks).
 #[test]
 fn guide_tfds_sample() -> Result<(), PipelineError> {
-    use infeed::tfds::{TfdsFeature, spec_of};
-
     let root = tempfile::tempdir().unwrap();
     let dir = tiny(root.path());
     let pipeline = Pipeline::from_tfds(&dir, "train[:80%]+test")?; // dir: …/tiny/1.0.0
-    // Every feature of features.json, as columns (bytes included).
+    // Every feature of features.json, as columns.
     let mut columns = pipeline
         .clone()
         .parse(pipeline.tfds_spec()?)
         .batch(64, false)
         .build_columns()?;
     let first = columns.next().transpose()?; // ids, names, …
-    // Static-shape batches: the features that are not bytes.
-    let features = pipeline.tfds().expect("made by from_tfds").features()?;
-    let numeric: Vec<TfdsFeature> = features
-        .into_iter()
-        .filter(|f| f.dtype != DType::Bytes)
-        .collect();
-    let mut batches = pipeline.parse(spec_of(&numeric)).batch(4, false).build()?;
-    let mut all = Vec::new();
+    // Static-shape batches of the same features: text as bytes columns.
+    let spec = pipeline.tfds_spec()?;
+    let mut batches = pipeline.parse(spec).batch(4, false).build()?;
+    let (mut all, mut names) = (Vec::new(), Vec::new());
     while let Some(batch) = batches.next_batch()? {
         let ids = &batch["id"]; // [4] i64
+        let name = batch.get_bytes("meta/name").unwrap(); // [4] bytes, b"" in padding rows
         all.extend_from_slice(&ids.values::<i64>().unwrap()[..batch.real_rows]);
+        names.extend(name.iter().take(batch.real_rows).map(<[u8]>::to_vec));
     }
     let first = first.unwrap();
     assert_eq!(first.num_records, 13);
     assert!(first.get("meta/name").is_some());
     assert_eq!(all, [span(0, 0..8), span(1000, 0..5)].concat());
+    let want: Vec<Vec<u8>> = (0..8)
+        .map(|i| format!("train-{i}"))
+        .chain((0..5).map(|i| format!("test-{i}")))
+        .map(String::into_bytes)
+        .collect();
+    assert_eq!(names, want);
     Ok(())
 }

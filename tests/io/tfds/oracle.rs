@@ -176,6 +176,74 @@ fn tfds_oracle_every_feature_and_slice_match_tfds() {
     eprintln!("largest JPEG pixel difference from tfds: {jpeg_max}");
 }
 
+/// Text and bytes through static-shape batches: the dataset's own spec
+/// (variable-length features padded together, at most 8) gives every record's `Text`
+/// features, the `Sequence` of `Text` and the encoded image of unknown size
+/// as bytes columns holding exactly the values tfds reads, `b""` after them.
+#[test]
+#[ignore = "needs TensorFlow Datasets (INFEED_PYTHON with tensorflow-datasets; scripts/test.sh)"]
+fn tfds_oracle_text_comes_through_batches() {
+    let root = tempfile::tempdir().unwrap();
+    let made = oracle(&["make", &root.path().display().to_string()]);
+    let dir = made[0]["dir"].as_str().unwrap().to_owned();
+    let want = oracle(&["read", &dir, "train[3:]+test"]);
+    let p = Pipeline::from_tfds(&dir, "train[3:]+test").unwrap();
+    let spec = p.tfds_spec().unwrap();
+    let names = ["text", "meta/name", "steps/y", "image"];
+    let mut got: Vec<Value> = Vec::new();
+    for batch in p.parse(spec).max_length(8).batch(4, false).build().unwrap() {
+        let batch = batch.unwrap();
+        // A bytes feature's mask is u8 (its padded length: the group's, this batch's).
+        let steps_mask = batch["steps/y_mask"].values::<u8>().unwrap().to_vec();
+        for row in 0..batch.rows() {
+            let mut record = BTreeMap::new();
+            for name in names {
+                let column = batch.get_bytes(name).unwrap();
+                let per: usize = column.shape()[1..].iter().product();
+                let values: Vec<&[u8]> = (row * per..(row + 1) * per)
+                    .map(|i| column.get(i))
+                    .collect();
+                let kept = if name == "steps/y" {
+                    let real = steps_mask[row * per..(row + 1) * per]
+                        .iter()
+                        .map(|&m| usize::from(m))
+                        .sum();
+                    assert!(values[real..].iter().all(|v| v.is_empty()), "{name}");
+                    real
+                } else {
+                    per
+                };
+                let hex: Vec<String> = values[..kept]
+                    .iter()
+                    .map(|v| v.iter().map(|x| format!("{x:02x}")).collect())
+                    .collect();
+                record.insert(name, hex);
+            }
+            if row < batch.real_rows {
+                got.push(json!(record));
+            } else {
+                assert!(
+                    record.values().flatten().all(String::is_empty),
+                    "padding row"
+                );
+            }
+        }
+    }
+    let want: Vec<Value> = want
+        .iter()
+        .map(|w| {
+            json!(
+                names
+                    .map(|n| (n, w[n].clone()))
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>()
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 27);
+    assert_eq!(got, want);
+}
+
 /// Removes feature `name` from a record, giving its values as integers.
 fn take(record: &mut Value, name: &str) -> Vec<i64> {
     let values = record
