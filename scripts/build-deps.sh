@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The build tools the `images` feature (opt-in for the crate, on in the Python package) needs
-# beyond a Rust toolchain and a C compiler: cmake and nasm, with which the turbojpeg-sys
-# crate builds libjpeg-turbo (and its SIMD code) from its vendored source. Installs the
+# The build tools the `images` and `sentencepiece` features (opt-in for the crate, on in the
+# Python package) need beyond a Rust toolchain and a C compiler: cmake and nasm, with which
+# the turbojpeg-sys crate builds libjpeg-turbo (and its SIMD code) from its vendored source,
+# and a C++ compiler, with which sentencepiece-sys builds the SentencePiece library. Installs the
 # missing ones from apt (Debian/Ubuntu), `apt-get update` first, sudo only when not root
 # (as .ci/run installs valgrind). Called by .ci/run, scripts/test.sh and scripts/wheel.sh.
 #   bash scripts/build-deps.sh
@@ -10,6 +11,7 @@ set -euo pipefail
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)
 command -v nasm >/dev/null || missing+=(nasm)
+command -v c++ >/dev/null || missing+=(g++)
 if [[ ${#missing[@]} -eq 0 ]]; then
     exit 0
 fi

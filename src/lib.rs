@@ -25,6 +25,9 @@
 //! - [`tfds`]: prepared TensorFlow Datasets directories (dataset_info.json,
 //!   features.json, split strings) without TensorFlow. Uses `source` and
 //!   `spec`.
+//! - [`text`]: tokenizers (a `tokenizer.json` with feature `tokenize`, a
+//!   SentencePiece `.model` with feature `sentencepiece`), read through
+//!   `source`.
 //! - `convert` (feature `convert`): JSONL, CSV, Parquet and text to TFRecord
 //!   shards (`infeed convert`); its writing half alone with feature `encode`
 //!   (plus `tokenize` for a tokenizer), for rows from another engine. Uses
@@ -36,8 +39,8 @@
 //!   `convert` and `xla`.
 //!
 //! Features: `cloud` (gs://, s3://, az://, http(s):// sources), `convert`
-//! and `cli` (the `infeed` binary) are on by default; `images` and `xla`
-//! are opt-in. A training program that wants only the pipeline depends on
+//! and `cli` (the `infeed` binary) are on by default; `images`,
+//! `sentencepiece` and `xla` are opt-in. A training program that wants only the pipeline depends on
 //! `infeed = { version = "0.1", default-features = false, features = ["cloud"] }`.
 
 pub mod batch;
@@ -54,6 +57,7 @@ mod prefetch;
 pub mod record;
 pub mod source;
 pub mod spec;
+pub mod text;
 pub mod tfds;
 pub mod words;
 #[cfg(feature = "xla")]

@@ -475,6 +475,13 @@ impl SequenceSpec {
         &self.required
     }
 
+    /// The same feature lists with `context` as the context features (what
+    /// a pipeline's parsed ops make of them, e.g. a tokenized text).
+    pub fn with_context(mut self, context: FeatureSpec) -> Self {
+        self.context = context;
+        self
+    }
+
     /// The context features.
     pub fn context(&self) -> &FeatureSpec {
         &self.context

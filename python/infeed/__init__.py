@@ -40,6 +40,7 @@ from infeed.errors import (
     SpecError,
     StateError,
     TfdsError,
+    TokenizerError,
     WorkerError,
 )
 from infeed.index import build_index
@@ -62,6 +63,7 @@ __all__ = [
     "SpecError",
     "StateError",
     "TfdsError",
+    "TokenizerError",
     "VarLen",
     "WorkerError",
     "__version__",

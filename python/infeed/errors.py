@@ -82,6 +82,12 @@ class ShardIndexError(Error, ValueError):
     when it cannot be read as one)."""
 
 
+class TokenizerError(Error, ValueError):
+    """A tokenizer that cannot be read or loaded (not a ``tokenizer.json``
+    or SentencePiece model, a kind this build cannot run), or that lacks the
+    beginning- or end-of-sequence token asked for (``path``: the file)."""
+
+
 class ConvertError(Error, ValueError):
     """A row that cannot be written (``record``: its index in the rows handed
     to the writer; ``feature``: the column at fault), a schema that cannot be

@@ -560,6 +560,31 @@ class Pipeline:
             [int(b) for b in batch_sizes],
         )
 
+    def tokenize(
+        self,
+        feature: str,
+        tokenizer: str | os.PathLike[str],
+        add_bos: bool = False,
+        add_eos: bool = True,
+    ) -> Pipeline:
+        """Tokenizes the text feature ``feature`` (bytes) on the workers with
+        ``tokenizer``: a Hugging Face ``tokenizer.json`` or a SentencePiece
+        ``.model`` (MaxText's, T5's, Gemma's), at a path or a gs://, s3://,
+        az:// URL, read once when the pipeline starts. The feature becomes a
+        variable-length int32 feature of token ids that padding, buckets,
+        :meth:`pack` and casts take as any other. The ids are those of the
+        ``tokenizers`` package (``encode(text, add_special_tokens=False)``)
+        or the ``sentencepiece`` package (``encode(text)``); ``add_bos`` and
+        ``add_eos`` put the tokenizer's beginning- and end-of-sequence ids
+        around each text (a SentencePiece model's ``bos_id``/``eos_id``; the
+        tokens a ``tokenizer.json``'s post-processor puts around a
+        sequence). A tokenizer that does not load, or lacks a token asked
+        for, raises ``TokenizerError`` (``path``); a feature that is not text
+        ``SpecError``."""
+        return self._with(
+            "tokenize", str(feature), os.fspath(tokenizer), bool(add_bos), bool(add_eos)
+        )
+
     def pack(self, row_length: int) -> Pipeline:
         """Packs sequences end to end into rows of ``row_length`` with
         ``segment_ids`` and ``positions``; :meth:`batch` gives rows a batch."""

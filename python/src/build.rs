@@ -92,6 +92,13 @@ pub fn build(
                 let batch_sizes: Vec<usize> = counts(py, &args.get_item(2)?, "batch_sizes")?;
                 parsed.bucket_by_length(&feature, &boundaries, &batch_sizes)
             }
+            "tokenize" => {
+                let feature: String = args.get_item(0)?.extract()?;
+                let tokenizer: String = args.get_item(1)?.extract()?;
+                let add_bos: bool = args.get_item(2)?.extract()?;
+                let add_eos: bool = args.get_item(3)?.extract()?;
+                parsed.tokenize(&feature, &tokenizer, add_bos, add_eos)
+            }
             "pack" => parsed.pack(count(py, args, 0, "pack")?),
             "pack_overflow" => {
                 parsed.pack_overflow(word(py, &args.get_item(0)?.extract::<String>()?)?)

@@ -187,6 +187,13 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
                 ..Fields::default()
             },
         ),
+        PipelineError::Tokenizer(e) => (
+            "TokenizerError",
+            Fields {
+                path: tokenizer_path(e),
+                ..Fields::default()
+            },
+        ),
         PipelineError::Tfds(e) => (
             "TfdsError",
             Fields {
@@ -235,6 +242,21 @@ fn index_shard(e: &infeed::index::IndexError) -> Option<String> {
         | E::Shard { shard, .. } => Some(shard.clone()),
         E::NoRecord { error, .. } => Some(error.path.clone()),
         E::Corrupt { index, .. } | E::Write { index, .. } => Some(index.clone()),
+        _ => None,
+    }
+}
+
+/// The tokenizer file a tokenizer error names.
+fn tokenizer_path(e: &infeed::text::TokenizerError) -> Option<String> {
+    use infeed::text::TokenizerError as E;
+    match e {
+        E::Read { path, .. }
+        | E::Io { path, .. }
+        | E::TooLarge { path, .. }
+        | E::Load { path, .. }
+        | E::Unsupported { path, .. }
+        | E::NoSpecialToken { path, .. }
+        | E::IdTooLarge { path, .. } => Some(path.clone()),
         _ => None,
     }
 }

@@ -22,6 +22,7 @@ use super::settings::EqualBatches;
 use super::settings::RecordSettings;
 use super::start::start;
 use super::stats::StageStats;
+use super::tokenize::TokenizeOp;
 use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
 use crate::example::ParsedBatch;
 use crate::record::{CorruptPolicy, ReadOptions};
@@ -722,6 +723,40 @@ impl ParsedPipeline {
         self
     }
 
+    /// Tokenizes the text feature `feature` (bytes: one text per record, or
+    /// several, whose ids follow one another) with `tokenizer`, a Hugging
+    /// Face `tokenizer.json` or a SentencePiece `.model` at a path or a
+    /// gs://, s3://, az:// URL (read once, when the pipeline is built): the
+    /// feature becomes a variable-length int32 feature of the token ids,
+    /// which every later op (padding, buckets, packing, casts) takes as any
+    /// other. `add_bos` / `add_eos` put the tokenizer's beginning- and
+    /// end-of-sequence ids around each text ([`Tokenizer`](crate::text::Tokenizer)
+    /// says which they are); asking for one the tokenizer lacks is a
+    /// [`TokenizerError`](crate::text::TokenizerError) at build. Runs on the
+    /// workers with the parsed ops, in builder order; part of the
+    /// checkpoint's fingerprint (by the tokenizer's bytes, not its path).
+    pub fn tokenize(
+        mut self,
+        feature: &str,
+        tokenizer: &str,
+        add_bos: bool,
+        add_eos: bool,
+    ) -> Self {
+        let op = TokenizeOp::new(feature, tokenizer, add_bos, add_eos);
+        self.p.ops.push(ParsedOp::Tokenize(Arc::new(op)));
+        self
+    }
+
+    /// Reads the tokenizers of the tokenize ops (once: clones share them).
+    fn load_tokenizers(&self) -> Result<(), PipelineError> {
+        for op in &self.p.ops {
+            if let ParsedOp::Tokenize(t) = op {
+                t.load(&self.pipeline.s.source_options)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Keeps only the parsed records for which `keep(batch, row)` is true.
     /// It runs on a pool of threads before records are grouped, so batches
     /// stay full and static in shape; `keep` must look at record `row`
@@ -764,6 +799,7 @@ impl ParsedPipeline {
     /// Starts the pipeline: static-shape, 64-byte aligned batches whose
     /// buffers return to a pool when dropped.
     pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
+        self.load_tokenizers()?;
         let stats = Arc::new(StageStats::default());
         let (grouping, work) = self.p.batches(
             self.hosts(),
@@ -786,6 +822,7 @@ impl ParsedPipeline {
     /// [`Batches::recycle`] once done with it, and the next batches are
     /// parsed into its buffers instead of fresh memory.
     pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
+        self.load_tokenizers()?;
         let stats = Arc::new(StageStats::default());
         let skips = self.worker_skips(&stats);
         let (grouping, work, pool) = self.p.columns(self.pipeline.s.seed, skips)?;

@@ -106,6 +106,11 @@ pub enum PipelineError {
     /// names the shard and the index file).
     #[error(transparent)]
     Index(crate::index::IndexError),
+    /// A tokenizer could not be read or loaded, or lacks the bos or eos
+    /// token asked for ([`TokenizerError`](crate::text::TokenizerError)
+    /// names the file).
+    #[error(transparent)]
+    Tokenizer(#[from] crate::text::TokenizerError),
     /// A checkpoint could not be restored; [`StateError`] says why.
     #[error("cannot restore the pipeline state: {0}")]
     BadState(#[from] StateError),

@@ -102,6 +102,7 @@ mod settings;
 mod start;
 mod stats;
 mod threads;
+mod tokenize;
 
 pub use async_iter::BatchStream;
 pub use batches::{Batches, PipelineStats};

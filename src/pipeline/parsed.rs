@@ -1,4 +1,5 @@
-//! Map and filter on parsed batches, and picking rows out of a parsed batch.
+//! Map, filter and tokenize on parsed batches, and picking rows out of a
+//! parsed batch.
 //!
 //! The ops run on the worker pool, on whole parsed batches. A filter decides
 //! which records reach the output batches, so it runs before grouping: a
@@ -10,6 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::tokenize::TokenizeOp;
 use crate::example::{BytesValues, Column, ParsedBatch, Values};
 
 /// Parsed batches the consumer gave back
@@ -76,6 +78,17 @@ pub type RowFilter = Arc<dyn Fn(&ParsedBatch, usize) -> bool + Send + Sync>;
 pub(crate) enum ParsedOp {
     Map(ParsedMap),
     Filter(RowFilter),
+    /// A text feature into token ids (`tokenize.rs`): a map whose identity
+    /// the pipeline knows.
+    Tokenize(Arc<TokenizeOp>),
+}
+
+impl ParsedOp {
+    /// True for an op that may change records (a map or tokenize), so that
+    /// lengths must be measured after it.
+    pub(crate) fn maps(&self) -> bool {
+        matches!(self, ParsedOp::Map(_) | ParsedOp::Tokenize(_))
+    }
 }
 
 /// A parsed op failed on a batch.
@@ -91,14 +104,19 @@ pub(crate) enum OpError {
 /// given here already passed them).
 pub(crate) fn apply_maps(ops: &[ParsedOp], mut batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
     for op in ops {
-        if let ParsedOp::Map(f) = op {
-            batch = run_map(f, batch)?;
+        match op {
+            ParsedOp::Map(f) => batch = run_map(|b| f(b), batch)?,
+            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b)?), batch)?,
+            ParsedOp::Filter(_) => {}
         }
     }
     Ok(batch)
 }
 
-fn run_map(f: &ParsedMap, batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
+fn run_map(
+    f: impl FnOnce(ParsedBatch) -> Result<ParsedBatch, MapError>,
+    batch: ParsedBatch,
+) -> Result<ParsedBatch, OpError> {
     let before = batch.num_records;
     let out = f(batch).map_err(OpError::Map)?;
     if out.num_records != before {
@@ -120,7 +138,8 @@ pub(crate) fn apply_all(
     let mut origin: Vec<usize> = (0..batch.num_records).collect();
     for op in ops {
         match op {
-            ParsedOp::Map(f) => batch = run_map(f, batch)?,
+            ParsedOp::Map(f) => batch = run_map(|b| f(b), batch)?,
+            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b)?), batch)?,
             ParsedOp::Filter(keep) => {
                 let rows: Vec<usize> = (0..batch.num_records)
                     .filter(|&r| keep(&batch, r))

@@ -16,6 +16,17 @@ pub(super) fn parse_mask(s: &str) -> Result<(String, MaskType), String> {
     Ok((name.to_owned(), kind))
 }
 
+/// `FEATURE:TOKENIZER`: split at the first colon, so the tokenizer may be
+/// a URL (`text:gs://bucket/tokenizer.model`).
+pub(super) fn parse_tokenize(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((name, path)) if !name.is_empty() && !path.is_empty() => {
+            Ok((name.to_owned(), path.to_owned()))
+        }
+        _ => Err("expected FEATURE:TOKENIZER, e.g. text:tokenizer.json".into()),
+    }
+}
+
 pub(super) fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
     let (name, dims) = s
         .split_once(':')

@@ -28,7 +28,7 @@ mod report;
 mod xla;
 
 pub use config::expand_config;
-use flags::{parse_decode, parse_mask, parse_mix, parse_normalize, parse_shard};
+use flags::{parse_decode, parse_mask, parse_mix, parse_normalize, parse_shard, parse_tokenize};
 use measure::measure;
 
 #[derive(Args)]
@@ -67,6 +67,18 @@ pub struct BenchArgs {
     /// bfloat16 (or i64, i32, f32, u8, bf16).
     #[arg(long, value_parser = TensorType::from_str)]
     cast: Option<TensorType>,
+    /// Tokenize a text feature on the workers, as FEATURE:TOKENIZER (a
+    /// tokenizer.json or a SentencePiece .model, a path or a gs://, s3://,
+    /// az:// URL), e.g. text:tokenizer.json: it becomes variable-length
+    /// int32 token ids (repeatable).
+    #[arg(long, value_parser = parse_tokenize)]
+    tokenize: Vec<(String, String)>,
+    /// With --tokenize: put the tokenizer's beginning-of-sequence id first.
+    #[arg(long, requires = "tokenize")]
+    add_bos: bool,
+    /// With --tokenize: no end-of-sequence id after each text (added by default).
+    #[arg(long, requires = "tokenize")]
+    no_eos: bool,
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
@@ -310,9 +322,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         ));
     }
     let report = match &args.spec {
-        None if args.bucket_by.is_some() || args.pack.is_some() => {
+        None if args.bucket_by.is_some() || args.pack.is_some() || !args.tokenize.is_empty() => {
             return Err(CliError::Message(
-                "--bucket-by and --pack need --spec (they parse the records)".into(),
+                "--bucket-by, --pack and --tokenize need --spec (they parse the records)".into(),
             ));
         }
         None => measure(p.build_raw(args.batch, args.drop_remainder)?, args)?,
@@ -342,6 +354,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 || args.cast.is_some()
                 || !args.decode_raw.is_empty()
                 || !args.normalize.is_empty();
+            for (feature, tokenizer) in &args.tokenize {
+                parsed = parsed.tokenize(feature, tokenizer, args.add_bos, !args.no_eos);
+            }
             if let Some(n) = args.pad_to_multiple_of {
                 parsed = parsed.pad_to_multiple_of(n);
             }

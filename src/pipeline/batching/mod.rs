@@ -156,24 +156,46 @@ impl ParsedSettings {
     }
 
     fn has_map(&self) -> bool {
-        self.ops.iter().any(|op| matches!(op, ParsedOp::Map(_)))
+        self.ops.iter().any(ParsedOp::maps)
+    }
+
+    /// The features as the parsed ops leave them, what batches are made
+    /// of: the parse spec with each tokenized feature a variable-length
+    /// int32 one.
+    pub(crate) fn batch_spec(&self) -> Result<FeatureSpec, PipelineError> {
+        self.ops
+            .iter()
+            .try_fold(self.spec.clone(), |spec, op| match op {
+                ParsedOp::Tokenize(t) => t.out_spec(spec),
+                ParsedOp::Map(_) | ParsedOp::Filter(_) => Ok(spec),
+            })
+    }
+
+    /// The tokenize ops' part of the fingerprint, in builder order (empty
+    /// without any).
+    fn tokenize_key(&self) -> String {
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                ParsedOp::Tokenize(t) => Some(t.key()),
+                ParsedOp::Map(_) | ParsedOp::Filter(_) => None,
+            })
+            .collect()
     }
 
     fn assembler(&self, batch_size: usize) -> Result<Assembler, PipelineError> {
+        let spec = self.batch_spec()?;
         let mut plan = match &self.sequence {
-            Some(seq) => BatchPlan::for_sequence(seq, batch_size),
-            None => BatchPlan::new(&self.spec, batch_size),
+            Some(seq) => {
+                BatchPlan::for_sequence(&seq.clone().with_context(spec.clone()), batch_size)
+            }
+            None => BatchPlan::new(&spec, batch_size),
         };
         let has_lists = self
             .sequence
             .as_ref()
             .is_some_and(|s| !s.sequence().is_empty());
-        let has_var_len = has_lists
-            || self
-                .spec
-                .features()
-                .iter()
-                .any(|f| f.fixed_count().is_none());
+        let has_var_len = has_lists || spec.features().iter().any(|f| f.fixed_count().is_none());
         if let (Some(length), true) = (&self.length, has_var_len) {
             let length = match self.masks {
                 Some(m) => length.clone().mask(m),
@@ -209,12 +231,10 @@ impl ParsedSettings {
                 .into()),
             };
         }
-        let def = self
-            .spec
-            .get(name)
-            .ok_or_else(|| PlanError::UnknownFeature {
-                feature: name.to_owned(),
-            })?;
+        let spec = self.batch_spec()?;
+        let def = spec.get(name).ok_or_else(|| PlanError::UnknownFeature {
+            feature: name.to_owned(),
+        })?;
         if let FeatureKind::FixedLen { .. } = def.kind {
             return Err(PlanError::NotVarLen {
                 feature: name.to_owned(),
@@ -246,7 +266,7 @@ impl ParsedSettings {
             });
         };
         let padded: Vec<String> = self
-            .spec
+            .batch_spec()?
             .features()
             .iter()
             .filter(|f| f.fixed_count().is_none())
@@ -433,32 +453,19 @@ impl ParsedSettings {
                             .into(),
                     ));
                 }
-                if let Some(def) = self
-                    .spec
-                    .features()
-                    .iter()
-                    .find(|f| f.fixed_count().is_some())
-                {
+                let spec = self.batch_spec()?;
+                if let Some(def) = spec.features().iter().find(|f| f.fixed_count().is_some()) {
                     return Err(PipelineError::Config(format!(
                         "pack lays variable-length features end to end; feature {:?} has a \
                          fixed length (leave it out of the spec)",
                         def.name
                     )));
                 }
-                let names: Vec<&str> = self
-                    .spec
-                    .features()
-                    .iter()
-                    .map(|f| f.name.as_str())
-                    .collect();
-                let mut plan = PackPlan::new(
-                    &self.spec,
-                    &names,
-                    *row_length,
-                    self.batch_size.unwrap_or(1),
-                )
-                .overflow(*overflow)
-                .masks(true);
+                let names: Vec<&str> = spec.features().iter().map(|f| f.name.as_str()).collect();
+                let mut plan =
+                    PackPlan::new(&spec, &names, *row_length, self.batch_size.unwrap_or(1))
+                        .overflow(*overflow)
+                        .masks(true);
                 if let Some(m) = self.masks {
                     for name in &names {
                         plan = plan.mask(name, m);
@@ -488,9 +495,10 @@ impl ParsedSettings {
             Assembly::Rows(assembler) => assembler.shapes(),
             Assembly::Bucket { shapes, .. } | Assembly::Pack { shapes, .. } => shapes.clone(),
         };
+        let spec = self.batch_spec()?;
         for n in &self.normalize {
             for shape in &mut shapes {
-                n.check(&self.spec, shape)?;
+                n.check(&spec, shape)?;
                 n.reshape(shape);
             }
         }
@@ -508,7 +516,7 @@ impl ParsedSettings {
                 .iter()
                 .map(|f| Ok((f.clone(), self.var_len_feature(f)?)))
                 .collect::<Result<_, PipelineError>>()?,
-            Batching::Pack { .. } => match self.spec.features().first() {
+            Batching::Pack { .. } => match self.batch_spec()?.features().first() {
                 Some(f) => vec![(f.name.clone(), f.dtype.wire_kind())],
                 None => return Err(PlanError::NoFeatures.into()),
             },
@@ -597,6 +605,7 @@ impl ParsedSettings {
             .map(|op| match op {
                 ParsedOp::Map(_) => 'm',
                 ParsedOp::Filter(_) => 'f',
+                ParsedOp::Tokenize(_) => 't',
             })
             .collect();
         Ok(RecordWork {
@@ -607,6 +616,7 @@ impl ParsedSettings {
             length_feature,
             parsed_ops,
             masks: self.mask_key(),
+            tokenize: self.tokenize_key(),
         })
     }
 

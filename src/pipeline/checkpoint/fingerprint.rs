@@ -32,6 +32,8 @@
 //! | 17 | logical streams, when the job sets them | the logical stream |
 //! | 18 | record ranges (TFDS slices), when any | interleave |
 //! | 19 | the mixture's choice and policy | mixture |
+//! | 20 | global shuffle: records or blocks, block bytes, window | global shuffle |
+//! | 21 | tokenize: feature, tokenizer digest, bos, eos, when any | grouping |
 
 use std::collections::BTreeMap;
 

@@ -136,12 +136,16 @@ pub(crate) struct RecordWork {
     /// The feature whose length buckets or packs records (for the
     /// checkpoint's fingerprint).
     pub length_feature: Option<String>,
-    /// The parsed ops in builder order, `m` a map and `f` a filter (for the
-    /// fingerprint).
+    /// The parsed ops in builder order, `m` a map, `f` a filter and `t` a
+    /// tokenize (for the fingerprint).
     pub parsed_ops: String,
     /// The mask settings, empty when default (for the fingerprint: a state
     /// saved with other masks is refused).
     pub masks: String,
+    /// The tokenize ops (feature, tokenizer digest, bos, eos), empty
+    /// without any (for the fingerprint: token counts decide buckets and
+    /// packed rows).
+    pub tokenize: String,
 }
 
 impl RecordWork {
@@ -159,6 +163,7 @@ impl RecordWork {
             length_feature: None,
             parsed_ops: String::new(),
             masks: String::new(),
+            tokenize: String::new(),
         }
     }
 
@@ -174,6 +179,7 @@ impl RecordWork {
             length_feature: self.length_feature.clone(),
             parsed_ops: self.parsed_ops.clone(),
             masks: self.masks.clone(),
+            tokenize: self.tokenize.clone(),
         })
     }
 }
@@ -246,6 +252,9 @@ impl RecordWork {
         id.field(13).str(&self.parsed_ops);
         if !self.masks.is_empty() {
             id.field(15).str(&self.masks);
+        }
+        if !self.tokenize.is_empty() {
+            id.field(21).str(&self.tokenize);
         }
     }
 }

@@ -18,6 +18,7 @@ mod recycle;
 mod restore_props;
 mod sequence;
 mod tf_oracle;
+mod tokenize;
 
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::Duration;

@@ -10,3 +10,4 @@ mod masks;
 mod normalize;
 mod settings;
 mod tfds;
+mod tokenize;
