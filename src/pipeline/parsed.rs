@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::tokenize::TokenizeOp;
+use super::tokenize::{Ids, TokenizeOp};
 use crate::example::{BytesValues, Column, ParsedBatch, Values};
 
 /// Parsed batches the consumer gave back
@@ -101,12 +101,13 @@ pub(crate) enum OpError {
 }
 
 /// Runs every map of `ops` on `batch` (filters are skipped: the records
-/// given here already passed them).
+/// given here already passed them); a tokenize takes the ids the
+/// prefilter kept.
 pub(crate) fn apply_maps(ops: &[ParsedOp], mut batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
     for op in ops {
         match op {
             ParsedOp::Map(f) => batch = run_map(|b| f(b), batch)?,
-            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b)?), batch)?,
+            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b, Ids::Take)?), batch)?,
             ParsedOp::Filter(_) => {}
         }
     }
@@ -129,7 +130,8 @@ fn run_map(
 }
 
 /// Runs `ops` in order on `batch`, dropping the records a filter rejects
-/// before the next op sees them. Returns the surviving batch and, for each
+/// before the next op sees them (the prefilter: a tokenize keeps its ids
+/// for the workers). Returns the surviving batch and, for each
 /// of its records, its index in the input.
 pub(crate) fn apply_all(
     ops: &[ParsedOp],
@@ -139,7 +141,7 @@ pub(crate) fn apply_all(
     for op in ops {
         match op {
             ParsedOp::Map(f) => batch = run_map(|b| f(b), batch)?,
-            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b)?), batch)?,
+            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b, Ids::Remember)?), batch)?,
             ParsedOp::Filter(keep) => {
                 let rows: Vec<usize> = (0..batch.num_records)
                     .filter(|&r| keep(&batch, r))

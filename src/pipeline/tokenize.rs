@@ -6,8 +6,15 @@
 //! identity (which feature, the tokenizer's bytes, bos and eos) is part of
 //! the checkpoint's fingerprint, since token counts decide buckets and
 //! packed rows; the tokenizer is read once, when the pipeline is built.
+//!
+//! Where records are measured before they are grouped (`pack`,
+//! `bucket_by_length` on a tokenized feature), the prefilter threads
+//! tokenize each text to measure it; they keep its ids ([`Remembered`])
+//! for the worker that assembles the record, which takes them instead of
+//! tokenizing the same text again.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::batch::PlanError;
 use crate::example::{Column, ParsedBatch, Values};
@@ -25,6 +32,64 @@ pub(crate) struct TokenizeOp {
     pub(crate) add_bos: bool,
     pub(crate) add_eos: bool,
     loaded: OnceLock<Arc<Tokenizer>>,
+    remembered: Mutex<Remembered>,
+}
+
+/// What [`TokenizeOp::apply`] does with the ids of the texts it meets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ids {
+    /// Tokenize, and keep the ids for a later [`Ids::Take`] (the prefilter
+    /// threads, measuring records before they are grouped).
+    Remember,
+    /// Take the ids kept for a text, tokenizing only the texts without (the
+    /// workers).
+    Take,
+}
+
+/// Most bytes of texts and ids kept for the workers: far more than the
+/// records between the prefilter and the workers (a few batches); past it
+/// the oldest go, and a worker that misses one tokenizes it again.
+const MAX_REMEMBERED_BYTES: usize = 64 << 20;
+
+/// Ids the prefilter threads computed, by the text itself (so a hit is
+/// exact, whatever record or epoch the text comes from), oldest first.
+#[derive(Default)]
+struct Remembered {
+    ids: HashMap<Arc<[u8]>, Vec<i32>>,
+    order: VecDeque<Arc<[u8]>>,
+    bytes: usize,
+}
+
+impl Remembered {
+    fn cost(text: &[u8], ids: &[i32]) -> usize {
+        text.len() + 4 * ids.len() + 64
+    }
+
+    fn keep(&mut self, text: &[u8], ids: &[i32]) {
+        if self.ids.contains_key(text) {
+            return;
+        }
+        let key: Arc<[u8]> = Arc::from(text);
+        self.bytes += Self::cost(text, ids);
+        self.ids.insert(key.clone(), ids.to_vec());
+        self.order.push_back(key);
+        while self.bytes > MAX_REMEMBERED_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(ids) = self.ids.remove(&old) {
+                self.bytes -= Self::cost(&old, &ids);
+            }
+        }
+    }
+
+    fn take(&mut self, text: &[u8]) -> Option<Vec<i32>> {
+        let ids = self.ids.remove(text)?;
+        self.bytes -= Self::cost(text, &ids);
+        // Its key stays in `order` until it comes up: removing it from the
+        // middle would cost a scan.
+        Some(ids)
+    }
 }
 
 impl TokenizeOp {
@@ -35,6 +100,7 @@ impl TokenizeOp {
             add_bos,
             add_eos,
             loaded: OnceLock::new(),
+            remembered: Mutex::new(Remembered::default()),
         }
     }
 
@@ -94,7 +160,7 @@ impl TokenizeOp {
 
     /// Replaces the feature's column of `batch` by each record's ids: the
     /// ids of its values in order, each value's with bos and eos as asked.
-    pub(crate) fn apply(&self, mut batch: ParsedBatch) -> Result<ParsedBatch, String> {
+    pub(crate) fn apply(&self, mut batch: ParsedBatch, mode: Ids) -> Result<ParsedBatch, String> {
         let tokenizer = self.tokenizer()?;
         let n = batch.num_records;
         let Some((_, column)) = batch.columns.iter_mut().find(|(f, _)| *f == self.feature) else {
@@ -123,11 +189,27 @@ impl TokenizeOp {
                 ));
             }
         };
+        // The workers take what the prefilter threads kept, in one lock.
+        let mut kept: Vec<Option<Vec<i32>>> = Vec::new();
+        if mode == Ids::Take {
+            let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+            if remembered.bytes > 0 {
+                kept = (0..texts.len())
+                    .map(|i| remembered.take(texts.get(i)))
+                    .collect();
+            }
+        }
         let mut ids = Vec::with_capacity(texts.data.len() / 3 + n);
         let mut row_splits = Vec::with_capacity(n + 1);
+        let mut made: Vec<(usize, usize, usize)> = Vec::new();
         row_splits.push(0);
         for r in 0..n {
             for i in splits[r]..splits[r + 1] {
+                if let Some(Some(k)) = kept.get_mut(i) {
+                    ids.append(k);
+                    continue;
+                }
+                let start = ids.len();
                 let text = std::str::from_utf8(texts.get(i)).map_err(|e| {
                     format!(
                         "tokenize: feature {:?} of record {r} of the batch is not UTF-8 text ({e})",
@@ -139,8 +221,15 @@ impl TokenizeOp {
                     .map_err(|e| {
                         format!("tokenize: feature {:?} of record {r}: {e}", self.feature)
                     })?;
+                made.push((i, start, ids.len()));
             }
             row_splits.push(ids.len());
+        }
+        if mode == Ids::Remember && !made.is_empty() {
+            let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+            for &(i, start, end) in &made {
+                remembered.keep(texts.get(i), &ids[start..end]);
+            }
         }
         *column = Column::Ragged {
             values: Values::Int32(ids),
@@ -148,5 +237,28 @@ impl TokenizeOp {
             inner_shape: Vec::new(),
         };
         Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_ids_are_taken_once_and_the_oldest_go_past_the_budget() {
+        let mut r = Remembered::default();
+        r.keep(b"a b", &[1, 2]);
+        r.keep(b"a b", &[9]); // the same text: kept once
+        assert_eq!(r.take(b"a b"), Some(vec![1, 2]));
+        assert_eq!(r.take(b"a b"), None);
+        assert_eq!(r.bytes, 0);
+        // Texts of 1 MiB: the budget holds 63 of them, the first go.
+        let texts: Vec<Vec<u8>> = (0..70u8).map(|i| vec![i; 1 << 20]).collect();
+        for t in &texts {
+            r.keep(t, &[i32::from(t[0])]);
+        }
+        assert!(r.bytes <= MAX_REMEMBERED_BYTES);
+        assert_eq!(r.take(&texts[0]), None);
+        assert_eq!(r.take(&texts[69]), Some(vec![69]));
     }
 }

@@ -48,7 +48,7 @@ enum Model {
     #[cfg(feature = "tokenize")]
     HuggingFace(Box<tokenizers::Tokenizer>),
     #[cfg(feature = "sentencepiece")]
-    SentencePiece(sentencepiece::SentencePieceProcessor),
+    SentencePiece(super::sentencepiece::SentencePiece),
 }
 
 /// A loaded tokenizer: [`encode`](Self::encode) gives the ids the Python
@@ -215,10 +215,7 @@ impl Tokenizer {
                 out.extend(encoding.get_ids().iter().map(|&id| id as i32));
             }
             #[cfg(feature = "sentencepiece")]
-            Model::SentencePiece(sp) => {
-                let pieces = sp.encode(text).map_err(|e| e.to_string())?;
-                out.extend(pieces.iter().map(|p| p.id as i32));
-            }
+            Model::SentencePiece(sp) => sp.encode(text, out)?,
             #[cfg(not(any(feature = "tokenize", feature = "sentencepiece")))]
             _ => {
                 let _ = text;
@@ -256,9 +253,8 @@ fn load_model(
         }
         #[cfg(feature = "sentencepiece")]
         TokenizerKind::SentencePiece => {
-            let sp = sentencepiece::SentencePieceProcessor::from_serialized_proto(bytes)
-                .map_err(|e| load(e.to_string()))?;
-            let (bos, eos) = (sp.bos_id(), sp.eos_id());
+            let sp = super::sentencepiece::SentencePiece::load(bytes).map_err(load)?;
+            let (bos, eos) = (sp.bos(), sp.eos());
             Ok((
                 Model::SentencePiece(sp),
                 bos.into_iter().collect(),
