@@ -497,57 +497,9 @@ impl Assembler {
                     OutKind::Dense {
                         shape: fshape,
                         count,
-                        decode,
-                    },
-                    Column::Dense { shape, values },
-                ) => {
-                    if shape.first() != Some(&n) || shape.get(1..) != Some(fshape.as_slice()) {
-                        return Err(mismatch(None, name, "dense shape differs from the spec"));
+                        ..
                     }
-                    if Some(values.len()) != n.checked_mul(*count) {
-                        return Err(mismatch(None, name, "dense values do not fill the shape"));
-                    }
-                    let ok = match decode {
-                        Some(_) => matches!(values, Values::Bytes(_)),
-                        None => compatible(values, out.dtype),
-                    };
-                    if !ok {
-                        return Err(mismatch(
-                            None,
-                            name,
-                            "values have another type than the plan",
-                        ));
-                    }
-                }
-                (
-                    OutKind::Ragged { step, .. },
-                    Column::Ragged {
-                        values,
-                        row_splits,
-                        inner_shape,
-                    },
-                ) => {
-                    if inner_shape != step {
-                        return Err(mismatch(
-                            None,
-                            name,
-                            "ragged rows have another inner shape than the plan",
-                        ));
-                    }
-
-                    if row_splits.len() != n + 1 {
-                        return Err(mismatch(None, name, "row splits do not match the records"));
-                    }
-                    if !compatible(values, out.dtype) {
-                        return Err(mismatch(
-                            None,
-                            name,
-                            "values have another type than the plan",
-                        ));
-                    }
-                }
-                (
-                    OutKind::Bytes {
+                    | OutKind::Bytes {
                         shape: fshape,
                         count,
                     },
@@ -559,16 +511,13 @@ impl Assembler {
                     if Some(values.len()) != n.checked_mul(*count) {
                         return Err(mismatch(None, name, "dense values do not fill the shape"));
                     }
-                    if !matches!(values, Values::Bytes(_)) {
-                        return Err(mismatch(None, name, "expected bytes values"));
-                    }
                 }
                 (
-                    OutKind::RaggedBytes { step, .. },
+                    OutKind::Ragged { step, .. } | OutKind::RaggedBytes { step, .. },
                     Column::Ragged {
-                        values,
                         row_splits,
                         inner_shape,
+                        ..
                     },
                 ) => {
                     if inner_shape != step {
@@ -581,9 +530,6 @@ impl Assembler {
                     if row_splits.len() != n + 1 {
                         return Err(mismatch(None, name, "row splits do not match the records"));
                     }
-                    if !matches!(values, Values::Bytes(_)) {
-                        return Err(mismatch(None, name, "expected bytes values"));
-                    }
                 }
                 (OutKind::Dense { .. } | OutKind::Bytes { .. }, _) => {
                     return Err(mismatch(None, name, "expected a dense column"));
@@ -591,6 +537,24 @@ impl Assembler {
                 (OutKind::Ragged { .. } | OutKind::RaggedBytes { .. }, _) => {
                     return Err(mismatch(None, name, "expected a ragged column"));
                 }
+            }
+            // Numbers of the plan's type; bytes for a raw decode or a bytes column.
+            let fits = match &out.kind {
+                OutKind::Dense { decode: None, .. } | OutKind::Ragged { .. } => {
+                    compatible(col.values(), out.dtype)
+                }
+                OutKind::Dense {
+                    decode: Some(_), ..
+                }
+                | OutKind::Bytes { .. }
+                | OutKind::RaggedBytes { .. } => matches!(col.values(), Values::Bytes(_)),
+            };
+            if !fits {
+                return Err(mismatch(
+                    None,
+                    name,
+                    "values have another type than the plan",
+                ));
             }
             columns.push(col);
         }
