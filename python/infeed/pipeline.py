@@ -216,9 +216,7 @@ class Pipeline:
         return list(self._files)
 
     def _with(self, name: str, *args: Any) -> Pipeline:
-        return Pipeline(
-            self._files, self._steps + ((name, tuple(args)),), self._maps, self._tfds
-        )
+        return Pipeline(self._files, self._steps + ((name, tuple(args)),), self._maps, self._tfds)
 
     # Record-level steps --------------------------------------------------
 
@@ -585,10 +583,21 @@ class Pipeline:
             "tokenize", str(feature), os.fspath(tokenizer), bool(add_bos), bool(add_eos)
         )
 
-    def pack(self, row_length: int) -> Pipeline:
+    def pack(
+        self,
+        row_length: int,
+        strategy: str = "first_fit",
+        max_segments: int | None = None,
+    ) -> Pipeline:
         """Packs sequences end to end into rows of ``row_length`` with
-        ``segment_ids`` and ``positions``; :meth:`batch` gives rows a batch."""
-        return self._with("pack", int(row_length))
+        ``segment_ids`` and ``positions``; :meth:`batch` gives rows a batch.
+        ``strategy``: ``"first_fit"`` (the first row with room),
+        ``"best_fit"`` (the row the sequence fills most) or
+        ``"concat_split"`` (sequences end to end, cut at row ends and carried
+        into the next row: no padding; each piece its own segment, positions
+        from 0). ``max_segments`` caps the sequences (or pieces) of a row.
+        Every strategy restores exactly and moves between host counts."""
+        return self._with("pack", int(row_length), str(strategy), max_segments)
 
     def pack_overflow(self, policy: str) -> Pipeline:
         """A record longer than a packed row: ``"error"`` (default),

@@ -99,7 +99,14 @@ pub fn build(
                 let add_eos: bool = args.get_item(3)?.extract()?;
                 parsed.tokenize(&feature, &tokenizer, add_bos, add_eos)
             }
-            "pack" => parsed.pack(count(py, args, 0, "pack")?),
+            "pack" => {
+                let strategy = word(py, &args.get_item(1)?.extract::<String>()?)?;
+                let packed = parsed.pack(count(py, args, 0, "pack")?).pack_strategy(strategy);
+                match args.get_item(2)?.is_none() {
+                    true => packed,
+                    false => packed.pack_max_segments(count(py, args, 2, "max_segments")?),
+                }
+            }
             "pack_overflow" => {
                 parsed.pack_overflow(word(py, &args.get_item(0)?.extract::<String>()?)?)
             }

@@ -183,6 +183,37 @@ def test_pack_gives_segment_ids_and_positions(lm_records):
     assert total == sum(len(values(r, "input_ids")) for r in lm_records)
 
 
+def test_pack_strategies_pad_less_and_concat_split_not_at_all(lm_records):
+    def packed(strategy, max_segments=None):
+        return (
+            infeed.Pipeline.from_files([LM])
+            .parse(LM_SPEC)
+            .cast("int32")
+            .pack(512, strategy=strategy, max_segments=max_segments)
+            .pack_overflow("split")
+            .batch(8, drop_remainder=False)
+        )
+
+    tokens = sum(len(values(r, "input_ids")) for r in lm_records)
+    padding = {}
+    for strategy in ("first_fit", "best_fit", "concat_split"):
+        batches = list(packed(strategy))
+        seg = np.stack([b["segment_ids"] for b in batches])
+        assert int((seg > 0).sum()) == tokens, strategy
+        padding[strategy] = int((seg == 0).sum())
+        if strategy == "concat_split":
+            # Padding only in the last batch.
+            assert (seg[:-1] > 0).all()
+    assert padding["concat_split"] < padding["best_fit"] <= padding["first_fit"]
+    # At most two segments a row.
+    for batch in packed("concat_split", max_segments=2):
+        assert batch["segment_ids"].max() <= 2
+    with pytest.raises(infeed.SpecError, match="expected first_fit, best_fit or concat_split"):
+        packed("best").shapes()
+    with pytest.raises(infeed.SpecError, match="max_segments"):
+        packed("first_fit", max_segments=-1).shapes()
+
+
 def test_map_batch_runs_in_order_on_each_batch():
     def add_lengths(batch):
         batch = dict(batch)

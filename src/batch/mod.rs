@@ -23,6 +23,7 @@ mod direct;
 mod direct_dense;
 mod dtype;
 mod pack;
+mod placement;
 mod plan;
 mod shape;
 mod tensor;
@@ -32,9 +33,8 @@ pub use bucket::{BucketError, BucketGroup, Bucketer, Remainder};
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, PoolConfig, PoolStats};
 pub use bytes_column::BytesColumn;
 pub use dtype::{Bf16, Element, TensorType};
-pub use pack::{
-    Overflow, POSITIONS, PackPlan, Packer, Placement, RowPlanner, SEGMENT_IDS, kept_span,
-};
+pub use pack::{Overflow, POSITIONS, PackPlan, Packer, SEGMENT_IDS, kept_span};
+pub use placement::{PackRule, PackStrategy, Placement, RowPlanner};
 pub use plan::{
     Assembler, BatchPlan, LengthPolicy, MAX_SHAPES, MaskType, PlanError, Scalar, Truncation,
 };

@@ -5,6 +5,7 @@ use super::assemble::{BatchError, BatchErrorKind, CopyError, Dst, compatible, ra
 use super::bucket::Remainder;
 use super::buffer::{AlignedBuf, BufferPool};
 use super::dtype::TensorType;
+use super::placement::{PackRule, RowPlanner};
 use super::plan::{Fill, MaskType, PlanError, Scalar};
 use super::shape::{BatchShape, TensorShape};
 use super::tensor::{Batch, Tensor};
@@ -60,6 +61,7 @@ pub struct PackPlan {
     batch_size: usize,
     cast: Option<TensorType>,
     overflow: Overflow,
+    rule: PackRule,
     pad_value: Scalar,
     masks: bool,
     mask_types: Vec<(String, MaskType)>,
@@ -83,6 +85,7 @@ impl PackPlan {
             batch_size,
             cast: None,
             overflow: Overflow::Error,
+            rule: PackRule::default(),
             pad_value: Scalar::Int(0),
             masks: false,
             mask_types: Vec::new(),
@@ -117,6 +120,13 @@ impl PackPlan {
         self
     }
 
+    /// How rows are chosen, and how many segments a row may hold (default:
+    /// first fit, no cap).
+    pub fn rule(mut self, rule: PackRule) -> Self {
+        self.rule = rule;
+        self
+    }
+
     /// The value padding positions hold (default 0).
     pub fn pad_value(mut self, value: impl Into<Scalar>) -> Self {
         self.pad_value = value.into();
@@ -137,11 +147,16 @@ impl PackPlan {
         if self.features.is_empty() {
             return Err(PlanError::NoFeatures);
         }
-        if self.row_length == 0 {
-            return Err(PlanError::ZeroLength {
-                feature: self.features[0].clone(),
-                what: "row_length",
-            });
+        for (what, n) in [
+            ("row_length", Some(self.row_length)),
+            ("max_segments", self.rule.max_segments),
+        ] {
+            if n == Some(0) {
+                return Err(PlanError::ZeroLength {
+                    feature: self.features[0].clone(),
+                    what,
+                });
+            }
         }
         if let Some((name, _)) = self
             .mask_types
@@ -236,9 +251,9 @@ impl PackPlan {
             row_length: self.row_length,
             batch_size: self.batch_size,
             features,
-            overflow: self.overflow,
+            overflow: self.rule.overflow(self.overflow),
             pool: self.pool.unwrap_or_default(),
-            rows: RowPlanner::new(self.row_length, self.batch_size),
+            rows: RowPlanner::new(self.row_length, self.batch_size, self.rule),
             current: None,
         })
     }
@@ -251,121 +266,6 @@ struct PackFeature {
     pad: Fill,
     /// The mask tensor's name and type, when masks are on.
     mask: Option<(String, TensorType)>,
-}
-
-/// Where one piece of a sequence goes: [`RowPlanner::place`]'s answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placement {
-    /// The batch being filled had no room: it is complete, and this piece
-    /// begins a new batch.
-    pub closed: bool,
-    /// Row of the batch.
-    pub row: usize,
-    /// Offset of the piece in the row.
-    pub at: usize,
-}
-
-/// The packer's placement rule on lengths alone, so that a pipeline can
-/// plan which records make up each packed batch before any is parsed, and
-/// get exactly the batches the [`Packer`] builds from them.
-///
-/// First-fit: a piece goes into the first row of the current batch with
-/// room for it, else into a new row; when all `batch_size` rows are open and
-/// none has room, the batch is complete and a new one begins.
-#[derive(Clone, Debug)]
-pub struct RowPlanner {
-    row_length: usize,
-    batch_size: usize,
-    /// Values used in each opened row of the current batch.
-    used: Vec<usize>,
-    open: bool,
-    /// Pieces of the current batch go into rows from this one on
-    /// ([`fence`](Self::fence)).
-    first: usize,
-}
-
-impl RowPlanner {
-    /// A planner for batches of `batch_size` rows of `row_length`.
-    pub fn new(row_length: usize, batch_size: usize) -> Self {
-        Self {
-            row_length,
-            batch_size,
-            used: Vec::with_capacity(batch_size),
-            open: false,
-            first: 0,
-        }
-    }
-
-    /// Places a piece of `n` values (`1 ..= row_length`).
-    pub fn place(&mut self, n: usize) -> Placement {
-        let l = self.row_length;
-        if self.open {
-            let first = self.first.min(self.used.len());
-            if let Some(row) = self.used[first..]
-                .iter()
-                .position(|&u| l - u >= n)
-                .map(|r| first + r)
-            {
-                let at = self.used[row];
-                self.used[row] += n;
-                return Placement {
-                    closed: false,
-                    row,
-                    at,
-                };
-            }
-            if self.used.len() < self.batch_size {
-                self.used.push(n);
-                return Placement {
-                    closed: false,
-                    row: self.used.len() - 1,
-                    at: 0,
-                };
-            }
-        }
-        let closed = self.open;
-        self.open = true;
-        self.first = 0;
-        self.used.clear();
-        self.used.push(n);
-        Placement {
-            closed,
-            row: 0,
-            at: 0,
-        }
-    }
-
-    /// From here on the current batch's pieces go into rows from `row` on
-    /// (`row <= batch_size`); rows before it that hold nothing stay
-    /// padding. How one batch holds the rows of several logical streams,
-    /// each packed apart into its own rows (docs/many-hosts.md).
-    pub fn fence(&mut self, row: usize) {
-        let row = row.min(self.batch_size);
-        if !self.open {
-            self.open = true;
-            self.used.clear();
-        }
-        if self.used.len() < row {
-            self.used.resize(row, 0);
-        }
-        self.first = row;
-    }
-
-    /// Rows of the current batch up to the last that holds a piece (0
-    /// when none is open): rows holding one, and rows a
-    /// [`fence`](Self::fence) passed over.
-    pub fn rows(&self) -> usize {
-        if self.open { self.used.len() } else { 0 }
-    }
-
-    /// Ends the current batch; true when one was open.
-    pub fn finish(&mut self) -> bool {
-        let open = self.open;
-        self.open = false;
-        self.first = 0;
-        self.used.clear();
-        open
-    }
 }
 
 /// How many values of a sequence of `len` a packer keeps under `overflow`
@@ -404,12 +304,12 @@ struct Current {
 
 /// A sequential operator packing sequences into rows of fixed length.
 ///
-/// Placement is greedy first-fit in arrival order: a sequence goes into the
-/// first row of the current batch with room for it, else a new row; when all
-/// `batch_size` rows are open and none has room, the batch is emitted and a
-/// new one begun ([`RowPlanner`] is this rule on lengths alone). A row's
-/// sequences keep their arrival order. Empty sequences take no room and are
-/// left out. Output per batch: each feature `[B, L]` (with
+/// Placement follows the plan's [`PackRule`] in arrival order (default
+/// first fit: a sequence goes into the first row of the current batch with
+/// room for it, else a new row); when all `batch_size` rows are open and
+/// none takes it, the batch is emitted and a new one begun ([`RowPlanner`]
+/// is this rule on lengths alone). A row's sequences keep their arrival
+/// order. Empty sequences take no room and are left out. Output per batch: each feature `[B, L]` (with
 /// [`PackPlan::masks`], its `<feature>_mask` after it), [`SEGMENT_IDS`] and
 /// [`POSITIONS`] `[B, L]` i32; `real_rows` is the number of rows holding at
 /// least one sequence.
@@ -477,8 +377,10 @@ impl Packer {
 
     /// Packs only the pieces of record `record` that cover `part` of its kept
     /// values (see [`kept_span`]): how a pipeline packs a record split
-    /// across two batches, one part in each. `part` must start at a multiple
-    /// of the row length.
+    /// across two batches, one part in each. `part` starts where the batch
+    /// before it ended the record (a multiple of the row length under
+    /// [`Overflow::Split`], anywhere under
+    /// [`PackStrategy::ConcatSplit`](super::PackStrategy::ConcatSplit)).
     pub fn push_part(
         &mut self,
         parsed: &ParsedBatch,
@@ -622,8 +524,7 @@ impl Packer {
 
         let mut done = first;
         while done < end {
-            let n = (end - done).min(l);
-            let (row, at) = self.place(n, out);
+            let (row, at, n) = self.place((end - done).min(l), out);
             let Some(cur) = self.current.as_mut() else {
                 break;
             };
@@ -653,8 +554,9 @@ impl Packer {
         Ok(())
     }
 
-    /// Finds room for `n <= row_length` values: (row, offset in the row).
-    fn place(&mut self, n: usize, out: &mut Vec<Batch>) -> (usize, usize) {
+    /// Finds room for `n <= row_length` values: (row, offset in the row,
+    /// values placed there).
+    fn place(&mut self, n: usize, out: &mut Vec<Batch>) -> (usize, usize, usize) {
         let p = self.rows.place(n);
         if p.closed || self.current.is_none() {
             if let Some(batch) = self.emit() {
@@ -668,7 +570,7 @@ impl Packer {
                 cur.used.resize(p.row + 1, 0);
             }
         }
-        (p.row, p.at)
+        (p.row, p.at, p.len)
     }
 
     fn begin(&self) -> Current {
@@ -781,31 +683,4 @@ fn check_fits(values: &Values, start: usize, n: usize, dtype: TensorType) -> Res
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// After a fence, first fit looks only at rows from it on, and a new
-    /// row opens after the rows passed over.
-    #[test]
-    fn a_fence_keeps_the_next_pieces_in_rows_from_it_on() {
-        let mut rows = RowPlanner::new(8, 4);
-        let at = |p: Placement| (p.closed, p.row, p.at);
-        assert_eq!(at(rows.place(3)), (false, 0, 0));
-        rows.fence(2);
-        assert_eq!(rows.rows(), 2);
-        // Row 0 has room for 5 but is before the fence.
-        assert_eq!(at(rows.place(5)), (false, 2, 0));
-        assert_eq!(at(rows.place(3)), (false, 2, 5));
-        assert_eq!(at(rows.place(4)), (false, 3, 0));
-        // No row from the fence on has room: the batch closes.
-        assert_eq!(at(rows.place(8)), (true, 0, 0));
-        // A fence before anything is placed opens the batch there.
-        rows.finish();
-        rows.fence(3);
-        assert_eq!(at(rows.place(8)), (false, 3, 0));
-        assert_eq!(rows.rows(), 4);
-    }
 }

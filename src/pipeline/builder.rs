@@ -23,7 +23,10 @@ use super::settings::RecordSettings;
 use super::start::start;
 use super::stats::StageStats;
 use super::tokenize::TokenizeOp;
-use crate::batch::{Batch, BatchShape, LengthPolicy, MaskType, Overflow, TensorType, Truncation};
+use crate::batch::{
+    Batch, BatchShape, LengthPolicy, MaskType, Overflow, PackRule, PackStrategy, TensorType,
+    Truncation,
+};
 use crate::example::ParsedBatch;
 use crate::record::{CorruptPolicy, ReadOptions};
 use crate::source::{SourceOptions, list_shards_blocking};
@@ -676,7 +679,8 @@ impl ParsedPipeline {
     }
 
     /// Packs the variable-length features of each record end to end into
-    /// rows of `row_length` (first fit, in arrival order; see
+    /// rows of `row_length` (first fit in arrival order unless
+    /// [`pack_strategy`](Self::pack_strategy) says otherwise; see
     /// [`Packer`](crate::batch::Packer)), [`batch`](Self::batch) rows per batch, with
     /// [`SEGMENT_IDS`](crate::batch::SEGMENT_IDS) (1, 2, … per row, 0 on
     /// padding), [`POSITIONS`](crate::batch::POSITIONS) and a
@@ -684,29 +688,50 @@ impl ParsedPipeline {
     /// record must have the same length (e.g. `input_ids` and
     /// `attention_mask`); the spec may hold no fixed-length feature. With
     /// `drop_remainder` the last, partly filled batch is dropped.
-    pub fn pack(mut self, row_length: usize) -> Self {
-        let overflow = match self.p.batching {
-            Batching::Pack { overflow, .. } => overflow,
-            _ => Overflow::Error,
-        };
-        self.p.batching = Batching::Pack {
-            row_length,
-            overflow,
-        };
-        self
+    pub fn pack(self, row_length: usize) -> Self {
+        self.packing(|length, _, _| *length = row_length)
     }
 
     /// What [`pack`](Self::pack) does with a record longer than a row
-    /// (default [`Overflow::Error`], naming the file and offset).
-    pub fn pack_overflow(mut self, overflow: Overflow) -> Self {
-        if let Batching::Pack { overflow: o, .. } = &mut self.p.batching {
-            *o = overflow;
-        } else {
-            self.p.batching = Batching::Pack {
-                row_length: 0,
+    /// (default [`Overflow::Error`], naming the file and offset; under
+    /// [`PackStrategy::ConcatSplit`], which cuts records at row ends
+    /// anyway, `Error` splits).
+    pub fn pack_overflow(self, overflow: Overflow) -> Self {
+        self.packing(|_, o, _| *o = overflow)
+    }
+
+    /// How [`pack`](Self::pack) chooses rows (default
+    /// [`PackStrategy::FirstFit`]; `BestFit` takes the row a sequence
+    /// fills most; `ConcatSplit` lays sequences end to end and cuts them at
+    /// row ends, leaving no padding). Every strategy restores exactly and
+    /// moves between host counts as first fit does.
+    pub fn pack_strategy(self, strategy: PackStrategy) -> Self {
+        self.packing(|_, _, rule| rule.strategy = strategy)
+    }
+
+    /// At most `segments` sequences (or pieces of one) in a packed row
+    /// (0 is refused when the pipeline is built).
+    pub fn pack_max_segments(self, segments: usize) -> Self {
+        self.packing(|_, _, rule| rule.max_segments = Some(segments))
+    }
+
+    /// Changes the pack settings (a packing of row length 0, refused when
+    /// built, if [`pack`](Self::pack) was not called).
+    fn packing(mut self, f: impl FnOnce(&mut usize, &mut Overflow, &mut PackRule)) -> Self {
+        let (mut row_length, mut overflow, mut rule) = match self.p.batching {
+            Batching::Pack {
+                row_length,
                 overflow,
-            };
-        }
+                rule,
+            } => (row_length, overflow, rule),
+            _ => (0, Overflow::Error, PackRule::default()),
+        };
+        f(&mut row_length, &mut overflow, &mut rule);
+        self.p.batching = Batching::Pack {
+            row_length,
+            overflow,
+            rule,
+        };
         self
     }
 

@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use clap::Args;
 
-use infeed::batch::{MaskType, Overflow, TensorType, Truncation};
+use infeed::batch::{MaskType, Overflow, PackStrategy, TensorType, Truncation};
 use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, Pipeline};
 use infeed::record::{CorruptPolicy, ReadOptions};
 use infeed::spec::FeatureSpec;
@@ -117,6 +117,13 @@ pub struct BenchArgs {
     /// A record longer than a --pack row: error, keep-start, keep-end or split.
     #[arg(long, value_parser = Overflow::from_str, requires = "pack")]
     pack_overflow: Option<Overflow>,
+    /// How --pack chooses rows: first-fit (default), best-fit, or
+    /// concat-split (records end to end, cut at row ends: no padding).
+    #[arg(long, value_parser = PackStrategy::from_str, requires = "pack")]
+    pack_strategy: Option<PackStrategy>,
+    /// At most N sequences (or pieces of one) in a --pack row.
+    #[arg(long, requires = "pack")]
+    pack_max_segments: Option<usize>,
     /// Drop a last batch smaller than --batch.
     #[arg(long)]
     drop_remainder: bool,
@@ -334,10 +341,16 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 (Some(feature), _) => parsed
                     .bucket_by_length(feature, &args.boundaries, &args.bucket_batch_sizes)
                     .drop_remainder(args.drop_remainder),
-                (None, Some(row_length)) => parsed
-                    .pack(row_length)
-                    .pack_overflow(args.pack_overflow.unwrap_or_default())
-                    .batch(args.batch, args.drop_remainder),
+                (None, Some(row_length)) => {
+                    let mut packed = parsed
+                        .pack(row_length)
+                        .pack_overflow(args.pack_overflow.unwrap_or_default())
+                        .pack_strategy(args.pack_strategy.unwrap_or_default());
+                    if let Some(segments) = args.pack_max_segments {
+                        packed = packed.pack_max_segments(segments);
+                    }
+                    packed.batch(args.batch, args.drop_remainder)
+                }
                 (None, None) => parsed.batch(args.batch, args.drop_remainder),
             };
             // Every feature fixed-length and the remainder dropped: the

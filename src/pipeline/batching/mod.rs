@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::batch::MAX_SHAPES;
 use crate::batch::{
     Assembler, BatchPlan, BatchShape, Bucketer, LengthPolicy, MaskType, Overflow, PackPlan,
-    PlanError, TensorType,
+    PackRule, PlanError, TensorType,
 };
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{Grouping, RecordWork};
@@ -50,6 +50,7 @@ pub(crate) enum Batching {
     Pack {
         row_length: usize,
         overflow: Overflow,
+        rule: PackRule,
     },
 }
 
@@ -444,6 +445,7 @@ impl ParsedSettings {
             Batching::Pack {
                 row_length,
                 overflow,
+                rule,
             } => {
                 if self.length.is_some() || !self.decode.is_empty() {
                     return Err(PipelineError::Config(
@@ -465,6 +467,7 @@ impl ParsedSettings {
                 let mut plan =
                     PackPlan::new(&spec, &names, *row_length, self.batch_size.unwrap_or(1))
                         .overflow(*overflow)
+                        .rule(*rule)
                         .masks(true);
                 if let Some(m) = self.masks {
                     for name in &names {
@@ -565,10 +568,12 @@ impl ParsedSettings {
             Batching::Pack {
                 row_length,
                 overflow,
+                rule,
             } => Grouping::Pack {
                 row_length: *row_length,
                 batch_size: self.batch_size.unwrap_or(1),
                 overflow: *overflow,
+                rule: *rule,
                 feature: self
                     .length_features(&decided)?
                     .into_iter()

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::batch::{Bucketer, Overflow};
+use crate::batch::{Bucketer, Overflow, PackRule};
 use crate::pipeline::checkpoint::{FieldWriter, Identity};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, LengthScan};
@@ -49,6 +49,7 @@ pub(crate) enum Grouping {
         row_length: usize,
         batch_size: usize,
         overflow: Overflow,
+        rule: PackRule,
         /// The packed feature named in a too-long error.
         feature: String,
         drop_remainder: bool,
@@ -110,12 +111,14 @@ impl Grouping {
                 row_length,
                 batch_size,
                 overflow,
+                rule,
                 feature,
                 drop_remainder,
             } => Grouping::Pack {
                 row_length: *row_length,
                 batch_size: share(*batch_size)?,
                 overflow: *overflow,
+                rule: *rule,
                 feature: feature.clone(),
                 drop_remainder: *drop_remainder,
             },
@@ -229,6 +232,7 @@ impl RecordWork {
                     row_length,
                     batch_size,
                     overflow,
+                    rule,
                     feature: _, // the length feature below
                     drop_remainder,
                 } => {
@@ -242,6 +246,11 @@ impl RecordWork {
                             Overflow::Split => 3,
                         })
                         .bool(*drop_remainder);
+                    // Written only when not first fit without a cap: the
+                    // states saved before strategies keep their fingerprint.
+                    if let Some((strategy, cap)) = rule.key() {
+                        w.u64(strategy).u64(cap);
+                    }
                 }
             }
         }

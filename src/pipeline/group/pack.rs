@@ -1,11 +1,12 @@
 //! Packing: records laid end to end into `batch_size` rows of `row_length`
-//! (first fit, in arrival order), a long record split across rows under
-//! `Overflow::Split`. The records of the open batch are the replay list of
+//! by the [`PackRule`] (first fit, best fit or concat-split, in arrival
+//! order), a long record split across rows under `Overflow::Split` (and
+//! any record at a row's end under concat-split). The records of the open batch are the replay list of
 //! the checkpoint, with the values of the first already packed.
 
 use std::ops::Range;
 
-use crate::batch::{BatchError, BatchErrorKind, Overflow, RowPlanner, kept_span};
+use crate::batch::{BatchError, BatchErrorKind, Overflow, PackRule, RowPlanner, kept_span};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::error::StateError;
 use crate::pipeline::item::Item;
@@ -32,11 +33,12 @@ impl PackGrouper {
         row_length: usize,
         batch_size: usize,
         overflow: Overflow,
+        rule: PackRule,
         feature: &str,
         drop_remainder: bool,
     ) -> Self {
         PackGrouper {
-            planner: RowPlanner::new(row_length, batch_size),
+            planner: RowPlanner::new(row_length, batch_size, rule),
             row_length,
             overflow,
             feature: feature.to_owned(),
@@ -86,9 +88,8 @@ impl PackGrouper {
         let item = compact(item);
         let (mut done, mut part_start) = (skip, skip);
         while done < keep {
-            let n = (keep - done).min(row_length);
             let rows_before = self.planner.rows();
-            let placed = self.planner.place(n);
+            let placed = self.planner.place((keep - done).min(row_length));
             if placed.closed {
                 if done > part_start {
                     self.current.push((item.clone(), part_start..done));
@@ -110,7 +111,7 @@ impl PackGrouper {
                     replay_quiet: false,
                 });
             }
-            done += n;
+            done += placed.len;
         }
         self.current.push((item, part_start..keep));
         Ok(())

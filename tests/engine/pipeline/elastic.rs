@@ -5,7 +5,7 @@
 //! uninterrupted run gives. Hosts are simulated in one process, each
 //! `.shard(i, n)`.
 
-use infeed::batch::{Batch, SEGMENT_IDS};
+use infeed::batch::{Batch, PackStrategy, SEGMENT_IDS};
 use infeed::pipeline::{
     Batches, EqualBatches, ParsedPipeline, Pipeline, PipelineError, StateError, merge_states,
 };
@@ -36,9 +36,57 @@ fn host_with(
         .batch(GLOBAL / hosts as usize, true)
 }
 
-/// The same chain packing its records into rows of 96: each stream packs
-/// its own 2 rows of every step.
+/// The same chain packing its records into rows of 96 (first fit): each
+/// stream packs its own 2 rows of every step.
 fn packing_host(
+    files: &[String],
+    index: u64,
+    hosts: u64,
+    epochs: Option<u64>,
+    equal: Option<EqualBatches>,
+) -> ParsedPipeline {
+    packing_with(PackStrategy::FirstFit, files, index, hosts, epochs, equal)
+}
+
+/// [`packing_host`] packing by best fit.
+fn best_fit_host(
+    files: &[String],
+    index: u64,
+    hosts: u64,
+    epochs: Option<u64>,
+    equal: Option<EqualBatches>,
+) -> ParsedPipeline {
+    packing_with(PackStrategy::BestFit, files, index, hosts, epochs, equal)
+}
+
+/// [`packing_host`] packing by concat-split, at most 3 pieces a row.
+fn concat_split_host(
+    files: &[String],
+    index: u64,
+    hosts: u64,
+    epochs: Option<u64>,
+    equal: Option<EqualBatches>,
+) -> ParsedPipeline {
+    packing_with(
+        PackStrategy::ConcatSplit,
+        files,
+        index,
+        hosts,
+        epochs,
+        equal,
+    )
+    .pack_max_segments(3)
+}
+
+/// The packing hosts, by name.
+const PACKING: [(&str, Host); 3] = [
+    ("first fit", packing_host),
+    ("best fit", best_fit_host),
+    ("concat-split", concat_split_host),
+];
+
+fn packing_with(
+    strategy: PackStrategy,
     files: &[String],
     index: u64,
     hosts: u64,
@@ -47,6 +95,7 @@ fn packing_host(
 ) -> ParsedPipeline {
     chain(files, index, hosts, epochs, equal)
         .pack(96)
+        .pack_strategy(strategy)
         .batch(GLOBAL / hosts as usize, false)
 }
 
@@ -252,18 +301,23 @@ fn moves_with(files: &[String], from: u64, to: u64, k: usize, host_with: Host) {
 fn packed_rows_are_the_same_on_every_host_count_and_a_state_moves() {
     let dir = tempfile::tempdir().unwrap();
     let files = files(dir.path());
-    let (one, _) = run(1, Some(30), |i, n| packing_host(&files, i, n, None, None));
-    assert_eq!(one.len(), 30);
-    assert!(one.iter().all(|g| g.width == 96 && g.rows.len() == GLOBAL));
-    for hosts in [2, 3, 4, 6, 12] {
-        let (many, _) = run(hosts, Some(30), |i, n| {
-            packing_host(&files, i, n, None, None)
-        });
-        assert_eq!(first_difference(&many, &one), None, "{hosts} hosts");
+    let mut firsts = Vec::new();
+    for (name, host) in PACKING {
+        let (mut one, _) = run(1, Some(30), |i, n| host(&files, i, n, None, None));
+        assert_eq!(one.len(), 30);
+        assert!(one.iter().all(|g| g.width == 96 && g.rows.len() == GLOBAL));
+        for hosts in [2, 3, 4, 6, 12] {
+            let (many, _) = run(hosts, Some(30), |i, n| host(&files, i, n, None, None));
+            assert_eq!(first_difference(&many, &one), None, "{name}, {hosts} hosts");
+        }
+        for (from, to, k) in [(2, 4, 7), (4, 2, 13), (2, 1, 0), (1, 3, 21), (6, 4, 9)] {
+            moves_with(&files, from, to, k, host);
+        }
+        firsts.push(one.remove(0).rows);
     }
-    for (from, to, k) in [(2, 4, 7), (4, 2, 13), (2, 1, 0), (1, 3, 21), (6, 4, 9)] {
-        moves_with(&files, from, to, k, packing_host);
-    }
+    // The strategies lay the same records out differently.
+    assert_ne!(firsts[0], firsts[1]);
+    assert_ne!(firsts[0], firsts[2]);
 }
 
 /// A finite packed run with equal batches: every record's values once, the
@@ -273,21 +327,28 @@ fn packed_rows_are_the_same_on_every_host_count_and_a_state_moves() {
 fn a_finite_packed_run_delivers_every_record_once_on_any_host_count() {
     let dir = tempfile::tempdir().unwrap();
     let files = files(dir.path());
+    // Every value of every record once (a concat-split record's pieces
+    // may lie in rows apart).
     let expected: Vec<i64> = (0..24)
-        .flat_map(|f| (0..30).map(move |i| f * 100 + i))
+        .flat_map(|f| (0..30).map(move |i| (f, i)))
+        .flat_map(|(f, i)| {
+            let len = ((f * 7 + i * 13) % 96 + 1) as usize;
+            (0..len).map(move |j| grouping::value(f * 100 + i, j))
+        })
         .collect();
-    let packed = |i, n| packing_host(&files, i, n, Some(1), Some(EqualBatches::Pad));
-    let (one, _) = run(1, None, packed);
-    for hosts in [1, 2, 4, 12] {
-        let (many, _) = run(hosts, None, packed);
-        let mut ids: Vec<i64> = many
-            .iter()
-            .flat_map(|g| g.real.iter().flatten().map(|&v| id_of(v)))
-            .collect();
-        ids.dedup();
-        ids.sort();
-        assert_eq!(ids, expected, "{hosts} hosts");
-        assert_eq!(first_difference(&many, &one), None, "{hosts} hosts");
+    for (name, host) in PACKING {
+        let packed = |i, n| host(&files, i, n, Some(1), Some(EqualBatches::Pad));
+        let (one, _) = run(1, None, packed);
+        for hosts in [1, 2, 4, 12] {
+            let (many, _) = run(hosts, None, packed);
+            let mut values: Vec<i64> = many
+                .iter()
+                .flat_map(|g| g.real.iter().flatten().copied())
+                .collect();
+            values.sort();
+            assert_eq!(values, expected, "{name}, {hosts} hosts");
+            assert_eq!(first_difference(&many, &one), None, "{name}, {hosts} hosts");
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use infeed::batch::{Batch, BatchShape};
+use infeed::batch::{Batch, BatchShape, PackStrategy};
 use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
 use proptest::prelude::*;
 
@@ -213,6 +213,10 @@ fn uncounted(
             .max_length(128)
             .drop_remainder(false),
         "pack" => parsed.pack(96).batch(3, false),
+        "concat-split pack" => parsed
+            .pack(96)
+            .pack_strategy(PackStrategy::ConcatSplit)
+            .batch(3, false),
         "filter_rows" => parsed
             .filter_rows(longer_than_20)
             .fixed_length(96)
@@ -252,6 +256,7 @@ fn equal_batches_hold_for_every_grouping() {
     for grouping in [
         "buckets",
         "pack",
+        "concat-split pack",
         "filter_rows",
         "record filter",
         "filtered buckets",
@@ -321,6 +326,7 @@ fn equal_batch_runs_of_every_grouping_restore_exactly() {
     for grouping in [
         "buckets",
         "pack",
+        "concat-split pack",
         "filter_rows",
         "record filter",
         "filtered buckets",

@@ -1,10 +1,11 @@
 //! Packing in the pipeline: hand-computed rows with segment ids and
-//! positions, every token once, overflow policies, exact restores (also in
-//! the middle of a record split across batches), errors.
+//! positions under each strategy (first fit, best fit, concat-split) and a
+//! segment cap, every token once, overflow policies, exact restores (also
+//! in the middle of a record split across batches), errors.
 
 use super::grouping::*;
 use crate::support::tfrecord::write_file;
-use infeed::batch::{BatchErrorKind, Overflow, POSITIONS, SEGMENT_IDS, TensorType};
+use infeed::batch::{BatchErrorKind, Overflow, POSITIONS, PackStrategy, SEGMENT_IDS, TensorType};
 use infeed::pipeline::{ParsedPipeline, Pipeline, PipelineError};
 use infeed::spec::DType;
 use proptest::prelude::*;
@@ -86,6 +87,141 @@ fn first_fit_rows_with_exact_segment_ids_positions_and_masks() {
         rows(&batches[1], POSITIONS),
         [[0, 1, 2, 3, 4, 0, 0, 0], [0, 1, 2, 3, 0, 0, 0, 0]]
     );
+}
+
+/// Record `id`'s values `range`, `n` times: the rows of a hand-computed
+/// packing, one per row.
+fn rows_of(parts: &[&[(i64, std::ops::Range<usize>)]], width: usize) -> Vec<Vec<i64>> {
+    parts
+        .iter()
+        .map(|row_parts| {
+            let values: Vec<Vec<i64>> = row_parts
+                .iter()
+                .map(|(id, r)| vals(*id, r.clone()))
+                .collect();
+            row(&values, width)
+        })
+        .collect()
+}
+
+#[test]
+fn best_fit_takes_the_row_a_record_fills_most() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_lm_files(dir.path(), &[vec![3, 6, 2, 5, 4, 1]]);
+    let batches: Vec<_> = packed(files, 8, 2)
+        .pack_strategy(PackStrategy::BestFit)
+        .build()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    // Record 2 (2) goes beside record 1 (room 2), not record 0 (room 5),
+    // which then takes record 3 (5): batch 0 is full, no padding.
+    assert_eq!(
+        batches.iter().map(|b| rows(b, "ids")).collect::<Vec<_>>(),
+        [
+            rows_of(&[&[(0, 0..3), (3, 0..5)], &[(1, 0..6), (2, 0..2)]], 8),
+            rows_of(&[&[(4, 0..4), (5, 0..1)], &[]], 8),
+        ]
+    );
+    assert_eq!(
+        rows(&batches[0], SEGMENT_IDS),
+        [[1, 1, 1, 2, 2, 2, 2, 2], [1, 1, 1, 1, 1, 1, 2, 2]]
+    );
+    assert_eq!(batches[1].real_rows, 1);
+}
+
+#[test]
+fn concat_split_cuts_at_row_ends_and_pads_only_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_lm_files(dir.path(), &[vec![3, 6, 2, 5, 4, 1]]);
+    let p = packed(files.clone(), 8, 2).pack_strategy(PackStrategy::ConcatSplit);
+    let batches: Vec<_> = p.build().unwrap().map(Result::unwrap).collect();
+    // Record 1 is cut after 5 values; its last value opens row 1.
+    assert_eq!(
+        batches.iter().map(|b| rows(b, "ids")).collect::<Vec<_>>(),
+        [
+            rows_of(
+                &[&[(0, 0..3), (1, 0..5)], &[(1, 5..6), (2, 0..2), (3, 0..5)]],
+                8
+            ),
+            rows_of(&[&[(4, 0..4), (5, 0..1)], &[]], 8),
+        ]
+    );
+    // Segment ids and positions restart at each record and each cut.
+    assert_eq!(
+        rows(&batches[0], SEGMENT_IDS),
+        [[1, 1, 1, 2, 2, 2, 2, 2], [1, 2, 2, 3, 3, 3, 3, 3]]
+    );
+    assert_eq!(
+        rows(&batches[0], POSITIONS),
+        [[0, 1, 2, 0, 1, 2, 3, 4], [0, 0, 1, 0, 1, 2, 3, 4]]
+    );
+    assert_eq!(rows(&batches[0], "ids_mask"), [[1; 8], [1; 8]]);
+    assert_eq!(
+        rows(&batches[1], "ids_mask"),
+        [[1, 1, 1, 1, 1, 0, 0, 0], [0; 8]]
+    );
+
+    // One row a batch: a record cut across batches, and a restore after
+    // every batch (the open batch holds the rest of a cut record).
+    let files = write_lm_files(dir.path(), &[vec![5, 11, 2]]);
+    let p = packed(files, 8, 1).pack_strategy(PackStrategy::ConcatSplit);
+    let whole: Vec<_> = p.build().unwrap().map(Result::unwrap).collect();
+    assert_eq!(
+        whole.iter().map(|b| rows(b, "ids")).collect::<Vec<_>>(),
+        [
+            rows_of(&[&[(0, 0..5), (1, 0..3)]], 8),
+            rows_of(&[&[(1, 3..11)]], 8),
+            rows_of(&[&[(2, 0..2)]], 8),
+        ]
+    );
+    let all: Vec<u64> = whole.iter().map(|b| b.digest()).collect();
+    for k in 0..=3 {
+        let (head, state) = digests_then_state(p.build().unwrap(), k);
+        assert_eq!(head, all[..k]);
+        assert_eq!(
+            digests(p.clone().resume_from(&state).build().unwrap()),
+            all[k..]
+        );
+    }
+}
+
+#[test]
+fn max_segments_caps_the_records_of_a_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_lm_files(dir.path(), &[vec![3, 6, 2, 5, 4, 1]]);
+    let run = |strategy, cap| -> Vec<Vec<Vec<i64>>> {
+        packed(files.clone(), 8, 2)
+            .pack_strategy(strategy)
+            .pack_max_segments(cap)
+            .build()
+            .unwrap()
+            .map(|b| rows(&b.unwrap(), "ids"))
+            .collect()
+    };
+    assert_eq!(
+        run(PackStrategy::FirstFit, 1),
+        [
+            rows_of(&[&[(0, 0..3)], &[(1, 0..6)]], 8),
+            rows_of(&[&[(2, 0..2)], &[(3, 0..5)]], 8),
+            rows_of(&[&[(4, 0..4)], &[(5, 0..1)]], 8),
+        ]
+    );
+    // Row 1 holds two pieces after 3 values: the rest of it stays padding.
+    assert_eq!(
+        run(PackStrategy::ConcatSplit, 2),
+        [
+            rows_of(&[&[(0, 0..3), (1, 0..5)], &[(1, 5..6), (2, 0..2)]], 8),
+            rows_of(&[&[(3, 0..5), (4, 0..3)], &[(4, 3..4), (5, 0..1)]], 8),
+        ]
+    );
+    assert!(matches!(
+        packed(files.clone(), 8, 2).pack_max_segments(0).shapes(),
+        Err(PipelineError::Plan(infeed::batch::PlanError::ZeroLength {
+            what: "max_segments",
+            ..
+        }))
+    ));
 }
 
 #[test]
@@ -238,6 +374,73 @@ fn every_token_lands_once_in_order_whatever_the_threads() {
     }
 }
 
+/// Concat-split over a shuffled, interleaved, repeated run: no padding
+/// before the last batch, every record's values once per epoch in order
+/// (cut anywhere), each piece starting at position 0 and only a row's first
+/// piece starting inside a record.
+#[test]
+fn concat_split_wastes_nothing_and_keeps_every_token_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let lens: Vec<Vec<usize>> = (0..3)
+        .map(|f| (0..40).map(|i| (i * 7 + f * 3) % 23).collect())
+        .collect();
+    let files = write_lm_files(dir.path(), &lens);
+    let make = |threads| {
+        Pipeline::from_files(files.clone())
+            .unwrap()
+            .seed(5)
+            .shuffle_files()
+            .interleave(3, 2)
+            .shuffle(25)
+            .repeat(Some(2))
+            .threads(threads)
+            .parse(spec())
+            .pack(16)
+            .pack_strategy(PackStrategy::ConcatSplit)
+            .batch(4, false)
+    };
+    let batches: Vec<_> = make(2).build().unwrap().map(Result::unwrap).collect();
+    let mut stream = Vec::new();
+    for (b, batch) in batches.iter().enumerate() {
+        let (ids, seg, pos) = (
+            rows(batch, "ids"),
+            rows(batch, SEGMENT_IDS),
+            rows(batch, POSITIONS),
+        );
+        for ((ids, seg), pos) in ids.iter().zip(&seg).zip(&pos) {
+            for i in 0..16 {
+                if seg[i] == 0 {
+                    assert_eq!(b, batches.len() - 1, "padding before the last batch");
+                    continue;
+                }
+                let starts = i == 0 || seg[i] != seg[i - 1];
+                assert_eq!(pos[i] == 0, starts, "batch {b}");
+                if starts && i > 0 {
+                    assert_eq!(ids[i] % 1000, 1, "a piece inside a row starts a record");
+                }
+                stream.push(ids[i]);
+            }
+        }
+    }
+    // The values in row order are the records one after another.
+    let mut seen: std::collections::BTreeMap<i64, usize> = Default::default();
+    let mut i = 0;
+    while i < stream.len() {
+        let id = id_of(stream[i]);
+        let len = lens[(id / 100) as usize][(id % 100) as usize];
+        assert_eq!(stream[i..i + len], vals(id, 0..len)[..], "record {id}");
+        *seen.entry(id).or_default() += 1;
+        i += len;
+    }
+    let nonempty = lens.iter().flatten().filter(|&&l| l > 0).count();
+    assert_eq!(seen.len(), nonempty);
+    assert!(seen.values().all(|&n| n == 2), "{seen:?}");
+    let digests_2: Vec<u64> = batches.iter().map(|b| b.digest()).collect();
+    for threads in [1, 3] {
+        assert_eq!(digests(make(threads).build().unwrap()), digests_2);
+    }
+}
+
 #[test]
 fn configuration_and_data_errors_are_clear() {
     let dir = tempfile::tempdir().unwrap();
@@ -296,7 +499,7 @@ fn configuration_and_data_errors_are_clear() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
     fn restore_at_any_cut_continues_exactly(
@@ -306,6 +509,12 @@ proptest! {
         shuffle in prop_oneof![Just(0usize), Just(9), Just(40)],
         split in any::<bool>(),
         drop in any::<bool>(),
+        strategy in prop_oneof![
+            Just(PackStrategy::FirstFit),
+            Just(PackStrategy::BestFit),
+            Just(PackStrategy::ConcatSplit),
+        ],
+        cap in prop_oneof![Just(None), Just(Some(2usize))],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let lens: Vec<Vec<usize>> = (0..3)
@@ -324,11 +533,54 @@ proptest! {
             .parse(spec())
             .pack(12)
             .pack_overflow(overflow)
-            .batch(3, drop);
+            .pack_strategy(strategy);
+        let p = match cap {
+            Some(cap) => p.pack_max_segments(cap),
+            None => p,
+        }
+        .batch(3, drop);
         let all = digests(p.clone().build().unwrap());
         let (head, state) = digests_then_state(p.clone().build().unwrap(), cut);
         prop_assert_eq!(&head[..], &all[..head.len()]);
         let tail = digests(p.resume_from(&state).build().unwrap());
         prop_assert_eq!(&tail[..], &all[head.len()..]);
     }
+}
+
+/// The strategy and the cap are in the state's fingerprint: a state saved
+/// under one is refused under another (the rows would differ).
+#[test]
+fn a_state_restores_only_under_its_own_strategy() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_lm_files(dir.path(), &[vec![3, 6, 2, 5, 4, 1, 7, 3]]);
+    let with = |strategy, cap: Option<usize>| {
+        let p = packed(files.clone(), 8, 2).pack_strategy(strategy);
+        match cap {
+            Some(cap) => p.pack_max_segments(cap),
+            None => p,
+        }
+    };
+    let (_, state) = digests_then_state(with(PackStrategy::BestFit, None).build().unwrap(), 1);
+    for (strategy, cap) in [
+        (PackStrategy::FirstFit, None),
+        (PackStrategy::ConcatSplit, None),
+        (PackStrategy::BestFit, Some(2)),
+    ] {
+        let refused = with(strategy, cap).resume_from(&state).build();
+        assert!(
+            matches!(
+                refused,
+                Err(PipelineError::BadState(
+                    infeed::pipeline::StateError::OtherPipeline { .. }
+                ))
+            ),
+            "{strategy:?}, {cap:?}"
+        );
+    }
+    assert!(
+        with(PackStrategy::BestFit, None)
+            .resume_from(&state)
+            .build()
+            .is_ok()
+    );
 }

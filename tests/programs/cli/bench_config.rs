@@ -101,12 +101,6 @@ fn pack_flags_count_sequences_and_restore_exactly() {
         "50",
         "--digests",
     ];
-    let full = bench_json(&base);
-    let n = full["batches"].as_u64().unwrap() as usize;
-    // Lengths are uniform in 8..512: the records over 256 are split in two.
-    assert!(full["records"].as_u64().unwrap() > 256);
-    let head = bench_json(&[&base[..], &["--batches", "5", "--state-out", &state]].concat());
-    let tail = bench_json(&[&base[..], &["--state-in", &state]].concat());
     let digests = |v: &serde_json::Value| -> Vec<String> {
         v["digests"]
             .as_array()
@@ -115,10 +109,36 @@ fn pack_flags_count_sequences_and_restore_exactly() {
             .map(|d| d.as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(
-        [digests(&head), digests(&tail)].concat(),
-        digests(&full),
-        "{n} batches"
+    let mut runs = Vec::new();
+    for strategy in [
+        &[][..],
+        &["--pack-strategy", "best-fit"],
+        &["--pack-strategy", "concat-split", "--pack-max-segments", "3"],
+    ] {
+        let flags = [&base[..], strategy].concat();
+        let full = bench_json(&flags);
+        let n = full["batches"].as_u64().unwrap() as usize;
+        // Lengths are uniform in 8..512: the records over 256 are split.
+        assert!(full["records"].as_u64().unwrap() > 256);
+        let head =
+            bench_json(&[&flags[..], &["--batches", "5", "--state-out", &state]].concat());
+        let tail = bench_json(&[&flags[..], &["--state-in", &state]].concat());
+        assert_eq!(
+            [digests(&head), digests(&tail)].concat(),
+            digests(&full),
+            "{strategy:?}: {n} batches"
+        );
+        runs.push(digests(&full));
+    }
+    assert_ne!(runs[0], runs[1]);
+    assert_ne!(runs[0], runs[2]);
+    // A strategy that is not one is named with those there are.
+    let output = infeed(&[&base[..], &["--pack-strategy", "best"]].concat());
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("expected first_fit, best_fit or concat_split"),
+        "{err}"
     );
 }
 
