@@ -599,6 +599,17 @@ class Pipeline:
         Every strategy restores exactly and moves between host counts."""
         return self._with("pack", int(row_length), str(strategy), max_segments)
 
+    def inputs_targets(self, feature: str, bos: int = 0) -> Pipeline:
+        """Next-token ``inputs`` and ``targets`` of the integer token feature
+        ``feature``, made after packing or padding so that a training step
+        shifts nothing: the targets are the tokens, the inputs the tokens
+        shifted right by one within each segment (a packed row's sequence or
+        piece, a padded row's values), ``bos`` first (T5X's and MaxText's
+        convention). With them ``targets_mask`` (1 on a real target) and
+        ``segment_ids`` and ``positions`` (which a padded batch gets here);
+        ``feature`` and its mask leave the batch."""
+        return self._with("inputs_targets", str(feature), int(bos))
+
     def pack_overflow(self, policy: str) -> Pipeline:
         """A record longer than a packed row: ``"error"`` (default),
         ``"keep_start"``, ``"keep_end"`` or ``"split"``."""

@@ -79,6 +79,10 @@ pub fn build(
                 let shape: Vec<usize> = counts(py, &args.get_item(1)?, "decode_raw shape")?;
                 parsed.decode_raw(&feature, &shape)
             }
+            "inputs_targets" => {
+                let feature: String = args.get_item(0)?.extract()?;
+                parsed.inputs_targets(&feature, args.get_item(1)?.extract()?)
+            }
             "normalize" => {
                 let feature: String = args.get_item(0)?.extract()?;
                 let mean: Vec<f32> = args.get_item(1)?.extract()?;

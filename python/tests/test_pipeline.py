@@ -214,6 +214,33 @@ def test_pack_strategies_pad_less_and_concat_split_not_at_all(lm_records):
         packed("first_fit", max_segments=-1).shapes()
 
 
+def test_inputs_targets_shift_within_segments():
+    def packed():
+        return (
+            infeed.Pipeline.from_files([LM])
+            .parse(LM_SPEC)
+            .cast("int32")
+            .pack(512, strategy="concat_split")
+            .batch(8, drop_remainder=False)
+        )
+
+    plain = list(packed())
+    made = list(packed().inputs_targets("input_ids", bos=-1))
+    assert len(plain) == len(made)
+    for p, m in zip(plain, made, strict=True):
+        assert "input_ids" not in m and "input_ids_mask" not in m
+        np.testing.assert_array_equal(m["targets"], p["input_ids"])
+        np.testing.assert_array_equal(m["targets_mask"], p["input_ids_mask"])
+        seg = p["segment_ids"]
+        starts = np.ones_like(seg, dtype=bool)
+        starts[:, 1:] = seg[:, 1:] != seg[:, :-1]
+        expected = np.where(starts, -1, np.roll(p["input_ids"], 1, axis=1))
+        expected = np.where(seg == 0, p["input_ids"], expected)
+        np.testing.assert_array_equal(m["inputs"], expected)
+    with pytest.raises(infeed.SpecError, match='inputs_targets\\("nope"\\)'):
+        packed().inputs_targets("nope").shapes()
+
+
 def test_map_batch_runs_in_order_on_each_batch():
     def add_lengths(batch):
         batch = dict(batch)

@@ -11,6 +11,7 @@ use super::batching::{Batching, ParsedSettings};
 use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::raw_batch::{BatchFn, RawBatch};
+use super::inputs_targets::InputsTargets;
 use super::limits;
 use super::normalize::Normalize;
 use super::ops::chain::ChainSettings;
@@ -508,6 +509,7 @@ impl Pipeline {
                 batching: Batching::Rows,
                 ops: Vec::new(),
                 normalize: Vec::new(),
+                inputs_targets: None,
             },
         }
     }
@@ -643,6 +645,26 @@ impl ParsedPipeline {
             mean: mean.to_vec(),
             std: std.to_vec(),
             dtype,
+        });
+        self
+    }
+
+    /// Makes next-token [`INPUTS`](super::INPUTS) and
+    /// [`TARGETS`](super::TARGETS) of the integer token feature `feature`
+    /// after packing or padding, so that a training step shifts nothing:
+    /// the targets are the tokens, the inputs the tokens shifted right by
+    /// one within each segment (a packed row's sequence or piece, a padded
+    /// row's values), `bos` first (T5X's and MaxText's convention). With
+    /// them [`TARGETS_MASK`](super::TARGETS_MASK) (1 on a real target), and
+    /// [`SEGMENT_IDS`](crate::batch::SEGMENT_IDS) and
+    /// [`POSITIONS`](crate::batch::POSITIONS), which a padded batch gets
+    /// here. `feature` and its mask leave the batch. Checked when the
+    /// pipeline is built ([`PipelineError::Config`]: not integer tokens, no
+    /// packing and the mask turned off, a name taken).
+    pub fn inputs_targets(mut self, feature: &str, bos: i64) -> Self {
+        self.p.inputs_targets = Some(InputsTargets {
+            feature: feature.to_owned(),
+            bos,
         });
         self
     }

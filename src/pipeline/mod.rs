@@ -89,6 +89,7 @@ mod error;
 mod group;
 #[cfg(feature = "images")]
 mod images;
+mod inputs_targets;
 mod item;
 pub mod limits;
 mod mixture;
@@ -110,6 +111,7 @@ pub use builder::{ParsedPipeline, Pipeline};
 pub use checkpoint::merge as merge_states;
 pub use error::{PipelineError, RecordIndex, SettingError, StateError};
 pub use group::raw_batch::{BatchFn, Layout, Packed, RawBatch};
+pub use inputs_targets::{INPUTS, TARGETS, TARGETS_MASK};
 pub use ops::interleave::RecordRange;
 pub use ops::mix::{MixChoice, OnExhausted};
 pub use ops::record_map::{RecordFilter, RecordMap};

@@ -88,6 +88,19 @@ pub struct BenchArgs {
     /// `image:123.675,116.28,103.53:58.395,57.12,57.375` (repeatable).
     #[arg(long, value_parser = parse_normalize)]
     normalize: Vec<(String, Vec<f32>, Vec<f32>)>,
+    /// Make next-token inputs and targets of this token feature after
+    /// packing or padding (inputs shifted right within each segment, --bos
+    /// first), with targets_mask, segment_ids and positions.
+    #[arg(long)]
+    inputs_targets: Option<String>,
+    /// Each segment's first input under --inputs-targets.
+    #[arg(
+        long,
+        default_value_t = 0,
+        requires = "inputs_targets",
+        allow_hyphen_values = true
+    )]
+    bos: i64,
     /// Type of every `<name>_mask`: auto (the feature's type), u8 (or
     /// bool), i32, i64, f32, or none (no masks: lm's attention_mask is one).
     #[arg(long)]
@@ -366,7 +379,8 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 || args.fixed_length.is_some()
                 || args.cast.is_some()
                 || !args.decode_raw.is_empty()
-                || !args.normalize.is_empty();
+                || !args.normalize.is_empty()
+                || args.inputs_targets.is_some();
             for (feature, tokenizer) in &args.tokenize {
                 parsed = parsed.tokenize(feature, tokenizer, args.add_bos, !args.no_eos);
             }
@@ -396,6 +410,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             for (name, mean, std) in &args.normalize {
                 parsed = parsed.normalize(name, mean, std);
+            }
+            if let Some(feature) = &args.inputs_targets {
+                parsed = parsed.inputs_targets(feature, args.bos);
             }
             #[cfg(feature = "xla")]
             if let Some(program) = &args.program {

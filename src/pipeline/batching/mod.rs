@@ -24,6 +24,7 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{Grouping, RecordWork};
 #[cfg(feature = "images")]
 use crate::pipeline::images::ImageStage;
+use crate::pipeline::inputs_targets::InputsTargets;
 use crate::pipeline::item::Item;
 use crate::pipeline::limits;
 use crate::pipeline::normalize::Normalize;
@@ -76,6 +77,8 @@ pub(crate) struct ParsedSettings {
     pub ops: Vec<ParsedOp>,
     /// Features normalized to float after assembly, in order.
     pub normalize: Vec<Normalize>,
+    /// Next-token inputs and targets made after assembly (and `normalize`).
+    pub inputs_targets: Option<InputsTargets>,
 }
 
 /// The batching a pipeline runs with on a host count (see
@@ -491,8 +494,8 @@ impl ParsedSettings {
         self.assembly_shapes(&self.assembly(hosts)?)
     }
 
-    /// The shapes of `assembly`'s batches after `normalize`, which is
-    /// checked against them.
+    /// The shapes of `assembly`'s batches after `normalize` and
+    /// `inputs_targets`, which are checked against them.
     fn assembly_shapes(&self, assembly: &Assembly) -> Result<Vec<BatchShape>, PipelineError> {
         let mut shapes = match assembly {
             Assembly::Rows(assembler) => assembler.shapes(),
@@ -503,6 +506,12 @@ impl ParsedSettings {
             for shape in &mut shapes {
                 n.check(&spec, shape)?;
                 n.reshape(shape);
+            }
+        }
+        if let Some(op) = &self.inputs_targets {
+            for shape in &mut shapes {
+                op.check(shape)?;
+                op.reshape(shape);
             }
         }
         Self::check_bytes(&shapes)?;

@@ -124,16 +124,20 @@ impl ParsedSettings {
                 })
             }
         };
-        if self.normalize.is_empty() {
+        if self.normalize.is_empty() && self.inputs_targets.is_none() {
             return Ok((record, work));
         }
         let normalize = self.normalize.clone();
+        let inputs_targets = self.inputs_targets.clone();
         let pool = crate::batch::BufferPool::default();
         let assemble = work;
         let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
             let mut batch = assemble(raw)?;
             for n in &normalize {
                 n.apply(&mut batch, &pool);
+            }
+            if let Some(op) = &inputs_targets {
+                op.apply(&mut batch, &pool);
             }
             Ok(batch)
         });
@@ -152,9 +156,9 @@ impl ParsedSettings {
                 "bucket_by_length and pack give assembled batches: use build()".into(),
             ));
         }
-        if !self.normalize.is_empty() {
+        if !self.normalize.is_empty() || self.inputs_targets.is_some() {
             return Err(PipelineError::Config(
-                "normalize applies to assembled batches: use build()".into(),
+                "normalize and inputs_targets apply to assembled batches: use build()".into(),
             ));
         }
         // Ragged columns have no padded shape for hosts to agree on.

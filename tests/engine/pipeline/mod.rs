@@ -7,6 +7,7 @@ mod elastic;
 mod global_shuffle;
 mod grouping;
 mod host_shard;
+mod inputs_targets;
 mod many_hosts;
 mod masks;
 mod mixture;

@@ -113,15 +113,19 @@ fn pack_flags_count_sequences_and_restore_exactly() {
     for strategy in [
         &[][..],
         &["--pack-strategy", "best-fit"],
-        &["--pack-strategy", "concat-split", "--pack-max-segments", "3"],
+        &[
+            "--pack-strategy",
+            "concat-split",
+            "--pack-max-segments",
+            "3",
+        ],
     ] {
         let flags = [&base[..], strategy].concat();
         let full = bench_json(&flags);
         let n = full["batches"].as_u64().unwrap() as usize;
         // Lengths are uniform in 8..512: the records over 256 are split.
         assert!(full["records"].as_u64().unwrap() > 256);
-        let head =
-            bench_json(&[&flags[..], &["--batches", "5", "--state-out", &state]].concat());
+        let head = bench_json(&[&flags[..], &["--batches", "5", "--state-out", &state]].concat());
         let tail = bench_json(&[&flags[..], &["--state-in", &state]].concat());
         assert_eq!(
             [digests(&head), digests(&tail)].concat(),
@@ -232,4 +236,30 @@ fn fixed_length_batches_without_remainder_come_as_tensors() {
     let columns = bench_json(&flags);
     let tensors = bench_json(&[&flags[..], &["--cast", "int64"]].concat());
     assert_ne!(columns["digest"], tensors["digest"]);
+}
+
+#[test]
+fn inputs_targets_flag_shifts_or_names_what_it_cannot() {
+    let base = [
+        "bench",
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        SPEC,
+        "--pack",
+        "256",
+        "--pack-strategy",
+        "concat-split",
+        "--batch",
+        "4",
+        "--digests",
+    ];
+    let plain = bench_json(&base);
+    let shifted =
+        bench_json(&[&base[..], &["--inputs-targets", "input_ids", "--bos", "-1"]].concat());
+    assert_eq!(plain["batches"], shifted["batches"]);
+    assert_ne!(plain["digests"], shifted["digests"]);
+    let output = infeed(&[&base[..], &["--inputs-targets", "nope"]].concat());
+    assert_eq!(output.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("inputs_targets(\"nope\")"), "{err}");
 }
