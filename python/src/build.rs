@@ -105,7 +105,9 @@ pub fn build(
             }
             "pack" => {
                 let strategy = word(py, &args.get_item(1)?.extract::<String>()?)?;
-                let packed = parsed.pack(count(py, args, 0, "pack")?).pack_strategy(strategy);
+                let packed = parsed
+                    .pack(count(py, args, 0, "pack")?)
+                    .pack_strategy(strategy);
                 match args.get_item(2)?.is_none() {
                     true => packed,
                     false => packed.pack_max_segments(count(py, args, 2, "max_segments")?),

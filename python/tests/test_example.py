@@ -1,4 +1,6 @@
-"""python/examples/train_jax.py trains: the loss falls, it reports steps/s and input wait."""
+"""The examples train: python/examples/train_jax.py (the loss falls, it
+reports steps/s and input wait), train_tfds.py on a dataset tensorflow-datasets
+prepared, and train_lm.py from raw TFDS text on one and on two JAX processes."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from processes import free_port, run_processes
 
 pytest.importorskip("jax")
 pytest.importorskip("optax")
@@ -78,3 +81,58 @@ def test_train_tfds_example_learns_from_a_dataset_tfds_prepared(tmp_path: pathli
     accuracy, images = float(m.group(1)), int(m.group(2))
     assert images == 800, report
     assert accuracy >= 0.9, report
+
+
+LM_EXAMPLE = EXAMPLE.parent / "train_lm.py"
+MAKE_TEXT = EXAMPLE.parent / "make_tfds_text.py"
+LM_SHAPES = " ".join(
+    f"{name}:(16, 128):int32"
+    for name in ["inputs", "positions", "segment_ids", "targets", "targets_mask"]
+)
+
+
+def lm_steps(out: str) -> list[tuple[float, str]]:
+    """Each step's loss and global batch shapes, as train_lm.py prints them."""
+    return [(float(m[1]), m[2]) for m in re.finditer(r"^step \d+ loss ([\d.]+) (.*)$", out, re.M)]
+
+
+def test_train_lm_example_learns_from_raw_tfds_text_on_one_and_two_processes(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Raw text that tensorflow-datasets wrote (in the interop venv,
+    $INFEED_PYTHON) → tokenize → concat-split packing → inputs/targets →
+    a JAX model in this venv, which has no TensorFlow: the loss falls on one
+    process, and two processes see the same global shapes and the same
+    loss at every step."""
+    python = os.environ.get("INFEED_PYTHON")
+    if not python:
+        pytest.skip("INFEED_PYTHON (a python with tensorflow-datasets) is not set")
+    assert importlib.util.find_spec("tensorflow") is None, "the training venv has TensorFlow"
+    made = subprocess.run(
+        [python, str(MAKE_TEXT), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    dataset = made.stdout.strip().splitlines()[-1]
+    steps = 120
+    [one] = run_processes([[sys.executable, str(LM_EXAMPLE), dataset, "--steps", str(steps)]])
+    ran = lm_steps(one)
+    assert len(ran) == steps, one[-3000:]
+    assert all(shapes == LM_SHAPES for _, shapes in ran), ran[0]
+    assert ran[-1][0] < ran[0][0] - 3.0, [loss for loss, _ in ran]
+
+    port = free_port()
+    two = run_processes(
+        [
+            [sys.executable, str(LM_EXAMPLE), dataset, "--steps", str(steps)]
+            + ["--coordinator", f"127.0.0.1:{port}", "--processes", "2", "--process-id", str(i)]
+            for i in range(2)
+        ]
+    )
+    hosts = [lm_steps(out) for out in two]
+    assert [len(h) for h in hosts] == [steps, steps], two[0][-3000:]
+    assert hosts[0] == hosts[1], "the two processes saw other shapes or losses"
+    assert all(shapes == LM_SHAPES for _, shapes in hosts[0])
+    assert hosts[0][-1][0] < hosts[0][0][0] - 3.0, [loss for loss, _ in hosts[0]]

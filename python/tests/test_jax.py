@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
-import tempfile
 import textwrap
 import zlib
 
 import numpy as np
 import pytest
 from conftest import LM, TESTDATA, as_lists, assert_same_batches, lm_pipeline, values
+from processes import free_port, run_processes
 from records import example, write_tfrecord
 
 jax = pytest.importorskip("jax")
@@ -139,59 +136,17 @@ print("steps", steps)
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_jax_processes(script: str, n: int, **values: object) -> list[str]:
     """Runs ``script`` in ``n`` JAX processes on localhost, formatted with
     ``port``, ``pid`` (the process's index), ``n`` and ``values``; asserts
     each exits 0 and returns their stdouts."""
     port = free_port()
-    # One CPU device a process: fewer threads that must meet in each all-gather
-    # on a 2-core machine (see test_example.py on XLA's 40 s rendezvous).
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
-    # Output goes to files, not pipes: a process blocked writing to a full
-    # pipe nobody reads yet would never reach jax's shutdown barrier, and the
-    # others would wait there for it.
-    with tempfile.TemporaryDirectory() as tmp:
-        logs = [
-            (open(f"{tmp}/{i}.out", "w+"), open(f"{tmp}/{i}.err", "w+")) for i in range(n)
+    return run_processes(
+        [
+            [sys.executable, "-c", textwrap.dedent(script).format(port=port, pid=i, n=n, **values)]
+            for i in range(n)
         ]
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    textwrap.dedent(script).format(port=port, pid=i, n=n, **values),
-                ],
-                stdout=out,
-                stderr=err,
-                text=True,
-                env=env,
-            )
-            for i, (out, err) in enumerate(logs)
-        ]
-        try:
-            for p in procs:
-                p.wait(timeout=300)
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        outs = []
-        for out, err in logs:
-            out.seek(0)
-            err.seek(0)
-            outs.append((out.read(), err.read()))
-            out.close()
-            err.close()
-    for i, (p, (_out, err_text)) in enumerate(zip(procs, outs, strict=True)):
-        assert p.returncode == 0, f"process {i} of {n}: {err_text[-3000:]}"
-    return [out for out, _ in outs]
+    )
 
 
 def test_two_jax_processes_build_global_batches_from_both_hosts():
