@@ -170,6 +170,9 @@ class Pipeline:
         weights: Mapping[str, float],
         by: str = "random",
         on_exhausted: str = "stop",
+        schedule: Sequence[tuple[int, Mapping[str, float]]] = (),
+        interpolate: bool = False,
+        records_per_step: int | None = None,
     ) -> Pipeline:
         """A mixture of record-level pipelines in set proportions, each with
         its own files, shard, file shuffle, interleave, shuffle buffer and
@@ -181,7 +184,15 @@ class Pipeline:
         plain ``batch`` only). ``on_exhausted``: ``"stop"`` (the default: the
         mixture ends with the first source that runs out), ``"drop"`` (the
         others go on, reweighted) or ``"fail"``. A state restores with new
-        weights or sources, keyed by name (docs/pipeline.md, Mixtures)."""
+        weights or sources, keyed by name (docs/pipeline.md, Mixtures).
+
+        ``schedule``: ``[(step, {name: weight}), ...]``, steps increasing: the
+        weights from each step on (a zero turns a source off), held until the
+        next point or, with ``interpolate``, moving linearly to it. A step is
+        the records a host's batch takes (its rows under plain ``batch``;
+        with ``pack`` or buckets give ``records_per_step``). Every host draws
+        alike; a state restores exactly, or under a new schedule from its
+        step on."""
         if set(weights) != set(sources):
             raise ValueError(
                 f"mix: weights for {sorted(weights)}, sources {sorted(sources)}: give one "
@@ -192,7 +203,16 @@ class Pipeline:
             if p._maps:
                 raise ValueError(f"mix: source {name!r} has map_batch: put it on the mixture")
             parts.append((name, p._files, list(p._steps), p._tfds))
-        step = ("mix", (parts, [float(weights[n]) for n in sources], by, on_exhausted))
+        points = []
+        for at, point in schedule:
+            if set(point) != set(sources):
+                raise ValueError(
+                    f"mix: schedule step {at}: weights for {sorted(point)}, sources "
+                    f"{sorted(sources)}: give one weight per source"
+                )
+            points.append((at, [float(point[n]) for n in sources]))
+        args = (parts, [float(weights[n]) for n in sources], by, on_exhausted)
+        step = ("mix", (*args, points, bool(interpolate), records_per_step))
         files = [f for p in sources.values() for f in p._files]
         return cls(files, (step,))
 

@@ -223,9 +223,19 @@ fn mixture(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Pipeline> {
     }
     let choice: MixChoice = word(py, &by)?;
     let policy: OnExhausted = word(py, &on_exhausted)?;
-    Pipeline::mix(built, &weights)
+    let schedule: Vec<(u64, Vec<f64>)> = args.get_item(4)?.extract()?;
+    let interpolate: bool = args.get_item(5)?.extract()?;
+    let per_step = args.get_item(6)?;
+    let mut p = Pipeline::mix(built, &weights)
         .map(|p| p.mix_by(choice).on_exhausted(policy))
-        .map_err(|e| errors::to_py(py, e))
+        .map_err(|e| errors::to_py(py, e))?;
+    if !schedule.is_empty() {
+        p = p.mix_schedule(&schedule, interpolate);
+    }
+    if !per_step.is_none() {
+        p = p.mix_records_per_step(count_of(py, &per_step, "records_per_step")?);
+    }
+    Ok(p)
 }
 
 /// `read_options(compression, verify_crc, skip_corrupt, max_record_size, mmap)`.

@@ -129,3 +129,53 @@ def test_a_source_with_batching_steps_is_refused():
     with pytest.raises(ValueError, match="one weight per source"):
         infeed.Pipeline.mix({"a": infeed.Pipeline.from_files([LM])}, weights={"b": 1})
     assert TESTDATA.exists()
+
+
+def scheduled(schedule, interpolate=False):
+    return (
+        infeed.Pipeline.mix(
+            {
+                "web": infeed.Pipeline.from_files([LM]).take(128).seed(1).shuffle(32).repeat(),
+                "code": infeed.Pipeline.from_files([LM]).skip(128).seed(2).shuffle(32).repeat(),
+            },
+            weights={"web": 3, "code": 1},
+            by="stratified",
+            schedule=schedule,
+            interpolate=interpolate,
+        )
+        .seed(5)
+        .parse(LM_SPEC)
+        .max_length(512)
+        .batch(16)
+    )
+
+
+def test_a_schedule_moves_the_ratio_and_restores_exactly():
+    index = record_index()
+    p = scheduled([(4, {"web": 1, "code": 1}), (8, {"web": 0, "code": 1})])
+    it = p.iter()
+    got = [sources(next(it), index) for _ in range(10)]
+    assert got == [(12, 4)] * 4 + [(8, 8)] * 4 + [(0, 16)] * 2
+    linear = scheduled([(4, {"web": 1, "code": 3})], interpolate=True).iter()
+    assert [sources(next(linear), index) for _ in range(6)] == [
+        (12, 4),
+        (10, 6),
+        (8, 8),
+        (6, 10),
+        (4, 12),
+        (4, 12),
+    ]
+    # A state after step 6 continues exactly.
+    it = p.iter()
+    for _ in range(6):
+        next(it)
+    state = it.get_state()
+
+    def first(it, n):
+        return [{k: v.copy() for k, v in next(it).items()} for _ in range(n)]
+
+    assert_same_batches(first(p.iter(state=state), 4), first(p.iter(), 10)[6:])
+    with pytest.raises(ValueError, match="schedule step 4: weights for"):
+        scheduled([(4, {"web": 1})])
+    with pytest.raises(infeed.SpecError, match="steps must increase"):
+        scheduled([(4, {"web": 1, "code": 1}), (4, {"web": 1, "code": 2})]).iter()

@@ -35,6 +35,7 @@ use crate::spec::{FeatureSpec, SequenceSpec};
 use crate::tfds::TfdsDataset;
 
 use super::ops::mix::{MixChoice, OnExhausted};
+use super::ops::mix_schedule::MixSchedule;
 use super::settings::MixSettings;
 
 /// A description of an input pipeline; `build` starts it.
@@ -112,6 +113,8 @@ impl Pipeline {
             weights: weights.to_vec(),
             choice: MixChoice::Random,
             on_exhausted: OnExhausted::Stop,
+            schedule: None,
+            records_per_step: None,
         }));
         Ok(p)
     }
@@ -131,6 +134,38 @@ impl Pipeline {
     pub fn on_exhausted(mut self, policy: OnExhausted) -> Self {
         if let Some(m) = self.s.mixture.as_mut() {
             Arc::make_mut(m).on_exhausted = policy;
+        }
+        self
+    }
+
+    /// A mixture's weights on a schedule: from step `points[i].0` on, the
+    /// weights `points[i].1` (one per source, not negative: a zero turns a
+    /// source off), held until the next point, or with `interpolate`
+    /// moving linearly to it (from the mixture's own weights at step 0).
+    /// The weights of a step are a pure function of it: every host draws
+    /// alike, a restore continues exactly, and a state restored under
+    /// another schedule takes its weights from the saved step on. A step
+    /// is the records a host's batch takes: its rows under plain `batch`;
+    /// packed or bucketed batches take varying counts, so they need
+    /// [`mix_records_per_step`](Self::mix_records_per_step). Checked when
+    /// the pipeline is built.
+    pub fn mix_schedule(mut self, points: &[(u64, Vec<f64>)], interpolate: bool) -> Self {
+        if let Some(m) = self.s.mixture.as_mut() {
+            Arc::make_mut(m).schedule = Some(MixSchedule {
+                points: points.to_vec(),
+                interpolate,
+            });
+        }
+        self
+    }
+
+    /// The records drawn on a host that make one step of a
+    /// [`mix_schedule`](Self::mix_schedule) (default: the rows of a host's
+    /// batch under plain `batch`; needed with `pack` or buckets, e.g. the
+    /// documents a packed batch holds on average).
+    pub fn mix_records_per_step(mut self, records: u64) -> Self {
+        if let Some(m) = self.s.mixture.as_mut() {
+            Arc::make_mut(m).records_per_step = Some(records);
         }
         self
     }

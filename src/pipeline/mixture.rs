@@ -56,6 +56,25 @@ pub(crate) fn build(
             );
         }
     };
+    // A schedule's step: the records a host's batch takes.
+    let records_per_step = match (&mix.schedule, mix.records_per_step, &record.grouping) {
+        (None, _, _) => 1,
+        (Some(_), Some(0), _) => return refuse("schedule's records_per_step must be positive"),
+        (Some(_), Some(n), _) => n,
+        (Some(_), None, Grouping::Rows { batch_size, .. }) if record.prefilter.is_none() => {
+            *batch_size as u64
+        }
+        (Some(_), None, _) => {
+            return refuse(
+                "schedule counts steps in records: packed or bucketed batches (or filter_rows) \
+                 take varying counts, so give records_per_step (e.g. the documents a packed \
+                 batch holds on average)",
+            );
+        }
+    };
+    if let Some(schedule) = &mix.schedule {
+        schedule.check(mix.sources.len())?;
+    }
     let mut files = Vec::new();
     let mut sources = Vec::with_capacity(mix.sources.len());
     for (_, s) in &mix.sources {
@@ -84,6 +103,8 @@ pub(crate) fn build(
         seed: p.seed,
         batch: batch.max(1),
         host: host.unwrap_or((0, 1)),
+        schedule: mix.schedule.clone(),
+        records_per_step,
     });
     Ok((MixChain::new(cfg, sources), files))
 }

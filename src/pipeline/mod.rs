@@ -114,6 +114,7 @@ pub use group::raw_batch::{BatchFn, Layout, Packed, RawBatch};
 pub use inputs_targets::{INPUTS, TARGETS, TARGETS_MASK};
 pub use ops::interleave::RecordRange;
 pub use ops::mix::{MixChoice, OnExhausted};
+pub use ops::mix_schedule::MixSchedule;
 pub use ops::record_map::{RecordFilter, RecordMap};
 pub use parsed::{MapError, ParsedMap, RowFilter, select_rows};
 pub use settings::EqualBatches;

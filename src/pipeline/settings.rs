@@ -11,6 +11,7 @@ use super::limits;
 use super::ops::chain::{ChainConfig, ChainSettings};
 use super::ops::interleave::{RecordRange, StreamFiles};
 use super::ops::mix::{MixChoice, OnExhausted};
+use super::ops::mix_schedule::MixSchedule;
 use super::rng::{CounterRng, domain};
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
@@ -90,6 +91,10 @@ pub(crate) struct MixSettings {
     pub weights: Vec<f64>,
     pub choice: MixChoice,
     pub on_exhausted: OnExhausted,
+    /// Weights that change with the step, and the records a host's batch
+    /// takes when its grouping does not say (`mix_schedule.rs`).
+    pub schedule: Option<MixSchedule>,
+    pub records_per_step: Option<u64>,
 }
 
 impl MixSettings {

@@ -75,6 +75,26 @@ pub(super) fn parse_mix(s: &str) -> Result<(String, f64, String), String> {
     Ok((name.to_owned(), weight, glob.to_owned()))
 }
 
+/// `STEP:W1,W2,…`: a mixture schedule's point.
+pub(super) fn parse_mix_point(s: &str) -> Result<(u64, Vec<f64>), String> {
+    let (step, weights) = s
+        .split_once(':')
+        .ok_or("expected STEP:W1,W2,…, e.g. 1000:1,3")?;
+    let step = step
+        .trim()
+        .parse()
+        .map_err(|_| format!("step {step:?} is not a whole number"))?;
+    let weights = weights
+        .split(',')
+        .map(|w| {
+            w.trim()
+                .parse()
+                .map_err(|_| format!("weight {w:?} is not a number"))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((step, weights))
+}
+
 pub(super) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     let (i, n) = s.split_once('/').ok_or("expected INDEX/COUNT, e.g. 0/4")?;
     let parse = |x: &str| {

@@ -28,7 +28,10 @@ mod report;
 mod xla;
 
 pub use config::expand_config;
-use flags::{parse_decode, parse_mask, parse_mix, parse_normalize, parse_shard, parse_tokenize};
+use flags::{
+    parse_decode, parse_mask, parse_mix, parse_mix_point, parse_normalize, parse_shard,
+    parse_tokenize,
+};
 use measure::measure;
 
 #[derive(Args)]
@@ -180,6 +183,17 @@ pub struct BenchArgs {
     /// What a mixture does when a source runs out: stop, drop or fail.
     #[arg(long, value_parser = OnExhausted::from_str, default_value = "stop")]
     on_exhausted: OnExhausted,
+    /// The mixture's weights from a step on, as STEP:W1,W2,… (one weight per
+    /// --mix source, in order; repeat it, steps increasing).
+    #[arg(long, value_parser = parse_mix_point, requires = "mix")]
+    mix_schedule: Vec<(u64, Vec<f64>)>,
+    /// Move the weights linearly between --mix-schedule points.
+    #[arg(long, requires = "mix_schedule")]
+    mix_interpolate: bool,
+    /// Records a host draws per step of --mix-schedule (default: --batch
+    /// under plain batching; needed with --pack or --bucket-by).
+    #[arg(long, requires = "mix_schedule")]
+    mix_records_per_step: Option<u64>,
     /// Make every host emit the same number of batches: drop or pad.
     #[arg(long, value_parser = EqualBatches::from_str)]
     equal_batches: Option<EqualBatches>,
@@ -315,10 +329,17 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             sources.push((name.clone(), source));
             weights.push(*weight);
         }
-        Pipeline::mix(sources, &weights)?
+        let mut mixed = Pipeline::mix(sources, &weights)?
             .seed(args.seed)
             .mix_by(args.mix_by)
-            .on_exhausted(args.on_exhausted)
+            .on_exhausted(args.on_exhausted);
+        if !args.mix_schedule.is_empty() {
+            mixed = mixed.mix_schedule(&args.mix_schedule, args.mix_interpolate);
+        }
+        if let Some(n) = args.mix_records_per_step {
+            mixed = mixed.mix_records_per_step(n);
+        }
+        mixed
     };
     p = p.prefetch(args.prefetch);
     if let Some(how) = args.equal_batches {

@@ -30,6 +30,7 @@ use crate::pipeline::rng::{CounterRng, domain};
 
 use super::chain::RecordChain;
 use super::invalid;
+use super::mix_schedule::MixSchedule;
 
 /// How a mixture picks the source of each record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -99,6 +100,9 @@ pub(crate) struct MixConfig {
     /// Stratified: rows of this host's batch, and (host, hosts).
     pub batch: usize,
     pub host: (u64, u64),
+    /// Weights by step, a step being `records_per_step` records drawn.
+    pub schedule: Option<MixSchedule>,
+    pub records_per_step: u64,
 }
 
 /// One source of a mixture.
@@ -132,6 +136,16 @@ pub(crate) struct MixPart {
     /// batch's allocation.
     #[prost(double, repeated, tag = "8")]
     pub carry: Vec<f64>,
+    /// The schedule: its steps, their weights (a row per step), whether
+    /// linear, and the records of a step (absent without one).
+    #[prost(uint64, repeated, tag = "9")]
+    pub schedule_steps: Vec<u64>,
+    #[prost(double, repeated, tag = "10")]
+    pub schedule_weights: Vec<f64>,
+    #[prost(bool, tag = "11")]
+    pub interpolate: bool,
+    #[prost(uint64, tag = "12")]
+    pub records_per_step: u64,
 }
 crate::pipeline::checkpoint::prost_part!(MixPart, "mix", 1);
 
@@ -152,6 +166,9 @@ pub(crate) struct MixChain {
     carry: Vec<f64>,
     carry_after: Vec<f64>,
     finished: bool,
+    /// With a schedule: the weights of step `step` (the step of the next
+    /// draw).
+    scheduled: Option<(u64, Vec<f64>)>,
 }
 
 fn child_key(name: &str) -> String {
@@ -175,6 +192,43 @@ impl MixChain {
             carry: vec![0.0; n],
             carry_after: vec![0.0; n],
             finished: false,
+            scheduled: None,
+        }
+    }
+
+    /// The weights of the next draw: the schedule's at its step, else the
+    /// mixture's.
+    fn weights(&self) -> &[f64] {
+        match &self.scheduled {
+            Some((_, w)) => w,
+            None => &self.cfg.weights,
+        }
+    }
+
+    /// Moves the scheduled weights to the step of the next draw.
+    fn follow_schedule(&mut self) {
+        let Some(schedule) = &self.cfg.schedule else {
+            return;
+        };
+        let step = self.drawn / self.cfg.records_per_step.max(1);
+        if self.scheduled.as_ref().is_none_or(|(s, _)| *s != step) {
+            self.scheduled = Some((step, schedule.weights_at(step, &self.cfg.weights)));
+        }
+    }
+
+    /// The schedule as the mixture's part saves it.
+    fn schedule_fields(&self) -> (Vec<u64>, Vec<f64>, bool, u64) {
+        match &self.cfg.schedule {
+            None => (Vec::new(), Vec::new(), false, 0),
+            Some(s) => (
+                s.points.iter().map(|(step, _)| *step).collect(),
+                s.points
+                    .iter()
+                    .flat_map(|(_, w)| w.iter().copied())
+                    .collect(),
+                s.interpolate,
+                self.cfg.records_per_step,
+            ),
         }
     }
 
@@ -212,7 +266,13 @@ impl MixChain {
             ));
         }
         let names = self.cfg.names.clone();
-        let mut same = part.names == names && part.weights == self.cfg.weights;
+        let (steps, weights, interpolate, per_step) = self.schedule_fields();
+        let mut same = part.names == names
+            && part.weights == self.cfg.weights
+            && (part.schedule_steps == steps)
+            && (part.schedule_weights == weights)
+            && part.interpolate == interpolate
+            && part.records_per_step == per_step;
         for (i, name) in names.iter().enumerate() {
             let saved = part.names.iter().position(|s| s == name);
             let child = r.take_child(&child_key(name))?;
@@ -308,7 +368,13 @@ impl MixChain {
     /// Its parts: the mixture's, then each source's chain under its name.
     pub fn state(&mut self) -> SavedParts {
         let mut parts = SavedParts::default();
+        let (schedule_steps, schedule_weights, interpolate, records_per_step) =
+            self.schedule_fields();
         parts.push(MixPart {
+            schedule_steps,
+            schedule_weights,
+            interpolate,
+            records_per_step,
             drawn: self.drawn,
             phase: self.phase,
             names: self.cfg.names.clone(),
@@ -335,6 +401,7 @@ impl MixChain {
             if self.finished {
                 return Ok(None);
             }
+            self.follow_schedule();
             if self.cfg.choice == MixChoice::Stratified && self.planned != Some(self.batch()) {
                 self.plan_batch();
             }
@@ -384,17 +451,24 @@ impl MixChain {
             // The planned source ran out (OnExhausted::Drop): a draw among
             // the others, below.
         }
-        let total: f64 = alive().map(|j| self.cfg.weights[j]).sum();
+        let weights = self.weights();
+        let total: f64 = alive().map(|j| weights[j]).sum();
+        // A schedule can leave only sources it turned off.
+        if total <= 0.0 {
+            return None;
+        }
         let mut rng = CounterRng::new(self.cfg.seed, domain::MIX, self.drawn);
         let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
         let mut sum = 0.0;
-        for j in alive() {
-            sum += self.cfg.weights[j];
+        let mut chosen = last;
+        for j in alive().filter(|&j| weights[j] > 0.0) {
+            sum += weights[j];
+            chosen = j;
             if u < sum {
                 return Some(j);
             }
         }
-        Some(last)
+        Some(chosen)
     }
 
     /// The batch the next record belongs to (stratified).
@@ -410,14 +484,9 @@ impl MixChain {
             self.carry = std::mem::take(&mut self.carry_after);
         }
         self.planned = Some(batch);
+        let weights = self.weights();
         let alive: Vec<f64> = (0..self.sources.len())
-            .map(|j| {
-                if self.exhausted[j] {
-                    0.0
-                } else {
-                    self.cfg.weights[j]
-                }
-            })
+            .map(|j| if self.exhausted[j] { 0.0 } else { weights[j] })
             .collect();
         let global = self.cfg.batch as u64 * self.cfg.host.1.max(1);
         // From the remainders carried into this batch: planning it again (a

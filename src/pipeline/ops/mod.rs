@@ -22,6 +22,7 @@ pub(crate) mod epochs;
 pub(crate) mod global_shuffle;
 pub(crate) mod interleave;
 pub(crate) mod mix;
+pub(crate) mod mix_schedule;
 pub(crate) mod record_map;
 pub(crate) mod shard;
 pub(crate) mod shuffle;

@@ -389,3 +389,170 @@ fn hosts_of_a_finite_mixture_run_the_same_steps_with_the_same_shapes() {
         }
     }
 }
+
+/// (web, code) records of each batch.
+fn shares(got: &[Vec<String>]) -> Vec<(usize, usize)> {
+    got.iter().map(|b| (count(b, 'w'), count(b, 'c'))).collect()
+}
+
+#[test]
+fn a_schedule_changes_the_weights_at_its_steps() {
+    let c = corpora();
+    let held = mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None)
+        .mix_schedule(&[(5, vec![1.0, 1.0]), (10, vec![0.0, 1.0])], false);
+    let got = shares(&batches(&held, 16, 14));
+    assert_eq!(got[..5], [(12, 4); 5]);
+    assert_eq!(got[5..10], [(8, 8); 5]);
+    assert_eq!(got[10..], [(0, 16); 4]);
+    // Linear from 3:1 at step 0 to 1:3 at step 8, then held.
+    let linear = mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None)
+        .mix_schedule(&[(8, vec![1.0, 3.0])], true);
+    let got = shares(&batches(&linear, 16, 12));
+    assert_eq!(
+        got,
+        [
+            (12, 4),
+            (11, 5),
+            (10, 6),
+            (9, 7),
+            (8, 8),
+            (7, 9),
+            (6, 10),
+            (5, 11),
+            (4, 12),
+            (4, 12),
+            (4, 12),
+            (4, 12)
+        ]
+    );
+    // Random draws follow it too: 3:1 for 40 steps of 100, then 1:3.
+    let random = mixture(&c, &[3.0, 1.0], MixChoice::Random, None)
+        .mix_schedule(&[(40, vec![1.0, 3.0])], false);
+    let got = batches(&random, 100, 80);
+    let web = |b: &[Vec<String>]| b.iter().map(|b| count(b, 'w')).sum::<usize>();
+    // 4 000 draws each: standard deviation 27; within 5 of them.
+    assert!(
+        3_000usize.abs_diff(web(&got[..40])) < 137,
+        "{}",
+        web(&got[..40])
+    );
+    assert!(
+        1_000usize.abs_diff(web(&got[40..])) < 137,
+        "{}",
+        web(&got[40..])
+    );
+    // Each source still gives its own records in its own order.
+    assert_eq!(
+        of(&got, 'w'),
+        batches(&source(&c.web, 1, None), 1, web(&got)).concat()
+    );
+}
+
+#[test]
+fn a_scheduled_mixture_restores_exactly_and_under_a_new_schedule() {
+    let c = corpora();
+    let schedule = [(4, vec![1.0, 1.0]), (9, vec![1.0, 3.0])];
+    for (choice, interpolate) in [
+        (MixChoice::Stratified, false),
+        (MixChoice::Stratified, true),
+        (MixChoice::Random, true),
+    ] {
+        let p = mixture(&c, &[3.0, 1.0], choice, Some(3)).mix_schedule(&schedule, interpolate);
+        let all = batches(&p, 16, usize::MAX);
+        for k in [0, 3, 4, 7, 12, all.len() - 1] {
+            let state = state_after(&p, 16, k);
+            let rest = batches(&p.clone().resume_from(&state), 16, usize::MAX);
+            assert_eq!(rest, all[k..], "{choice:?} {interpolate} at {k}");
+        }
+    }
+    // Saved at step 6 under the schedule; restored under another, whose
+    // weights hold from step 6 on; each source continues where it was.
+    let p = mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None).mix_schedule(&schedule, false);
+    let before = batches(&p, 16, 6);
+    let state = state_after(&p, 16, 6);
+    let other = mixture(&c, &[3.0, 1.0], MixChoice::Stratified, None)
+        .mix_schedule(&[(8, vec![0.0, 1.0])], false)
+        .resume_from(&state);
+    let after = batches(&other, 16, 6);
+    assert_eq!(
+        shares(&after),
+        [(12, 4), (12, 4), (0, 16), (0, 16), (0, 16), (0, 16)]
+    );
+    let whole: Vec<Vec<String>> = before.iter().chain(&after).cloned().collect();
+    let web = whole.iter().map(|b| count(b, 'w')).sum();
+    let code = whole.iter().map(|b| count(b, 'c')).sum();
+    assert_eq!(
+        of(&whole, 'w'),
+        batches(&source(&c.web, 1, None), 1, web).concat()
+    );
+    assert_eq!(
+        of(&whole, 'c'),
+        batches(&source(&c.code, 2, None), 1, code).concat()
+    );
+}
+
+#[test]
+fn hosts_follow_one_schedule_step_by_step() {
+    let c = corpora();
+    let host = |i: u64| {
+        Pipeline::mix(
+            [
+                ("web", source(&c.web, 1, None).shard(i, 2)),
+                ("code", source(&c.code, 2, None).shard(i, 2)),
+            ],
+            &[3.0, 1.0],
+        )
+        .unwrap()
+        .mix_by(MixChoice::Stratified)
+        .mix_schedule(&[(3, vec![1.0, 1.0])], false)
+    };
+    // Global batches of 2 × 6: 9 and 3, then 6 and 6 from step 3.
+    let (a, b) = (batches(&host(0), 6, 6), batches(&host(1), 6, 6));
+    let global: Vec<(usize, usize)> = shares(&a)
+        .iter()
+        .zip(shares(&b))
+        .map(|(x, y)| (x.0 + y.0, x.1 + y.1))
+        .collect();
+    assert_eq!(global, [(9, 3), (9, 3), (9, 3), (6, 6), (6, 6), (6, 6)]);
+}
+
+#[test]
+fn what_a_schedule_cannot_do_is_refused() {
+    let c = corpora();
+    let err = |p: Pipeline| match p.build_raw(4, true) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("accepted"),
+    };
+    let base = || mixture(&c, &[3.0, 1.0], MixChoice::Random, None);
+    assert!(
+        err(base().mix_schedule(&[(3, vec![1.0])], false))
+            .contains("step 3: 1 weights for 2 sources")
+    );
+    assert!(
+        err(base().mix_schedule(&[(3, vec![1.0, 1.0]), (2, vec![1.0, 1.0])], false))
+            .contains("steps must increase")
+    );
+    assert!(
+        err(base()
+            .mix_schedule(&[(3, vec![1.0, 1.0])], false)
+            .mix_records_per_step(0))
+        .contains("records_per_step must be positive")
+    );
+    // Packed batches take varying record counts: the step needs a size.
+    let packed = base()
+        .mix_schedule(&[(3, vec![1.0, 1.0])], false)
+        .parse(infeed::spec::FeatureSpec::new().var_len("x", infeed::spec::DType::Int64))
+        .pack(16)
+        .batch(4, false);
+    match packed.clone().build() {
+        Err(PipelineError::Config(m)) => assert!(m.contains("give records_per_step"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    let sized = base()
+        .mix_schedule(&[(3, vec![1.0, 1.0])], false)
+        .mix_records_per_step(8)
+        .parse(infeed::spec::FeatureSpec::new().var_len("x", infeed::spec::DType::Int64))
+        .pack(16)
+        .batch(4, false);
+    assert!(sized.build().is_ok());
+}

@@ -138,4 +138,15 @@ fn a_mixture_reports_the_records_of_each_source() {
     let both = infeed(&[&mix[..], &["testdata/lm-sample.tfrecord"]].concat());
     assert!(!both.status.success());
     assert!(String::from_utf8_lossy(&both.stderr).contains("leave the inputs out"));
+    // On a schedule: 12 + 4 for 10 steps, then 8 + 8 for 10: 200 and 120.
+    let scheduled = [&mix[..], &["--mix-schedule", "10:1,1", "--json"]].concat();
+    let report: Value = serde_json::from_str(&infeed_ok(&scheduled)).unwrap();
+    let records = |i: usize| report["sources"][i]["records"].as_u64().unwrap();
+    assert_eq!((records(0), records(1)), (200, 120));
+    let bad = infeed(&[&mix[..], &["--mix-schedule", "10:1"]].concat());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("step 10: 1 weights for 2 sources"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 }
