@@ -192,7 +192,11 @@ class Pipeline:
         the records a host's batch takes (its rows under plain ``batch``;
         with ``pack`` or buckets give ``records_per_step``). Every host draws
         alike; a state restores exactly, or under a new schedule from its
-        step on."""
+        step on.
+
+        Shard the mixture itself (``.shard(i, n).streams(12)``, sources
+        unsharded) and it runs as logical streams: its state moves between
+        host counts as a single corpus's does."""
         if set(weights) != set(sources):
             raise ValueError(
                 f"mix: weights for {sorted(weights)}, sources {sorted(sources)}: give one "

@@ -316,7 +316,19 @@ import infeed, infeed.jax, infeed.orbax
 
 N, ME, K, GLOBAL = {n}, {pid}, {k}, 24
 
+def source(files, seed):
+    return (infeed.Pipeline.from_files(files).seed(seed).shuffle_files().interleave(2)
+            .shuffle(64).repeat())
+
 def host(i, n):
+    if {mixed}:
+        # Two corpora 3:1 (1:1 from step 8), stratified, sharded on the mixture.
+        files = {files!r}
+        mixed = infeed.Pipeline.mix({{"a": source(files[:1], 1), "b": source(files[1:], 2)}},
+                                    weights={{"a": 3, "b": 1}}, by="stratified",
+                                    schedule=[(8, {{"a": 1, "b": 1}})])
+        return (mixed.seed(3).shard(i, n).streams(12).parse("input_ids:var_len:int64")
+                .fixed_length(512).cast("int32").batch(GLOBAL // n))
     return (infeed.Pipeline.from_files({files!r}).shard(i, n).streams(12).seed(3)
             .shuffle_files().interleave(2).shuffle(64).repeat()
             .parse("input_ids:var_len:int64").pad_to_multiple_of(64).max_length(512)
@@ -346,11 +358,16 @@ mngr.close()
 """
 
 
-@pytest.mark.parametrize(("before", "after", "k"), [(2, 4, 5), (4, 2, 9), (2, 1, 3), (1, 3, 7)])
-def test_a_job_saved_on_n_processes_continues_on_m(tmp_path, before, after, k):
+@pytest.mark.parametrize(
+    ("before", "after", "k", "mixed"),
+    [(2, 4, 5, False), (4, 2, 9, False), (2, 1, 3, False), (1, 3, 7, False), (2, 3, 6, True)],
+)
+def test_a_job_saved_on_n_processes_continues_on_m(tmp_path, before, after, k, mixed):
+    """A single corpus, and a scheduled mixture of two (the schedule's step
+    8 falls after the restore)."""
     pytest.importorskip("orbax.checkpoint")
     directory = str(tmp_path / "ckpt")
-    common = dict(files=LM_FILES, k=k, directory=directory)
+    common = dict(files=LM_FILES, k=k, directory=directory, mixed=mixed)
     outs = run_jax_processes(ELASTIC, before, phase="save", **common)
     assert all(out.split("RESULT", 1)[1].split() == ["saved"] for out in outs)
     saved = sorted(p.name for p in (tmp_path / "ckpt" / str(k) / "data").glob("*.infeed"))

@@ -9,33 +9,48 @@ use super::error::PipelineError;
 use super::group::grouping::{Grouping, RecordWork};
 use super::ops::chain::RecordChain;
 use super::ops::mix::{MixChain, MixChoice, MixConfig, Source};
+use super::rng::{CounterRng, domain};
 use super::settings::{MixSettings, RecordSettings, stream_identity};
 use super::stats::StageStats;
 
-/// The mixture `mix` of pipeline `p` as one host runs it (not started),
-/// grouped as `record` says, and its files: every source's, in source
-/// order.
+/// The mixture `mix` of pipeline `p` as logical stream `stream.0` of
+/// `stream.1` runs it (not started), grouped as `record` says, and its
+/// files: every source's, in source order.
+///
+/// Placed by the mixture (`shard(i, n)` and `streams(L)` on it), each
+/// source runs its shard of that stream, seeded per stream as a single
+/// pipeline's streams are, so that a mixture's state moves between host
+/// counts as any other's; placed by its sources (each `.shard(i, n)`
+/// alike, the first way there was), stream `i` is host `i`.
 pub(crate) fn build(
     p: &RecordSettings,
     mix: &MixSettings,
+    stream: (u64, u64),
     record: &RecordWork,
     read_stats: &Arc<StageStats>,
     stream_stats: &Arc<StageStats>,
 ) -> Result<(MixChain, Vec<String>), PipelineError> {
     let refuse = |what: &str| Err(PipelineError::Config(format!("a mixture {what}")));
-    if !p.ops.given().is_empty() || p.host.is_some() {
+    if !p.ops.given().is_empty() {
         return refuse(
-            "takes shard, file shuffle, interleave, skip/take, filter/map, shuffle and repeat \
-             on each source, not on the mixture",
+            "takes file shuffle, interleave, skip/take, filter/map, shuffle and repeat on each \
+             source, not on the mixture",
         );
     }
-    if p.streams.is_some()
-        || mix
-            .sources
-            .iter()
-            .any(|(_, s)| s.streams.is_some() || s.mixture.is_some())
+    if mix
+        .sources
+        .iter()
+        .any(|(_, s)| s.streams.is_some() || s.mixture.is_some())
     {
-        return refuse("cannot have logical streams, or a mixture as a source, yet");
+        return refuse("cannot have a source with logical streams, or a mixture as a source, yet");
+    }
+    let sources_sharded = mix.sources.iter().any(|(_, s)| s.host.is_some());
+    let placed = p.host.is_some() || p.streams.is_some();
+    if placed && sources_sharded {
+        return refuse(
+            "is sharded once: shard(i, n) (and streams) on the mixture, or shard(i, n) alike on \
+             every source, not both",
+        );
     }
     let host = mix.sources.first().and_then(|(_, s)| s.host);
     if mix.sources.iter().any(|(_, s)| s.host != host) {
@@ -77,16 +92,25 @@ pub(crate) fn build(
     }
     let mut files = Vec::new();
     let mut sources = Vec::with_capacity(mix.sources.len());
+    let (index, count) = stream;
     for (_, s) in &mix.sources {
-        let (i, n) = s.host.unwrap_or((0, 1));
-        let cfg = s.stream_config(i, n, record.scan.as_ref());
+        let cfg = if placed {
+            // The source's share of the stream, seeded as the stream's.
+            let mut per_stream = s.clone();
+            per_stream.streams = p.streams;
+            per_stream.stream_config(index, count, record.scan.as_ref())
+        } else {
+            let n = s.host.map_or(1, |(_, n)| n);
+            s.stream_config(index, n, record.scan.as_ref())
+        };
         let chain = RecordChain::new(&cfg, read_stats.clone(), stream_stats.clone())?;
         // A source's fingerprint: its chain's, grouped by nothing (the
         // mixture's own covers the grouping).
         let mut id = Identity::default();
         chain.identity(&mut id);
         RecordWork::fixed(0, false).identity(&mut id);
-        stream_identity(&mut id, s.host, None, None);
+        let place = (placed || sources_sharded).then_some((index, count));
+        stream_identity(&mut id, place, None, None);
         sources.push(Source {
             first_file: files.len() as u32,
             files: chain.files().len() as u32,
@@ -100,9 +124,12 @@ pub(crate) fn build(
         weights: mix.weights.clone(),
         choice: mix.choice,
         on_exhausted: mix.on_exhausted,
-        seed: p.seed,
+        seed: match p.streams {
+            Some(_) => CounterRng::new(p.seed, domain::LOGICAL_STREAMS, index).next_u64(),
+            None => p.seed,
+        },
         batch: batch.max(1),
-        host: host.unwrap_or((0, 1)),
+        host: stream,
         schedule: mix.schedule.clone(),
         records_per_step,
     });

@@ -63,7 +63,7 @@ impl Opener<'_> {
         self.record.identity(&mut id);
         match &self.p.mixture {
             // A mixture's first fingerprint left equal batches out.
-            Some(_) => stream_identity(&mut id, self.host_of_mixture(index), None, None),
+            Some(_) => stream_identity(&mut id, self.host_of_mixture(index), None, self.p.streams),
             None => {
                 let place = (self.p.host.is_some() || self.p.streams.is_some())
                     .then_some((index, self.streams));
@@ -109,11 +109,11 @@ impl Opener<'_> {
                 let files = chain.files().to_vec();
                 Ok((StreamChain::One(chain), files))
             }
-            // A mixture runs one stream per host: host `index`'s.
             Some(mix) => {
                 let (chain, files) = mixture::build(
                     self.p,
-                    &mix.on_host(index),
+                    mix,
+                    (index, self.streams),
                     self.record,
                     &self.read_stats,
                     &self.stream_stats,
@@ -123,9 +123,13 @@ impl Opener<'_> {
         }
     }
 
-    /// The host of a mixture's stream `index`, as its sources are sharded.
+    /// The place of a mixture's stream `index`: among the job's streams
+    /// when the mixture is sharded, else as its sources are.
     fn host_of_mixture(&self, index: u64) -> Option<(u64, u64)> {
         let mix = self.p.mixture.as_ref()?;
+        if self.p.host.is_some() || self.p.streams.is_some() {
+            return Some((index, self.streams));
+        }
         mix.sources
             .first()
             .and_then(|(_, s)| s.host)

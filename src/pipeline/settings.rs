@@ -111,15 +111,6 @@ impl MixSettings {
             OnExhausted::Stop | OnExhausted::Fail => self.sources.iter().any(|(_, s)| ends(s)),
         }
     }
-
-    /// The same mixture as host `index` of the same host count runs it.
-    pub fn on_host(&self, index: u64) -> MixSettings {
-        let mut mix = self.clone();
-        for (_, s) in &mut mix.sources {
-            s.host = s.host.map(|(_, n)| (index, n));
-        }
-        mix
-    }
 }
 
 impl RecordSettings {

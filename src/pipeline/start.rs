@@ -172,10 +172,10 @@ struct Job {
 
 impl Job {
     fn of(p: &RecordSettings) -> Result<Job, PipelineError> {
-        // A mixture is sharded as its sources are (all alike).
+        // A mixture is sharded on itself, or as its sources are (all alike).
         let host = match &p.mixture {
-            Some(mix) => mix.sources.first().and_then(|(_, s)| s.host),
-            None => p.host,
+            Some(mix) if p.host.is_none() => mix.sources.first().and_then(|(_, s)| s.host),
+            _ => p.host,
         };
         let (host, hosts) = host.unwrap_or((0, 1));
         if hosts == 0 || host >= hosts {

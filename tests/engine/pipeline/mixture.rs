@@ -556,3 +556,112 @@ fn what_a_schedule_cannot_do_is_refused() {
         .batch(4, false);
     assert!(sized.build().is_ok());
 }
+
+/// Host `i` of `n` of a mixture of 4 logical streams: sharded on the
+/// mixture, the sources not.
+fn elastic_host(c: &Corpora, choice: MixChoice, i: u64, n: u64) -> Pipeline {
+    mixture(c, &[3.0, 1.0], choice, None)
+        .mix_schedule(&[(6, vec![1.0, 1.0])], false)
+        .shard(i, n)
+        .streams(4)
+}
+
+/// The global batches of `steps` steps on `n` hosts (each host's batch
+/// of a step, in host order), from `state` or the start, and the hosts'
+/// states after them.
+fn global_run(
+    host: impl Fn(u64, u64) -> Pipeline,
+    n: u64,
+    steps: usize,
+    state: Option<&[u8]>,
+) -> (Vec<Vec<String>>, Vec<Vec<u8>>) {
+    let mut per_host = Vec::new();
+    let mut states = Vec::new();
+    for i in 0..n {
+        let p = match state {
+            Some(s) => host(i, n).resume_from(s),
+            None => host(i, n),
+        };
+        let mut b = p.build_raw(16 / n as usize, true).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..steps {
+            let batch = b.next_batch().unwrap().unwrap();
+            got.push(
+                batch
+                    .records
+                    .iter()
+                    .map(|r| String::from_utf8(r.to_vec()).unwrap())
+                    .collect::<Vec<_>>(),
+            );
+        }
+        states.push(b.state());
+        per_host.push(got);
+    }
+    let global = (0..steps)
+        .map(|t| per_host.iter().flat_map(|h| h[t].clone()).collect())
+        .collect();
+    (global, states)
+}
+
+#[test]
+fn a_mixture_of_logical_streams_is_the_same_on_any_host_count_and_moves() {
+    let c = corpora();
+    for choice in [MixChoice::Stratified, MixChoice::Random] {
+        let host = |i, n| elastic_host(&c, choice, i, n);
+        let (one, _) = global_run(host, 1, 12, None);
+        if choice == MixChoice::Stratified {
+            // 16 rows a step: 12 + 4, then 8 + 8 from step 6.
+            let want: Vec<(usize, usize)> = [(12, 4); 6].into_iter().chain([(8, 8); 6]).collect();
+            assert_eq!(shares(&one), want);
+        }
+        for n in [2, 4] {
+            assert_eq!(
+                global_run(host, n, 12, None).0,
+                one,
+                "{choice:?} on {n} hosts"
+            );
+        }
+        // Saved on `from` hosts after `k` steps, merged, restored on `to`.
+        for (from, to, k) in [(2, 4, 5), (4, 1, 7), (1, 2, 3)] {
+            let (_, states) = global_run(host, from, k, None);
+            let parts: Vec<&[u8]> = states.iter().map(Vec::as_slice).collect();
+            let merged = merge_states(&parts).unwrap();
+            let (after, _) = global_run(host, to, 12 - k, Some(&merged));
+            assert_eq!(
+                after,
+                one[k..],
+                "{choice:?}: {from} -> {to} hosts at step {k}"
+            );
+        }
+    }
+    // The streams' records: each source's once, none on two streams.
+    let (one, _) = global_run(
+        |i, n| elastic_host(&c, MixChoice::Stratified, i, n),
+        1,
+        12,
+        None,
+    );
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for r in one.iter().flatten() {
+        *seen.entry(r.clone()).or_default() += 1;
+    }
+    assert!(seen.values().all(|&n| n == 1));
+}
+
+#[test]
+fn a_mixture_is_sharded_once() {
+    let c = corpora();
+    let both = Pipeline::mix(
+        [
+            ("web", source(&c.web, 1, None).shard(0, 2)),
+            ("code", source(&c.code, 2, None).shard(0, 2)),
+        ],
+        &[1.0, 1.0],
+    )
+    .unwrap()
+    .shard(0, 2);
+    match both.build_raw(4, true) {
+        Err(PipelineError::Config(m)) => assert!(m.contains("is sharded once"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
