@@ -173,6 +173,7 @@ class Pipeline:
         schedule: Sequence[tuple[int, Mapping[str, float]]] = (),
         interpolate: bool = False,
         records_per_step: int | None = None,
+        by_tokens: bool = False,
     ) -> Pipeline:
         """A mixture of record-level pipelines in set proportions, each with
         its own files, shard, file shuffle, interleave, shuffle buffer and
@@ -193,6 +194,11 @@ class Pipeline:
         with ``pack`` or buckets give ``records_per_step``). Every host draws
         alike; a state restores exactly, or under a new schedule from its
         step on.
+
+        ``by_tokens``: the weights count tokens (the length ``pack`` or
+        ``bucket_by_length`` measures, after ``tokenize``), not records: each
+        source is drawn by its weight over its mean tokens per record,
+        measured at the start on a sample every host reads alike.
 
         Shard the mixture itself (``.shard(i, n).streams(12)``, sources
         unsharded) and it runs as logical streams: its state moves between
@@ -216,7 +222,7 @@ class Pipeline:
                 )
             points.append((at, [float(point[n]) for n in sources]))
         args = (parts, [float(weights[n]) for n in sources], by, on_exhausted)
-        step = ("mix", (*args, points, bool(interpolate), records_per_step))
+        step = ("mix", (*args, points, bool(interpolate), records_per_step, bool(by_tokens)))
         files = [f for p in sources.values() for f in p._files]
         return cls(files, (step,))
 

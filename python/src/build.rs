@@ -235,7 +235,7 @@ fn mixture(py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Pipeline> {
     if !per_step.is_none() {
         p = p.mix_records_per_step(count_of(py, &per_step, "records_per_step")?);
     }
-    Ok(p)
+    Ok(p.mix_by_tokens(args.get_item(7)?.extract()?))
 }
 
 /// `read_options(compression, verify_crc, skip_corrupt, max_record_size, mmap)`.

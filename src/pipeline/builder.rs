@@ -115,6 +115,8 @@ impl Pipeline {
             on_exhausted: OnExhausted::Stop,
             schedule: None,
             records_per_step: None,
+            by_tokens: false,
+            token_means: None,
         }));
         Ok(p)
     }
@@ -155,6 +157,20 @@ impl Pipeline {
                 points: points.to_vec(),
                 interpolate,
             });
+        }
+        self
+    }
+
+    /// With `by_tokens`, a mixture's weights (and its schedule's) count
+    /// tokens, not records: the length its grouping measures, after
+    /// `tokenize` (so it needs `pack` or `bucket_by_length`). Each source's
+    /// records are drawn by its weight over its mean tokens per record,
+    /// measured when the pipeline starts on a sample every host reads alike
+    /// (the first records of a few files of each source), so the token
+    /// shares hold in expectation, as record shares do under random draws.
+    pub fn mix_by_tokens(mut self, by_tokens: bool) -> Self {
+        if let Some(m) = self.s.mixture.as_mut() {
+            Arc::make_mut(m).by_tokens = by_tokens;
         }
         self
     }

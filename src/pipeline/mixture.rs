@@ -132,6 +132,11 @@ pub(crate) fn build(
         host: stream,
         schedule: mix.schedule.clone(),
         records_per_step,
+        per_record: match (mix.by_tokens, &mix.token_means) {
+            (false, _) => None,
+            (true, Some(means)) => Some(means.iter().map(|m| 1.0 / m).collect()),
+            (true, None) => return refuse("weighed by tokens was not measured (an infeed bug)"),
+        },
     });
     Ok((MixChain::new(cfg, sources), files))
 }

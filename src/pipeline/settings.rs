@@ -95,6 +95,10 @@ pub(crate) struct MixSettings {
     /// takes when its grouping does not say (`mix_schedule.rs`).
     pub schedule: Option<MixSchedule>,
     pub records_per_step: Option<u64>,
+    /// Weights count tokens (the length the grouping measures), and each
+    /// source's mean tokens per record, set when the pipeline starts.
+    pub by_tokens: bool,
+    pub token_means: Option<Vec<f64>>,
 }
 
 impl MixSettings {

@@ -46,7 +46,8 @@ pub(crate) fn start<T: Send + 'static>(
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
     p.check_sizes()?;
-    let prepared = p.prepared()?;
+    let mut prepared = p.prepared()?;
+    measure_token_weights(&mut prepared, &record)?;
     let p = &prepared;
     let job = Job::of(p)?;
     // The host's grouping, for the digest of the shapes hosts must share.
@@ -229,6 +230,36 @@ fn count_by_records(
     }
 }
 
+/// A mixture whose weights count tokens: each source's mean tokens per
+/// record, from the first records of a few of its files (every host reads
+/// the same), measured as the grouping measures them.
+fn measure_token_weights(p: &mut RecordSettings, record: &RecordWork) -> Result<(), PipelineError> {
+    let Some(mix) = p.mixture.as_mut().filter(|m| m.by_tokens) else {
+        return Ok(());
+    };
+    if record.measure.is_none() && record.prefilter.is_none() {
+        return Err(PipelineError::Config(
+            "a mixture by tokens counts the length that pack or bucket_by_length measures: \
+             give one"
+                .into(),
+        ));
+    }
+    let mut means = Vec::with_capacity(mix.sources.len());
+    for (name, source) in &mix.sources {
+        let lengths = sample_lengths(source, &record.measure, &record.prefilter)?;
+        let tokens: usize = lengths.iter().sum();
+        if tokens == 0 {
+            return Err(PipelineError::Config(format!(
+                "a mixture by tokens: source {name:?}'s first records hold no tokens to weigh \
+                 it by"
+            )));
+        }
+        means.push(tokens as f64 / lengths.len() as f64);
+    }
+    Arc::make_mut(mix).token_means = Some(means);
+    Ok(())
+}
+
 /// The bucket schedule every host shares, for scheduled buckets: from a
 /// sample of lengths every host reads alike, with the tail of a run whose
 /// batch count is known.
@@ -355,9 +386,7 @@ fn shared_seed(files: &[String]) -> u64 {
 }
 
 /// How the records of a sample, the same on every host, spread over the
-/// buckets: the first records of a few files spread over the whole file
-/// list (every host can read every file), measured as the grouping
-/// measures them.
+/// buckets ([`sample_lengths`]).
 fn sample_buckets(
     p: &RecordSettings,
     measure: &Option<MeasureFn>,
@@ -366,6 +395,21 @@ fn sample_buckets(
 ) -> Result<Vec<u64>, PipelineError> {
     let last = bucketer.num_buckets() - 1;
     let mut counts = vec![0u64; last + 1];
+    for len in sample_lengths(p, measure, prefilter)? {
+        counts[bucketer.bucket_of(len).min(last)] += 1;
+    }
+    Ok(counts)
+}
+
+/// The lengths of a sample the same on every host: the first records of a
+/// few files spread over the whole file list (every host can read every
+/// file), measured as the grouping measures them.
+fn sample_lengths(
+    p: &RecordSettings,
+    measure: &Option<MeasureFn>,
+    prefilter: &Option<PrefilterFn>,
+) -> Result<Vec<usize>, PipelineError> {
+    let mut out = Vec::new();
     let n = p.files.len();
     let picked = n.min(SAMPLE_FILES);
     let mut files: Vec<usize> = (0..picked).map(|i| i * n / picked).collect();
@@ -390,9 +434,7 @@ fn sample_buckets(
             .unwrap_or_default(),
             (None, None) => Vec::new(),
         };
-        for len in lengths.into_iter().flatten() {
-            counts[bucketer.bucket_of(len).min(last)] += 1;
-        }
+        out.extend(lengths.into_iter().flatten());
     }
-    Ok(counts)
+    Ok(out)
 }

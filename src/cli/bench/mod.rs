@@ -194,6 +194,10 @@ pub struct BenchArgs {
     /// under plain batching; needed with --pack or --bucket-by).
     #[arg(long, requires = "mix_schedule")]
     mix_records_per_step: Option<u64>,
+    /// Mixture weights count tokens (the length --pack or --bucket-by
+    /// measures), not records.
+    #[arg(long, requires = "mix")]
+    mix_by_tokens: bool,
     /// Make every host emit the same number of batches: drop or pad.
     #[arg(long, value_parser = EqualBatches::from_str)]
     equal_batches: Option<EqualBatches>,
@@ -339,7 +343,7 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         if let Some(n) = args.mix_records_per_step {
             mixed = mixed.mix_records_per_step(n);
         }
-        mixed
+        mixed.mix_by_tokens(args.mix_by_tokens)
     };
     p = p.prefetch(args.prefetch);
     if let Some(how) = args.equal_batches {

@@ -103,6 +103,9 @@ pub(crate) struct MixConfig {
     /// Weights by step, a step being `records_per_step` records drawn.
     pub schedule: Option<MixSchedule>,
     pub records_per_step: u64,
+    /// Weights by tokens: each source's factor from its weight to its
+    /// record weight (1 / its mean tokens per record).
+    pub per_record: Option<Vec<f64>>,
 }
 
 /// One source of a mixture.
@@ -146,6 +149,9 @@ pub(crate) struct MixPart {
     pub interpolate: bool,
     #[prost(uint64, tag = "12")]
     pub records_per_step: u64,
+    /// Weights count tokens: each source's factor to record weights.
+    #[prost(double, repeated, tag = "13")]
+    pub per_record: Vec<f64>,
 }
 crate::pipeline::checkpoint::prost_part!(MixPart, "mix", 1);
 
@@ -166,8 +172,8 @@ pub(crate) struct MixChain {
     carry: Vec<f64>,
     carry_after: Vec<f64>,
     finished: bool,
-    /// With a schedule: the weights of step `step` (the step of the next
-    /// draw).
+    /// With a schedule or token weights: the record weights of step
+    /// `step` (the step of the next draw).
     scheduled: Option<(u64, Vec<f64>)>,
 }
 
@@ -205,15 +211,27 @@ impl MixChain {
         }
     }
 
-    /// Moves the scheduled weights to the step of the next draw.
+    /// Moves the record weights to the step of the next draw (the
+    /// schedule's weights, per record when they count tokens).
     fn follow_schedule(&mut self) {
-        let Some(schedule) = &self.cfg.schedule else {
+        if self.cfg.schedule.is_none() && self.cfg.per_record.is_none() {
             return;
-        };
-        let step = self.drawn / self.cfg.records_per_step.max(1);
-        if self.scheduled.as_ref().is_none_or(|(s, _)| *s != step) {
-            self.scheduled = Some((step, schedule.weights_at(step, &self.cfg.weights)));
         }
+        let step = match &self.cfg.schedule {
+            Some(_) => self.drawn / self.cfg.records_per_step.max(1),
+            None => 0,
+        };
+        if self.scheduled.as_ref().is_some_and(|(s, _)| *s == step) {
+            return;
+        }
+        let mut weights = match &self.cfg.schedule {
+            Some(schedule) => schedule.weights_at(step, &self.cfg.weights),
+            None => self.cfg.weights.clone(),
+        };
+        if let Some(factors) = &self.cfg.per_record {
+            weights.iter_mut().zip(factors).for_each(|(w, f)| *w *= f);
+        }
+        self.scheduled = Some((step, weights));
     }
 
     /// The schedule as the mixture's part saves it.
@@ -272,7 +290,8 @@ impl MixChain {
             && (part.schedule_steps == steps)
             && (part.schedule_weights == weights)
             && part.interpolate == interpolate
-            && part.records_per_step == per_step;
+            && part.records_per_step == per_step
+            && part.per_record == self.cfg.per_record.clone().unwrap_or_default();
         for (i, name) in names.iter().enumerate() {
             let saved = part.names.iter().position(|s| s == name);
             let child = r.take_child(&child_key(name))?;
@@ -371,6 +390,7 @@ impl MixChain {
         let (schedule_steps, schedule_weights, interpolate, records_per_step) =
             self.schedule_fields();
         parts.push(MixPart {
+            per_record: self.cfg.per_record.clone().unwrap_or_default(),
             schedule_steps,
             schedule_weights,
             interpolate,

@@ -665,3 +665,69 @@ fn a_mixture_is_sharded_once() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// Tokens of records from source "short" (10 each) and "long" (30 each)
+/// in packed batches of a mixture weighed 1:1, by records or by tokens.
+#[test]
+fn weights_by_tokens_count_tokens_not_records() {
+    use super::grouping::{rows, spec, write_lm_files};
+    use infeed::batch::SEGMENT_IDS;
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let short = write_lm_files(a.path(), &[vec![10; 400], vec![10; 400]]);
+    let long = write_lm_files(b.path(), &[vec![30; 400], vec![30; 400]]);
+    let tokens = |by_tokens: bool| -> (usize, usize) {
+        let p = Pipeline::mix(
+            [
+                ("short", source(&short, 1, None)),
+                ("long", source(&long, 2, None)),
+            ],
+            &[1.0, 1.0],
+        )
+        .unwrap()
+        .seed(4)
+        .mix_by_tokens(by_tokens)
+        .parse(spec())
+        .pack(64)
+        .batch(16, true);
+        let (mut s, mut l) = (0, 0);
+        for batch in p.build().unwrap().take(60) {
+            for seg in rows(&batch.unwrap(), SEGMENT_IDS) {
+                let mut lens = BTreeMap::<i64, usize>::new();
+                for id in seg.into_iter().filter(|&id| id > 0) {
+                    *lens.entry(id).or_default() += 1;
+                }
+                for len in lens.into_values() {
+                    match len {
+                        10 => s += 10,
+                        30 => l += 30,
+                        other => panic!("a segment of {other}"),
+                    }
+                }
+            }
+        }
+        (s, l)
+    };
+    // By records: 1:1 in records, 1:3 in tokens; by tokens: 1:1 in tokens.
+    let share = |(s, l): (usize, usize)| s as f64 / (s + l) as f64;
+    let by_records = share(tokens(false));
+    let by_tokens = share(tokens(true));
+    assert!((by_records - 0.25).abs() < 0.03, "{by_records}");
+    assert!((by_tokens - 0.5).abs() < 0.03, "{by_tokens}");
+    // Without a measured length there are no tokens to count.
+    let padded = Pipeline::mix(
+        [
+            ("short", source(&short, 1, None)),
+            ("long", source(&long, 2, None)),
+        ],
+        &[1.0, 1.0],
+    )
+    .unwrap()
+    .mix_by_tokens(true)
+    .parse(spec())
+    .fixed_length(32)
+    .batch(4, true);
+    match padded.build() {
+        Err(PipelineError::Config(m)) => assert!(m.contains("pack or bucket_by_length"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
