@@ -437,6 +437,15 @@ class Pipeline:
         """Delivers each batch as soon as a worker finishes it, not in order."""
         return self._with("unordered")
 
+    def skip_steps(self, ranges: Iterable[tuple[int, int]]) -> Pipeline:
+        """Leaves out the global batches of steps ``a`` to ``b - 1`` for each
+        ``(a, b)``, numbered as an uninterrupted run numbers them: every
+        process leaves out its own batch of those steps and the run goes on
+        with the next ones (typically with a restored state, past a loss
+        spike). The ranges are part of the state, so a later restore keeps
+        leaving them out. Their records are still read, not delivered."""
+        return self._with("skip_steps", [(int(a), int(b)) for a, b in ranges])
+
     def equal_batches(self, how: str) -> Pipeline:
         """Every host of :meth:`shard` emits the same number of batches over a
         finite run: ``"drop"`` (as many as the poorest host) or ``"pad"``

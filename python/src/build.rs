@@ -180,6 +180,10 @@ fn record_step(
         "threads" => pipeline.threads(count(py, args, 0, "threads")?),
         "prefetch" => pipeline.prefetch(count(py, args, 0, "prefetch")?),
         "unordered" => pipeline.unordered(),
+        "skip_steps" => {
+            let ranges: Vec<(u64, u64)> = args.get_item(0)?.extract()?;
+            pipeline.skip_steps(&ranges)
+        }
         "equal_batches" => {
             let how: String = args.get_item(0)?.extract()?;
             pipeline.equal_batches(word(py, &how)?)

@@ -334,7 +334,11 @@ def host(i, n):
             .parse("input_ids:var_len:int64").pad_to_multiple_of(64).max_length(512)
             .cast("int32").batch(GLOBAL // n))
 
-it = host(ME, N).iter()
+# With skip: steps K + 2 and K + 3 are left out, said before the save only.
+if {skip} and "{phase}" == "save":
+    it = host(ME, N).skip_steps([(K + 2, K + 4)]).iter()
+else:
+    it = host(ME, N).iter()
 mngr = ocp.CheckpointManager({directory!r})
 if "{phase}" == "save":
     for _ in range(K):
@@ -346,7 +350,9 @@ else:
     mngr.restore(K, args=ocp.args.Composite(data=infeed.orbax.CheckpointRestore(it)))
     sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
     whole = host(0, 1).iter()
-    want = [b["input_ids"].copy() for b in itertools.islice(whole, K + 8)][K:]
+    want = [b["input_ids"].copy() for b in itertools.islice(whole, K + 10)][K:]
+    if {skip}:
+        del want[2:4]
     steps = 0
     for step, batch in enumerate(itertools.islice(infeed.jax.device_iterator(it, sharding), 8)):
         ids = batch["input_ids"]
@@ -359,15 +365,23 @@ mngr.close()
 
 
 @pytest.mark.parametrize(
-    ("before", "after", "k", "mixed"),
-    [(2, 4, 5, False), (4, 2, 9, False), (2, 1, 3, False), (1, 3, 7, False), (2, 3, 6, True)],
+    ("before", "after", "k", "mixed", "skip"),
+    [
+        (2, 4, 5, False, False),
+        (4, 2, 9, False, False),
+        (2, 1, 3, False, False),
+        (1, 3, 7, False, False),
+        (2, 3, 6, True, False),
+        (2, 4, 4, False, True),
+    ],
 )
-def test_a_job_saved_on_n_processes_continues_on_m(tmp_path, before, after, k, mixed):
-    """A single corpus, and a scheduled mixture of two (the schedule's step
-    8 falls after the restore)."""
+def test_a_job_saved_on_n_processes_continues_on_m(tmp_path, before, after, k, mixed, skip):
+    """A single corpus, a scheduled mixture of two (the schedule's step 8
+    falls after the restore), and a run that skips two steps after the
+    restore, said before the save only (the ranges travel in the state)."""
     pytest.importorskip("orbax.checkpoint")
     directory = str(tmp_path / "ckpt")
-    common = dict(files=LM_FILES, k=k, directory=directory, mixed=mixed)
+    common = dict(files=LM_FILES, k=k, directory=directory, mixed=mixed, skip=skip)
     outs = run_jax_processes(ELASTIC, before, phase="save", **common)
     assert all(out.split("RESULT", 1)[1].split() == ["saved"] for out in outs)
     saved = sorted(p.name for p in (tmp_path / "ckpt" / str(k) / "data").glob("*.infeed"))

@@ -144,3 +144,18 @@ def test_save_in_one_process_restore_in_another(tmp_path):
     for i in range(n):
         for name, a in full[k + i].items():
             np.testing.assert_array_equal(rest[f"{i}/{name}"], a, err_msg=f"{i} {name}")
+
+
+def test_skip_steps_leaves_out_steps_and_a_restore_keeps_them():
+    full = all_batches(lm_pipeline())
+    kept = [b for t, b in enumerate(full) if t not in (3, 4, 30)]
+    assert_same_batches(all_batches(lm_pipeline().skip_steps([(3, 5), (30, 31)])), kept)
+    # Saved after steps 0, 1, 2, 5 with the ranges; restored without them.
+    it = iter(lm_pipeline().skip_steps([(3, 5), (30, 31)]))
+    for _ in range(4):
+        next(it)
+    state = it.get_state()
+    it.close()
+    assert_same_batches(all_batches(lm_pipeline().iter(state=state)), kept[4:])
+    with pytest.raises(infeed.SpecError, match=r"\(7, 7\) is empty"):
+        iter(lm_pipeline().skip_steps([(7, 7)]))

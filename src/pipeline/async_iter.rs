@@ -16,6 +16,7 @@ use super::batches::Batches;
 use super::checkpoint;
 use super::checkpoint::Snapshot;
 use super::error::PipelineError;
+use super::skip_steps::SkipSteps;
 
 type Item<T> = Result<(T, Arc<Snapshot>, u64), PipelineError>;
 
@@ -24,8 +25,10 @@ pub struct BatchStream<T> {
     rx: mpsc::Receiver<Item<T>>,
     last: Option<(Arc<Snapshot>, u64)>,
     initial: Vec<u8>,
-    /// The job's logical streams (for its states).
+    /// The job's logical streams and the steps it leaves out (for its
+    /// states).
     streams: u32,
+    skip: SkipSteps,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -35,6 +38,7 @@ impl<T: Send + 'static> Batches<T> {
         let (tx, rx) = mpsc::channel(1);
         let initial = self.state();
         let streams = self.streams;
+        let skip = self.skip.clone();
         let thread = std::thread::Builder::new()
             .name("infeed-stream".into())
             .spawn(move || {
@@ -59,6 +63,7 @@ impl<T: Send + 'static> Batches<T> {
             last: None,
             initial,
             streams,
+            skip,
             thread: Some(thread),
         }
     }
@@ -69,7 +74,7 @@ impl<T> BatchStream<T> {
     /// [`Batches::state`]).
     pub fn state(&self) -> Vec<u8> {
         match &self.last {
-            Some((s, delivered)) => checkpoint::encode(s, *delivered, self.streams),
+            Some((s, delivered)) => checkpoint::encode(s, *delivered, self.streams, &self.skip),
             None => self.initial.clone(),
         }
     }

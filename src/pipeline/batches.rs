@@ -15,6 +15,7 @@ use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
 use super::ops::mix;
 use super::read::again::record_index;
+use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats};
 use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
@@ -74,6 +75,8 @@ pub struct Batches<T> {
     states_ahead: BTreeMap<u64, Arc<Snapshot>>,
     /// The job's logical streams (for its states).
     pub(crate) streams: u32,
+    /// Global steps left out: received, counted, not delivered.
+    pub(crate) skip: SkipSteps,
     /// See [`Batches::shape_schedule`].
     pub(crate) shape_schedule: u64,
     read: crate::record::ReadOptions,
@@ -169,6 +172,7 @@ impl<T: Send + 'static> Batches<T> {
             delivered_ahead: Default::default(),
             states_ahead: BTreeMap::new(),
             streams,
+            skip: SkipSteps::default(),
             shape_schedule: 0,
             read,
             source,
@@ -220,7 +224,19 @@ impl<T: Send + 'static> Batches<T> {
         let wait = Instant::now();
         let result = loop {
             if let Some(result) = self.pending.remove(&self.next_seq) {
-                break Some((self.next_seq, result));
+                match result {
+                    // A step the run leaves out: counted, its state kept,
+                    // the batch given back.
+                    Ok((batch, state))
+                        if self.skip.contains(self.batches_before + self.next_seq) =>
+                    {
+                        self.last_state = Some(state);
+                        self.next_seq += 1;
+                        self.recycle(batch);
+                        continue;
+                    }
+                    result => break Some((self.next_seq, result)),
+                }
             }
             let received = match (self.rx.as_ref(), deadline) {
                 (None, _) => None,
@@ -286,7 +302,7 @@ impl<T: Send + 'static> Batches<T> {
     pub fn state(&self) -> Vec<u8> {
         let fresh = Snapshot::default();
         let state = self.last_state().unwrap_or(&fresh);
-        checkpoint::encode(state, self.batches_delivered(), self.streams)
+        checkpoint::encode(state, self.batches_delivered(), self.streams, &self.skip)
     }
 
     /// A digest of the schedule by which this host's batches take their

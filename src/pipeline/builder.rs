@@ -288,6 +288,7 @@ impl Pipeline {
                 unordered: false,
                 equal_batches: None,
                 resume: None,
+                skip_steps: Vec::new(),
             },
         }
     }
@@ -493,6 +494,20 @@ impl Pipeline {
     /// run would have produced.
     pub fn resume_from(mut self, state: &[u8]) -> Self {
         self.s.resume = Some(state.to_vec());
+        self
+    }
+
+    /// Leaves out the global batches of steps `a..b` (each range `(a, b)`,
+    /// `b` not included), counted as an uninterrupted run counts them: the
+    /// batches after them come with their own step numbers, identically on
+    /// every host (each leaves out its own batch of those steps). Typically
+    /// given with [`resume_from`](Self::resume_from) to run on past a loss
+    /// spike. The ranges are part of the state, so a later restore keeps
+    /// leaving them out (the state's ranges and these together). The steps
+    /// left out are still read and assembled (the run must pass their
+    /// records to stay exact), not delivered.
+    pub fn skip_steps(mut self, ranges: &[(u64, u64)]) -> Self {
+        self.s.skip_steps.extend_from_slice(ranges);
         self
     }
 
@@ -875,15 +890,22 @@ impl ParsedPipeline {
         self
     }
 
+    /// Leaves out the global batches of these steps (see
+    /// [`Pipeline::skip_steps`]).
+    pub fn skip_steps(mut self, ranges: &[(u64, u64)]) -> Self {
+        self.pipeline = self.pipeline.skip_steps(ranges);
+        self
+    }
+
     /// The parts the data is split into: the logical streams, else the
     /// hosts (`shard(i, n)`: n). With more than one, length-dependent
     /// shapes follow the shared schedule.
     fn hosts(&self) -> u64 {
         let s = &self.pipeline.s;
-        // A mixture's hosts are its sources' (they all shard alike).
+        // A mixture is sharded on itself, or as its sources are (alike).
         let host = match &s.mixture {
-            Some(m) => m.sources.first().and_then(|(_, s)| s.host),
-            None => s.host,
+            Some(m) if s.host.is_none() => m.sources.first().and_then(|(_, s)| s.host),
+            _ => s.host,
         };
         s.streams.unwrap_or_else(|| host.map_or(1, |(_, n)| n))
     }

@@ -100,6 +100,7 @@ mod parsed;
 mod read;
 mod rng;
 mod settings;
+mod skip_steps;
 mod start;
 mod stats;
 mod threads;

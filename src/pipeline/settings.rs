@@ -81,6 +81,8 @@ pub(crate) struct RecordSettings {
     pub unordered: bool,
     pub equal_batches: Option<EqualBatches>,
     pub resume: Option<Vec<u8>>,
+    /// Global steps left out, `[a, b)` each (`skip_steps`).
+    pub skip_steps: Vec<(u64, u64)>,
 }
 
 /// The sources and weights of a mixture, as the builder collected them.

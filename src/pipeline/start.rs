@@ -17,6 +17,7 @@ use super::limits;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
 use super::settings::RecordSettings;
+use super::skip_steps::SkipSteps;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
 use crate::batch::Bucketer;
@@ -83,6 +84,16 @@ pub(crate) fn start<T: Send + 'static>(
         }
     };
     let mut decoded = decode_state(p, &job)?;
+    let skip = SkipSteps::new(&p.skip_steps)?;
+    let skip = match &decoded {
+        Some(d) => d.skip.union(&skip),
+        None => skip,
+    };
+    if p.unordered && !skip.is_empty() {
+        return Err(PipelineError::Config(
+            "skip_steps numbers steps in order: it cannot be used with unordered()".into(),
+        ));
+    }
     let resume = Resume {
         batches_before: decoded.as_ref().map_or(0, |d| d.batches),
         total_batches,
@@ -157,6 +168,7 @@ pub(crate) fn start<T: Send + 'static>(
         job.streams as u32,
     );
     batches.shape_schedule = shape_schedule;
+    batches.skip = skip;
     Ok(batches)
 }
 

@@ -95,6 +95,17 @@ pub(super) fn parse_mix_point(s: &str) -> Result<(u64, Vec<f64>), String> {
     Ok((step, weights))
 }
 
+/// `A:B`: the steps A to B - 1.
+pub(super) fn parse_step_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s.split_once(':').ok_or("expected A:B, e.g. 1200:1300")?;
+    let step = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{x:?} is not a step number"))
+    };
+    Ok((step(a)?, step(b)?))
+}
+
 pub(super) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     let (i, n) = s.split_once('/').ok_or("expected INDEX/COUNT, e.g. 0/4")?;
     let parse = |x: &str| {

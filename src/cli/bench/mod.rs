@@ -30,7 +30,7 @@ mod xla;
 pub use config::expand_config;
 use flags::{
     parse_decode, parse_mask, parse_mix, parse_mix_point, parse_normalize, parse_shard,
-    parse_tokenize,
+    parse_step_range, parse_tokenize,
 };
 use measure::measure;
 
@@ -201,6 +201,11 @@ pub struct BenchArgs {
     /// Make every host emit the same number of batches: drop or pad.
     #[arg(long, value_parser = EqualBatches::from_str)]
     equal_batches: Option<EqualBatches>,
+    /// Leave out the batches of steps A to B - 1, as A:B (comma-separated
+    /// ranges, e.g. 1200:1300,4000:4010), numbered as an uninterrupted run
+    /// numbers them; kept in --state-out.
+    #[arg(long, value_delimiter = ',', value_parser = parse_step_range)]
+    skip_steps: Vec<(u64, u64)>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -346,6 +351,9 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
         mixed.mix_by_tokens(args.mix_by_tokens)
     };
     p = p.prefetch(args.prefetch);
+    if !args.skip_steps.is_empty() {
+        p = p.skip_steps(&args.skip_steps);
+    }
     if let Some(how) = args.equal_batches {
         p = p.equal_batches(how);
     }

@@ -10,7 +10,7 @@
 //! produced. A state is a tree:
 //!
 //! ```text
-//! pipeline  (batches delivered, logical streams of the job)
+//! pipeline  (batches delivered, logical streams of the job, steps left out)
 //! └── stream/i  (one per logical stream this host runs: its fingerprint)
 //!     ├── shuffle       RNG counter, buffer positions, draining, finished
 //!     ├── epochs        epoch, records emitted this epoch
@@ -77,6 +77,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use super::error::StateError;
+use super::skip_steps::SkipSteps;
 
 pub(crate) use fingerprint::{FieldWriter, Identity};
 pub(crate) use parts::{NodeProto, OpPart, Part, RawParts, SavedParts, prost_part};
@@ -120,6 +121,9 @@ struct RootProto {
     /// The job's logical streams.
     #[prost(uint32, tag = "2")]
     streams: u32,
+    /// Global steps the run leaves out: a, b, … for each `[a, b)`.
+    #[prost(uint64, repeated, tag = "3")]
+    skip: Vec<u64>,
 }
 
 /// A stream node's body.
@@ -136,8 +140,8 @@ fn stream_key(index: u32) -> String {
 }
 
 /// Serializes a host's state after `batches` delivered batches, in a job
-/// of `streams` logical streams.
-pub(crate) fn encode(snapshot: &Snapshot, batches: u64, streams: u32) -> Vec<u8> {
+/// of `streams` logical streams that leaves out the steps `skip`.
+pub(crate) fn encode(snapshot: &Snapshot, batches: u64, streams: u32, skip: &SkipSteps) -> Vec<u8> {
     let children = snapshot
         .streams
         .iter()
@@ -161,14 +165,19 @@ pub(crate) fn encode(snapshot: &Snapshot, batches: u64, streams: u32) -> Vec<u8>
             }
         })
         .collect();
-    seal_root(batches, streams, children)
+    seal_root(batches, streams, skip.flat(), children)
 }
 
-fn seal_root(batches: u64, streams: u32, children: Vec<NodeProto>) -> Vec<u8> {
+fn seal_root(batches: u64, streams: u32, skip: Vec<u64>, children: Vec<NodeProto>) -> Vec<u8> {
     let root = NodeProto {
         key: ROOT_KEY.into(),
         version: ROOT_VERSION,
-        body: RootProto { batches, streams }.encode_to_vec(),
+        body: RootProto {
+            batches,
+            streams,
+            skip,
+        }
+        .encode_to_vec(),
         children,
     };
     seal(&root.encode_to_vec())
@@ -261,6 +270,8 @@ pub(crate) struct Decoded {
     pub batches: u64,
     /// The logical streams of the job that saved it.
     pub streams: u32,
+    /// The steps the run leaves out.
+    pub skip: SkipSteps,
     pub parts: BTreeMap<u32, StreamNode>,
 }
 
@@ -337,6 +348,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
     Ok(Decoded {
         batches: body.batches,
         streams: body.streams,
+        skip: SkipSteps::from_flat(&body.skip)?,
         parts,
     })
 }
@@ -345,7 +357,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
 /// into one that holds all their streams: any host of a job on another
 /// host count restores from it, taking the streams it runs.
 pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
-    let mut merged: Option<(u64, u32)> = None;
+    let mut merged: Option<(u64, u32, Vec<u64>)> = None;
     let mut streams: BTreeMap<u32, NodeProto> = BTreeMap::new();
     for (i, bytes) in states.iter().enumerate() {
         let root = NodeProto::decode(open(bytes)?).map_err(|e| {
@@ -354,13 +366,18 @@ pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
         let body = RootProto::decode(root.body.as_slice()).map_err(|e| {
             StateError::Corrupt(format!("state {i}: its root does not decode: {e}"))
         })?;
-        match merged {
-            None => merged = Some((body.batches, body.streams)),
-            Some((batches, count)) if (batches, count) != (body.batches, body.streams) => {
+        match &merged {
+            None => merged = Some((body.batches, body.streams, body.skip.clone())),
+            Some((batches, count, _)) if (*batches, *count) != (body.batches, body.streams) => {
                 return Err(StateError::Streams(format!(
                     "state {i} was taken after {} batches of a job of {} streams, state 0 \
                      after {batches} of {count}: merge the states of one step",
                     body.batches, body.streams
+                )));
+            }
+            Some((_, _, skip)) if *skip != body.skip => {
+                return Err(StateError::Streams(format!(
+                    "state {i} leaves out other steps than state 0: merge the states of one run"
                 )));
             }
             Some(_) => {}
@@ -382,13 +399,44 @@ pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
             }
         }
     }
-    let (batches, count) = merged.ok_or_else(|| StateError::Streams("no state to merge".into()))?;
-    Ok(seal_root(batches, count, streams.into_values().collect()))
+    let (batches, count, skip) =
+        merged.ok_or_else(|| StateError::Streams("no state to merge".into()))?;
+    Ok(seal_root(
+        batches,
+        count,
+        skip,
+        streams.into_values().collect(),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state that leaves no step out.
+    fn enc(snapshot: &Snapshot, batches: u64, streams: u32) -> Vec<u8> {
+        encode(snapshot, batches, streams, &SkipSteps::default())
+    }
+
+    #[test]
+    fn skipped_steps_travel_and_must_agree_to_merge() {
+        let snapshot = Snapshot {
+            streams: vec![stream(0)],
+        };
+        let skip = SkipSteps::new(&[(5, 9), (20, 21)]).unwrap();
+        let bytes = encode(&snapshot, 3, 1, &skip);
+        assert_eq!(decode(&bytes).unwrap().skip, skip);
+        assert_eq!(
+            decode(&enc(&snapshot, 3, 1)).unwrap().skip,
+            SkipSteps::default()
+        );
+        let err = merge(&[&bytes, &enc(&snapshot, 3, 1)]).unwrap_err();
+        assert!(err.to_string().contains("leaves out other steps"), "{err}");
+        assert_eq!(
+            decode(&merge(&[&bytes, &bytes]).unwrap()).unwrap().skip,
+            skip
+        );
+    }
     use crate::pipeline::group::part::GroupPart;
     use crate::pipeline::ops::epochs::EpochsPart;
     use crate::pipeline::ops::shuffle::ShufflePart;
@@ -448,7 +496,7 @@ mod tests {
         let snapshot = Snapshot {
             streams: vec![stream(1)],
         };
-        let bytes = encode(&snapshot, 42, 4);
+        let bytes = enc(&snapshot, 42, 4);
         assert!(bytes.len() < 52 * 1024, "{} bytes", bytes.len());
         assert_eq!(&bytes[..8], b"INFS\x03\0\0\0");
         let mut decoded = decode(&bytes).unwrap();
@@ -480,7 +528,7 @@ mod tests {
 
     #[test]
     fn every_cut_is_truncated_and_every_flip_is_caught() {
-        let bytes = encode(
+        let bytes = enc(
             &Snapshot {
                 streams: vec![stream(0)],
             },
@@ -511,14 +559,14 @@ mod tests {
 
     #[test]
     fn states_of_one_step_merge_and_others_are_refused() {
-        let a = encode(
+        let a = enc(
             &Snapshot {
                 streams: vec![stream(0), stream(1)],
             },
             9,
             4,
         );
-        let b = encode(
+        let b = enc(
             &Snapshot {
                 streams: vec![stream(3), stream(2)],
             },
@@ -537,7 +585,7 @@ mod tests {
         }
         // Merging again, or with a part of itself, changes nothing.
         assert_eq!(merge(&[&merged, &a]).unwrap(), merged);
-        let later = encode(
+        let later = enc(
             &Snapshot {
                 streams: vec![stream(2)],
             },
@@ -551,7 +599,7 @@ mod tests {
         );
         let mut other = stream(0);
         other.group = Arc::new(waiting(1));
-        let other = encode(
+        let other = enc(
             &Snapshot {
                 streams: vec![other],
             },
@@ -568,7 +616,7 @@ mod tests {
 
     #[test]
     fn a_stream_beyond_the_jobs_count_is_refused() {
-        let bytes = encode(
+        let bytes = enc(
             &Snapshot {
                 streams: vec![stream(5)],
             },

@@ -461,3 +461,49 @@ fn what_cannot_move_is_refused_with_a_state_error() {
         "{err}"
     );
 }
+
+/// `skip_steps`: a run leaves out the global batches of the given steps on
+/// every host and continues with the uninterrupted run's next ones; the
+/// ranges travel in the state, so a restore on another host count keeps
+/// leaving them out.
+#[test]
+fn skipped_steps_are_left_out_on_any_host_count_and_stay_in_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path());
+    let (whole, _) = run(1, Some(20), |i, n| host(&files, i, n, None));
+    // The first step where `got` is not the uninterrupted run's `steps`.
+    let differs = |got: &[Global], steps: &[usize]| -> Option<usize> {
+        assert_eq!(got.len(), steps.len(), "steps delivered");
+        (0..got.len()).find(|&k| got[k] != whole[steps[k]])
+    };
+    let skipping = |i, n| host(&files, i, n, None).skip_steps(&[(3, 5), (9, 10)]);
+    let kept: Vec<usize> = (0..20).filter(|t| ![3, 4, 9].contains(t)).collect();
+    for hosts in [1, 2, 3] {
+        let (got, _) = run(hosts, Some(16), skipping);
+        assert_eq!(differs(&got, &kept[..16]), None, "{hosts} hosts");
+    }
+    // Saved on 2 hosts after steps 0 and 1, before the ranges; restored on
+    // 4 without saying them again: still left out.
+    let (_, states) = run(2, Some(2), skipping);
+    let parts: Vec<&[u8]> = states.iter().map(Vec::as_slice).collect();
+    let merged = merge_states(&parts).unwrap();
+    let (after, after_states) = run(4, Some(10), |i, n| {
+        host(&files, i, n, None).resume_from(&merged)
+    });
+    // Steps 2, 5, 6, 7, 8, 10, 11, 12, 13, 14.
+    assert_eq!(differs(&after, &kept[2..12]), None);
+    // A restore that adds a range: the state's and the new one together.
+    let parts: Vec<&[u8]> = after_states.iter().map(Vec::as_slice).collect();
+    let merged = merge_states(&parts).unwrap();
+    let (more, _) = run(2, Some(3), |i, n| {
+        host(&files, i, n, None)
+            .resume_from(&merged)
+            .skip_steps(&[(15, 17)])
+    });
+    assert_eq!(differs(&more, &[17, 18, 19]), None);
+    // An empty range is refused by name.
+    match host(&files, 0, 1, None).skip_steps(&[(4, 4)]).build() {
+        Err(PipelineError::Config(m)) => assert!(m.contains("(4, 4) is empty"), "{m}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}

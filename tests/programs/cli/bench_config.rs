@@ -263,3 +263,47 @@ fn inputs_targets_flag_shifts_or_names_what_it_cannot() {
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(err.contains("inputs_targets(\"nope\")"), "{err}");
 }
+
+#[test]
+fn skip_steps_leaves_out_those_batches_and_the_state_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.bin").display().to_string();
+    let base = [
+        "bench",
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        SPEC,
+        "--fixed-length",
+        "512",
+        "--batch",
+        "8",
+        "--shuffle",
+        "50",
+        "--digests",
+    ];
+    let digests = |v: &serde_json::Value| -> Vec<String> {
+        v["digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let full = digests(&bench_json(&base));
+    let skipping = [&base[..], &["--skip-steps", "2:4,10:11"]].concat();
+    let kept: Vec<String> = full
+        .iter()
+        .enumerate()
+        .filter(|(t, _)| ![2, 3, 10].contains(t))
+        .map(|(_, d)| d.clone())
+        .collect();
+    assert_eq!(digests(&bench_json(&skipping)), kept);
+    // Saved after 4 delivered batches (steps 0, 1, 4, 5), resumed without
+    // the flag: step 10 is still left out.
+    let head = bench_json(&[&skipping[..], &["--batches", "4", "--state-out", &state]].concat());
+    let tail = bench_json(&[&base[..], &["--state-in", &state]].concat());
+    assert_eq!([digests(&head), digests(&tail)].concat(), kept);
+    let bad = infeed(&[&base[..], &["--skip-steps", "5"]].concat());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected A:B"));
+}
