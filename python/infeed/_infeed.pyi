@@ -87,6 +87,9 @@ class Batches:
     @property
     def real_rows(self) -> int | None:
         """Rows of the last batch that hold data (the rest are padding rows)."""
+    def positions(self) -> list[Any]:
+        """Where each row of the last batch came from: ``(file, offset)`` per
+        row, ``None`` for padding, a list of them for a packed row."""
     @property
     def batches_delivered(self) -> int:
         """Batches delivered so far, counting those before a restore."""

@@ -751,6 +751,13 @@ class Iterator:
         """Rows of the last batch that hold data (the rest are padding)."""
         return self._batches.real_rows
 
+    def positions(self) -> list[Any]:
+        """Where each row of the last batch came from: a ``(file, offset)``
+        tuple per row (the byte offset of the record's frame), ``None`` for a
+        padding row; a packed row gives the list of its sequences' tuples (a
+        sequence cut over rows is in each)."""
+        return list(self._batches.positions())
+
     @property
     def batches_delivered(self) -> int:
         """Batches delivered so far, counting those before a restore."""

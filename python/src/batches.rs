@@ -4,7 +4,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use infeed::batch::{AlignedBuf, Batch, BytesColumn, Tensor, TensorType};
+use infeed::batch::{AlignedBuf, Batch, BytesColumn, Provenance, Tensor, TensorType};
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{Element, PyArray};
 use pyo3::prelude::*;
@@ -70,6 +70,8 @@ pub struct Batches {
     /// The state when the pipeline was closed (its threads are gone).
     closed_state: Mutex<Option<Vec<u8>>>,
     real_rows: Mutex<Option<usize>>,
+    /// The last batch's rows and where they came from.
+    provenance: Mutex<Option<(usize, Provenance)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -97,6 +99,7 @@ impl Batches {
             inner: Mutex::new(Some(batches)),
             closed_state: Mutex::new(None),
             real_rows: Mutex::new(None),
+            provenance: Mutex::new(None),
         })
     }
 
@@ -117,6 +120,7 @@ impl Batches {
             }
         };
         *lock(&self.real_rows) = Some(batch.real_rows);
+        *lock(&self.provenance) = Some((batch.rows(), batch.provenance));
         let dict = PyDict::new(py);
         for (name, tensor) in batch.tensors {
             dict.set_item(name, to_array(py, tensor)?)?;
@@ -156,6 +160,29 @@ impl Batches {
         lock(&self.inner)
             .as_ref()
             .map_or_else(Vec::new, |b| b.source_counts())
+    }
+
+    /// Where each row of the last batch came from: a `(file, offset)`
+    /// tuple per row, `None` for a padding row; for packed rows, a list of
+    /// the tuples of its sequences.
+    fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        if let Some((rows, provenance)) = lock(&self.provenance).as_ref() {
+            for row in provenance.rows(*rows) {
+                if provenance.is_packed() {
+                    match row.is_empty() {
+                        true => out.append(py.None())?,
+                        false => out.append(PyList::new(py, row)?)?,
+                    }
+                } else {
+                    match row.first() {
+                        Some(position) => out.append(position)?,
+                        None => out.append(py.None())?,
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Rows of the last batch that hold data (the rest are padding rows).

@@ -403,3 +403,35 @@ def test_mask_dtypes_and_no_masks():
     assert batch["input_ids_mask"].dtype == np.uint8
     np.testing.assert_array_equal(batch["input_ids_mask"], batch["attention_mask"].astype(np.uint8))
     assert "input_ids_mask" not in next(iter(lm_pipeline().masks(None)))
+
+
+def test_positions_name_each_rows_record(lm_records):
+    # The sample's records in file order: row i of an unshuffled pipeline
+    # is record i, at the offsets its frames have.
+    offsets, at = [], 0
+    with open(LM, "rb") as f:
+        data = f.read()
+    while at < len(data):
+        offsets.append(at)
+        (length,) = np.frombuffer(data[at : at + 8], dtype="<u8")
+        at += int(length) + 16
+    it = (
+        infeed.Pipeline.from_files([LM])
+        .parse(LM_SPEC)
+        .max_length(512)
+        .batch(100, drop_remainder=False)
+        .iter()
+    )
+    seen: list[tuple[str, int]] = []
+    for _ in it:
+        rows = it.positions()
+        assert len(rows) == 100
+        seen.extend(r for r in rows if r is not None)
+        assert all(r is None for r in rows[it.real_rows :])
+    assert seen == [(str(LM), o) for o in offsets]
+    # Packed rows list their sequences.
+    packed = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).pack(1024).batch(4).iter()
+    next(packed)
+    rows = packed.positions()
+    assert all(isinstance(r, list) and r for r in rows)
+    assert rows[0][0] == (str(LM), 0)

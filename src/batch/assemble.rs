@@ -792,6 +792,7 @@ impl Assembler {
             tensors,
             real_rows: rows.len(),
             bytes,
+            provenance: Default::default(),
         })
     }
 }

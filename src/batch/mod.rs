@@ -25,6 +25,7 @@ mod dtype;
 mod pack;
 mod placement;
 mod plan;
+mod provenance;
 mod shape;
 mod tensor;
 
@@ -38,5 +39,6 @@ pub use placement::{PackRule, PackStrategy, Placement, RowPlanner};
 pub use plan::{
     Assembler, BatchPlan, LengthPolicy, MAX_SHAPES, MaskType, PlanError, Scalar, Truncation,
 };
+pub use provenance::{Provenance, RecordPosition};
 pub use shape::{BatchShape, TensorError, TensorShape};
 pub use tensor::{Batch, Tensor};

@@ -7,6 +7,7 @@ use super::buffer::{AlignedBuf, BufferPool};
 use super::dtype::TensorType;
 use super::placement::{PackRule, RowPlanner};
 use super::plan::{Fill, MaskType, PlanError, Scalar};
+use super::provenance::Provenance;
 use super::shape::{BatchShape, TensorShape};
 use super::tensor::{Batch, Tensor};
 use crate::example::{Column, ParsedBatch, Values};
@@ -300,6 +301,8 @@ struct Current {
     /// Values written in each opened row: a row's tail is padded once, at
     /// emit (buffers start stale, never filled then overwritten).
     used: Vec<usize>,
+    /// (row, record) of each piece placed: the batch's provenance.
+    pieces: Vec<(u32, u32)>,
 }
 
 /// A sequential operator packing sequences into rows of fixed length.
@@ -542,6 +545,7 @@ impl Packer {
             }
             cur.segments[row] += 1;
             cur.used[row] = at + n;
+            cur.pieces.push((row as u32, record as u32));
             let seg = cur.segments[row];
             if let Some(s) = cur.segment_ids.as_mut_slice::<i32>().get_mut(off..off + n) {
                 s.fill(seg);
@@ -596,6 +600,7 @@ impl Packer {
             positions: self.pool.take_stale(n * TensorType::I32.size()),
             segments: Vec::with_capacity(self.batch_size),
             used: Vec::with_capacity(self.batch_size),
+            pieces: Vec::new(),
         }
     }
 
@@ -648,7 +653,9 @@ impl Packer {
             POSITIONS.to_string(),
             Tensor::from_parts(TensorType::I32, shape, cur.positions),
         ));
-        Batch::new(tensors, rows)
+        let mut batch = Batch::new(tensors, rows);
+        batch.provenance = Provenance::packed(cur.pieces);
+        batch
     }
 
     /// A batch of padding only (`real_rows == 0`), for a host that must

@@ -8,6 +8,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 use super::buffer::{AlignedBuf, BufferPool};
 use super::bytes_column::BytesColumn;
 use super::dtype::{Element, TensorType};
+use super::provenance::{Provenance, RecordPosition};
 use super::shape::{BatchShape, TensorError, TensorShape, checked_numel};
 
 /// A dense tensor: `shape.product()` elements of `dtype`, row-major, in one
@@ -140,6 +141,9 @@ pub struct Batch {
     /// `(name, column)` of the bytes and text features, in output order:
     /// host data, apart from the tensors a device program takes.
     pub bytes: Vec<(String, BytesColumn)>,
+    /// The records of each row (a pipeline's batches; empty otherwise):
+    /// see [`positions`](Self::positions).
+    pub provenance: Provenance,
 }
 
 impl Batch {
@@ -149,7 +153,15 @@ impl Batch {
             tensors,
             real_rows,
             bytes: Vec::new(),
+            provenance: Provenance::default(),
         }
+    }
+
+    /// For each row, the (file, byte offset) of the records it holds: one
+    /// for a row of a record, the sequences of a packed row (a sequence cut
+    /// over rows in each), none for a padding row.
+    pub fn positions(&self) -> Vec<Vec<RecordPosition<'_>>> {
+        self.provenance.rows(self.rows())
     }
 
     /// The bytes column called `name`.

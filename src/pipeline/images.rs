@@ -33,6 +33,16 @@ use super::stats::StageStats;
 thread_local! {
     /// Each worker's decoder (its JPEG handle and scratch buffers).
     static DECODER: RefCell<Decoder> = RefCell::new(Decoder::new());
+    /// The rows the last `apply` on this worker left out, for the batch's
+    /// provenance (`take_left_out`): a group is decoded and assembled on
+    /// one worker in one call, so this is that group's.
+    static LEFT_OUT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The rows the last image decoding on this thread left out under the skip
+/// policy (sorted), and forgets them.
+pub(crate) fn take_left_out() -> Vec<usize> {
+    LEFT_OUT.with_borrow_mut(std::mem::take)
 }
 
 /// The image features of a spec and the seed of their crops.
@@ -144,6 +154,7 @@ impl ImageStage {
                 .collect();
             *parsed = select_rows(parsed, &kept);
         }
+        LEFT_OUT.with_borrow_mut(|left_out| *left_out = skipped);
         Ok(())
     }
 }

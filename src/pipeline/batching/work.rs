@@ -124,6 +124,7 @@ impl ParsedSettings {
                 })
             }
         };
+        let work = with_provenance(work);
         if self.normalize.is_empty() && self.inputs_targets.is_none() {
             return Ok((record, work));
         }
@@ -184,6 +185,24 @@ impl ParsedSettings {
         });
         Ok((record, work, pool))
     }
+}
+
+/// `work` with each batch's rows named: its records' files and offsets
+/// (the packer says which rows hold which records; images left out under
+/// the skip policy are taken out).
+fn with_provenance(work: BatchFn<Batch>) -> BatchFn<Batch> {
+    Arc::new(move |raw: RawBatch| {
+        let (files, records) = (raw.files.clone(), raw.provenance.clone());
+        #[cfg(feature = "images")]
+        crate::pipeline::images::take_left_out();
+        let mut batch = work(raw)?;
+        batch.provenance.locate(files, records);
+        #[cfg(feature = "images")]
+        batch
+            .provenance
+            .leave_out(&crate::pipeline::images::take_left_out());
+        Ok(batch)
+    })
 }
 
 /// Packs the records of a planned group into one batch.

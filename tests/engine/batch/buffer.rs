@@ -203,6 +203,7 @@ fn small_batch() -> Batch {
         ],
         real_rows: 2,
         bytes: Vec::new(),
+        provenance: Default::default(),
     }
 }
 

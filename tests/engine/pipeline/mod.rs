@@ -14,6 +14,7 @@ mod mixture;
 mod pack;
 mod parse;
 mod parsed_ops;
+mod positions;
 mod records;
 mod recycle;
 mod restore_props;

@@ -274,7 +274,7 @@ fn under_the_skip_policy_a_corrupt_image_leaves_its_record_out_and_counts_it() {
     let half = images[1].len() / 2;
     images[1].truncate(half);
     images[4] = b"GIF89a\x01\x00".to_vec();
-    let (path, _) = write(dir.path(), "some-bad.tfrecord", &images);
+    let (path, offsets) = write(dir.path(), "some-bad.tfrecord", &images);
     let spec = FeatureSpec::new()
         .image("image", ImageSpec::new(h, w, 3))
         .fixed_len("label", DType::Int64, &[]);
@@ -286,8 +286,15 @@ fn under_the_skip_policy_a_corrupt_image_leaves_its_record_out_and_counts_it() {
         .batch(3, true);
     let mut batches = p.build().unwrap();
     let mut got = Vec::new();
+    let mut positions = Vec::new();
     while let Some(b) = batches.next_batch().unwrap() {
         assert_eq!(b["image"].shape(), &[3, h, w, 3]);
+        positions.push(
+            b.positions()
+                .into_iter()
+                .map(|row| row.first().map(|&(_, offset)| offset))
+                .collect::<Vec<_>>(),
+        );
         let labels = b["label"].values::<i64>().unwrap().to_vec();
         got.push((b.real_rows, labels, b["image"].bytes().to_vec()));
     }
@@ -302,6 +309,9 @@ fn under_the_skip_policy_a_corrupt_image_leaves_its_record_out_and_counts_it() {
         (2, vec![3, 5, 0], [pixels(3), pixels(5), padding].concat()),
     ];
     assert_eq!(got, want);
+    // The rows name the records they hold, the left-out ones moved past.
+    let at = |i: usize| Some(offsets[i]);
+    assert_eq!(positions, [[at(0), at(2), None], [at(3), at(5), None]]);
     let stats = batches.stats();
     let bytes = (images[1].len() + images[4].len()) as u64;
     assert_eq!(

@@ -82,6 +82,7 @@ fn normalize_emits_exact_floats_per_channel_and_with_one_value() {
         ],
         real_rows: 2,
         bytes: Vec::new(),
+        provenance: Default::default(),
     };
     assert_eq!(digest_of(&path, &spec), digest(&plain));
     // x per channel: (3 - 1) / 2, (10 - 2) / 4, (4 - 3) / 0.5, then
@@ -100,6 +101,7 @@ fn normalize_emits_exact_floats_per_channel_and_with_one_value() {
         ],
         real_rows: 2,
         bytes: Vec::new(),
+        provenance: Default::default(),
     };
     let flags = [
         &spec[..],
@@ -180,6 +182,7 @@ fn normalize_turns_image_pixels_into_floats_per_channel() {
         ],
         real_rows: 2,
         bytes: Vec::new(),
+        provenance: Default::default(),
     };
     assert_eq!(digest_of(&path, &flags), digest(&expected));
 }
