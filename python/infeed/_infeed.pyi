@@ -24,6 +24,16 @@ def merge_states(states: Sequence[bytes]) -> bytes:
     """The states of several hosts of one job, taken at the same step, merged
     into one that any host of the job on another host count restores from."""
 
+def records_of(
+    files: Sequence[str],
+    steps: list[_Step],
+    wanted: list[int],
+    state: bytes | None = None,
+    tfds: tuple[str, str] | None = None,
+) -> dict[int, list[list[tuple[str, int]]]]:
+    """The records of global steps ``wanted``: per step, per global row, the
+    ``(file, offset)`` of its records."""
+
 def shapes(
     files: Sequence[str], steps: list[_Step], tfds: tuple[str, str] | None = None
 ) -> list[list[tuple[str, str, list[int]]]]:

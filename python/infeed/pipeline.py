@@ -678,6 +678,29 @@ class Pipeline:
             for tensors in _infeed.shapes(self._files, list(self._steps), self._tfds)
         ]
 
+    def records_of(
+        self, steps: Iterable[int], state: bytes | None = None
+    ) -> dict[int, list[Any]]:
+        """The records of the global steps ``steps``: ``{step: rows}``, every
+        process's rows of the job in global-batch order (process 0's first),
+        each row a ``(file, offset)`` tuple, ``None`` for padding, a list of
+        tuples for a packed row (as :meth:`Iterator.positions` gives them on
+        each process). Found on this machine from this pipeline (any
+        process's), from ``state`` (merged states of every process, or one
+        process's when each runs one stream) or the start, by running the
+        record ops and grouping up to the last step, nothing parsed."""
+        found = _infeed.records_of(
+            self._files, list(self._steps), [int(s) for s in steps], state, self._tfds
+        )
+        packed = any(name == "pack" for name, _ in self._steps)
+
+        def row(records: list[tuple[str, int]]) -> Any:
+            if not records:
+                return None
+            return records if packed else records[0]
+
+        return {step: [row(r) for r in rows] for step, rows in found.items()}
+
     def iter(self, state: bytes | None = None) -> Iterator:
         """Starts the pipeline; from ``state`` (from
         :meth:`Iterator.get_state` of the same pipeline) when given."""

@@ -97,6 +97,23 @@ fn shapes(
         .collect())
 }
 
+/// The records of the global steps `wanted` (`Pipeline.records_of`): per
+/// step, per global row, the `(file, offset)` of its records.
+#[pyfunction]
+#[pyo3(signature = (files, steps, wanted, state = None, tfds = None))]
+fn records_of(
+    py: Python<'_>,
+    files: Vec<String>,
+    steps: &Bound<'_, PyList>,
+    wanted: Vec<u64>,
+    state: Option<Vec<u8>>,
+    tfds: Option<(String, String)>,
+) -> PyResult<std::collections::BTreeMap<u64, Vec<infeed::pipeline::RowRecords>>> {
+    let pipeline = build::build(py, files, tfds, steps, state.as_deref())?;
+    py.detach(|| pipeline.records_of(&wanted))
+        .map_err(|e| errors::to_py(py, e))
+}
+
 /// The states of several hosts of one job, taken at the same step, merged
 /// into one that any host of the job on another host count restores from
 /// (`Pipeline.streams`).
@@ -111,6 +128,7 @@ fn merge_states(py: Python<'_>, states: Vec<Vec<u8>>) -> PyResult<Vec<u8>> {
 fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_files, m)?)?;
     m.add_function(wrap_pyfunction!(shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(records_of, m)?)?;
     m.add_function(wrap_pyfunction!(merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_files, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_spec, m)?)?;

@@ -438,3 +438,43 @@ def test_two_processes_mix_their_shards_in_the_global_share(lm_records):
     for step in steps[0]:
         web = sum(index[row] < 128 for row in step)
         assert (len(step), web) == (16, 12), step
+
+
+# Each process reports its batches' positions; records_of, computed in the
+# test's own process from one host's pipeline, must name the same rows.
+POSITIONS = """
+import json
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes=2, process_id={pid})
+import infeed
+p = (infeed.Pipeline.from_files({files!r}).equal_batches("pad").shard({pid}, 2).streams(4)
+     .seed(3).shuffle(32).parse("input_ids:var_len:int64").pack(512)
+     .batch(4, drop_remainder=False))
+it = p.iter()
+print("POSITIONS", json.dumps([it.positions() for _ in it]))
+"""
+
+
+def test_records_of_equals_what_two_jax_processes_delivered():
+    outs = run_jax_processes(POSITIONS, 2, files=LM_FILES)
+    hosts = [json.loads(out.split("POSITIONS", 1)[1]) for out in outs]
+    steps = len(hosts[0])
+    assert steps == len(hosts[1]) and steps > 3
+    p = (
+        infeed.Pipeline.from_files(LM_FILES)
+        .equal_batches("pad")
+        .shard(0, 2)
+        .streams(4)
+        .seed(3)
+        .shuffle(32)
+        .parse("input_ids:var_len:int64")
+        .pack(512)
+        .batch(4, drop_remainder=False)
+    )
+    found = p.records_of(range(steps))
+    for step in range(steps):
+        rows = [
+            None if r is None else [tuple(x) for x in r] for r in hosts[0][step] + hosts[1][step]
+        ]
+        assert found[step] == rows, step

@@ -435,3 +435,28 @@ def test_positions_name_each_rows_record(lm_records):
     rows = packed.positions()
     assert all(isinstance(r, list) and r for r in rows)
     assert rows[0][0] == (str(LM), 0)
+
+
+def test_records_of_names_the_rows_each_process_delivered():
+    def host(i: int, n: int, packed: bool = False) -> infeed.Pipeline:
+        p = (
+            infeed.Pipeline.from_files([LM, str(LM) + ".gz"])
+            .shard(i, n)
+            .streams(4)
+            .seed(3)
+            .shuffle(32)
+            .parse(LM_SPEC)
+        )
+        if packed:
+            return p.pack(512).batch(8 // n, drop_remainder=False)
+        return p.max_length(512).batch(8 // n, drop_remainder=False)
+
+    for packed in (False, True):
+        per_host = []
+        for i in range(2):
+            it = host(i, 2, packed).iter()
+            per_host.append([it.positions() for _ in it])
+        steps = len(per_host[0])
+        found = host(1, 2, packed).records_of([0, 3, steps - 1])
+        for step in (0, 3, steps - 1):
+            assert found[step] == per_host[0][step] + per_host[1][step], (packed, step)

@@ -40,6 +40,9 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Run a pipeline described by flags and print its speed: a summary, or one JSON line (--json).
     Bench(Box<bench::BenchArgs>),
+    /// List the records of given global steps of a pipeline described by bench's flags: every
+    /// host's rows (host 0's first), from --state-in or the start, one JSON line per step.
+    Provenance(Box<bench::ProvenanceArgs>),
 }
 
 /// Input files and how to read them; shared by the reading subcommands.
@@ -134,6 +137,7 @@ pub fn main() -> i32 {
         Command::Inspect(args) => inspect::run(args, &mut out),
         Command::Verify(args) => verify::run(args, &mut out),
         Command::Bench(args) => bench::run(args, &mut out),
+        Command::Provenance(args) => bench::provenance(args, &mut out),
     };
     let result = result.and_then(|code| out.flush().map(|()| code).map_err(CliError::from));
     match result {

@@ -929,6 +929,27 @@ impl ParsedPipeline {
         start(&self.pipeline.s, grouping, work, stats)
     }
 
+    /// The records of global steps `steps`: for each, every host's rows of
+    /// the job in global-batch order (host 0's first; with logical
+    /// streams, stream 0's first), each row its records' (file, byte
+    /// offset), none for a padding row, a packed row its sequences — the
+    /// rows [`Batch::positions`] gives at those steps on every host. Found
+    /// on this machine from this pipeline (any host's), from its state
+    /// ([`resume_from`](Self::resume_from): merged states of every host,
+    /// or one host's when each host is one stream) or the start, by
+    /// running every stream's record ops and grouping up to the last step
+    /// asked for, nothing parsed or assembled. Records left out on the
+    /// workers (an image that does not decode, under the skip policy) are
+    /// listed.
+    pub fn records_of(
+        &self,
+        steps: &[u64],
+    ) -> Result<std::collections::BTreeMap<u64, Vec<super::RowRecords>>, PipelineError> {
+        self.load_tokenizers()?;
+        let (record, _) = self.p.batches(self.hosts(), self.pipeline.s.seed, None)?;
+        super::records_of::records_of(&self.pipeline.s, record, steps)
+    }
+
     /// Where the workers count the records they skip (a corrupt image),
     /// under the skip policy; `None` when such a record is an error.
     fn worker_skips(&self, stats: &Arc<StageStats>) -> Option<Arc<StageStats>> {

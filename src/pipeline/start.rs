@@ -35,17 +35,70 @@ const PREFILTER_CHUNK: usize = 256;
 /// step by step (`threads/streams.rs`).
 /// `batch_stats` are the workers' counters (`work` may count in them).
 ///
-/// In steps: the job's place ([`Job`]); one stream's share of the
-/// grouping; the batch count of `equal_batches` where record counts give
-/// it; the bucket schedule hosts share; the batch count by running every
-/// stream's grouping where they do not; the state to resume from; then the
-/// host's streams opened and the threads started.
+/// In steps: the run planned ([`plan`]), the host's streams opened
+/// ([`Planned::open`]), the threads started.
 pub(crate) fn start<T: Send + 'static>(
     p: &RecordSettings,
     record: RecordWork,
     work: BatchFn<T>,
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
+    let mut planned = plan(p, record)?;
+    let read_stats = Arc::new(StageStats::default());
+    let stream_stats = Arc::new(StageStats::default());
+    let job = &planned.job;
+    let mine = job.first..job.first + job.per_host;
+    let OpenedStreams {
+        threads,
+        files: host_files,
+        initial,
+    } = planned.open(mine, &read_stats, &stream_stats)?;
+    let p = &planned.p;
+    let exec = ExecConfig {
+        workers: p.workers,
+        prefetch: p.prefetch,
+        batches_before: planned.resume.batches_before,
+        unordered: p.unordered,
+        read: p.read.clone(),
+        source: p.source_options.clone(),
+    };
+    let mut batches = Batches::start(
+        threads,
+        host_files,
+        initial,
+        read_stats,
+        stream_stats,
+        exec,
+        work,
+        batch_stats,
+        planned.job.streams as u32,
+    );
+    batches.shape_schedule = planned.shape_schedule;
+    batches.skip = planned.skip;
+    Ok(batches)
+}
+
+/// A run's words checked and turned into what runs, before any stream
+/// is opened (see [`start`]).
+pub(crate) struct Planned {
+    /// The settings with what the ops read once (indexes, token weights).
+    pub p: RecordSettings,
+    pub job: Job,
+    /// One stream's work: its grouping (its share of the rows).
+    pub record: RecordWork,
+    shape_schedule: u64,
+    total_batches: Option<u64>,
+    decoded: Option<Decoded>,
+    pub resume: Resume,
+    skip: SkipSteps,
+}
+
+/// Checks the words and plans the run: the job's place ([`Job`]); one
+/// stream's share of the grouping; the batch count of `equal_batches`
+/// where record counts give it; the bucket schedule hosts share; the
+/// batch count by running every stream's grouping where they do not; the
+/// state to resume from and the steps to leave out.
+pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, PipelineError> {
     p.check_sizes()?;
     let mut prepared = p.prepared()?;
     measure_token_weights(&mut prepared, &record)?;
@@ -83,7 +136,7 @@ pub(crate) fn start<T: Send + 'static>(
             total
         }
     };
-    let mut decoded = decode_state(p, &job)?;
+    let decoded = decode_state(p, &job)?;
     let skip = SkipSteps::new(&p.skip_steps)?;
     let skip = match &decoded {
         Some(d) => d.skip.union(&skip),
@@ -98,86 +151,102 @@ pub(crate) fn start<T: Send + 'static>(
         batches_before: decoded.as_ref().map_or(0, |d| d.batches),
         total_batches,
     };
-    let read_stats = Arc::new(StageStats::default());
-    let stream_stats = Arc::new(StageStats::default());
-    let opener = Opener {
-        p,
-        streams: job.streams,
-        record: &record,
-        read_stats: read_stats.clone(),
-        stream_stats: stream_stats.clone(),
-    };
-    let mut threads = Vec::with_capacity(job.per_host as usize);
-    let mut initial = Snapshot::default();
-    let mut host_files = Vec::new();
-    for index in job.first..job.first + job.per_host {
-        let node = match decoded.as_mut() {
-            None => None,
-            Some(decoded) => Some(take_stream(decoded, index, &job)?),
+    Ok(Planned {
+        p: prepared,
+        job,
+        record,
+        shape_schedule,
+        total_batches,
+        decoded,
+        resume,
+        skip,
+    })
+}
+
+/// Logical streams opened, ready to run.
+pub(crate) struct OpenedStreams {
+    /// A record thread each.
+    pub threads: Vec<RecordThread>,
+    /// Each stream's files.
+    pub files: Vec<Vec<String>>,
+    /// The state before their first batch.
+    pub initial: Snapshot,
+}
+
+impl Planned {
+    /// Opens the job's logical streams `streams` (from the state, when
+    /// resuming), each a record thread ready to run.
+    pub fn open(
+        &mut self,
+        streams: std::ops::Range<u64>,
+        read_stats: &Arc<StageStats>,
+        stream_stats: &Arc<StageStats>,
+    ) -> Result<OpenedStreams, PipelineError> {
+        let (p, job, record, resume) = (&self.p, &self.job, &self.record, self.resume);
+        let opener = Opener {
+            p,
+            streams: job.streams,
+            record,
+            read_stats: read_stats.clone(),
+            stream_stats: stream_stats.clone(),
         };
-        let Opened {
-            mut chain,
-            files,
-            fingerprint,
-            group,
-        } = opener.open(index, node, resume)?;
-        let index = index as u32;
-        initial.streams.push(StreamSnapshot {
-            index,
-            fingerprint,
-            chain: Arc::new(chain.state()),
-            group: Arc::new(group.clone()),
-        });
-        let replay = chain.read_again(&group.replay.to_vec())?.into();
-        threads.push(RecordThread {
-            chain,
-            files: Arc::new(files.clone()),
-            grouping: record.grouping.clone(),
-            measure: record.measure.clone(),
-            prefilter: record.prefilter.clone(),
-            replay,
-            replay_skip: usize::try_from(group.replay_skip).unwrap_or(usize::MAX),
-            replay_quiet: usize::try_from(group.replay_quiet).unwrap_or(usize::MAX),
-            first_batch: resume.batches_before,
-            ahead_error: None,
-            workers: p.workers,
-            chunk: PREFILTER_CHUNK,
-            limit: total_batches.map(|n| n.saturating_sub(resume.batches_before)),
-            stream: index,
-            fingerprint,
-        });
-        host_files.push(files);
+        let mut threads = Vec::with_capacity(streams.clone().count());
+        let mut initial = Snapshot::default();
+        let mut files_of = Vec::new();
+        for index in streams {
+            let node = match self.decoded.as_mut() {
+                None => None,
+                Some(decoded) => Some(take_stream(decoded, index, job)?),
+            };
+            let Opened {
+                mut chain,
+                files,
+                fingerprint,
+                group,
+            } = opener.open(index, node, resume)?;
+            let index = index as u32;
+            initial.streams.push(StreamSnapshot {
+                index,
+                fingerprint,
+                chain: Arc::new(chain.state()),
+                group: Arc::new(group.clone()),
+            });
+            let replay = chain.read_again(&group.replay.to_vec())?.into();
+            threads.push(RecordThread {
+                chain,
+                files: Arc::new(files.clone()),
+                grouping: record.grouping.clone(),
+                measure: record.measure.clone(),
+                prefilter: record.prefilter.clone(),
+                replay,
+                replay_skip: usize::try_from(group.replay_skip).unwrap_or(usize::MAX),
+                replay_quiet: usize::try_from(group.replay_quiet).unwrap_or(usize::MAX),
+                first_batch: resume.batches_before,
+                ahead_error: None,
+                workers: p.workers,
+                chunk: PREFILTER_CHUNK,
+                limit: self
+                    .total_batches
+                    .map(|n| n.saturating_sub(resume.batches_before)),
+                stream: index,
+                fingerprint,
+            });
+            files_of.push(files);
+        }
+        Ok(OpenedStreams {
+            threads,
+            files: files_of,
+            initial,
+        })
     }
-    let exec = ExecConfig {
-        workers: p.workers,
-        prefetch: p.prefetch,
-        batches_before: resume.batches_before,
-        unordered: p.unordered,
-        read: p.read.clone(),
-        source: p.source_options.clone(),
-    };
-    let mut batches = Batches::start(
-        threads,
-        host_files,
-        initial,
-        read_stats,
-        stream_stats,
-        exec,
-        work,
-        batch_stats,
-        job.streams as u32,
-    );
-    batches.shape_schedule = shape_schedule;
-    batches.skip = skip;
-    Ok(batches)
 }
 
 /// This host's place in the job: its index among the hosts, the job's
 /// logical streams, and the slice of them this host runs.
-struct Job {
+pub(crate) struct Job {
     host: u64,
     hosts: u64,
-    streams: u64,
+    pub streams: u64,
     /// This host's first stream, and how many it runs.
     first: u64,
     per_host: u64,

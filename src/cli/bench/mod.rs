@@ -293,7 +293,36 @@ fn record_level(p: Pipeline, args: &BenchArgs, read: &ReadOptions, seed: u64) ->
     })
 }
 
+/// `infeed provenance`: the pipeline of `infeed bench`'s flags, and the
+/// global steps whose records to list.
+#[derive(Args)]
+pub struct ProvenanceArgs {
+    /// Global steps, comma-separated (counted from the start of the run,
+    /// as --skip-steps counts them).
+    #[arg(long, value_delimiter = ',', required = true)]
+    steps: Vec<u64>,
+    #[command(flatten)]
+    pipeline: BenchArgs,
+}
+
+/// Lists the records of `args.steps`: one JSON line per step, `{"step":
+/// S, "rows": [[[file, offset], ...], ...]}` (a row's records; `[]` for a
+/// padding row).
+pub fn provenance(args: &ProvenanceArgs, out: &mut impl Write) -> Result<i32, CliError> {
+    run_with(&args.pipeline, Some(&args.steps), out)
+}
+
 pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
+    run_with(args, None, out)
+}
+
+/// Builds the pipeline the flags describe, then measures it, or lists the
+/// records of `records_of`'s steps.
+fn run_with(
+    args: &BenchArgs,
+    records_of: Option<&[u64]>,
+    out: &mut impl Write,
+) -> Result<i32, CliError> {
     let read = ReadOptions::default()
         .compression(args.compression.0)
         .on_corrupt(if args.skip_corrupt {
@@ -369,12 +398,20 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
                 .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))?,
         );
     }
-    if args.epochs == 0 && args.batches.is_none() && args.seconds.is_none() {
+    if args.epochs == 0 && args.batches.is_none() && args.seconds.is_none() && records_of.is_none()
+    {
         return Err(CliError::Message(
             "--epochs 0 reads forever: give --batches or --seconds".into(),
         ));
     }
     let report = match &args.spec {
+        None if records_of.is_some() => {
+            return Err(CliError::Message(
+                "provenance needs --spec: it lists the rows of the batches the pipeline \
+                 assembles"
+                    .into(),
+            ));
+        }
         None if args.bucket_by.is_some() || args.pack.is_some() || !args.tokenize.is_empty() => {
             return Err(CliError::Message(
                 "--bucket-by, --pack and --tokenize need --spec (they parse the records)".into(),
@@ -446,6 +483,14 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
             }
             if let Some(feature) = &args.inputs_targets {
                 parsed = parsed.inputs_targets(feature, args.bos);
+            }
+            if let Some(steps) = records_of {
+                for (step, rows) in parsed.records_of(steps)? {
+                    let line = serde_json::json!({ "step": step, "rows": rows });
+                    serde_json::to_writer(&mut *out, &line).map_err(std::io::Error::from)?;
+                    out.write_all(b"\n")?;
+                }
+                return Ok(0);
             }
             #[cfg(feature = "xla")]
             if let Some(program) = &args.program {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::grouping::*;
 use infeed::batch::{Batch, PackStrategy, SEGMENT_IDS};
-use infeed::pipeline::{ParsedPipeline, Pipeline};
+use infeed::pipeline::{ParsedPipeline, Pipeline, RowRecords};
 
 /// Lengths of file `f`'s records.
 fn lens() -> Vec<Vec<usize>> {
@@ -111,5 +111,95 @@ fn every_row_names_its_records() {
             .pack_overflow(infeed::batch::Overflow::Split)
             .batch(4, false);
         assert!(check(packed, &files, true) > 0);
+    }
+}
+
+/// Every host's rows of each step, host 0's first, as `positions` gives
+/// them, and the hosts' merged state after `k` steps.
+fn global_positions(
+    host: impl Fn(u64, u64) -> ParsedPipeline,
+    hosts: u64,
+    k: usize,
+) -> (Vec<Vec<RowRecords>>, Vec<u8>) {
+    let mut per_host = Vec::new();
+    let mut states = Vec::new();
+    for i in 0..hosts {
+        let mut batches = host(i, hosts).build().unwrap();
+        let mut steps = Vec::new();
+        while let Some(b) = batches.next_batch().unwrap() {
+            let rows: Vec<RowRecords> = b
+                .positions()
+                .into_iter()
+                .map(|row| row.into_iter().map(|(f, o)| (f.to_owned(), o)).collect())
+                .collect();
+            steps.push(rows);
+            if steps.len() == k {
+                states.push(batches.state());
+            }
+        }
+        per_host.push(steps);
+    }
+    let steps = per_host[0].len();
+    let global = (0..steps)
+        .map(|t| per_host.iter().flat_map(|h| h[t].clone()).collect())
+        .collect();
+    let parts: Vec<&[u8]> = states.iter().map(Vec::as_slice).collect();
+    (global, infeed::pipeline::merge_states(&parts).unwrap())
+}
+
+/// `records_of` names every host's rows of any step, from one host's
+/// pipeline, from the start or from a merged state: the rows `positions`
+/// gave on each host at that step.
+#[test]
+fn records_of_any_step_are_the_rows_every_host_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_lm_files(dir.path(), &lens());
+    let padded = |i, n| {
+        Pipeline::from_files(files.clone())
+            .unwrap()
+            .shard(i, n)
+            .streams(4)
+            .seed(3)
+            .shuffle_files()
+            .shuffle(16)
+            .repeat(Some(2))
+            .parse(spec())
+            .fixed_length(20)
+            .batch(8 / n as usize, false)
+    };
+    let packed = |i, n| {
+        Pipeline::from_files(files.clone())
+            .unwrap()
+            .shard(i, n)
+            .streams(4)
+            .seed(3)
+            .shuffle(16)
+            .parse(spec())
+            .pack(16)
+            .pack_strategy(PackStrategy::ConcatSplit)
+            .batch(8 / n as usize, false)
+    };
+    for (name, host) in [
+        ("padded", &padded as &dyn Fn(u64, u64) -> ParsedPipeline),
+        ("packed", &packed),
+    ] {
+        let (global, state) = global_positions(host, 2, 3);
+        let last = global.len() as u64 - 1;
+        let asked = [0, 2, 5, last];
+        let found = host(1, 2).records_of(&asked).unwrap();
+        for step in asked {
+            assert_eq!(found[&step], global[step as usize], "{name}: step {step}");
+        }
+        // From the state after step 2, on one host's pipeline of another
+        // host count.
+        let found = host(0, 4)
+            .resume_from(&state)
+            .records_of(&[3, last])
+            .unwrap();
+        assert_eq!(found[&3], global[3], "{name}: step 3 from the state");
+        assert_eq!(found[&last], global[last as usize], "{name}: last step");
+        // A step before the state is refused.
+        let err = host(0, 1).resume_from(&state).records_of(&[1]).unwrap_err();
+        assert!(err.to_string().contains("came before the state"), "{err}");
     }
 }

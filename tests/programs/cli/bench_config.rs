@@ -307,3 +307,63 @@ fn skip_steps_leaves_out_those_batches_and_the_state_keeps_them() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("expected A:B"));
 }
+
+#[test]
+fn provenance_lists_a_steps_records_from_the_start_or_a_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.bin").display().to_string();
+    let pipeline = [
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        SPEC,
+        "--pack",
+        "512",
+        "--pack-strategy",
+        "concat-split",
+        "--batch",
+        "4",
+        "--shuffle",
+        "50",
+    ];
+    let lines = |args: &[&str]| -> Vec<serde_json::Value> {
+        let output = infeed(args);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let from_start = lines(&[&["provenance"], &pipeline[..], &["--steps", "6,9"]].concat());
+    assert_eq!(from_start.len(), 2);
+    assert_eq!(from_start[0]["step"], 6);
+    let rows = from_start[0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    // Every row names records of the file, a concat-split row at least one.
+    for row in rows {
+        let records = row.as_array().unwrap();
+        assert!(!records.is_empty());
+        assert_eq!(records[0][0], "testdata/lm-sample.tfrecord");
+    }
+    // From the state after 5 batches: the same rows.
+    bench_json(
+        &[
+            &["bench"],
+            &pipeline[..],
+            &["--batches", "5", "--state-out", &state],
+        ]
+        .concat(),
+    );
+    let from_state = lines(
+        &[
+            &["provenance"],
+            &pipeline[..],
+            &["--steps", "6,9", "--state-in", &state],
+        ]
+        .concat(),
+    );
+    assert_eq!(from_state, from_start);
+}
