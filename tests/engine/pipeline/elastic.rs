@@ -48,41 +48,16 @@ fn packing_host(
     packing_with(PackStrategy::FirstFit, files, index, hosts, epochs, equal)
 }
 
-/// [`packing_host`] packing by best fit.
-fn best_fit_host(
-    files: &[String],
-    index: u64,
-    hosts: u64,
-    epochs: Option<u64>,
-    equal: Option<EqualBatches>,
-) -> ParsedPipeline {
-    packing_with(PackStrategy::BestFit, files, index, hosts, epochs, equal)
-}
-
-/// [`packing_host`] packing by concat-split, at most 3 pieces a row.
-fn concat_split_host(
-    files: &[String],
-    index: u64,
-    hosts: u64,
-    epochs: Option<u64>,
-    equal: Option<EqualBatches>,
-) -> ParsedPipeline {
-    packing_with(
-        PackStrategy::ConcatSplit,
-        files,
-        index,
-        hosts,
-        epochs,
-        equal,
-    )
-    .pack_max_segments(3)
-}
-
-/// The packing hosts, by name.
+/// The packing hosts, by name: first fit, best fit, and concat-split with
+/// at most 3 pieces a row.
 const PACKING: [(&str, Host); 3] = [
     ("first fit", packing_host),
-    ("best fit", best_fit_host),
-    ("concat-split", concat_split_host),
+    ("best fit", |f, i, n, e, q| {
+        packing_with(PackStrategy::BestFit, f, i, n, e, q)
+    }),
+    ("concat-split", |f, i, n, e, q| {
+        packing_with(PackStrategy::ConcatSplit, f, i, n, e, q).pack_max_segments(3)
+    }),
 ];
 
 fn packing_with(

@@ -301,24 +301,35 @@ fn overflow_policies_and_a_split_record_across_batches() {
     }
 }
 
+/// Three files of 40 records of 0 to 22 values.
+fn mixed_lengths() -> Vec<Vec<usize>> {
+    (0..3)
+        .map(|f| (0..40).map(|i| (i * 7 + f * 3) % 23).collect())
+        .collect()
+}
+
+/// `files` shuffled, interleaved and repeated twice on `threads` workers,
+/// parsed and packed into rows of 16.
+fn shuffled_packing(files: &[String], threads: usize) -> ParsedPipeline {
+    Pipeline::from_files(files.to_vec())
+        .unwrap()
+        .seed(5)
+        .shuffle_files()
+        .interleave(3, 2)
+        .shuffle(25)
+        .repeat(Some(2))
+        .threads(threads)
+        .parse(spec())
+        .pack(16)
+}
+
 #[test]
 fn every_token_lands_once_in_order_whatever_the_threads() {
     let dir = tempfile::tempdir().unwrap();
-    let lens: Vec<Vec<usize>> = (0..3)
-        .map(|f| (0..40).map(|i| (i * 7 + f * 3) % 23).collect())
-        .collect();
+    let lens = mixed_lengths();
     let files = write_lm_files(dir.path(), &lens);
     let make = |threads| {
-        Pipeline::from_files(files.clone())
-            .unwrap()
-            .seed(5)
-            .shuffle_files()
-            .interleave(3, 2)
-            .shuffle(25)
-            .repeat(Some(2))
-            .threads(threads)
-            .parse(spec())
-            .pack(16)
+        shuffled_packing(&files, threads)
             .pack_overflow(Overflow::Split)
             .batch(4, false)
     };
@@ -381,21 +392,10 @@ fn every_token_lands_once_in_order_whatever_the_threads() {
 #[test]
 fn concat_split_wastes_nothing_and_keeps_every_token_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let lens: Vec<Vec<usize>> = (0..3)
-        .map(|f| (0..40).map(|i| (i * 7 + f * 3) % 23).collect())
-        .collect();
+    let lens = mixed_lengths();
     let files = write_lm_files(dir.path(), &lens);
     let make = |threads| {
-        Pipeline::from_files(files.clone())
-            .unwrap()
-            .seed(5)
-            .shuffle_files()
-            .interleave(3, 2)
-            .shuffle(25)
-            .repeat(Some(2))
-            .threads(threads)
-            .parse(spec())
-            .pack(16)
+        shuffled_packing(&files, threads)
             .pack_strategy(PackStrategy::ConcatSplit)
             .batch(4, false)
     };

@@ -101,14 +101,6 @@ fn pack_flags_count_sequences_and_restore_exactly() {
         "50",
         "--digests",
     ];
-    let digests = |v: &serde_json::Value| -> Vec<String> {
-        v["digests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_str().unwrap().to_owned())
-            .collect()
-    };
     let mut runs = Vec::new();
     for strategy in [
         &[][..],
@@ -281,14 +273,6 @@ fn skip_steps_leaves_out_those_batches_and_the_state_keeps_them() {
         "50",
         "--digests",
     ];
-    let digests = |v: &serde_json::Value| -> Vec<String> {
-        v["digests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_str().unwrap().to_owned())
-            .collect()
-    };
     let full = digests(&bench_json(&base));
     let skipping = [&base[..], &["--skip-steps", "2:4,10:11"]].concat();
     let kept: Vec<String> = full
@@ -366,4 +350,14 @@ fn provenance_lists_a_steps_records_from_the_start_or_a_state() {
         .concat(),
     );
     assert_eq!(from_state, from_start);
+}
+
+/// The per-batch digests of a `--digests` report.
+fn digests(v: &serde_json::Value) -> Vec<String> {
+    v["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect()
 }
