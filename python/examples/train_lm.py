@@ -75,6 +75,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=16, help="global rows of 128 tokens a step")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--cache-batches",
+        type=int,
+        default=0,
+        help="replay the first N batches for ever: the step rate with perfect input",
+    )
     ap.add_argument("--coordinator", help="host:port of process 0, for several processes")
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--process-id", type=int, default=0)
@@ -113,7 +119,9 @@ def main() -> None:
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    batches = infeed.jax.device_iterator(train, sharding, prefetch=2)
+    batches = infeed.jax.device_iterator(
+        train, sharding, prefetch=2, cache_batches=args.cache_batches
+    )
     start = time.perf_counter()
     for i, batch in enumerate(batches, start=1):
         shapes = " ".join(f"{k}:{tuple(v.shape)}:{v.dtype}" for k, v in sorted(batch.items()))

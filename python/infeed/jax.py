@@ -92,6 +92,12 @@ class DeviceIterator:
     name → sharding. :meth:`get_state` is the state after the last batch
     this iterator returned (not the ones prefetched), so checkpoints stay
     exact; :meth:`set_state` restarts from one.
+
+    ``cache_batches=N`` measures headspace: the first ``N`` batches are
+    kept on the device, the pipeline is then stopped, and the iterator
+    replays them in turn for ever, so a training loop runs at the step rate
+    of perfect input; against a normal run it shows what faster input would
+    gain. Its state stays that after batch ``N``: not for real training.
     """
 
     def __init__(
@@ -99,7 +105,12 @@ class DeviceIterator:
         source: Pipeline | Iterator,
         sharding: Any,
         prefetch: int = 2,
+        cache_batches: int = 0,
     ) -> None:
+        if cache_batches < 0:
+            raise ValueError(f"cache_batches: {cache_batches} is negative")
+        self._cache_size = int(cache_batches)
+        self._cache: list[dict[str, jax.Array]] = []
         self._pipeline = source.pipeline if isinstance(source, Iterator) else source
         self._host = source if isinstance(source, Iterator) else source.iter()
         self._sharding = sharding
@@ -161,6 +172,11 @@ class DeviceIterator:
         return self
 
     def __next__(self) -> dict[str, jax.Array]:
+        if self._cache_size and len(self._cache) == self._cache_size:
+            # Headspace: the cached batches in turn, no input work at all.
+            arrays = self._cache[self.steps % self._cache_size]
+            self.steps += 1
+            return arrays
         start = time.perf_counter()
         while True:
             try:
@@ -177,6 +193,11 @@ class DeviceIterator:
             raise item
         arrays, self._state = item
         self.steps += 1
+        if self._cache_size:
+            self._cache.append(arrays)
+            if len(self._cache) == self._cache_size:
+                # Every later step replays these: the pipeline can stop.
+                self._stop_producer()
         return arrays
 
     def get_state(self) -> bytes:
@@ -199,6 +220,9 @@ class DeviceIterator:
     def close(self) -> None:
         """Stops the prefetch thread and the pipeline."""
         _LIVE.discard(self)
+        self._stop_producer()
+
+    def _stop_producer(self) -> None:
         self._stop.set()
         self._host.close()
         self._thread.join()
@@ -224,10 +248,11 @@ def _close_live() -> None:
 
 
 def device_iterator(
-    source: Pipeline | Iterator, sharding: Any, prefetch: int = 2
+    source: Pipeline | Iterator, sharding: Any, prefetch: int = 2, cache_batches: int = 0
 ) -> DeviceIterator:
-    """A :class:`DeviceIterator` over ``source`` (a pipeline or its iterator)."""
-    return DeviceIterator(source, sharding, prefetch)
+    """A :class:`DeviceIterator` over ``source`` (a pipeline or its iterator);
+    ``cache_batches=N`` replays its first ``N`` batches for ever (headspace)."""
+    return DeviceIterator(source, sharding, prefetch, cache_batches)
 
 
 __all__ = ["DeviceIterator", "device_iterator"]

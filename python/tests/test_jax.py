@@ -74,6 +74,22 @@ def test_device_iterator_state_ignores_prefetched_batches():
     assert_same_batches(got, full[6:])
 
 
+def test_cache_batches_replays_the_first_batches_for_ever():
+    sharding = data_sharding()
+    full = as_lists(list(lm_pipeline()))
+    it = infeed.jax.device_iterator(lm_pipeline(), sharding, cache_batches=3)
+    got = [{k: np.asarray(v) for k, v in next(it).items()} for _ in range(100)]
+    # 48 batches exist; 100 steps replay the first 3 in turn.
+    assert_same_batches(as_lists(got), [full[i % 3] for i in range(100)])
+    assert it.steps == 100
+    state = it.get_state()
+    it.close()
+    # Its state is that after the third batch.
+    assert_same_batches(as_lists(list(lm_pipeline().iter(state=state))), full[3:])
+    with pytest.raises(ValueError, match="negative"):
+        infeed.jax.device_iterator(lm_pipeline(), sharding, cache_batches=-1)
+
+
 def test_text_stays_on_the_host_beside_the_global_arrays(tmp_path):
     sharding = data_sharding()
     path = tmp_path / "text.tfrecord"
