@@ -34,6 +34,15 @@ def records_of(
     """The records of global steps ``wanted``: per step, per global row, the
     ``(file, offset)`` of its records."""
 
+def limit_of(
+    seconds: float,
+    batches: int,
+    consumer_wait: float,
+    stages: list[tuple[float, float]],
+) -> tuple[str, str | None, float | None]:
+    """What limits a pipeline over a stretch: its word, the busiest stage and
+    the share behind it (the engine's rule)."""
+
 def shapes(
     files: Sequence[str], steps: list[_Step], tfds: tuple[str, str] | None = None
 ) -> list[list[tuple[str, str, list[int]]]]:
@@ -107,6 +116,8 @@ class Batches:
         """Figures so far: ``batches``, ``consumer_wait_ns``, ``first_batch_ns``
         (``None`` before the first batch) and, per stage, its figures as text;
         empty once closed."""
+    def figures(self) -> dict[str, Any]:
+        """The figures so far as numbers (seconds, counts), per stage too."""
     def close(self) -> None:
         """Stops the pipeline's threads; :meth:`state` still answers."""
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import queue
 import threading
 import time
@@ -45,9 +46,13 @@ from typing import Any
 import jax
 import numpy as np
 
+from infeed import _infeed
 from infeed.pipeline import Iterator, Pipeline
 
 _END = object()
+_LOG = logging.getLogger("infeed")
+# A per-host report's limit words, as numbers for the all-gather.
+_WORDS = ["consumer", "read", "shuffle", "batch", "unclear", "unknown"]
 
 
 class ShapeDisagreement(ValueError):
@@ -93,6 +98,15 @@ class DeviceIterator:
     this iterator returned (not the ones prefetched), so checkpoints stay
     exact; :meth:`set_state` restarts from one.
 
+    ``report_every=N`` gathers, every ``N`` steps, each process's wait for
+    input over those steps and what limited its pipeline (the engine's rule
+    over its per-stage figures: ``consumer`` when the pipeline kept ahead,
+    so the time went to Python ``map_batch`` functions or the transfer; a
+    stage; ``unclear``), with one small all-gather on the host between
+    steps, and reports the slowest process: :attr:`reports` and a log line
+    on the ``infeed`` logger. Every process must pass the same ``N``. Each
+    wait also shows in a ``jax.profiler`` trace as ``infeed.wait``.
+
     ``cache_batches=N`` measures headspace: the first ``N`` batches are
     kept on the device, the pipeline is then stopped, and the iterator
     replays them in turn for ever, so a training loop runs at the step rate
@@ -106,9 +120,16 @@ class DeviceIterator:
         sharding: Any,
         prefetch: int = 2,
         cache_batches: int = 0,
+        report_every: int = 0,
     ) -> None:
         if cache_batches < 0:
             raise ValueError(f"cache_batches: {cache_batches} is negative")
+        if report_every < 0:
+            raise ValueError(f"report_every: {report_every} is negative")
+        self._report_every = int(report_every)
+        self.reports: list[dict[str, Any]] = []
+        self.last_wait = 0.0
+        self._window_wait = 0.0
         self._cache_size = int(cache_batches)
         self._cache: list[dict[str, jax.Array]] = []
         self._pipeline = source.pipeline if isinstance(source, Iterator) else source
@@ -118,6 +139,7 @@ class DeviceIterator:
         self._state = self._host.get_state()
         self.wait_seconds = 0.0
         self.steps = 0
+        self._window_start = (time.perf_counter(), self._host.figures())
         _check_processes_agree(self._pipeline, self._host)
         self._start_thread()
 
@@ -178,14 +200,17 @@ class DeviceIterator:
             self.steps += 1
             return arrays
         start = time.perf_counter()
-        while True:
-            try:
-                item = self._queue.get(timeout=0.05)
-                break
-            except queue.Empty:
-                if not self._thread.is_alive() and self._queue.empty():
-                    raise StopIteration from None
-        self.wait_seconds += time.perf_counter() - start
+        with jax.profiler.TraceAnnotation("infeed.wait"):
+            while True:
+                try:
+                    item = self._queue.get(timeout=0.05)
+                    break
+                except queue.Empty:
+                    if not self._thread.is_alive() and self._queue.empty():
+                        raise StopIteration from None
+        self.last_wait = time.perf_counter() - start
+        self.wait_seconds += self.last_wait
+        self._window_wait += self.last_wait
         if item is _END:
             self._queue.put(_END)
             raise StopIteration
@@ -193,12 +218,67 @@ class DeviceIterator:
             raise item
         arrays, self._state = item
         self.steps += 1
+        if self._report_every and self.steps % self._report_every == 0:
+            self._report()
         if self._cache_size:
             self._cache.append(arrays)
             if len(self._cache) == self._cache_size:
                 # Every later step replays these: the pipeline can stop.
                 self._stop_producer()
         return arrays
+
+    def _report(self) -> None:
+        """Gathers every process's last stretch and reports the slowest."""
+        with jax.profiler.TraceAnnotation("infeed.report"):
+            began, before = self._window_start
+            now, after = time.perf_counter(), self._host.figures()
+            self._window_start = (now, after)
+            wait, self._window_wait = self._window_wait, 0.0
+            word, stage, share = "unknown", None, None
+            if before and after:
+                stages = [
+                    (after[s]["busy"] - before[s]["busy"], after[s]["wait"] - before[s]["wait"])
+                    for s in ("read", "shuffle", "batch")
+                ]
+                word, stage, share = _infeed.limit_of(
+                    after["elapsed"] - before["elapsed"],
+                    after["batches"] - before["batches"],
+                    after["consumer_wait"] - before["consumer_wait"],
+                    stages,
+                )
+            mine = np.array(
+                [wait, _WORDS.index(word), -1 if share is None else share, now - began],
+                dtype=np.float64,
+            )
+            if jax.process_count() > 1:
+                from jax.experimental import multihost_utils
+
+                everyone = np.asarray(multihost_utils.process_allgather(mine))
+            else:
+                everyone = mine[None, :]
+            slowest = int(np.argmax(everyone[:, 0]))
+            row = everyone[slowest]
+            report = {
+                "step": self.steps,
+                "process": slowest,
+                "wait_seconds": float(row[0]),
+                "limit": _WORDS[int(row[1])],
+                "share": None if row[2] < 0 else float(row[2]),
+                "seconds": float(row[3]),
+                "waits": [float(w) for w in everyone[:, 0]],
+            }
+            if slowest == jax.process_index():
+                report["stage"] = stage
+            self.reports.append(report)
+            _LOG.info(
+                "infeed: steps to %d: slowest process %d waited %.3f s of %.3f s for input "
+                "(limit: %s)",
+                report["step"],
+                slowest,
+                report["wait_seconds"],
+                report["seconds"],
+                report["limit"],
+            )
 
     def get_state(self) -> bytes:
         """The host pipeline's state after the last batch returned."""
@@ -248,11 +328,16 @@ def _close_live() -> None:
 
 
 def device_iterator(
-    source: Pipeline | Iterator, sharding: Any, prefetch: int = 2, cache_batches: int = 0
+    source: Pipeline | Iterator,
+    sharding: Any,
+    prefetch: int = 2,
+    cache_batches: int = 0,
+    report_every: int = 0,
 ) -> DeviceIterator:
     """A :class:`DeviceIterator` over ``source`` (a pipeline or its iterator);
-    ``cache_batches=N`` replays its first ``N`` batches for ever (headspace)."""
-    return DeviceIterator(source, sharding, prefetch, cache_batches)
+    ``cache_batches=N`` replays its first ``N`` batches for ever (headspace);
+    ``report_every=N`` reports the slowest process every ``N`` steps."""
+    return DeviceIterator(source, sharding, prefetch, cache_batches, report_every)
 
 
 __all__ = ["DeviceIterator", "device_iterator"]

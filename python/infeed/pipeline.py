@@ -774,6 +774,14 @@ class Iterator:
         """Rows of the last batch that hold data (the rest are padding)."""
         return self._batches.real_rows
 
+    def figures(self) -> dict[str, Any]:
+        """The figures so far as numbers: ``elapsed``, ``batches``,
+        ``consumer_wait`` (seconds ``next`` waited), ``workers``, ``ready``
+        (batches waiting), and per stage (``read``, ``shuffle``, ``batch``)
+        ``records``, ``bytes``, ``busy``, ``wait``, ``skipped_records``,
+        ``skipped_bytes``, ``retries``; empty once closed."""
+        return dict(self._batches.figures())
+
     def positions(self) -> list[Any]:
         """Where each row of the last batch came from: a ``(file, offset)``
         tuple per row (the byte offset of the record's frame), ``None`` for a

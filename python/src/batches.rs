@@ -219,6 +219,44 @@ impl Batches {
         Ok(dict)
     }
 
+    /// The figures so far as numbers (seconds and counts): `elapsed`,
+    /// `batches`, `consumer_wait`, `workers`, `ready` (batches waiting for
+    /// the consumer), and per stage (`read`, `shuffle`, `batch`) a dict of
+    /// `records`, `bytes`, `busy`, `wait`, `skipped_records`,
+    /// `skipped_bytes`, `retries`; empty once closed.
+    fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        let Some(stats) = lock(&self.inner).as_ref().map(|b| b.stats()) else {
+            return Ok(dict);
+        };
+        let s = |ns: u64| ns as f64 / 1e9;
+        dict.set_item("elapsed", s(stats.elapsed_ns))?;
+        dict.set_item("batches", stats.batches)?;
+        dict.set_item("consumer_wait", s(stats.consumer_wait_ns))?;
+        dict.set_item("workers", stats.workers)?;
+        dict.set_item("ready", stats.ready)?;
+        let times = stats.stage_times();
+        for ((name, f), time) in [
+            ("read", &stats.read),
+            ("shuffle", &stats.shuffle),
+            ("batch", &stats.batch),
+        ]
+        .into_iter()
+        .zip(times)
+        {
+            let stage = PyDict::new(py);
+            stage.set_item("records", f.records)?;
+            stage.set_item("bytes", f.bytes)?;
+            stage.set_item("busy", time.busy / 1e9)?;
+            stage.set_item("wait", time.wait / 1e9)?;
+            stage.set_item("skipped_records", f.skipped_records)?;
+            stage.set_item("skipped_bytes", f.skipped_bytes)?;
+            stage.set_item("retries", f.retries)?;
+            dict.set_item(name, stage)?;
+        }
+        Ok(dict)
+    }
+
     /// Stops the pipeline's threads (and waits for them); `state()` still
     /// answers. Arrays already handed out stay valid.
     fn close(&self, py: Python<'_>) {

@@ -97,6 +97,34 @@ fn shapes(
         .collect())
 }
 
+/// What limits a pipeline over a stretch (the engine's rule): its word
+/// (`consumer`, a stage's name, `unclear`, `unknown`), the busiest stage
+/// (when a stage is named or unclear) and the share behind it, from the
+/// stretch's seconds, batches, the consumer's wait and each stage's
+/// (busy, wait), in `read`, `shuffle`, `batch` order.
+#[pyfunction]
+fn limit_of(
+    seconds: f64,
+    batches: u64,
+    consumer_wait: f64,
+    stages: [(f64, f64); 3],
+) -> (&'static str, Option<&'static str>, Option<f64>) {
+    use infeed::pipeline::limit::{Limit, StageTime};
+    let limit = Limit::of(
+        seconds,
+        batches,
+        consumer_wait,
+        stages.map(|(busy, wait)| StageTime { busy, wait }),
+    );
+    let (stage, share) = match &limit {
+        Limit::Consumer { wait_share } => (None, Some(*wait_share)),
+        Limit::Stage { name, busy_share } => (Some(*name), Some(*busy_share)),
+        Limit::Unclear { best } => (best.map(|(n, _)| n), best.map(|(_, s)| s)),
+        Limit::Unknown => (None, None),
+    };
+    (limit.word(), stage, share)
+}
+
 /// The records of the global steps `wanted` (`Pipeline.records_of`): per
 /// step, per global row, the `(file, offset)` of its records.
 #[pyfunction]
@@ -129,6 +157,7 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_files, m)?)?;
     m.add_function(wrap_pyfunction!(shapes, m)?)?;
     m.add_function(wrap_pyfunction!(records_of, m)?)?;
+    m.add_function(wrap_pyfunction!(limit_of, m)?)?;
     m.add_function(wrap_pyfunction!(merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_files, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_spec, m)?)?;

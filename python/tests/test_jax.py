@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 import textwrap
@@ -494,3 +495,41 @@ def test_records_of_equals_what_two_jax_processes_delivered():
             None if r is None else [tuple(x) for x in r] for r in hosts[0][step] + hosts[1][step]
         ]
         assert found[step] == rows, step
+
+
+# Process 1 is made slow on purpose (a map_batch that sleeps): the report
+# every 4 steps, gathered over both, names it on both.
+SLOW_HOST = """
+import time
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes=2, process_id={pid})
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import infeed, infeed.jax
+
+def slow(batch):
+    time.sleep(0.05)
+    return batch
+
+p = (infeed.Pipeline.from_files({files!r}).shard({pid}, 2).equal_batches("drop")
+     .repeat(4).parse("input_ids:var_len:int64").fixed_length(512).batch(8))
+if {pid} == 1:
+    p = p.map_batch(slow)
+sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+it = infeed.jax.device_iterator(p, sharding, report_every=4)
+for _ in range(12):
+    next(it)
+print("REPORTS", [(r["process"], r["limit"]) for r in it.reports])
+it.close()
+"""
+
+
+def test_the_gathered_report_names_the_slow_process():
+    outs = run_jax_processes(SLOW_HOST, 2, files=LM_FILES)
+    for out in outs:
+        reports = ast.literal_eval(out.split("REPORTS", 1)[1].strip())
+        assert [process for process, _ in reports] == [1, 1, 1], out
+        # Past the start, the slow process's pipeline kept ahead of its
+        # consumer: the time went to the map.
+        assert all(limit == "consumer" for _, limit in reports[1:]), out

@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 use super::checkpoint::{self, Snapshot};
 use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
+use super::limit::{Limit, StageTime};
 use super::ops::mix;
 use super::read::again::record_index;
 use super::skip_steps::SkipSteps;
@@ -48,9 +49,49 @@ pub struct PipelineStats {
     pub batch: StageFigures,
     /// The consumer: time it waited for a batch.
     pub consumer_wait_ns: u64,
+    /// From the start to now, and the workers that ran.
+    pub elapsed_ns: u64,
+    pub workers: usize,
+    /// Batches assembled and waiting for the consumer (the output queue).
+    pub ready: usize,
     /// From start to the first batch handed to the consumer.
     pub first_batch_ns: Option<u64>,
     pub batches: u64,
+}
+
+impl PipelineStats {
+    /// Each stage's busy and waiting nanoseconds ([`limit::STAGES`] order;
+    /// the workers' wait is the rest of their time, as they time only
+    /// their work).
+    ///
+    /// [`limit::STAGES`]: super::limit::STAGES
+    pub fn stage_times(&self) -> [StageTime; 3] {
+        let time = |f: &StageFigures| StageTime {
+            busy: f.busy_ns as f64,
+            wait: f.wait_ns as f64,
+        };
+        let batch = &self.batch;
+        [
+            time(&self.read),
+            time(&self.shuffle),
+            StageTime::workers(
+                batch.busy_ns as f64,
+                batch.wait_ns as f64,
+                self.workers,
+                self.elapsed_ns as f64,
+            ),
+        ]
+    }
+
+    /// What limits the pipeline over its run so far.
+    pub fn limit(&self) -> Limit {
+        Limit::of(
+            self.elapsed_ns as f64,
+            self.batches,
+            self.consumer_wait_ns as f64,
+            self.stage_times(),
+        )
+    }
 }
 
 /// The running pipeline: a blocking iterator of batches.
@@ -67,6 +108,7 @@ pub struct Batches<T> {
     started: Instant,
     first_batch_ns: Option<u64>,
     batches_before: u64,
+    workers: usize,
     done: bool,
     unordered: bool,
     /// Unordered mode: sequence numbers delivered past `next_seq`.
@@ -167,6 +209,7 @@ impl<T: Send + 'static> Batches<T> {
             started: Instant::now(),
             first_batch_ns: None,
             batches_before,
+            workers,
             done: false,
             unordered,
             delivered_ahead: Default::default(),
@@ -355,6 +398,9 @@ impl<T: Send + 'static> Batches<T> {
             shuffle: self.stream_stats.figures(),
             batch: self.batch_stats.figures(),
             consumer_wait_ns: self.consumer_wait_ns,
+            elapsed_ns: self.started.elapsed().as_nanos() as u64,
+            workers: self.workers,
+            ready: self.pending.len() + self.rx.as_ref().map_or(0, Receiver::len),
             first_batch_ns: self.first_batch_ns,
             batches: self.next_seq,
         }

@@ -91,6 +91,7 @@ mod group;
 mod images;
 mod inputs_targets;
 mod item;
+pub mod limit;
 pub mod limits;
 mod mixture;
 mod normalize;

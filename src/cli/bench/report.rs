@@ -8,99 +8,54 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use infeed::pipeline::limit::{Limit, STAGES, StageTime};
 use serde_json::Value;
 
 /// A stage's share of its threads' time spent working: `busy / (busy +
 /// wait)`, or `None` when it recorded no time at all.
-fn busy_share(busy_ms: f64, wait_ms: f64) -> Option<f64> {
-    let total = busy_ms + wait_ms;
-    (total > 0.0).then(|| busy_ms / total)
+fn busy_share(time: StageTime) -> Option<f64> {
+    let total = time.busy + time.wait;
+    (total > 0.0).then(|| time.busy / total)
 }
 
-/// A stage's busy and wait milliseconds (summed over its threads). The
-/// workers time only their work: their wait is the rest of their threads'
-/// time, `workers × seconds − busy`, when the report says how many there were
-/// and no wait was measured.
-fn stage_times(report: &Value, name: &str) -> (f64, f64) {
-    let stage = &report["stages"][name];
-    let busy = stage["busy_ms"].as_f64().unwrap_or(0.0);
-    let mut wait = stage["wait_ms"].as_f64().unwrap_or(0.0);
-    if name == "batch"
-        && wait == 0.0
-        && let (Some(workers), Some(seconds)) =
-            (report["workers"].as_f64(), report["seconds"].as_f64())
-    {
-        wait = (workers * seconds * 1e3 - busy).max(0.0);
-    }
-    (busy, wait)
-}
-
-/// What limits the pipeline, decided from the figures every run reports.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Limit {
-    /// The consumer waited for batches less than [`CONSUMER_WAIT_LIMIT`] of
-    /// the run: the pipeline delivers as fast as this loop takes (in
-    /// `infeed bench` the loop hashes each batch; `--no-digest` removes that).
-    Consumer { wait_share: f64 },
-    /// The stage whose threads were busy the largest share of their time.
-    Stage { name: &'static str, busy_share: f64 },
-    /// The consumer waited, yet no stage was busy more than
-    /// [`STAGE_BUSY_LIMIT`] of its time: the time went elsewhere (other
-    /// processes on the cores, or the source's latency between reads).
-    Unclear { best: Option<(&'static str, f64)> },
-    /// No batch came, or the report holds no stage figures.
-    Unknown,
-}
-
-/// Under this share of the run waiting for batches, the consumer itself is the
-/// limit: the pipeline stays ahead of it.
-pub const CONSUMER_WAIT_LIMIT: f64 = 0.10;
-/// A stage busier than this share of its threads' time is saturated.
-pub const STAGE_BUSY_LIMIT: f64 = 0.50;
-
-/// The stages in pipeline order, with the words the summary uses for them.
-const STAGES: [(&str, &str); 3] = [
+/// The stages' words in the summary.
+const STAGE_WORDS: [(&str, &str); 3] = [
     ("read", "read, CRC, inflate"),
     ("shuffle", "record thread: shuffle, interleave"),
     ("batch", "workers: parse, assemble"),
 ];
 
-/// The rule, in order:
-/// 1. the consumer waited under 10% of the run → the consumer limits: every
-///    stage behind it keeps up;
-/// 2. otherwise the stage busy the largest share of its time (busy divided
-///    by busy plus wait, summed over its threads, so a stage of 4 threads
-///    compares with a stage of one; the workers' wait as [`stage_times`]
-///    derives it) limits, if that share is over 50%: a stage that waits most
-///    of the time for input or for room downstream is not what the others
-///    wait for; ties go to the later stage (closer to the consumer);
-/// 3. no stage over 50% → unclear (named with the busiest stage).
+/// A stage's busy and wait milliseconds (summed over its threads), the
+/// workers' wait derived as the library does when the report says how
+/// many there were and no wait was measured.
+fn stage_times(report: &Value, name: &str) -> StageTime {
+    let stage = &report["stages"][name];
+    let busy = stage["busy_ms"].as_f64().unwrap_or(0.0);
+    let wait = stage["wait_ms"].as_f64().unwrap_or(0.0);
+    match (name, report["workers"].as_u64(), report["seconds"].as_f64()) {
+        ("batch", Some(workers), Some(seconds)) => {
+            StageTime::workers(busy, wait, workers as usize, seconds * 1e3)
+        }
+        _ => StageTime { busy, wait },
+    }
+}
+
+/// What limits the pipeline over the run a report covers (the library's
+/// rule, [`Limit::of`]).
 pub fn limiting_stage(report: &Value) -> Limit {
     let seconds = report["seconds"].as_f64().unwrap_or(0.0);
     let stages = &report["stages"];
-    if report["batches"].as_u64().unwrap_or(0) == 0 || !stages.is_object() || seconds <= 0.0 {
+    if !stages.is_object() {
         return Limit::Unknown;
     }
-    let wait_share = stages["consumer_wait_ms"].as_f64().unwrap_or(0.0) / (seconds * 1e3);
-    if wait_share < CONSUMER_WAIT_LIMIT {
-        return Limit::Consumer { wait_share };
-    }
-    let mut best: Option<(&'static str, f64)> = None;
-    for (name, _) in STAGES {
-        let (busy, wait) = stage_times(report, name);
-        let share = busy_share(busy, wait);
-        if let Some(share) = share
-            && best.is_none_or(|(_, b)| share >= b)
-        {
-            best = Some((name, share));
-        }
-    }
-    match best {
-        Some((name, busy_share)) if busy_share > STAGE_BUSY_LIMIT => {
-            Limit::Stage { name, busy_share }
-        }
-        best => Limit::Unclear { best },
-    }
+    // In milliseconds throughout: the rule is a matter of shares.
+    let consumer_wait = stages["consumer_wait_ms"].as_f64().unwrap_or(0.0);
+    Limit::of(
+        seconds * 1e3,
+        report["batches"].as_u64().unwrap_or(0),
+        consumer_wait,
+        STAGES.map(|name| stage_times(report, name)),
+    )
 }
 
 /// `1234567.8` → `1,234,568`.
@@ -121,7 +76,7 @@ fn percent(share: f64) -> String {
 }
 
 fn stage_words(name: &str) -> &'static str {
-    STAGES
+    STAGE_WORDS
         .iter()
         .find(|(n, _)| *n == name)
         .map_or("", |(_, words)| words)
@@ -207,14 +162,14 @@ pub fn summary(report: &Value) -> String {
     let stages = &report["stages"];
     if stages.is_object() {
         let _ = writeln!(s, "  stage        busy s    wait s   busy");
-        for (name, _) in STAGES {
-            let (busy, wait) = stage_times(report, name);
-            let share = busy_share(busy, wait).map_or("-".to_string(), percent);
+        for name in STAGES {
+            let time = stage_times(report, name);
+            let share = busy_share(time).map_or("-".to_string(), percent);
             let _ = writeln!(
                 s,
                 "  {name:<9} {:>9.2} {:>9.2} {share:>6}",
-                busy / 1e3,
-                wait / 1e3
+                time.busy / 1e3,
+                time.wait / 1e3
             );
         }
         if let Some(workers) = report["workers"].as_u64() {
@@ -430,7 +385,13 @@ mod tests {
         // readers' 60% limits.
         let mut r = report(1000.0, [(1200.0, 800.0), (100.0, 1900.0), (3000.0, 0.0)]);
         r["workers"] = json!(4);
-        assert_eq!(stage_times(&r, "batch"), (3000.0, 5000.0));
+        assert_eq!(
+            stage_times(&r, "batch"),
+            StageTime {
+                busy: 3000.0,
+                wait: 5000.0
+            }
+        );
         assert_eq!(
             limiting_stage(&r),
             Limit::Stage {
@@ -441,10 +402,22 @@ mod tests {
         // 1 worker: busy 3 s is past the 2 s run (threads start before the
         // clock); the wait is 0, not negative.
         r["workers"] = json!(1);
-        assert_eq!(stage_times(&r, "batch"), (3000.0, 0.0));
+        assert_eq!(
+            stage_times(&r, "batch"),
+            StageTime {
+                busy: 3000.0,
+                wait: 0.0
+            }
+        );
         // A measured wait is kept.
         r["stages"]["batch"]["wait_ms"] = json!(250.0);
-        assert_eq!(stage_times(&r, "batch"), (3000.0, 250.0));
+        assert_eq!(
+            stage_times(&r, "batch"),
+            StageTime {
+                busy: 3000.0,
+                wait: 250.0
+            }
+        );
     }
 
     #[test]
