@@ -140,6 +140,12 @@ pub struct BenchArgs {
     /// At most N sequences (or pieces of one) in a --pack row.
     #[arg(long, requires = "pack")]
     pack_max_segments: Option<usize>,
+    /// Print the engine's spans to stderr as they close, with their busy
+    /// and idle times: infeed.read (a shard block), infeed.group (the record
+    /// thread cutting a group), infeed.chunk (a prefilter chunk),
+    /// infeed.batch (a worker assembling a batch).
+    #[arg(long)]
+    trace: bool,
     /// Drop a last batch smaller than --batch.
     #[arg(long)]
     drop_remainder: bool,
@@ -323,6 +329,15 @@ fn run_with(
     records_of: Option<&[u64]>,
     out: &mut impl Write,
 ) -> Result<i32, CliError> {
+    if args.trace {
+        use tracing_subscriber::fmt::format::FmtSpan;
+        // Ignored if a subscriber is already set (a second run in-process).
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_max_level(tracing::Level::TRACE)
+            .with_span_events(FmtSpan::CLOSE)
+            .try_init();
+    }
     let read = ReadOptions::default()
         .compression(args.compression.0)
         .on_corrupt(if args.skip_corrupt {

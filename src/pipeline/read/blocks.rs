@@ -253,6 +253,7 @@ fn read_shard(
     let mut retries_reported = 0;
     loop {
         let timer = stats.busy_timer();
+        let span = tracing::trace_span!("infeed.read", file = path).entered();
         let block_bytes = SizeRamp::at(taken.load(Relaxed) / BLOCKS_PER_DOUBLING, opts.chunk_size);
         let mut block = Vec::new();
         let mut lengths = Vec::new();
@@ -284,6 +285,7 @@ fn read_shard(
         let retries: u64 = sources.iter().map(|s| s.retries.load(Relaxed)).sum();
         stats.add_retries(retries - retries_reported);
         retries_reported = retries;
+        drop(span);
         drop(timer);
         if !block.is_empty() {
             let _wait = stats.wait_timer();

@@ -254,6 +254,7 @@ impl RecordThread {
             // Pull records until a group is complete (one timer per group,
             // not per record).
             let timer = stats.busy_timer();
+            let span = tracing::trace_span!("infeed.group", stream = self.stream).entered();
             let end = loop {
                 let Some((item, skip)) = self.next()? else {
                     break true;
@@ -275,6 +276,7 @@ impl RecordThread {
                     break false;
                 }
             };
+            drop(span);
             drop(timer);
             if !out.is_empty() {
                 let state = Arc::new(self.chain.state());
@@ -321,6 +323,7 @@ impl RecordThread {
         loop {
             while !input_done && in_flight.len() < in_flight_max {
                 let timer = stats.busy_timer();
+                let _span = tracing::trace_span!("infeed.chunk", stream = self.stream).entered();
                 let mut items = Vec::with_capacity(self.chunk);
                 while items.len() < self.chunk {
                     match self.next() {

@@ -46,6 +46,8 @@ fn run_worker<T>(
         let result = message.and_then(|(raw, state)| {
             let _busy = stats.busy_timer();
             let n = raw.records.len() as u64;
+            let _span =
+                tracing::trace_span!("infeed.batch", step = raw.number, records = n).entered();
             let bytes: usize = raw.records.iter().map(Bytes::len).sum();
             // A panic in a user's function (map_batch) must become an error
             // in its place: a lost batch would leave the consumer waiting.
