@@ -150,3 +150,32 @@ fn a_mixture_reports_the_records_of_each_source() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+#[test]
+fn trace_prints_the_engines_spans_as_they_close() {
+    let output = infeed(&[
+        "bench",
+        "testdata/lm-sample.tfrecord",
+        "--spec",
+        "input_ids:var_len:int64",
+        "--fixed-length",
+        "512",
+        "--batch",
+        "64",
+        "--trace",
+        "--json",
+    ]);
+    assert!(output.status.success());
+    let err = String::from_utf8_lossy(&output.stderr);
+    for span in [
+        "infeed.read{file=\"testdata/lm-sample.tfrecord\"}",
+        "infeed.group{stream=0}",
+        "infeed.batch{step=0 records=64}",
+    ] {
+        assert!(err.contains(span), "{span} in {err}");
+    }
+    assert!(err.contains("close time.busy="), "{err}");
+    // Without --trace, nothing.
+    let quiet = infeed(&["bench", "testdata/lm-sample.tfrecord", "--json"]);
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("infeed.read"));
+}
