@@ -43,7 +43,7 @@ from infeed.errors import (
     TokenizerError,
     WorkerError,
 )
-from infeed.index import build_index
+from infeed.index import build_index, record_indexes
 from infeed.pipeline import FixedLen, Image, Iterator, Pipeline, VarLen
 
 __all__ = [
@@ -68,5 +68,6 @@ __all__ = [
     "WorkerError",
     "__version__",
     "build_index",
+    "record_indexes",
     "merge_states",
 ]

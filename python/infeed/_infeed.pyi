@@ -34,6 +34,11 @@ def records_of(
     """The records of global steps ``wanted``: per step, per global row, the
     ``(file, offset)`` of its records."""
 
+def record_indexes(
+    positions: list[tuple[str, int]], index_dir: str | None = None
+) -> list[int | None]:
+    """The index in its file of the record at each ``(file, offset)``."""
+
 def limit_of(
     seconds: float,
     batches: int,

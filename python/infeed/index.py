@@ -28,3 +28,15 @@ def build_index(
     ``span`` bytes of output. Returns ``(shard, index, records)`` per shard."""
     out = None if output is None else os.fspath(output)
     return list(_infeed.build_index(files_of(files), out, int(span)))
+
+
+def record_indexes(
+    positions: Iterable[tuple[str, int]],
+    index_dir: str | os.PathLike[str] | None = None,
+) -> list[int | None]:
+    """The index in its file of the record at each ``(file, offset)`` (as
+    ``Iterator.positions`` and ``Pipeline.records_of`` name them), from each
+    file's index (beside it, or in ``index_dir``; built in memory by reading
+    the file where there is none); ``None`` where no record starts."""
+    d = None if index_dir is None else os.fspath(index_dir)
+    return list(_infeed.record_indexes([(str(f), int(o)) for f, o in positions], d))

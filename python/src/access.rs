@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use infeed::example::{Column, ExampleParser, Values};
 use infeed::index::{
-    AccessOptions, BuildOptions, IndexOptions, RandomAccess, build, index_url, save,
+    AccessOptions, BuildOptions, IndexOptions, RandomAccess, build, index_url, load_or_build, save,
 };
 use infeed::pipeline::PipelineError;
 use infeed::spec::FeatureSpec;
@@ -227,4 +227,34 @@ pub fn build_index(
             .collect::<Result<Vec<_>, infeed::index::IndexError>>()
     })
     .map_err(|e| index_error(py, e))
+}
+
+/// The record index in its file of each `(file, offset)` position (as a
+/// batch's positions name them), from each file's index (beside it, or in
+/// `index_dir`; built in memory by reading the file where there is none);
+/// `None` for a position no record starts at.
+#[pyfunction]
+#[pyo3(signature = (positions, index_dir = None))]
+pub fn record_indexes(
+    py: Python<'_>,
+    positions: Vec<(String, u64)>,
+    index_dir: Option<String>,
+) -> PyResult<Vec<Option<u64>>> {
+    let mut files: Vec<String> = positions.iter().map(|(f, _)| f.clone()).collect();
+    files.sort();
+    files.dedup();
+    let opts = IndexOptions {
+        dir: index_dir,
+        build: BuildOptions::default(),
+    };
+    let indexes = py
+        .detach(|| load_or_build(&files, &opts))
+        .map_err(|e| index_error(py, e))?;
+    Ok(positions
+        .iter()
+        .map(|(file, offset)| {
+            let at = files.binary_search(file).ok()?;
+            indexes[at].0.record_at(*offset)
+        })
+        .collect())
 }

@@ -158,6 +158,7 @@ fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(shapes, m)?)?;
     m.add_function(wrap_pyfunction!(records_of, m)?)?;
     m.add_function(wrap_pyfunction!(limit_of, m)?)?;
+    m.add_function(wrap_pyfunction!(access::record_indexes, m)?)?;
     m.add_function(wrap_pyfunction!(merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_files, m)?)?;
     m.add_function(wrap_pyfunction!(tfds_spec, m)?)?;

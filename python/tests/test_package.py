@@ -72,6 +72,7 @@ def _dummy(annotation: str) -> Any:
         "Sequence[int]": [2],
         "float | Sequence[float]": 1.0,
         "Spec": LM_SPEC,
+        "Iterable[tuple[int, int]]": [(2, 3)],
     }[annotation]
 
 

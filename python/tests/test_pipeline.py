@@ -460,3 +460,20 @@ def test_records_of_names_the_rows_each_process_delivered():
         found = host(1, 2, packed).records_of([0, 3, steps - 1])
         for step in (0, 3, steps - 1):
             assert found[step] == per_host[0][step] + per_host[1][step], (packed, step)
+
+
+def test_record_indexes_of_positions(tmp_path):
+    # Unshuffled: row i is record i of the sample, read from its index or
+    # from the file when it has none.
+    it = (
+        infeed.Pipeline.from_files([LM])
+        .parse(LM_SPEC)
+        .max_length(512)
+        .batch(64, drop_remainder=False)
+        .iter()
+    )
+    positions = [r for _ in it for r in it.positions() if r is not None]
+    assert infeed.record_indexes(positions) == list(range(256))
+    infeed.build_index([LM], output=tmp_path)
+    assert infeed.record_indexes(positions[:3], index_dir=tmp_path) == [0, 1, 2]
+    assert infeed.record_indexes([(str(LM), 5)]) == [None]

@@ -200,6 +200,12 @@ impl ShardIndex {
         Some((offset, framed))
     }
 
+    /// The index of the record whose header is at `offset` in the
+    /// uncompressed stream (what a batch's positions name), if one is.
+    pub fn record_at(&self, offset: u64) -> Option<u64> {
+        self.offsets.binary_search(&offset).ok().map(|i| i as u64)
+    }
+
     /// The end of the last record in the uncompressed stream.
     pub fn end(&self) -> u64 {
         self.end
