@@ -22,6 +22,7 @@ use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};
 use super::threads::workers::{self as worker_threads, Delivery};
+use crate::batch::{Provenance, RecordPosition};
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -126,6 +127,10 @@ pub struct Batches<T> {
     /// Takes batches given back ([`recycle`](Self::recycle)) for their
     /// memory to be reused; `None`: they are dropped.
     pub(crate) recycler: Option<Recycler<T>>,
+    /// How a delivered batch names its rows' records (assembled batches),
+    /// and the last one's rows and provenance.
+    pub(crate) provenance_of: Option<fn(&T) -> (usize, Provenance)>,
+    last_provenance: Option<(usize, Provenance)>,
 }
 
 /// Where [`Batches::recycle`] sends a batch.
@@ -220,6 +225,8 @@ impl<T: Send + 'static> Batches<T> {
             read,
             source,
             recycler: None,
+            provenance_of: None,
+            last_provenance: None,
         }
     }
 
@@ -333,6 +340,9 @@ impl<T: Send + 'static> Batches<T> {
                 }
                 self.first_batch_ns
                     .get_or_insert_with(|| self.started.elapsed().as_nanos() as u64);
+                if let Some(of) = self.provenance_of {
+                    self.last_provenance = Some(of(&batch));
+                }
                 Ok(Some(batch))
             }
         }
@@ -346,6 +356,16 @@ impl<T: Send + 'static> Batches<T> {
         let fresh = Snapshot::default();
         let state = self.last_state().unwrap_or(&fresh);
         checkpoint::encode(state, self.batches_delivered(), self.streams, &self.skip)
+    }
+
+    /// For each row of the last batch delivered, the (file, byte offset) of
+    /// its records (see [`Batch::positions`](crate::batch::Batch::positions));
+    /// empty before the first batch and for parsed columns.
+    pub fn positions(&self) -> Vec<Vec<RecordPosition<'_>>> {
+        self.last_provenance
+            .as_ref()
+            .map(|(rows, p)| p.rows(*rows))
+            .unwrap_or_default()
     }
 
     /// A digest of the schedule by which this host's batches take their

@@ -926,7 +926,9 @@ impl ParsedPipeline {
             self.pipeline.s.seed,
             self.worker_skips(&stats),
         )?;
-        start(&self.pipeline.s, grouping, work, stats)
+        let mut batches = start(&self.pipeline.s, grouping, work, stats)?;
+        batches.provenance_of = Some(|b: &Batch| (b.rows(), b.provenance.clone()));
+        Ok(batches)
     }
 
     /// The records of global steps `steps`: for each, every host's rows of

@@ -55,9 +55,11 @@ fn ids_of_rows(batch: &Batch, packed: bool) -> Vec<Vec<i64>> {
 fn check(p: ParsedPipeline, files: &[String], packed: bool) -> usize {
     let places = places(files);
     let mut rows_seen = 0;
-    for batch in p.build().unwrap() {
-        let batch = batch.unwrap();
+    let mut batches = p.build().unwrap();
+    while let Some(batch) = batches.next_batch().unwrap() {
         let positions = batch.positions();
+        // The iterator names the last batch's rows alike.
+        assert_eq!(batches.positions(), positions);
         assert_eq!(positions.len(), batch.rows());
         for (row, ids) in ids_of_rows(&batch, packed).iter().enumerate() {
             let want: Vec<(&str, u64)> = ids
