@@ -129,9 +129,12 @@ pub struct Batches<T> {
     pub(crate) recycler: Option<Recycler<T>>,
     /// How a delivered batch names its rows' records (assembled batches),
     /// and the last one's rows and provenance.
-    pub(crate) provenance_of: Option<fn(&T) -> (usize, Provenance)>,
+    pub(crate) provenance_of: Option<ProvenanceOf<T>>,
     last_provenance: Option<(usize, Provenance)>,
 }
+
+/// A delivered batch's rows and where they came from.
+pub(crate) type ProvenanceOf<T> = fn(&T) -> (usize, Provenance);
 
 /// Where [`Batches::recycle`] sends a batch.
 pub(crate) type Recycler<T> = Arc<dyn Fn(T) + Send + Sync>;
