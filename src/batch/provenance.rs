@@ -2,7 +2,8 @@
 //! which records each row holds (one per row; a packed row lists its
 //! sequences, a sequence cut over rows is in each). Kept with every
 //! assembled batch: a position per record and, when packed, a (row,
-//! record) pair per piece, so cheap enough to leave on.
+//! record) pair per piece, so cheap enough to leave on; shared by
+//! reference, so the iterator keeping the last batch's copies nothing.
 
 use std::sync::Arc;
 
@@ -11,10 +12,10 @@ use std::sync::Arc;
 pub struct Provenance {
     files: Arc<Vec<String>>,
     /// Per record of the group: (index in `files`, byte offset).
-    records: Vec<(u32, u64)>,
+    records: Arc<[(u32, u64)]>,
     /// Packed: (row, record) of each piece, in placement order; `None`:
     /// row `r` holds record `r`.
-    pieces: Option<Vec<(u32, u32)>>,
+    pieces: Option<Arc<[(u32, u32)]>>,
 }
 
 /// One record's place: its file and the byte offset of its frame.
@@ -24,7 +25,7 @@ impl Provenance {
     /// Rows packed from pieces: (row, record index) of each.
     pub(crate) fn packed(pieces: Vec<(u32, u32)>) -> Self {
         Provenance {
-            pieces: Some(pieces),
+            pieces: Some(pieces.into()),
             ..Provenance::default()
         }
     }
@@ -33,7 +34,7 @@ impl Provenance {
     /// index in `files`, offset).
     pub(crate) fn locate(&mut self, files: Arc<Vec<String>>, records: Vec<(u32, u64)>) {
         self.files = files;
-        self.records = records;
+        self.records = records.into();
     }
 
     /// Leaves out records `left_out` (sorted group indexes) of rows that
@@ -44,12 +45,10 @@ impl Provenance {
         if left_out.is_empty() || self.pieces.is_some() {
             return;
         }
-        let mut i = 0;
-        self.records.retain(|_| {
-            let keep = left_out.binary_search(&i).is_err();
-            i += 1;
-            keep
-        });
+        self.records = (self.records.iter().enumerate())
+            .filter(|(i, _)| left_out.binary_search(i).is_err())
+            .map(|(_, &r)| r)
+            .collect();
     }
 
     /// True when rows were packed: a row may hold several records.
@@ -71,7 +70,7 @@ impl Provenance {
                 }
             }
             Some(pieces) => {
-                for &(row, record) in pieces {
+                for &(row, record) in pieces.iter() {
                     let (Some(out), Some(position)) = (out.get_mut(row as usize), at(record))
                     else {
                         continue;

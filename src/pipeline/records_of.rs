@@ -54,6 +54,8 @@ pub(crate) fn records_of(
         .iter()
         .map(|&s| (s, vec![Vec::new(); streams as usize]))
         .collect();
+    // The last step any stream delivered.
+    let mut reached: Option<u64> = None;
     for (stream, thread) in threads.into_iter().enumerate() {
         let (tx, rx) = bounded(2);
         let handle = record_thread::spawn(thread, tx, stats.clone());
@@ -63,6 +65,7 @@ pub(crate) fn records_of(
                 break;
             }
             let (raw, _) = delivered?;
+            reached = reached.max(Some(step));
             if let Some(rows) = out.get_mut(&step) {
                 rows[stream] = rows_of(&raw, &grouping);
             }
@@ -70,6 +73,15 @@ pub(crate) fn records_of(
         // Dropping the receiver ends the thread at its next send.
         drop(rx);
         let _ = handle.join();
+    }
+    if reached.is_none_or(|r| r < last) {
+        let ends = match reached {
+            Some(r) => format!("its last step is {r}"),
+            None => format!("it has no step from {first} on"),
+        };
+        return Err(PipelineError::Config(format!(
+            "records_of: step {last} is past the end of the run: {ends}"
+        )));
     }
     Ok(out
         .into_iter()

@@ -205,3 +205,23 @@ fn records_of_any_step_are_the_rows_every_host_delivered() {
         assert!(err.to_string().contains("came before the state"), "{err}");
     }
 }
+
+/// A step the run never reaches is named, not answered with empty rows.
+#[test]
+fn records_of_a_step_past_the_end_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_lm_files(dir.path(), &lens());
+    // 120 records, 8 a batch: steps 0 to 14.
+    let p = Pipeline::from_files(files)
+        .unwrap()
+        .parse(spec())
+        .fixed_length(20)
+        .batch(8, false);
+    assert_eq!(p.records_of(&[14]).unwrap()[&14].len(), 8);
+    let err = p.records_of(&[3, 15]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("step 15 is past the end of the run: its last step is 14"),
+        "{err}"
+    );
+}
