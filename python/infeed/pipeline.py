@@ -429,6 +429,13 @@ class Pipeline:
         core). The batches do not depend on it."""
         return self._with("threads", int(n))
 
+    def cpu_affinity(self, cores: Iterable[int]) -> Pipeline:
+        """Keeps the pipeline's threads on these cores (a CPU budget: the
+        training step's threads keep the rest). Without :meth:`threads`, one
+        worker per core given. Cores the process may not run on are refused
+        when the pipeline starts; the batches do not depend on it."""
+        return self._with("cpu_affinity", [int(c) for c in cores])
+
     def prefetch(self, batches: int) -> Pipeline:
         """Batches prepared ahead of the consumer (default 2)."""
         return self._with("prefetch", int(batches))

@@ -178,6 +178,10 @@ fn record_step(
         "read_options" => pipeline.read_options(read_options(py, args)?),
         "source_options" => pipeline.source_options(source_options(py, args)?),
         "threads" => pipeline.threads(count(py, args, 0, "threads")?),
+        "cpu_affinity" => {
+            let cores: Vec<usize> = counts(py, &args.get_item(0)?, "cpu_affinity")?;
+            pipeline.cpu_affinity(cores)
+        }
         "prefetch" => pipeline.prefetch(count(py, args, 0, "prefetch")?),
         "unordered" => pipeline.unordered(),
         "skip_steps" => {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from conftest import LM, LM_SPEC, lm_pipeline
 
 import infeed
@@ -212,3 +214,42 @@ def test_sigint_handler_of_the_caller_still_works():
         assert signal.getsignal(signal.SIGINT) is handler
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores():
+    # In a fresh process, so that no other test's pipeline threads are seen.
+    script = textwrap.dedent(
+        f"""
+        import json, os, pathlib
+        import infeed
+        core = min(os.sched_getaffinity(0))
+        spec = {{"input_ids": infeed.VarLen("int64"), "attention_mask": infeed.VarLen("int64")}}
+        def pipeline(pinned):
+            p = infeed.Pipeline.from_files([{str(LM)!r}]).shuffle(64).seed(1)
+            p = p.parse(spec).max_length(512).batch(8)
+            return p.cpu_affinity([core]).threads(2) if pinned else p
+        it = iter(pipeline(True))
+        first = next(it)
+        seen = []
+        for task in pathlib.Path("/proc/self/task").iterdir():
+            name = (task / "comm").read_text().strip()
+            if name.startswith("infeed-"):
+                for line in (task / "status").read_text().splitlines():
+                    if line.startswith("Cpus_allowed_list:"):
+                        seen.append([name, line.split(":")[1].strip()])
+        same = all((first[k] == next(iter(pipeline(False)))[k]).all() for k in first)
+        print(json.dumps({{"core": core, "seen": sorted(seen), "same": bool(same)}}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    names = [name for name, _ in report["seen"]]
+    assert names.count("infeed-worker") == 2 and "infeed-records" in names, report
+    assert {cpus for _, cpus in report["seen"]} == {str(report["core"])}, report
+    assert report["same"]
+
+
+def test_cpu_affinity_refuses_cores_the_process_may_not_use():
+    p = lm_pipeline().cpu_affinity([1 << 20])
+    with pytest.raises(infeed.SpecError, match="cpu_affinity"):
+        next(iter(p))

@@ -73,6 +73,7 @@ def _dummy(annotation: str) -> Any:
         "float | Sequence[float]": 1.0,
         "Spec": LM_SPEC,
         "Iterable[tuple[int, int]]": [(2, 3)],
+        "Iterable[int]": [0],
     }[annotation]
 
 

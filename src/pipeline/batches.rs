@@ -18,6 +18,7 @@ use super::ops::mix;
 use super::read::again::record_index;
 use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats};
+use super::threads::affinity::CpuAffinity;
 use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};
@@ -36,6 +37,8 @@ pub(crate) struct ExecConfig {
     pub read: crate::record::ReadOptions,
     /// How their bytes are fetched (likewise).
     pub source: crate::source::SourceOptions,
+    /// The cores every thread started here pins itself to.
+    pub affinity: CpuAffinity,
 }
 
 /// Figures of a running pipeline, per stage.
@@ -171,6 +174,7 @@ impl<T: Send + 'static> Batches<T> {
                     records,
                     raw_tx.clone(),
                     stream_stats.clone(),
+                    cfg.affinity.clone(),
                 ));
             }
         } else {
@@ -180,7 +184,8 @@ impl<T: Send + 'static> Batches<T> {
                 records.into_iter().zip(&files).zip(&initial_state.streams)
             {
                 let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
-                let thread = record_thread::spawn(records, tx, stream_stats.clone());
+                let thread =
+                    record_thread::spawn(records, tx, stream_stats.clone(), cfg.affinity.clone());
                 inputs.push(StreamInput {
                     rx,
                     thread: Some(thread),
@@ -194,6 +199,7 @@ impl<T: Send + 'static> Batches<T> {
                 inputs,
                 Arc::new(host_files),
                 raw_tx.clone(),
+                cfg.affinity.clone(),
             ));
         }
         drop(raw_tx);
@@ -203,6 +209,7 @@ impl<T: Send + 'static> Batches<T> {
             &out_tx,
             &work,
             &batch_stats,
+            &cfg.affinity,
         ));
         Batches {
             rx: Some(out_rx),

@@ -23,6 +23,7 @@ use super::settings::EqualBatches;
 use super::settings::RecordSettings;
 use super::start::start;
 use super::stats::StageStats;
+use super::threads::affinity::CpuAffinity;
 use super::tokenize::TokenizeOp;
 use crate::batch::{
     Batch, BatchShape, LengthPolicy, MaskType, Overflow, PackRule, PackStrategy, TensorType,
@@ -284,6 +285,8 @@ impl Pipeline {
                 read: ReadOptions::default(),
                 source_options: SourceOptions::default(),
                 workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+                workers_given: false,
+                affinity: Default::default(),
                 prefetch: 2,
                 unordered: false,
                 equal_batches: None,
@@ -452,9 +455,27 @@ impl Pipeline {
         self
     }
 
-    /// Worker threads that parse and assemble batches (default: one per core).
+    /// Worker threads that parse and assemble batches (default: one per core
+    /// the process may run on, or per core of [`cpu_affinity`](Self::cpu_affinity)).
     pub fn threads(mut self, workers: usize) -> Self {
         self.s.workers = workers.max(1);
+        self.s.workers_given = true;
+        self
+    }
+
+    /// Keeps every thread of the pipeline on these cores (a CPU budget, so
+    /// that a training step's own threads keep the others): the record
+    /// threads, the workers and the threads they start pin themselves to
+    /// the set. Without [`threads`](Self::threads), one worker per core of
+    /// the set. Cores the process may not run on are refused when the
+    /// pipeline starts. The I/O runtime of cloud reads (two threads, mostly
+    /// waiting) is shared by the process and not pinned by this. Output is
+    /// the same under any budget.
+    pub fn cpu_affinity(mut self, cores: impl IntoIterator<Item = usize>) -> Self {
+        self.s.affinity = CpuAffinity::of(cores);
+        if !self.s.workers_given {
+            self.s.workers = self.s.affinity.cores().map_or(1, |c| c.len().max(1));
+        }
         self
     }
 

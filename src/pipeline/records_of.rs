@@ -58,7 +58,7 @@ pub(crate) fn records_of(
     let mut reached: Option<u64> = None;
     for (stream, thread) in threads.into_iter().enumerate() {
         let (tx, rx) = bounded(2);
-        let handle = record_thread::spawn(thread, tx, stats.clone());
+        let handle = record_thread::spawn(thread, tx, stats.clone(), Default::default());
         for (seq, delivered) in rx.iter() {
             let step = first + seq;
             if step > last {

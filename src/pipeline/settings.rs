@@ -13,6 +13,7 @@ use super::ops::interleave::{RecordRange, StreamFiles};
 use super::ops::mix::{MixChoice, OnExhausted};
 use super::ops::mix_schedule::MixSchedule;
 use super::rng::{CounterRng, domain};
+use super::threads::affinity::CpuAffinity;
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
 use crate::tfds::TfdsDataset;
@@ -77,6 +78,11 @@ pub(crate) struct RecordSettings {
     /// How shards are listed and fetched (retries, timeouts, range size).
     pub source_options: SourceOptions,
     pub workers: usize,
+    /// `threads(n)` was called (else `cpu_affinity` sets the workers to its
+    /// core count).
+    pub workers_given: bool,
+    /// The cores the pipeline's threads may run on (`cpu_affinity`).
+    pub affinity: CpuAffinity,
     pub prefetch: usize,
     pub unordered: bool,
     pub equal_batches: Option<EqualBatches>,
@@ -139,6 +145,7 @@ impl RecordSettings {
     /// source's too, for a mixture.
     pub fn check_sizes(&self) -> Result<(), SettingError> {
         limits::at_most("threads", self.workers as u64, limits::MAX_THREADS)?;
+        self.affinity.check()?;
         limits::at_most("prefetch", self.prefetch as u64, limits::MAX_PREFETCH)?;
         limits::at_most(
             "interleave",

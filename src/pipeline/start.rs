@@ -61,6 +61,7 @@ pub(crate) fn start<T: Send + 'static>(
         unordered: p.unordered,
         read: p.read.clone(),
         source: p.source_options.clone(),
+        affinity: p.affinity.clone(),
     };
     let mut batches = Batches::start(
         threads,

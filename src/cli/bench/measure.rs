@@ -72,10 +72,7 @@ pub(super) fn measure<T: Measured + Send + 'static>(
         "stages": stages_json(&stats),
         "digest": (!args.no_digest).then(|| format!("{:016x}", all.digest())),
         "cpu_seconds": cpu_seconds,
-        // The pipeline's default: one worker per core this process may use.
-        "workers": args.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
-        }).max(1),
+        "workers": stats.workers,
         // Exact only for a whole run from the start.
         "records_per_epoch": (finished && args.epochs > 0 && args.state_in.is_none())
             .then(|| stats.read.records / args.epochs),

@@ -215,9 +215,13 @@ pub struct BenchArgs {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Worker threads (default: one per core).
+    /// Worker threads (default: one per core, or per core of --cpu-affinity).
     #[arg(long)]
     threads: Option<usize>,
+    /// Keep the pipeline's threads on these cores (comma-separated, e.g.
+    /// 0,1): a CPU budget beside a training step.
+    #[arg(long, value_delimiter = ',')]
+    cpu_affinity: Vec<usize>,
     /// Deliver batches as workers finish them (the order then varies).
     #[arg(long)]
     unordered: bool,
@@ -403,6 +407,9 @@ fn run_with(
     }
     if args.unordered {
         p = p.unordered();
+    }
+    if !args.cpu_affinity.is_empty() {
+        p = p.cpu_affinity(args.cpu_affinity.iter().copied());
     }
     if let Some(threads) = args.threads {
         p = p.threads(threads);

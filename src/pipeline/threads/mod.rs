@@ -2,6 +2,7 @@
 //! are in `read/blocks.rs`); the map of every thread and the channels
 //! between them is in the docs of [`pipeline`](super).
 
+pub(crate) mod affinity;
 pub(crate) mod prefilter;
 pub(crate) mod record_thread;
 pub(crate) mod streams;

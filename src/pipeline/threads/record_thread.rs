@@ -23,6 +23,7 @@ use crate::pipeline::stats::StageStats;
 
 use crate::prefetch::{AHEAD_BYTES, prefetch};
 
+use super::affinity::CpuAffinity;
 use super::prefilter;
 use super::workers::Delivery;
 
@@ -31,10 +32,14 @@ pub(crate) fn spawn(
     records: RecordThread,
     tx: Sender<Delivery<RawBatch>>,
     stats: Arc<StageStats>,
+    affinity: CpuAffinity,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("infeed-records".into())
-        .spawn(move || records.run(&tx, &stats))
+        .spawn(move || {
+            affinity.apply();
+            records.run(&tx, &stats)
+        })
         .expect("spawn the record thread")
 }
 

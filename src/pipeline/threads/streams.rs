@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::pipeline::checkpoint::{Snapshot, StreamSnapshot};
 use crate::pipeline::group::raw_batch::{Layout, Packed, RawBatch};
 
+use super::affinity::CpuAffinity;
 use super::panic_message;
 use super::workers::Delivery;
 use crate::pipeline::error::PipelineError;
@@ -38,10 +39,12 @@ pub(crate) fn spawn(
     inputs: Vec<StreamInput>,
     files: Arc<Vec<String>>,
     tx: Sender<Delivery<RawBatch>>,
+    affinity: CpuAffinity,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("infeed-streams".into())
         .spawn(move || {
+            affinity.apply();
             let mut inputs = inputs;
             run(&mut inputs, &files, &tx);
             // Close every channel first, so record threads still sending

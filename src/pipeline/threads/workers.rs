@@ -14,6 +14,8 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{BatchFn, RawBatch};
 use crate::pipeline::stats::StageStats;
 
+use super::affinity::CpuAffinity;
+
 /// A numbered batch (or error) with the pipeline's state after it.
 pub(crate) type Delivery<T> = (u64, Result<(T, Arc<Snapshot>), PipelineError>);
 
@@ -24,13 +26,18 @@ pub(crate) fn spawn<T: Send + 'static>(
     tx: &Sender<Delivery<T>>,
     work: &BatchFn<T>,
     stats: &Arc<StageStats>,
+    affinity: &CpuAffinity,
 ) -> Vec<JoinHandle<()>> {
     (0..workers)
         .map(|_| {
             let (rx, tx, work, stats) = (rx.clone(), tx.clone(), work.clone(), stats.clone());
+            let affinity = affinity.clone();
             std::thread::Builder::new()
                 .name("infeed-worker".into())
-                .spawn(move || run_worker(&rx, &tx, &*work, &stats))
+                .spawn(move || {
+                    affinity.apply();
+                    run_worker(&rx, &tx, &*work, &stats)
+                })
                 .expect("spawn a worker thread")
         })
         .collect()

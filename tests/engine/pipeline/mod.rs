@@ -2,6 +2,7 @@
 
 mod bucket;
 mod checkpoint;
+mod cpu_budget;
 mod dense_direct;
 mod elastic;
 mod global_shuffle;

@@ -219,6 +219,15 @@ fn bench_reports_figures_and_digests_that_do_not_depend_on_threads() {
     assert_eq!(one["records"], 1024);
     assert_eq!(one["digest"], three["digest"]);
     assert_eq!(one["digests"], three["digests"]);
+    assert_eq!(
+        (one["workers"].clone(), three["workers"].clone()),
+        (1.into(), 3.into())
+    );
+    // A CPU budget of one core: one worker unless --threads says more, the
+    // same batches.
+    let budget = bench_json(&[&base[..], &["--cpu-affinity", "0"]].concat());
+    assert_eq!(budget["workers"], 1);
+    assert_eq!(budget["digests"], one["digests"]);
     for key in [
         "records_per_sec",
         "bytes_per_sec",
