@@ -62,6 +62,8 @@ impl RawAlloc {
     }
 
     fn free(self) {
+        #[cfg(feature = "xla")]
+        super::registered::before_free(self.ptr.as_ptr() as usize);
         // SAFETY: allocated by `new_zeroed` with this same layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), layout(self.capacity)) }
     }

@@ -26,6 +26,9 @@ mod pack;
 mod placement;
 mod plan;
 mod provenance;
+// Only a device runtime maps memory (feature xla).
+#[cfg(feature = "xla")]
+pub(crate) mod registered;
 mod shape;
 mod tensor;
 

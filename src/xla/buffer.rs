@@ -22,6 +22,8 @@ pub struct DeviceBuffer {
     ty: ArrayType,
     name: String,
     host: Option<HostRelease>,
+    /// Uploaded from host memory mapped for DMA.
+    pinned: bool,
 }
 
 impl std::fmt::Debug for DeviceBuffer {
@@ -70,6 +72,7 @@ impl DeviceBuffer {
             ty,
             name,
             host: None,
+            pinned: false,
         }
     }
 
@@ -93,6 +96,30 @@ impl DeviceBuffer {
     /// that is held until the device is done with it.
     pub fn holds_host_memory(&self) -> bool {
         self.host.is_some()
+    }
+
+    /// True when it was uploaded from host memory mapped for DMA (pinned):
+    /// the copy went straight over the link, without a staging copy.
+    pub fn uploaded_pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Waits until the array is on the device (an upload's copy done, an
+    /// execution's result computed); its error, if that failed.
+    pub fn wait_ready(&self) -> Result<(), XlaError> {
+        let plugin = self.client.plugin;
+        let mut args = sys::PJRT_Buffer_ReadyEvent_Args {
+            struct_size: sys::PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE as usize,
+            buffer: self.raw,
+            ..Default::default()
+        };
+        // SAFETY: live buffer; args initialised.
+        unsafe { pjrt_call!(plugin, PJRT_Buffer_ReadyEvent, &mut args) }?;
+        // SAFETY: the plugin set a fresh event we own (or null: ready).
+        match unsafe { RawEvent::from_raw(plugin, args.event) } {
+            Some(event) => event.wait(),
+            None => Ok(()),
+        }
     }
 
     /// The device address of the data (for checks such as "was this upload
@@ -186,6 +213,7 @@ impl DeviceBuffer {
     ) -> Result<DeviceBuffer, XlaError> {
         client.reap();
         let ty = ArrayType::new(tensor.dtype().into(), tensor.shape());
+        let pinned = client.dma.ensure(client.plugin, client.raw, tensor.data());
         let (raw, event) = buffer_from_host(
             client,
             &ty,
@@ -195,6 +223,7 @@ impl DeviceBuffer {
         // SAFETY: `raw` is the fresh buffer just made, owned by us.
         let mut buffer =
             unsafe { DeviceBuffer::from_raw(Rc::clone(client), raw, ty, name.to_owned()) };
+        buffer.pinned = pinned;
         // SAFETY: the event (if any) is fresh and owned by us.
         match unsafe { RawEvent::from_raw(client.plugin, event) } {
             Some(event) => {

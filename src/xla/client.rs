@@ -9,6 +9,7 @@ use prost::Message;
 
 use super::buffer::DeviceBuffer;
 use super::device::ClientInner;
+use super::dma::{Dma, DmaMap, DmaStatus};
 use super::error::XlaError;
 use super::event::{Completion, RawEvent};
 use super::plugin::{Plugin, lossy};
@@ -38,6 +39,10 @@ pub struct ClientOptions {
     pub cpu_device_count: Option<i64>,
     /// Other plugin-specific create options, passed as they are.
     pub options: Vec<(String, OptionValue)>,
+    /// Whether pooled batch buffers are mapped for DMA (pinned) on their
+    /// first upload: by default where the device is not the CPU and the
+    /// plugin offers `PJRT_Client_DmaMap`.
+    pub dma_map: DmaMap,
 }
 
 impl Default for ClientOptions {
@@ -45,6 +50,7 @@ impl Default for ClientOptions {
         Self {
             cpu_device_count: Some(1),
             options: Vec::new(),
+            dma_map: DmaMap::Auto,
         }
     }
 }
@@ -54,6 +60,12 @@ impl ClientOptions {
     /// to the plugin.
     pub fn cpu_device_count(mut self, devices: impl Into<Option<i64>>) -> Self {
         self.cpu_device_count = devices.into();
+        self
+    }
+
+    /// Sets [`dma_map`](Self::dma_map).
+    pub fn dma_map(mut self, mode: DmaMap) -> Self {
+        self.dma_map = mode;
         self
     }
 
@@ -188,6 +200,7 @@ impl Client {
             compiles: Cell::new(0),
             pending: RefCell::new(Vec::new()),
             origin: Instant::now(),
+            dma: Dma::new(DmaMap::Never, ""),
         };
         let mut devices = sys::PJRT_Client_AddressableDevices_Args {
             struct_size: sys::PJRT_Client_AddressableDevices_Args_STRUCT_SIZE as usize,
@@ -218,6 +231,7 @@ impl Client {
             pjrt_call!(plugin, PJRT_Client_PlatformName, &mut name)?;
             inner.platform = lossy(name.platform_name, name.platform_name_size);
         }
+        inner.dma = Dma::new(options.dma_map, &inner.platform);
         Ok(Self {
             inner: Rc::new(inner),
         })
@@ -242,6 +256,11 @@ impl Client {
     /// Addressable devices; buffers and executions use the first.
     pub fn device_count(&self) -> usize {
         self.inner.device_count
+    }
+
+    /// What came of mapping batch buffers for DMA so far.
+    pub fn dma_status(&self) -> DmaStatus {
+        self.inner.dma.status()
     }
 
     /// Programs compiled by this client so far.

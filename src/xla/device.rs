@@ -4,6 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
+use super::dma::Dma;
 use super::event::RawEvent;
 use super::plugin::Plugin;
 use super::sys;
@@ -48,6 +49,8 @@ pub(crate) struct ClientInner {
     pub(super) pending: RefCell<Vec<HostRelease>>,
     /// The zero of every [`Completion`]'s clock.
     pub(super) origin: Instant,
+    /// Batch buffers mapped for DMA.
+    pub(super) dma: Dma,
 }
 
 impl ClientInner {
@@ -77,6 +80,9 @@ impl Drop for ClientInner {
         for release in self.pending.get_mut().drain(..) {
             release.wait();
         }
+        // Mappings need the client: undo them first (the memory stays in
+        // its pool, unmapped).
+        self.dma.release();
         let mut args = sys::PJRT_Client_Destroy_Args {
             struct_size: sys::PJRT_Client_Destroy_Args_STRUCT_SIZE as usize,
             client: self.raw,

@@ -26,6 +26,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::buffer::DeviceBuffer;
 use super::client::{Client, ClientOptions, Executable, check_params};
+use super::dma::DmaStatus;
 use super::error::XlaError;
 use super::event::Completion;
 use super::plugin::Plugin;
@@ -188,6 +189,12 @@ pub struct FeederReport {
     /// device every upload should be; a GPU or TPU copies to its own memory,
     /// so there it is 0.
     pub zero_copy_uploads: u64,
+    /// Of those, the ones uploaded from host memory mapped for DMA (pinned:
+    /// straight over the link, no staging copy). 0 on a CPU device, which
+    /// reads in place instead.
+    pub pinned_uploads: u64,
+    /// What came of mapping batch buffers for DMA.
+    pub dma: DmaStatus,
     /// The final training state, read back.
     pub state: Vec<(String, Tensor)>,
 }
@@ -351,6 +358,7 @@ impl Steps<'_> {
 struct Uploads {
     all: u64,
     in_place: u64,
+    pinned: u64,
 }
 
 /// Uploads the chosen tensors of a batch, in parameter order.
@@ -374,6 +382,7 @@ fn upload_batch(
         let host = tensor.data().as_ptr() as usize;
         let buffer = client.upload(&name, tensor)?;
         uploads.all += 1;
+        uploads.pinned += u64::from(buffer.uploaded_pinned());
         // A plugin without the unsafe-pointer call just counts as a copy.
         if buffer.device_address().ok() == Some(host) {
             uploads.in_place += 1;
@@ -551,6 +560,8 @@ fn run<E: std::error::Error + Send + Sync + 'static>(
         first_batch_secs,
         batch_uploads: uploads.all,
         zero_copy_uploads: uploads.in_place,
+        pinned_uploads: uploads.pinned,
+        dma: client.dma_status(),
         state,
     })
 }

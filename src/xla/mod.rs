@@ -37,6 +37,7 @@ macro_rules! pjrt_call {
 mod buffer;
 mod client;
 mod device;
+mod dma;
 mod error;
 mod event;
 mod feeder;
@@ -49,6 +50,7 @@ mod sys;
 
 pub use buffer::DeviceBuffer;
 pub use client::{Client, ClientOptions, Executable, OptionValue};
+pub use dma::{DmaMap, DmaStatus};
 pub use error::XlaError;
 pub use event::Completion;
 pub use feeder::{DeviceFeeder, FeederConfig, FeederReport, LossPoint, StepProgram};

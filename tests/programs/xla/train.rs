@@ -10,7 +10,7 @@ mod token_band;
 use std::sync::Arc;
 
 use infeed::batch::BatchShape;
-use infeed::xla::{DeviceFeeder, XlaError};
+use infeed::xla::{DeviceFeeder, DmaMap, DmaStatus, XlaError};
 
 const DATA: &str = "testdata/lm-sample.tfrecord.gz";
 
@@ -246,6 +246,40 @@ fn the_feeder_uploads_every_batch_tensor_without_a_copy() {
     assert!(addresses.iter().all(|a| a % 64 == 0), "{addresses:?}");
     assert_eq!(report.batch_uploads, 20 * 3);
     assert_eq!(report.zero_copy_uploads, report.batch_uploads);
+    // On the CPU device nothing is mapped for DMA (it reads in place).
+    assert_eq!(
+        (report.pinned_uploads, report.dma.clone()),
+        (0, DmaStatus::Off)
+    );
+}
+
+/// Asked to map batch buffers for DMA on the CPU plugin: the plugin's
+/// answer is reported, and the loop trains the same either way.
+#[test]
+fn dma_mapping_asked_of_the_cpu_plugin_reports_its_answer() {
+    let run = |dma: DmaMap| {
+        let pipeline = token_band::pipeline(&files(), 3, None, 32, 128).unwrap();
+        let mut config = token_band::config(pipeline.shapes().unwrap(), Some(12), 100, false);
+        config.client = config.client.dma_map(dma);
+        DeviceFeeder::spawn(config, pipeline.build().unwrap())
+            .unwrap()
+            .join()
+            .unwrap()
+    };
+    let asked = run(DmaMap::Always);
+    let off = run(DmaMap::Never);
+    // The CPU plugin lacks the call: asked once, refused, never again.
+    assert_eq!(
+        asked.dma,
+        DmaStatus::Unsupported(
+            "PJRT_Client_DmaMap failed (UNIMPLEMENTED): DmaMap not supported on platform cpu"
+                .into()
+        )
+    );
+    assert_eq!(asked.pinned_uploads, 0);
+    assert_eq!(off.dma, DmaStatus::Off);
+    assert_eq!(asked.losses, off.losses);
+    assert_eq!(asked.zero_copy_uploads, asked.batch_uploads);
 }
 
 #[test]
