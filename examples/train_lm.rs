@@ -102,6 +102,10 @@ fn main() {
         "input_wait_fraction": real.input_wait_fraction,
         "input_fetch_secs": real.input_fetch_secs,
         "first_batch_secs": real.first_batch_secs,
+        "batch_uploads": real.batch_uploads,
+        "zero_copy_uploads": real.zero_copy_uploads,
+        "pinned_uploads": real.pinned_uploads,
+        "dma": format!("{:?}", real.dma),
         "steps_per_sec_one_batch_reused": reused.steps_per_sec,
         "input_bound": real.input_wait_fraction > 0.1,
     });

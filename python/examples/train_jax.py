@@ -23,6 +23,7 @@ rendezvous under load and abort; that is XLA's CPU backend, not the input).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import struct
@@ -71,6 +72,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=64, help="rows per host per step")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="also write the figures to this file as one JSON object")
     args = ap.parse_args()
 
     tmp = None
@@ -137,8 +139,25 @@ def main() -> None:
         f"loss {first:.3f} -> {losses[-1]:.3f}; {steps_per_s:.1f} steps/s; "
         f"input wait {100 * batches.wait_seconds / wall:.1f}% of wall time"
     )
+    if args.json:
+        write_figures(
+            args.json,
+            platform=devices[0].platform,
+            devices=len(devices),
+            steps=args.steps,
+            steps_per_sec=steps_per_s,
+            input_wait_fraction=batches.wait_seconds / wall,
+            first_loss=first,
+            last_loss=losses[-1],
+        )
     if tmp is not None:
         tmp.cleanup()
+
+
+def write_figures(path: str, **figures: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(figures, f)
+        f.write("\n")
 
 
 # A minimal TFRecord writer for the generated shards -----------------------

@@ -21,6 +21,7 @@ test split, batched with padding rows (``real_rows``), gives the accuracy.
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import time
 from typing import Any
@@ -84,6 +85,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=128, help="global rows per step")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="also write the figures to this file as one JSON object")
     args = ap.parse_args()
 
     classes = classes_of(args.dataset)
@@ -156,6 +158,18 @@ def main() -> None:
         f"{(args.steps - 1) / wall:.1f} steps/s; "
         f"input wait {100 * batches.wait_seconds / wall:.1f}% of wall time"
     )
+    if args.json:
+        with open(args.json, "w") as f:
+            figures = {
+                "platform": devices[0].platform,
+                "devices": len(devices),
+                "steps": args.steps,
+                "steps_per_sec": (args.steps - 1) / wall,
+                "input_wait_fraction": batches.wait_seconds / wall,
+                "test_accuracy": correct / seen,
+            }
+            json.dump(figures, f)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -69,14 +69,16 @@
 //! | `infeed-records` | one per logical stream the host runs (one, unless [`Pipeline::streams`] gives a host several) | the record ops (`ops/`: interleave, record shard, skip/take, filter/map, epochs, shuffle) and the grouping (`group/`); numbers each group and attaches the state after it | `threads/record_thread.rs` |
 //! | `infeed-streams` | one, only when a host runs several logical streams | joins the streams' groups of each step, in stream order, into the host's batch | `threads/streams.rs` |
 //! | `infeed-prefilter` | `threads`, while the record thread runs, only with parsed filters | parses chunks of records and runs the parsed ops, so the record thread groups survivors in order | `threads/prefilter.rs` |
-//! | `infeed-worker` | `threads` per pipeline | turns a group into the output batch (parse, map, pad, assemble) | `threads/workers.rs` |
+//! | `infeed-worker` | `threads` per pipeline (default: one per core, or per core of [`Pipeline::cpu_affinity`]) | turns a group into the output batch (parse, map, pad, assemble) | `threads/workers.rs` |
 //! | `infeed-stream` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `async_iter.rs` |
 //!
 //! Every channel is bounded, so memory is bounded and a slow consumer
 //! slows the readers. Work crosses threads in whole blocks and whole
 //! batches, never record by record (a cross-core wake-up costs ~40 µs
 //! here). Dropping [`Batches`] closes its channels and joins its threads;
-//! each thread ends at its next send.
+//! each thread ends at its next send. Under [`Pipeline::cpu_affinity`] the
+//! record, streams and worker threads pin themselves to its cores as they
+//! start, and the threads they start inherit the mask.
 
 mod async_iter;
 mod batches;
