@@ -367,6 +367,12 @@ impl AlignedBuf {
         buf
     }
 
+    /// Shortens the buffer to `len` bytes (its capacity stays); nothing
+    /// when it is not longer.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -436,7 +442,7 @@ impl AlignedBuf {
     fn elements<T: Element>(&self) -> usize {
         let size = size_of::<T>();
         assert!(
-            self.len % size == 0,
+            self.len.is_multiple_of(size),
             "a buffer of {} bytes is not a whole number of {}-byte elements",
             self.len,
             size

@@ -71,25 +71,6 @@ impl Assembler {
         }
         let spec_i32: Vec<bool> = features.iter().map(|f| f.1 == DType::Int32).collect();
         let runs = parser.locate_runs(records)?;
-
-        let mut longest = vec![0usize; self.groups.len()];
-        for (oi, out) in self.outputs.iter().enumerate() {
-            if let OutKind::Ragged { group, .. } = out.kind {
-                for r in 0..rows {
-                    longest[group] = longest[group].max(runs.count(r, oi));
-                }
-            }
-        }
-        let lengths: Vec<usize> = self
-            .groups
-            .iter()
-            .zip(&longest)
-            .map(|(g, &l)| match pad {
-                PadTo::Policy => g.policy.target(l),
-                PadTo::Length(len) => len,
-                PadTo::Bound => g.bound,
-            })
-            .collect();
         // A boundary past a group's bound is the two-step path's error.
         if let PadTo::Length(len) = pad
             && self
@@ -99,40 +80,90 @@ impl Assembler {
         {
             return None;
         }
+        // Rows are decoded at the longest length they may take (the
+        // group's bound, or the length asked), so one pass over each run
+        // both decodes it and counts it; rows close up afterwards when the
+        // batch's longest record asks for less.
+        let strides: Vec<usize> = self
+            .groups
+            .iter()
+            .map(|g| match pad {
+                PadTo::Length(len) => len,
+                PadTo::Policy | PadTo::Bound => g.bound,
+            })
+            .collect();
+        // An unbounded group (bound 0) has no row to decode into.
+        if (self.groups.iter().zip(&strides)).any(|(g, &s)| !g.members.is_empty() && s == 0) {
+            return None;
+        }
+        let mut decoded = Vec::with_capacity(self.outputs.len());
+        let mut longest = vec![0usize; self.groups.len()];
+        for (oi, out) in self.outputs.iter().enumerate() {
+            let OutKind::Ragged { group, .. } = out.kind else {
+                return None;
+            };
+            let stride = strides[group];
+            let cut = match self.groups[group].policy.truncation {
+                Truncation::Error => Cut::Refuse,
+                Truncation::KeepStart => Cut::KeepStart,
+                Truncation::KeepEnd => Cut::KeepEnd,
+            };
+            let spec_i32 = spec_i32.get(oi).copied().unwrap_or(false);
+            let bytes = batch_size
+                .checked_mul(stride)?
+                .checked_mul(out.dtype.size())?;
+            let mut buf = self.pool.take_stale(bytes);
+            let rows_out = match out.dtype {
+                TensorType::I32 => Rows::I32(buf.as_mut_slice()),
+                TensorType::I64 => Rows::I64(buf.as_mut_slice()),
+                _ => return None,
+            };
+            let mut counts = Vec::with_capacity(rows);
+            if !runs.decode_rows(records, oi, spec_i32, stride, cut, rows_out, &mut counts) {
+                return None;
+            }
+            longest[group] = counts.iter().fold(longest[group], |l, &n| l.max(n));
+            decoded.push((buf, counts));
+        }
+        let lengths: Vec<usize> = self
+            .groups
+            .iter()
+            .zip(&longest)
+            .zip(&strides)
+            .map(|((g, &l), &stride)| match pad {
+                PadTo::Policy => g.policy.target(l).min(stride),
+                PadTo::Length(_) | PadTo::Bound => stride,
+            })
+            .collect();
         self.check_size(batch_size, pad).ok()?;
 
         let mut tensors = Vec::with_capacity(self.outputs.len() * 2);
-        for (oi, out) in self.outputs.iter().enumerate() {
+        for (out, (mut buf, counts)) in self.outputs.iter().zip(decoded) {
             let OutKind::Ragged {
                 group, pad, mask, ..
             } = &out.kind
             else {
                 return None;
             };
-            let len = lengths[*group];
-            let cut = match self.groups[*group].policy.truncation {
-                Truncation::Error => Cut::Refuse,
-                Truncation::KeepStart => Cut::KeepStart,
-                Truncation::KeepEnd => Cut::KeepEnd,
-            };
-            let spec_i32 = spec_i32.get(oi).copied().unwrap_or(false);
-            let mut buf = self.pool.take_stale(batch_size * len * out.dtype.size());
+            let (len, stride) = (lengths[*group], strides[*group]);
+            let size = out.dtype.size();
+            if len < stride {
+                // Close the rows up: row r's values move from r·stride to
+                // r·len (never past their own start, so in order).
+                let bytes = buf.as_bytes_mut();
+                for (r, &n) in counts.iter().enumerate().skip(1) {
+                    let n = n.min(len);
+                    bytes.copy_within(r * stride * size..(r * stride + n) * size, r * len * size);
+                }
+                buf.truncate(batch_size * len * size);
+            }
             let mut mask_buf = mask
                 .as_ref()
                 .map(|(_, t)| (self.pool.take_stale(batch_size * len * t.size()), *t));
-            let rows_out = match out.dtype {
-                TensorType::I32 => Rows::I32(buf.as_mut_slice()),
-                TensorType::I64 => Rows::I64(buf.as_mut_slice()),
-                _ => return None,
-            };
-            let ok = runs.decode_rows(records, oi, spec_i32, len, cut, rows_out);
-            if !ok {
-                return None;
-            }
             let mut dst = Dst::new(&mut buf, out.dtype);
             let mut mdst = mask_buf.as_mut().map(|(b, t)| (Dst::new(b, *t), *t));
-            for r in 0..rows {
-                let n = runs.count(r, oi).min(len);
+            for (r, &n) in counts.iter().enumerate() {
+                let n = n.min(len);
                 let at = r * len;
                 dst.fill(at + n, len - n, *pad);
                 if let Some((m, t)) = &mut mdst {

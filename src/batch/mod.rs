@@ -22,6 +22,7 @@ mod bytes_column;
 mod direct;
 mod direct_dense;
 mod dtype;
+mod fill;
 mod pack;
 mod placement;
 mod plan;

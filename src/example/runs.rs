@@ -6,7 +6,7 @@
 
 use std::mem::MaybeUninit;
 
-use super::wire::{Span, VarintTarget, decode_varints_into};
+use super::wire::{Span, VarintTarget, count_terminal_bytes, decode_varints_into};
 
 /// Which values a row keeps when a record holds more than the row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,14 +26,13 @@ pub(crate) enum Rows<'a> {
 }
 
 /// Where the values of each feature of each record of a batch lie: what
-/// [`ExampleParser::locate_runs`] found.
+/// [`ExampleParser::locate_runs`] found. Their counts are not taken here:
+/// decoding gives them ([`PackedRuns::decode_rows`]), in the same pass.
 #[derive(Default)]
 pub(crate) struct PackedRuns {
     features: usize,
     /// Per record, per feature: the packed run's bytes in the record.
     spans: Vec<Span>,
-    /// Per record, per feature: its number of values.
-    counts: Vec<usize>,
 }
 
 impl PackedRuns {
@@ -41,96 +40,73 @@ impl PackedRuns {
     pub(super) fn reset(&mut self, features: usize, records: usize) {
         self.features = features;
         self.spans.clear();
-        self.counts.clear();
-        let total = records.saturating_mul(features);
-        self.spans.reserve(total);
-        self.counts.reserve(total);
+        self.spans.reserve(records.saturating_mul(features));
     }
 
-    /// Adds the next run (record-major, feature-minor) and its value count.
-    pub(super) fn push(&mut self, run: Span, count: usize) {
+    /// Adds the next run (record-major, feature-minor).
+    pub(super) fn push(&mut self, run: Span) {
         self.spans.push(run);
-        self.counts.push(count);
-    }
-
-    /// Number of values of `feature` (spec index) in `record`.
-    #[inline]
-    pub(crate) fn count(&self, record: usize, feature: usize) -> usize {
-        self.counts
-            .get(record * self.features + feature)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// Decodes the values of `feature` in `record` (its bytes `rec`) into
-    /// `dst`, which must have exactly [`count`](Self::count) slots. False
-    /// when the general parser would report something (a malformed varint,
-    /// a value that does not fit `T`): the caller then takes that path.
-    #[inline]
-    fn decode<T: VarintTarget>(
-        &self,
-        rec: &[u8],
-        record: usize,
-        feature: usize,
-        dst: &mut [T],
-    ) -> bool {
-        let i = record * self.features + feature;
-        let (Some(&span), Some(&count)) = (self.spans.get(i), self.counts.get(i)) else {
-            return false;
-        };
-        if dst.len() != count {
-            return false;
-        }
-        // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the decoder only
-        // writes initialised values.
-        let room = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
-        matches!(
-            decode_varints_into(rec.get(span.start..span.end).unwrap_or(&[]), span.start, room),
-            Ok((n, true)) if n == count
-        )
     }
 
     /// Decodes `feature` of each record into the first values of its row
-    /// of `len` in `rows` (a longer record cut as `cut` says); the values
-    /// after each record's count are left for the caller to pad. False when
-    /// the general path must run instead (it reports the error exactly): a
-    /// malformed run, a value that does not fit, a record longer than `len`
-    /// with [`Cut::Refuse`]. `spec_i32`: the spec's type is int32, so every
-    /// value, kept or not, must fit i32.
+    /// of `stride` in `rows`, one pass over each run: `counts` gets each
+    /// record's number of values (the whole run's), which the caller pads
+    /// after and sizes the batch by. A record with more values than the
+    /// row keeps one end as `cut` says. False when the general path must
+    /// run instead (it reports the error exactly): a malformed run, a value
+    /// that does not fit, a record longer than the row with [`Cut::Refuse`].
+    /// `spec_i32`: the spec's type is int32, so every value, kept or not,
+    /// must fit i32.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn decode_rows<R: AsRef<[u8]>>(
         &self,
         records: &[R],
         feature: usize,
         spec_i32: bool,
-        len: usize,
+        stride: usize,
         cut: Cut,
         rows: Rows<'_>,
+        counts: &mut Vec<usize>,
     ) -> bool {
+        counts.clear();
         match rows {
-            Rows::I64(out) => self.rows_of(records, feature, spec_i32, len, cut, out),
-            Rows::I32(out) => self.rows_of(records, feature, spec_i32, len, cut, out),
+            Rows::I64(out) => self.rows_of(records, feature, spec_i32, stride, cut, out, counts),
+            Rows::I32(out) => self.rows_of(records, feature, spec_i32, stride, cut, out, counts),
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn rows_of<T: VarintTarget, R: AsRef<[u8]>>(
         &self,
         records: &[R],
         feature: usize,
         spec_i32: bool,
-        len: usize,
+        stride: usize,
         cut: Cut,
         out: &mut [T],
+        counts: &mut Vec<usize>,
     ) -> bool {
         let mut long: Vec<i64> = Vec::new();
         for (r, rec) in records.iter().enumerate() {
-            let n = self.count(r, feature);
-            let Some(row) = out.get_mut(r * len..(r + 1) * len) else {
+            let rec = rec.as_ref();
+            let (Some(&span), Some(row)) = (
+                self.spans.get(r * self.features + feature),
+                out.get_mut(r * stride..(r + 1) * stride),
+            ) else {
                 return false;
             };
-            if n <= len {
-                if !self.decode(rec.as_ref(), r, feature, &mut row[..n]) {
-                    return false;
-                }
+            let run = rec.get(span.start..span.end).unwrap_or(&[]);
+            let Some(n) = decode_all(run, span.start, row) else {
+                return false;
+            };
+            // A full row: the run may hold more (counted only then).
+            let total = if n == stride {
+                count_terminal_bytes(run)
+            } else {
+                n
+            };
+            counts.push(total);
+            if total == n {
                 continue;
             }
             // Longer than the row: decode it all as int64 (the general path
@@ -140,8 +116,8 @@ impl PackedRuns {
                 return false;
             }
             long.clear();
-            long.resize(n, 0);
-            if !self.decode(rec.as_ref(), r, feature, &mut long) {
+            long.resize(total, 0);
+            if decode_all(run, span.start, &mut long) != Some(total) {
                 return false;
             }
             // An int32 spec feature: parsing checks every value.
@@ -149,8 +125,8 @@ impl PackedRuns {
                 return false;
             }
             let kept = match cut {
-                Cut::KeepEnd => &long[n - len..],
-                _ => &long[..len],
+                Cut::KeepEnd => &long[total - stride..],
+                _ => &long[..stride],
             };
             for (d, &v) in row.iter_mut().zip(kept) {
                 if !T::fits(v as u64) {
@@ -160,5 +136,20 @@ impl PackedRuns {
             }
         }
         true
+    }
+}
+
+/// Decodes the varints of `run` (at record offset `base`) into the front
+/// of `dst` until the run or `dst` ends: how many, or `None` when the
+/// general parser would report something (a malformed varint, a value that
+/// does not fit `T`).
+#[inline]
+fn decode_all<T: VarintTarget>(run: &[u8], base: usize, dst: &mut [T]) -> Option<usize> {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the decoder only writes
+    // initialised values.
+    let room = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
+    match decode_varints_into(run, base, room) {
+        Ok((n, true)) => Some(n),
+        _ => None,
     }
 }

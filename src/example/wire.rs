@@ -335,12 +335,26 @@ fn decode_packed_with<T: VarintTarget>(
     decoder: Decoder,
 ) -> Result<bool, WireError> {
     #[cfg(target_arch = "x86_64")]
-    if decoder == Decoder::Best && simd::available() {
+    let wide = match decoder {
+        Decoder::Best => level(),
+        Decoder::Avx512 => Level::Avx512,
+        Decoder::Sse => Level::Sse,
+        Decoder::Bmi2 | Decoder::Portable => Level::Portable,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if wide != Level::Portable {
         // Each varint has at least one byte: the data's length bounds the
         // count, so no counting pass is needed to size the column.
         out.reserve(data.len());
-        // SAFETY: `available` checked the CPU features.
-        let (n, fits) = unsafe { simd::decode(data, base, out.spare_capacity_mut()) }?;
+        let spare = out.spare_capacity_mut();
+        // SAFETY: `level` checked the CPU features (tests force a level only
+        // where the CPU has it).
+        let (n, fits) = unsafe {
+            match wide {
+                Level::Avx512 => avx512::decode(data, base, spare),
+                _ => simd::decode(data, base, spare),
+            }
+        }?;
         // SAFETY: `decode` initialised the first `n` slots of the spare
         // capacity, and `n` is at most its length.
         unsafe { out.set_len(out.len() + n) };
@@ -376,8 +390,13 @@ fn decode_packed_with<T: VarintTarget>(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(dead_code)]
 enum Decoder {
-    /// The best the CPU has: SSE4.1 shuffles, else BMI2 blocks, else portable.
+    /// The best the CPU has ([`level`]): AVX-512, else SSE4.1, else BMI2
+    /// blocks, else portable.
     Best,
+    /// The AVX-512 decoder (when the CPU has it).
+    Avx512,
+    /// The SSE4.1 decoder.
+    Sse,
     /// The 64-byte block decoder with BMI2 `pext` (when the CPU has it).
     Bmi2,
     /// The 64-byte block decoder in portable code.
@@ -394,22 +413,58 @@ pub(crate) fn decode_varints_into<T: VarintTarget>(
     base: usize,
     dst: &mut [MaybeUninit<T>],
 ) -> Result<(usize, bool), WireError> {
+    // SAFETY: `level` checked the CPU features.
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
-        // SAFETY: `available` checked the CPU features.
-        return unsafe { simd::decode(data, base, dst) };
+    match level() {
+        Level::Avx512 => return unsafe { avx512::decode(data, base, dst) },
+        Level::Sse => return unsafe { simd::decode(data, base, dst) },
+        Level::Portable => {}
     }
     scalar_into(data, base, 0, dst, 0, true)
+}
+
+/// The widest varint decoder to use: what the CPU has, at most what
+/// `INFEED_VARINT` names (`avx512`, `sse`, `portable`; read once), so a run
+/// can exercise the narrower paths on a CPU that has the wider ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Portable,
+    Sse,
+    Avx512,
+}
+
+fn level() -> Level {
+    static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        let best = if avx512::available() {
+            Level::Avx512
+        } else if simd::available() {
+            Level::Sse
+        } else {
+            Level::Portable
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let best = Level::Portable;
+        let cap = match std::env::var("INFEED_VARINT").as_deref() {
+            Ok("portable") => Level::Portable,
+            Ok("sse") => Level::Sse,
+            _ => Level::Avx512,
+        };
+        best.min(cap)
+    })
 }
 
 /// Number of varints that end in `data` (its bytes below 0x80): the number
 /// of values of a valid packed run.
 #[inline]
 pub(crate) fn count_terminal_bytes(data: &[u8]) -> usize {
+    // SAFETY: `level` checked the CPU features.
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
-        // SAFETY: `available` checked the CPU features.
-        return unsafe { simd::count_terminal(data) };
+    match level() {
+        Level::Avx512 => return unsafe { avx512::count_terminal(data) },
+        Level::Sse => return unsafe { simd::count_terminal(data) },
+        Level::Portable => {}
     }
     count_varints(data)
 }
@@ -437,6 +492,9 @@ fn scalar_into<T: VarintTarget>(
     }
     Ok((n, fits))
 }
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// The SSE4.1 decoder: 16 bytes at a time. A run of 16 single-byte varints
 /// is widened at once; otherwise the terminal bytes among the first 12 pick
@@ -983,7 +1041,7 @@ pub(crate) fn decode_packed_floats(
     base: usize,
     out: &mut Vec<f32>,
 ) -> Result<(), WireError> {
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return Err(WireError::at(
             base,
             WireErrorKind::PackedFloatLength(data.len()),
@@ -1203,6 +1261,35 @@ mod tests {
             proptest::prop_assert_eq!(decode_into_i32(&data, 7), Ok((narrow, fits)));
         }
 
+        /// At every alignment (the run starts 0 to 63 bytes into its
+        /// buffer, and bytes follow it that are not its own), with 1- to
+        /// 10-byte varints: every decoder gives the scalar one's values.
+        #[test]
+        fn decoders_match_scalar_at_every_alignment(
+            values in proptest::collection::vec(
+                proptest::prop_oneof![
+                    0u64..128,
+                    0u64..(1 << 28),
+                    (0u32..64).prop_map(|s| 1u64 << s),
+                    proptest::prelude::any::<u64>(),
+                ],
+                0..200,
+            ),
+            offset in 0usize..64,
+            after in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..70),
+        ) {
+            let run: Vec<u8> = values.iter().flat_map(|&v| encode_varint(v)).collect();
+            let mut buffer = vec![0x80u8; offset];
+            buffer.extend(&run);
+            buffer.extend(&after);
+            let data = &buffer[offset..offset + run.len()];
+            let want: Vec<i64> = values.iter().map(|&v| v as i64).collect();
+            for (name, got) in all_decoders(data, offset) {
+                proptest::prop_assert_eq!(got, Ok((want.clone(), true)), "{}", name);
+            }
+            proptest::prop_assert_eq!(count_terminal_bytes(data), values.len());
+        }
+
         /// On any bytes, every decoder gives what the scalar decoder gives:
         /// the same values, or the same error at the same offset.
         #[test]
@@ -1233,11 +1320,21 @@ mod tests {
         base: usize,
     ) -> Vec<(&'static str, Result<(Vec<i64>, bool), WireError>)> {
         let mut out = Vec::new();
-        for (name, d) in [
+        let mut decoders = vec![
             ("best", Decoder::Best),
             ("bmi2", Decoder::Bmi2),
             ("portable", Decoder::Portable),
-        ] {
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if simd::available() {
+                decoders.push(("sse", Decoder::Sse));
+            }
+            if avx512::available() {
+                decoders.push(("avx512", Decoder::Avx512));
+            }
+        }
+        for (name, d) in decoders {
             let mut v: Vec<i64> = vec![-9];
             let got = decode_packed_with(data, base, &mut v, d).map(|fits| {
                 // The values are appended after what the column held.

@@ -5,7 +5,7 @@ use super::columns::ParsedBatch;
 use super::error::{ParseError, malformed};
 use super::feature_set::FeatureSet;
 use crate::example::runs::PackedRuns;
-use crate::example::wire::{Cursor, Span, TAG_1_LEN, TAG_3_LEN, WireError, count_terminal_bytes};
+use crate::example::wire::{Cursor, Span, TAG_1_LEN, TAG_3_LEN, WireError};
 use crate::prefetch::prefetch_ahead;
 use crate::spec::{DType, FeatureSpec};
 
@@ -83,7 +83,7 @@ impl ExampleParser {
                     ok = false;
                     break 'records;
                 }
-                runs.push(run, count_terminal_bytes(data));
+                runs.push(run);
             }
         }
         self.runs = runs;
