@@ -568,11 +568,11 @@ impl Packer {
             }
             self.current = Some(self.begin());
         }
-        if let Some(cur) = self.current.as_mut() {
-            if cur.segments.len() <= p.row {
-                cur.segments.resize(p.row + 1, 0);
-                cur.used.resize(p.row + 1, 0);
-            }
+        if let Some(cur) = self.current.as_mut()
+            && cur.segments.len() <= p.row
+        {
+            cur.segments.resize(p.row + 1, 0);
+            cur.used.resize(p.row + 1, 0);
         }
         (p.row, p.at, p.len)
     }
@@ -681,13 +681,12 @@ fn check_fits(values: &Values, start: usize, n: usize, dtype: TensorType) -> Res
     if end > values.len() {
         return Err(CopyError::Bounds);
     }
-    if let (Values::Int64(v), TensorType::I32) = (values, dtype) {
-        if let Some(&bad) = v
+    if let (Values::Int64(v), TensorType::I32) = (values, dtype)
+        && let Some(&bad) = v
             .get(start..end)
             .and_then(|s| s.iter().find(|&&x| i32::try_from(x).is_err()))
-        {
-            return Err(CopyError::Overflow(bad, TensorType::I32));
-        }
+    {
+        return Err(CopyError::Overflow(bad, TensorType::I32));
     }
     Ok(())
 }

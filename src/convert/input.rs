@@ -723,7 +723,7 @@ impl ChunkReader<'_> {
                 continue;
             }
             chunk_first.get_or_insert(r);
-            if record % block == 0 && pos - chunk_start >= self.target_bytes {
+            if record.is_multiple_of(block) && pos - chunk_start >= self.target_bytes {
                 let Some(ctx) = header.clone() else { continue };
                 let first = chunk_first.take().unwrap_or(r);
                 let go_on = emit(Chunk {

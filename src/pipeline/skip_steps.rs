@@ -58,7 +58,7 @@ impl SkipSteps {
             value: flat.len() as u64,
             reason,
         };
-        if flat.len() % 2 != 0 {
+        if !flat.len().is_multiple_of(2) {
             return Err(bad("an odd count: they are (a, b) pairs".into()));
         }
         let ranges: Vec<(u64, u64)> = flat.chunks_exact(2).map(|p| (p[0], p[1])).collect();

@@ -265,7 +265,7 @@ impl Job {
             return Err(PipelineError::Config(format!("host {host} of {hosts}")));
         }
         let streams = p.streams.unwrap_or(hosts);
-        if streams == 0 || streams % hosts != 0 || streams > u64::from(u32::MAX) {
+        if streams == 0 || !streams.is_multiple_of(hosts) || streams > u64::from(u32::MAX) {
             return Err(PipelineError::Config(format!(
                 "{hosts} hosts cannot share {streams} logical streams: the host count must \
                  divide the stream count set with streams(n) at the job's first launch"

@@ -512,7 +512,7 @@ fn run<E: std::error::Error + Send + Sync + 'static>(
             prev.wait()?;
         }
         let is_last = current.is_none();
-        if step == 0 || is_last || (every > 0 && step % every == 0) {
+        if step == 0 || is_last || (every > 0 && step.is_multiple_of(every)) {
             let loss = loss_buffer
                 .to_vec::<f32>()?
                 .first()

@@ -64,7 +64,7 @@ impl Grouping {
             return Ok(self.clone());
         }
         let share = |rows: usize| {
-            if rows % per_host == 0 {
+            if rows.is_multiple_of(per_host) {
                 Ok(rows / per_host)
             } else {
                 Err(PipelineError::Config(format!(

@@ -345,7 +345,7 @@ impl MixChain {
             ));
         }
         if self.cfg.choice == MixChoice::Stratified
-            && (part.drawn - part.phase) % self.cfg.batch as u64 != 0
+            && !(part.drawn - part.phase).is_multiple_of(self.cfg.batch as u64)
             && !same
         {
             return Err(invalid(

@@ -63,10 +63,10 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
             let Some(item) = self.input.next()? else {
                 return Ok(None);
             };
-            if let Some(filter) = &self.filter {
-                if !filter(&item.data) {
-                    continue;
-                }
+            if let Some(filter) = &self.filter
+                && !filter(&item.data)
+            {
+                continue;
             }
             return Ok(Some(apply_map(self.map.as_ref(), item)));
         }

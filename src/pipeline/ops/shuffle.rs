@@ -266,7 +266,7 @@ impl<I: EpochInput> Shuffle<I> {
     #[inline]
     fn buffer_stats(&mut self) {
         self.out_count = self.out_count.wrapping_add(1);
-        if self.out_count % 256 == 0 {
+        if self.out_count.is_multiple_of(256) {
             self.stats.note_buffer(
                 self.buffer.allocated_bytes(),
                 self.buffer.payload_bytes(),

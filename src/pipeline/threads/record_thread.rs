@@ -127,14 +127,13 @@ impl RecordThread {
         if let PipelineError::Batch { path, .. }
         | PipelineError::Parse { path, .. }
         | PipelineError::Length { path, .. } = &mut error
+            && path.is_empty()
         {
-            if path.is_empty() {
-                *path = self
-                    .files
-                    .get(file as usize)
-                    .cloned()
-                    .unwrap_or_else(|| "?".into());
-            }
+            *path = self
+                .files
+                .get(file as usize)
+                .cloned()
+                .unwrap_or_else(|| "?".into());
         }
         error
     }

@@ -17,7 +17,7 @@ fn len_of(batch: &ParsedBatch, row: usize) -> usize {
 
 /// Keeps records of even length.
 fn even(batch: &ParsedBatch, row: usize) -> bool {
-    len_of(batch, row) % 2 == 0
+    len_of(batch, row).is_multiple_of(2)
 }
 
 /// Repeats every row of every ragged int64 column twice end to end.
@@ -241,7 +241,7 @@ proptest! {
             .repeat(Some(2))
             .threads(threads)
             .parse(spec())
-            .filter_rows(|b, r| len_of(b, r) % 3 != 0)
+            .filter_rows(|b, r| !len_of(b, r).is_multiple_of(3))
             .map_batch(doubled)
             .max_length(26);
         let p = if bucket {

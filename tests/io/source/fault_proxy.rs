@@ -59,7 +59,7 @@ impl Schedule {
             Schedule::List(list) => list.get(n).copied().unwrap_or(Fault::None),
             Schedule::Every { every, cycle } => {
                 let k = n + 1;
-                if *every == 0 || cycle.is_empty() || k % every != 0 {
+                if *every == 0 || cycle.is_empty() || !k.is_multiple_of(*every) {
                     Fault::None
                 } else {
                     cycle[(k / every - 1) % cycle.len()]

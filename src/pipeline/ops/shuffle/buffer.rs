@@ -365,7 +365,7 @@ fn leaving(data: Bytes, file: u32, offset: u64, loc: Loc) -> Item {
 /// True when block `b` directly follows block `a` in the same page.
 #[inline]
 fn follows(a: u32, b: u32) -> bool {
-    b != END && b == a.wrapping_add(1) && b as usize % PAGE_BLOCKS != 0
+    b != END && b == a.wrapping_add(1) && !(b as usize).is_multiple_of(PAGE_BLOCKS)
 }
 
 /// Page and byte offset in it of block `b`.
@@ -382,7 +382,11 @@ mod tests {
     fn item(i: u64, len: usize) -> Item {
         let data = (0..len).map(|k| (i as usize * 7 + k) as u8);
         Item {
-            measured: if i % 5 == 0 { UNMEASURED } else { i as u32 },
+            measured: if i.is_multiple_of(5) {
+                UNMEASURED
+            } else {
+                i as u32
+            },
             ..Item::new(Bytes::from(data.collect::<Vec<_>>()), (i % 3) as u32, i)
         }
     }
