@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the release abi3 wheel of the Python package and installs it the way
-# Python users install: into a fresh venv, with no Rust toolchain on PATH,
+# Builds the release abi3 wheel of the Python package (WHEEL_PROFILE: another cargo
+# profile) and installs it the way Python users install: into a fresh venv, with no Rust
+# toolchain on PATH,
 # then runs a smoke test (python/tests/wheel_smoke.py: a pipeline over
 # testdata/, shapes, a batch, state, restore).
 #   bash scripts/wheel.sh
@@ -17,8 +18,11 @@ OUT=target/wheels
 rm -rf "$OUT"
 # The root target/ holds the release build's dependencies once any release
 # build ran; the extension itself is built here.
-CARGO_TARGET_DIR="$(pwd)/target" "$PYVENV/bin/maturin" build --release --quiet \
-    -m python/Cargo.toml --out "$OUT" --interpreter "$PYVENV/bin/python"
+# WHEEL_PROFILE=dev (CI) builds the same wheel unoptimised, from the artifacts the tests' `maturin
+# develop` left in target/: the smoke test checks packaging, not speed, and a release build of
+# the extension costs CI six minutes.
+CARGO_TARGET_DIR="$(pwd)/target" "$PYVENV/bin/maturin" build --profile "${WHEEL_PROFILE:-release}" \
+    --quiet -m python/Cargo.toml --out "$OUT" --interpreter "$PYVENV/bin/python"
 wheel=$(ls "$OUT"/infeed-*.whl)
 echo "wheel.sh: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
 
