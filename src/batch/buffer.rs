@@ -36,9 +36,20 @@ pub fn capacity_class(len: usize) -> usize {
         .unwrap_or_else(|| panic!("buffer of {len} bytes is too large"))
 }
 
+/// Buffers of at least this many bytes start on a page of their own (their
+/// capacity classes are whole pages too), so no other allocation shares
+/// their pages: a device runtime that pins memory page by page can pin
+/// each on its own (`xla/dma.rs`).
+pub(crate) const PAGE_ALIGNED_FROM: usize = 64 << 10;
+
 fn layout(capacity: usize) -> Layout {
+    let align = if capacity >= PAGE_ALIGNED_FROM {
+        4096
+    } else {
+        ALIGN
+    };
     // `capacity_class` keeps capacities within isize::MAX - ALIGN.
-    Layout::from_size_align(capacity, ALIGN).expect("capacity within Layout limits")
+    Layout::from_size_align(capacity, align).expect("capacity within Layout limits")
 }
 
 /// An owned allocation (no length, no pool): what the pool keeps.
@@ -499,6 +510,18 @@ impl fmt::Debug for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_buffers_own_their_pages() {
+        let pool = BufferPool::default();
+        for len in [PAGE_ALIGNED_FROM, PAGE_ALIGNED_FROM + 1, 3 << 20] {
+            let b = pool.take_zeroed(len);
+            assert_eq!(b.as_ptr() as usize % 4096, 0, "{len}");
+            assert_eq!(b.capacity() % 4096, 0, "{len}");
+        }
+        let small = pool.take_zeroed(1000);
+        assert_eq!(small.as_ptr() as usize % ALIGN, 0);
+    }
 
     #[test]
     fn classes() {

@@ -13,10 +13,11 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::error::XlaError;
 use super::plugin::Plugin;
 use super::sys;
-use crate::batch::AlignedBuf;
 use crate::batch::registered::{self, Unmap};
+use crate::batch::{AlignedBuf, PAGE_ALIGNED_FROM};
 
 /// Whether batch buffers are mapped for DMA ([`ClientOptions::dma_map`](super::ClientOptions::dma_map)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,8 +41,9 @@ pub enum DmaStatus {
     Untried,
     /// The plugin refused or lacks the call (its message).
     Unsupported(String),
-    /// Mapping works: buffers this client mapped so far.
-    Mapped(u64),
+    /// Mapping works: buffers this client mapped so far, and those the
+    /// plugin would not map (uploaded from pageable memory instead).
+    Mapped { buffers: u64, refused: u64 },
 }
 
 /// A client's mapping state (one per client, on its device thread).
@@ -52,6 +54,8 @@ pub(crate) struct Dma {
     refused: std::cell::RefCell<Option<String>>,
     tried: Cell<bool>,
     mapped: Cell<u64>,
+    /// Buffers the plugin would not map (uploaded from pageable memory).
+    failed: Cell<u64>,
 }
 
 static OWNERS: AtomicU64 = AtomicU64::new(1);
@@ -91,6 +95,7 @@ impl Dma {
             refused: Default::default(),
             tried: Cell::new(false),
             mapped: Cell::new(0),
+            failed: Cell::new(0),
         }
     }
 
@@ -103,21 +108,29 @@ impl Dma {
         }
         match self.tried.get() {
             false => DmaStatus::Untried,
-            true => DmaStatus::Mapped(self.mapped.get()),
+            true => DmaStatus::Mapped {
+                buffers: self.mapped.get(),
+                refused: self.failed.get(),
+            },
         }
     }
 
     /// Maps `buf`'s whole allocation for DMA unless it is mapped already;
-    /// true when it is mapped (a pooled buffer, a plugin that maps). An
-    /// unpooled buffer is freed after one use: mapping it would cost more
-    /// than the copy it saves.
+    /// true when it is mapped. Only pooled buffers of whole pages of their
+    /// own (`PAGE_ALIGNED_FROM` bytes and up): an unpooled buffer is freed
+    /// after one use, and a small one costs more to map than the staging
+    /// copy it saves (and may share its page with another allocation).
     pub fn ensure(
         &self,
         plugin: &'static Plugin,
         client: *mut sys::PJRT_Client,
         buf: &AlignedBuf,
     ) -> bool {
-        if !self.wanted || !buf.is_pooled() || self.refused.borrow().is_some() {
+        if !self.wanted
+            || !buf.is_pooled()
+            || buf.capacity() < PAGE_ALIGNED_FROM
+            || self.refused.borrow().is_some()
+        {
             return false;
         }
         let addr = buf.as_ptr() as usize;
@@ -144,8 +157,21 @@ impl Dma {
                 self.mapped.set(self.mapped.get() + 1);
                 true
             }
-            Err(e) => {
+            // The plugin lacks the call: never ask again.
+            Err(
+                e @ (XlaError::Unsupported { .. }
+                | XlaError::Pjrt {
+                    code: "UNIMPLEMENTED",
+                    ..
+                }),
+            ) => {
                 *self.refused.borrow_mut() = Some(e.to_string());
+                false
+            }
+            // This buffer only (the runtime's pinned-memory limit, say).
+            Err(e) => {
+                self.failed.set(self.failed.get() + 1);
+                tracing::debug!(error = %e, "PJRT_Client_DmaMap refused a batch buffer");
                 false
             }
         }

@@ -258,7 +258,8 @@ fn the_feeder_uploads_every_batch_tensor_without_a_copy() {
 #[test]
 fn dma_mapping_asked_of_the_cpu_plugin_reports_its_answer() {
     let run = |dma: DmaMap| {
-        let pipeline = token_band::pipeline(&files(), 3, None, 32, 128).unwrap();
+        // Batches of 256 x 128 int32 (128 KiB a tensor): big enough to map.
+        let pipeline = token_band::pipeline(&files(), 3, None, 256, 128).unwrap();
         let mut config = token_band::config(pipeline.shapes().unwrap(), Some(12), 100, false);
         config.client = config.client.dma_map(dma);
         DeviceFeeder::spawn(config, pipeline.build().unwrap())
