@@ -45,7 +45,7 @@ TFDS_PY="${TFDS_PYTHON:-$ROOT/.venv/bin/python}"
 
 if [[ -n "$PREPARE" ]]; then
     # Release builds (stripped), the release wheel and, where tensorflow-datasets is at hand (.venv
-    # of scripts/test.sh), the TFDS "shapes" dataset: what the GPU side then needs (~55 MB; the JPEG
+    # of scripts/test.sh), the TFDS "shapes" dataset: what the GPU side then needs (~25 MB; the JPEG
     # shards are written there, by jpeg_shards).
     mkdir -p "$PREPARE/bin"
     cargo build --release --quiet --features "$FEATURES,cli" --bin infeed \
@@ -53,6 +53,8 @@ if [[ -n "$PREPARE" ]]; then
     for b in infeed examples/train_lm examples/upload_bandwidth examples/jpeg_shards; do
         strip -o "$PREPARE/bin/$(basename "$b")" "target/release/$b"
     done
+    # Compressed: what travels to a device machine is counted (unpacked there into a temp folder).
+    xz -T0 -f "$PREPARE"/bin/*
     rm -f "$PREPARE"/infeed-*.whl
     CARGO_TARGET_DIR="$ROOT/target" .venv-python/bin/maturin build --release --quiet \
         -m python/Cargo.toml --out "$PREPARE" --interpreter .venv-python/bin/python
@@ -108,8 +110,13 @@ if ! "$PY" -c 'import infeed' 2>/dev/null; then
 fi
 
 # --- the Rust programs
-if [[ -n "$PREBUILT" && -x "$PREBUILT/bin/train_lm" ]]; then
-    BIN="$PREBUILT/bin"
+if [[ -n "$PREBUILT" && -f "$PREBUILT/bin/train_lm.xz" ]]; then
+    BIN="$WORK/bin"
+    mkdir -p "$BIN"
+    for f in "$PREBUILT"/bin/*.xz; do
+        xz -dc "$f" >"$BIN/$(basename "$f" .xz)"
+        chmod +x "$BIN/$(basename "$f" .xz)"
+    done
 else
     # Quick: the debug build `cargo test --all-features` made already (same features, nothing new).
     profile=$([[ $QUICK == 1 ]] && echo dev || echo release)

@@ -43,6 +43,12 @@ fn bytes_of(f: impl Fn(usize) -> u8) -> [u8; 64] {
     b
 }
 
+/// The mask of the first `n` of 64 bytes (all of them from 64 on).
+#[inline(always)]
+fn first_bits(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}
+
 /// Loads 64 bytes from an array (unaligned).
 ///
 /// # Safety
@@ -125,11 +131,7 @@ pub(super) unsafe fn decode<T: VarintTarget>(
     let mut fits = true;
     while p < data.len() {
         let left = data.len() - p;
-        let valid = if left >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << left) - 1
-        };
+        let valid = first_bits(left);
         let v = unsafe { _mm512_maskz_loadu_epi8(valid, data.as_ptr().add(p).cast()) };
         let more = _mm512_movepi8_mask(v) & valid;
         let ends = !more & valid;
@@ -204,12 +206,7 @@ pub(super) unsafe fn count_terminal(data: &[u8]) -> usize {
     let mut total = 0usize;
     let mut p = 0usize;
     while p < data.len() {
-        let left = data.len() - p;
-        let valid = if left >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << left) - 1
-        };
+        let valid = first_bits(data.len() - p);
         // SAFETY: the masked load reads only the `valid` bytes, all inside
         // `data`; the caller's CPU.
         let more = unsafe {
