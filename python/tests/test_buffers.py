@@ -216,7 +216,12 @@ def test_sigint_handler_of_the_caller_still_works():
         signal.signal(signal.SIGINT, before)
 
 
-def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores():
+def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores(tmp_path):
+    # 40 copies of the sample in one file: its shard reader (started as the
+    # pipeline opens, before the record thread runs) is still reading when
+    # the threads are listed.
+    big = tmp_path / "big.tfrecord"
+    big.write_bytes(LM.read_bytes() * 40)
     # In a fresh process, so that no other test's pipeline threads are seen.
     script = textwrap.dedent(
         f"""
@@ -225,7 +230,7 @@ def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores():
         core = min(os.sched_getaffinity(0))
         spec = {{"input_ids": infeed.VarLen("int64"), "attention_mask": infeed.VarLen("int64")}}
         def pipeline(pinned):
-            p = infeed.Pipeline.from_files([{str(LM)!r}]).shuffle(64).seed(1)
+            p = infeed.Pipeline.from_files([{str(big)!r}]).shuffle(64).seed(1)
             p = p.parse(spec).max_length(512).batch(8)
             return p.cpu_affinity([core]).threads(2) if pinned else p
         it = iter(pipeline(True))
@@ -244,7 +249,8 @@ def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     report = json.loads(out.stdout)
     names = [name for name, _ in report["seen"]]
-    assert names.count("infeed-worker") == 2 and "infeed-records" in names, report
+    assert names.count("infeed-worker") == 2, report
+    assert "infeed-records" in names and "infeed-shard" in names, report
     assert {cpus for _, cpus in report["seen"]} == {str(report["core"])}, report
     assert report["same"]
 

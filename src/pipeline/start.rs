@@ -48,11 +48,18 @@ pub(crate) fn start<T: Send + 'static>(
     let stream_stats = Arc::new(StageStats::default());
     let job = &planned.job;
     let mine = job.first..job.first + job.per_host;
+    let affinity = planned.p.affinity.clone();
+    if affinity.cores().is_some() && planned.p.files.iter().any(|f| f.contains("://")) {
+        // The process's cloud I/O runtime is shared: started before the
+        // caller is pinned, so it keeps the process's cores.
+        crate::source::io_runtime()?;
+    }
+    // Opening starts the first shard readers: on the budget's cores.
     let OpenedStreams {
         threads,
         files: host_files,
         initial,
-    } = planned.open(mine, &read_stats, &stream_stats)?;
+    } = affinity.while_pinned(|| planned.open(mine, &read_stats, &stream_stats))?;
     let p = &planned.p;
     let exec = ExecConfig {
         workers: p.workers,

@@ -2,7 +2,9 @@
 //! on. Each thread the pipeline starts (the record threads, the streams
 //! thread, the workers) pins itself first; the threads those start (shard
 //! readers, prefilters, the global shuffle's loader) inherit the mask from
-//! them, as Linux threads do. So a training step's own threads keep the other
+//! them, as Linux threads do, and so do those the caller starts while the
+//! pipeline opens its streams (the first shard readers), which it does
+//! pinned ([`CpuAffinity::while_pinned`]). So a training step's own threads keep the other
 //! cores, whatever the pipeline's load.
 
 use std::sync::Arc;
@@ -48,6 +50,24 @@ impl CpuAffinity {
                 None => "not supported on this platform (Linux only)".into(),
             },
         })
+    }
+
+    /// Runs `f` with the calling thread pinned to the cores, then gives the
+    /// thread its own mask back: the threads `f` starts (the shard readers
+    /// a pipeline opens before its record thread runs) keep the budget.
+    pub fn while_pinned<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.cores().is_none() {
+            return f();
+        }
+        let before = allowed_cores();
+        self.apply();
+        let out = f();
+        if let Some(before) = before
+            && let Err(e) = pin(&before)
+        {
+            tracing::warn!(error = %e, "cpu_affinity: could not give the caller its cores back");
+        }
+        out
     }
 
     /// Pins the calling thread to the cores (nothing when none are set). A
@@ -133,6 +153,24 @@ mod tests {
         );
         let e = CpuAffinity::of([]).check().unwrap_err();
         assert_eq!(e.value, "[]");
+    }
+
+    #[test]
+    fn while_pinned_gives_the_caller_its_cores_back() {
+        let allowed = allowed_cores().unwrap();
+        let first = allowed[0];
+        let (inside, started, after) = std::thread::spawn(move || {
+            let (inside, started) = CpuAffinity::of([first]).while_pinned(|| {
+                let child = std::thread::spawn(allowed_cores);
+                (allowed_cores(), child.join().unwrap())
+            });
+            (inside, started, allowed_cores())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(inside, Some(vec![first]));
+        assert_eq!(started, Some(vec![first]));
+        assert_eq!(after, Some(allowed));
     }
 
     #[test]
