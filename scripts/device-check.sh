@@ -142,7 +142,8 @@ for name in ("jax_plugins.xla_cuda13", "jax_plugins.xla_cuda12"):
         mod = importlib.import_module(name)
     except ImportError:
         continue
-    found = glob.glob(os.path.join(os.path.dirname(mod.__file__), "*.so"))
+    here = os.path.dirname(mod.__file__)
+    found = glob.glob(os.path.join(here, "xla_cuda_plugin.so")) or glob.glob(os.path.join(here, "*.so"))
     if found:
         print(found[0])
         break
