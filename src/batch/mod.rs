@@ -35,6 +35,7 @@ mod tensor;
 
 pub use assemble::{BatchError, BatchErrorKind};
 pub use bucket::{BucketError, BucketGroup, Bucketer, Remainder};
+#[cfg(feature = "xla")]
 pub(crate) use buffer::PAGE_ALIGNED_FROM;
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, PoolConfig, PoolStats};
 pub use bytes_column::BytesColumn;
