@@ -96,6 +96,8 @@ impl Assembler {
         if (self.groups.iter().zip(&strides)).any(|(g, &s)| !g.members.is_empty() && s == 0) {
             return None;
         }
+        // Before any buffer is taken: rows are sized by their bound.
+        self.check_size(batch_size, pad).ok()?;
         let mut decoded = Vec::with_capacity(self.outputs.len());
         let mut longest = vec![0usize; self.groups.len()];
         for (oi, out) in self.outputs.iter().enumerate() {
@@ -135,7 +137,6 @@ impl Assembler {
                 PadTo::Length(_) | PadTo::Bound => stride,
             })
             .collect();
-        self.check_size(batch_size, pad).ok()?;
 
         let mut tensors = Vec::with_capacity(self.outputs.len() * 2);
         for (out, (mut buf, counts)) in self.outputs.iter().zip(decoded) {

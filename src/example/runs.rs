@@ -96,19 +96,23 @@ impl PackedRuns {
                 return false;
             };
             let run = rec.get(span.start..span.end).unwrap_or(&[]);
-            let Some(n) = decode_all(run, span.start, row) else {
-                return false;
+            let decoded = decode_all(run, span.start, row);
+            // A full row, or a value that does not fit `T`: the run may hold
+            // more than the row (counted only then), and what does not fit
+            // may be cut off.
+            let total = match decoded {
+                Some(n) if n < stride => n,
+                _ => count_terminal_bytes(run),
             };
-            // A full row: the run may hold more (counted only then).
-            let total = if n == stride {
-                count_terminal_bytes(run)
-            } else {
-                n
-            };
-            counts.push(total);
-            if total == n {
+            if decoded == Some(total) {
+                counts.push(total);
                 continue;
             }
+            if total <= stride {
+                // The whole run is in the row: its error is the general path's.
+                return false;
+            }
+            counts.push(total);
             // Longer than the row: decode it all as int64 (the general path
             // parses every value too), keep one end, which must fit `T` (the
             // cast checks only the kept values).
