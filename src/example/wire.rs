@@ -338,6 +338,7 @@ fn decode_packed_with<T: VarintTarget>(
     let wide = match decoder {
         Decoder::Best => level(),
         Decoder::Avx512 => Level::Avx512,
+        Decoder::Avx2 => Level::Avx2,
         Decoder::Sse => Level::Sse,
         Decoder::Bmi2 | Decoder::Portable => Level::Portable,
     };
@@ -352,7 +353,8 @@ fn decode_packed_with<T: VarintTarget>(
         let (n, fits) = unsafe {
             match wide {
                 Level::Avx512 => avx512::decode(data, base, spare),
-                _ => simd::decode(data, base, spare),
+                Level::Avx2 => avx2::decode(data, base, spare),
+                _ => sse::decode(data, base, spare),
             }
         }?;
         // SAFETY: `decode` initialised the first `n` slots of the spare
@@ -390,11 +392,13 @@ fn decode_packed_with<T: VarintTarget>(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(dead_code)]
 enum Decoder {
-    /// The best the CPU has ([`level`]): AVX-512, else SSE4.1, else BMI2
-    /// blocks, else portable.
+    /// The best the CPU has ([`level`]): AVX-512, else AVX2, else SSE4.1,
+    /// else BMI2 blocks, else portable.
     Best,
     /// The AVX-512 decoder (when the CPU has it).
     Avx512,
+    /// The AVX2 decoder (when the CPU has it).
+    Avx2,
     /// The SSE4.1 decoder.
     Sse,
     /// The 64-byte block decoder with BMI2 `pext` (when the CPU has it).
@@ -417,19 +421,21 @@ pub(crate) fn decode_varints_into<T: VarintTarget>(
     #[cfg(target_arch = "x86_64")]
     match level() {
         Level::Avx512 => return unsafe { avx512::decode(data, base, dst) },
-        Level::Sse => return unsafe { simd::decode(data, base, dst) },
+        Level::Avx2 => return unsafe { avx2::decode(data, base, dst) },
+        Level::Sse => return unsafe { sse::decode(data, base, dst) },
         Level::Portable => {}
     }
     scalar_into(data, base, 0, dst, 0, true)
 }
 
 /// The widest varint decoder to use: what the CPU has, at most what
-/// `INFEED_VARINT` names (`avx512`, `sse`, `portable`; read once), so a run
+/// `INFEED_VARINT` names (`avx512`, `avx2`, `sse`, `portable`; read once), so a run
 /// can exercise the narrower paths on a CPU that has the wider ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
     Portable,
     Sse,
+    Avx2,
     Avx512,
 }
 
@@ -439,7 +445,9 @@ fn level() -> Level {
         #[cfg(target_arch = "x86_64")]
         let best = if avx512::available() {
             Level::Avx512
-        } else if simd::available() {
+        } else if avx2::available() {
+            Level::Avx2
+        } else if sse::available() {
             Level::Sse
         } else {
             Level::Portable
@@ -448,6 +456,7 @@ fn level() -> Level {
         let best = Level::Portable;
         let cap = match std::env::var("INFEED_VARINT").as_deref() {
             Ok("portable") => Level::Portable,
+            Ok("avx2") => Level::Avx2,
             Ok("sse") => Level::Sse,
             _ => Level::Avx512,
         };
@@ -463,7 +472,7 @@ pub(crate) fn count_terminal_bytes(data: &[u8]) -> usize {
     #[cfg(target_arch = "x86_64")]
     match level() {
         Level::Avx512 => return unsafe { avx512::count_terminal(data) },
-        Level::Sse => return unsafe { simd::count_terminal(data) },
+        Level::Avx2 | Level::Sse => return unsafe { sse::count_terminal(data) },
         Level::Portable => {}
     }
     count_varints(data)
@@ -494,305 +503,12 @@ fn scalar_into<T: VarintTarget>(
 }
 
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 
-/// The SSE4.1 decoder: 16 bytes at a time. A run of 16 single-byte varints
-/// is widened at once; otherwise the terminal bytes among the first 12 pick
-/// a shuffle (from a table built at compile time) that spreads the next
-/// four varints of at most 3 bytes (values below 2^21, e.g. token ids below
-/// 2 million) into four 32-bit lanes, whose 7-bit groups are then joined
-/// with shifts and masks. Anything else (longer varints, errors) takes the
-/// scalar path one varint at a time, so results and errors are exactly the
-/// scalar decoder's.
 #[cfg(target_arch = "x86_64")]
-mod simd {
-    use std::arch::x86_64::*;
-    use std::mem::MaybeUninit;
-
-    use super::{VarintTarget, WireError, compress_7bit, decode_varint, scalar_into};
-
-    /// True when the CPU has what [`decode`] and [`count_terminal`] need.
-    #[inline]
-    pub(super) fn available() -> bool {
-        std::arch::is_x86_feature_detected!("sse4.1")
-            && std::arch::is_x86_feature_detected!("ssse3")
-            && std::arch::is_x86_feature_detected!("popcnt")
-    }
-
-    /// One table entry: a `pshufb` control putting varint `i` (at most 3
-    /// bytes) in lane `i`, zero-filled. Byte 3 is never a source index (its
-    /// top bit makes `pshufb` write zero), so it also carries the number of
-    /// bytes the four varints take (0x80 | n), or 0x80 when the first 12
-    /// bytes do not start with four varints of at most 3 bytes.
-    #[derive(Clone, Copy)]
-    #[repr(C, align(16))]
-    struct Entry([u8; 16]);
-
-    /// Indexed by the terminal-byte flags of 12 bytes (bit `i`: byte `i` is
-    /// below 0x80).
-    static TABLE: [Entry; 4096] = build_table();
-
-    const fn build_table() -> [Entry; 4096] {
-        let mut table = [Entry([0x80; 16]); 4096];
-        let mut mask = 0usize;
-        while mask < 4096 {
-            let mut e = [0x80u8; 16];
-            let mut pos = 0usize;
-            let mut lane = 0usize;
-            let mut ok = true;
-            while lane < 4 && ok {
-                // End of the varint starting at `pos`: the next set bit.
-                let mut end = pos;
-                while end < 12 && (mask >> end) & 1 == 0 {
-                    end += 1;
-                }
-                if end >= 12 || end - pos >= 3 {
-                    ok = false;
-                } else {
-                    let mut k = 0;
-                    while k <= end - pos {
-                        e[lane * 4 + k] = (pos + k) as u8;
-                        k += 1;
-                    }
-                    pos = end + 1;
-                    lane += 1;
-                }
-            }
-            e[3] = if ok { 0x80 | pos as u8 } else { 0x80 };
-            table[mask] = Entry(e);
-            mask += 1;
-        }
-        table
-    }
-
-    /// Writes the four u32 lanes of `v` as `T`s at `out`.
-    ///
-    /// # Safety
-    /// `out` is valid for four writes of `T`; SSE4.1.
-    #[inline(always)]
-    unsafe fn store4<T: VarintTarget>(out: *mut MaybeUninit<T>, v: __m128i) {
-        // SAFETY: the caller's; `T` is i32 or i64 (the only VarintTargets).
-        unsafe {
-            if size_of::<T>() == 4 {
-                _mm_storeu_si128(out.cast(), v);
-            } else {
-                _mm_storeu_si128(out.cast(), _mm_cvtepu32_epi64(v));
-                _mm_storeu_si128(out.add(2).cast(), _mm_cvtepu32_epi64(_mm_srli_si128(v, 8)));
-            }
-        }
-    }
-
-    /// Writes the 16 bytes of `v` (each below 0x80) as 16 `T`s at `out`.
-    ///
-    /// # Safety
-    /// `out` is valid for 16 writes of `T`; SSE4.1.
-    #[inline(always)]
-    unsafe fn widen16<T: VarintTarget>(out: *mut MaybeUninit<T>, v: __m128i) {
-        // SAFETY: the caller's.
-        unsafe {
-            if size_of::<T>() == 4 {
-                _mm_storeu_si128(out.cast(), _mm_cvtepu8_epi32(v));
-                _mm_storeu_si128(out.add(4).cast(), _mm_cvtepu8_epi32(_mm_srli_si128(v, 4)));
-                _mm_storeu_si128(out.add(8).cast(), _mm_cvtepu8_epi32(_mm_srli_si128(v, 8)));
-                _mm_storeu_si128(out.add(12).cast(), _mm_cvtepu8_epi32(_mm_srli_si128(v, 12)));
-            } else {
-                _mm_storeu_si128(out.cast(), _mm_cvtepu8_epi64(v));
-                _mm_storeu_si128(out.add(2).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 2)));
-                _mm_storeu_si128(out.add(4).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 4)));
-                _mm_storeu_si128(out.add(6).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 6)));
-                _mm_storeu_si128(out.add(8).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 8)));
-                _mm_storeu_si128(out.add(10).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 10)));
-                _mm_storeu_si128(out.add(12).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 12)));
-                _mm_storeu_si128(out.add(14).cast(), _mm_cvtepu8_epi64(_mm_srli_si128(v, 14)));
-            }
-        }
-    }
-
-    /// Runs at least this long (of varints of at most 3 bytes on average)
-    /// are decoded as two halves at once.
-    const SPLIT_MIN: usize = 128;
-
-    /// See the module docs; the contract is [`super::decode_varints_into`]'s.
-    ///
-    /// A long run of short varints is cut after the first varint that
-    /// ends at or past its middle, and the halves are decoded in one loop,
-    /// a step of each in turn: each step's next load waits on the previous
-    /// step's length, so one chain leaves the core idle half the time and
-    /// two fill it. Varints end exactly at the bytes below 0x80, so the
-    /// halves hold the same varints, errors and offsets as the whole; the
-    /// first half's error is reported first, as a single pass would.
-    ///
-    /// # Safety
-    /// The CPU has SSSE3, SSE4.1 and POPCNT.
-    #[target_feature(enable = "ssse3,sse4.1,popcnt")]
-    pub(super) unsafe fn decode<T: VarintTarget>(
-        data: &[u8],
-        base: usize,
-        dst: &mut [MaybeUninit<T>],
-    ) -> Result<(usize, bool), WireError> {
-        let middle = data.len() / 2;
-        let ends = match data.get(middle..middle + 16) {
-            // SAFETY: `chunk` holds 16 readable bytes.
-            Some(chunk) if data.len() >= SPLIT_MIN => unsafe {
-                !_mm_movemask_epi8(_mm_loadu_si128(chunk.as_ptr().cast())) & 0xffff
-            },
-            _ => 0,
-        };
-        if ends == 0 {
-            // Short, or no varint ends in the 16 bytes from the middle.
-            // SAFETY: the caller's.
-            return unsafe { decode_from(data, base, 0, dst, 0) };
-        }
-        let cut = middle + ends.trailing_zeros() as usize + 1;
-        let (first, second) = data.split_at(cut);
-        // SAFETY: the caller's.
-        let first_count = unsafe { count_terminal(first) };
-        // Varints longer than 3 bytes on average take the slow path, which
-        // two chains do not speed up (ids below 2^40, say).
-        if first_count > dst.len() || first_count * 3 < cut {
-            // SAFETY: the caller's.
-            return unsafe { decode_from(data, base, 0, dst, 0) };
-        }
-        let (dst_a, dst_b) = dst.split_at_mut(first_count);
-        let (mut pa, mut na, mut pb, mut nb) = (0, 0, 0, 0);
-        while let (Some(a), Some(b)) = (first.get(pa..pa + 16), second.get(pb..pb + 16)) {
-            // SAFETY: `a` and `b` hold 16 readable bytes; the caller's CPU.
-            let stepped_a = unsafe { fast_step(a, &mut pa, dst_a, &mut na) };
-            // SAFETY: as above.
-            let stepped_b = unsafe { fast_step(b, &mut pb, dst_b, &mut nb) };
-            if stepped_a.is_err() || stepped_b.is_err() {
-                break;
-            }
-        }
-        // SAFETY: the caller's.
-        let (na, fits_a) = unsafe { decode_from(first, base, pa, dst_a, na) }?;
-        debug_assert_eq!(na, first_count);
-        // SAFETY: the caller's.
-        let (nb, fits_b) = unsafe { decode_from(second, base + cut, pb, dst_b, nb) }?;
-        Ok((na + nb, fits_a && fits_b))
-    }
-
-    /// One step of the fast paths on the 16 bytes `chunk` at `*p`: 16
-    /// single-byte varints, or four of at most 3 bytes. When neither
-    /// applies or `dst` lacks the room, nothing is done and the error holds
-    /// the chunk's continuation flags (bit i: byte i continues a varint)
-    /// for the slow path.
-    ///
-    /// # Safety
-    /// The CPU has SSSE3 and SSE4.1.
-    #[inline(always)]
-    unsafe fn fast_step<T: VarintTarget>(
-        chunk: &[u8],
-        p: &mut usize,
-        dst: &mut [MaybeUninit<T>],
-        n: &mut usize,
-    ) -> Result<(), u32> {
-        debug_assert!(chunk.len() >= 16);
-        // SAFETY: `chunk` holds 16 readable bytes; the caller's CPU
-        // (inlined into functions compiled for it).
-        let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
-        // Bit i set: byte i continues a varint.
-        // SAFETY: the caller's CPU.
-        let more = unsafe { _mm_movemask_epi8(v) } as u32;
-        let out = dst.as_mut_ptr();
-        if more == 0 && *n + 16 <= dst.len() {
-            // SAFETY: 16 slots from `n` are within `dst`.
-            unsafe { widen16(out.add(*n), v) };
-            *n += 16;
-            *p += 16;
-            return Ok(());
-        }
-        let entry = &TABLE[(!more & 0xfff) as usize];
-        let used = usize::from(entry.0[3] & 0x7f);
-        if used == 0 || *n + 4 > dst.len() {
-            return Err(more);
-        }
-        // SAFETY: `Entry` is 16 bytes, 16-byte aligned.
-        let control = unsafe { _mm_load_si128(entry.0.as_ptr().cast()) };
-        // SAFETY: the caller's CPU.
-        let joined = unsafe {
-            let x = _mm_shuffle_epi8(v, control);
-            _mm_or_si128(
-                _mm_or_si128(
-                    _mm_and_si128(x, _mm_set1_epi32(0x7f)),
-                    _mm_and_si128(_mm_srli_epi32(x, 1), _mm_set1_epi32(0x7f << 7)),
-                ),
-                _mm_and_si128(_mm_srli_epi32(x, 2), _mm_set1_epi32(0x7f << 14)),
-            )
-        };
-        // SAFETY: 4 slots from `n` are within `dst`.
-        unsafe { store4(out.add(*n), joined) };
-        *n += 4;
-        *p += used;
-        Ok(())
-    }
-
-    /// Decodes `data[p..]` (at record offset `base`) into `dst[n..]`, one
-    /// chain of steps: the fast paths where they apply, otherwise one
-    /// varint the slow way, and the last bytes by the scalar decoder.
-    ///
-    /// # Safety
-    /// The CPU has SSSE3, SSE4.1 and POPCNT.
-    #[target_feature(enable = "ssse3,sse4.1,popcnt")]
-    unsafe fn decode_from<T: VarintTarget>(
-        data: &[u8],
-        base: usize,
-        mut p: usize,
-        dst: &mut [MaybeUninit<T>],
-        mut n: usize,
-    ) -> Result<(usize, bool), WireError> {
-        let mut fits = true;
-        while let Some(chunk) = data.get(p..p + 16) {
-            // SAFETY: `chunk` holds 16 bytes; the caller's CPU.
-            let Err(more) = (unsafe { fast_step(chunk, &mut p, dst, &mut n) }) else {
-                continue;
-            };
-            // One varint the slow way (longer than 3 bytes, or an error).
-            let Some(slot) = dst.get_mut(n) else { break };
-            let end = (!more).trailing_zeros() as usize;
-            let value = match chunk.first_chunk::<8>() {
-                Some(word) if end < 8 => {
-                    // Ends within the first 8 bytes: gather its 7-bit groups.
-                    let word = u64::from_le_bytes(*word);
-                    let keep = 8 * (end + 1);
-                    let word = if keep == 64 {
-                        word
-                    } else {
-                        word & ((1u64 << keep) - 1)
-                    };
-                    p += end + 1;
-                    compress_7bit(word)
-                }
-                _ => {
-                    let (value, len) =
-                        decode_varint(chunk).map_err(|k| WireError::at(base + p, k))?;
-                    p += len;
-                    value
-                }
-            };
-            fits &= T::fits(value);
-            slot.write(T::from_u64(value));
-            n += 1;
-        }
-        scalar_into(data, base, p, dst, n, fits)
-    }
-
-    /// Bytes below 0x80 in `data`, 16 at a time.
-    ///
-    /// # Safety
-    /// The CPU has SSE4.1 and POPCNT.
-    #[target_feature(enable = "sse4.1,popcnt")]
-    pub(super) unsafe fn count_terminal(data: &[u8]) -> usize {
-        let mut chunks = data.chunks_exact(16);
-        let mut total = 0usize;
-        for c in &mut chunks {
-            // SAFETY: `c` holds 16 readable bytes.
-            let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
-            total += 16 - (_mm_movemask_epi8(v) as u32).count_ones() as usize;
-        }
-        total + chunks.remainder().iter().filter(|&&b| b < 0x80).count()
-    }
-}
+mod sse;
 
 /// Number of varints that end in `data` (bytes below 0x80), eight bytes at
 /// a time: per-byte flags summed in byte lanes (at most 255 words before
@@ -1327,8 +1043,11 @@ mod tests {
         ];
         #[cfg(target_arch = "x86_64")]
         {
-            if simd::available() {
+            if sse::available() {
                 decoders.push(("sse", Decoder::Sse));
+            }
+            if avx2::available() {
+                decoders.push(("avx2", Decoder::Avx2));
             }
             if avx512::available() {
                 decoders.push(("avx512", Decoder::Avx512));
@@ -1341,6 +1060,19 @@ mod tests {
                 assert_eq!(v[0], -9);
                 (v[1..].to_vec(), fits)
             });
+            // Into int32 the same values come out narrowed, flagged when
+            // one does not fit, and the same errors.
+            let mut narrow: Vec<i32> = vec![-9];
+            let got32 = decode_packed_with(data, base, &mut narrow, d);
+            match &got {
+                Ok((values, _)) => {
+                    let fits = values.iter().all(|&x| i32::try_from(x).is_ok());
+                    let expected: Vec<i32> = values.iter().map(|&x| x as i32).collect();
+                    assert_eq!(got32, Ok(fits), "{name}: int32 fit flag");
+                    assert_eq!(narrow[1..], expected[..], "{name}: int32 values");
+                }
+                Err(e) => assert_eq!(got32, Err(*e), "{name}: int32 error"),
+            }
             out.push((name, got));
         }
         let mut room = vec![MaybeUninit::<i64>::uninit(); data.len()];
