@@ -115,3 +115,25 @@ pub(super) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     };
     Ok((parse(i)?, parse(n)?))
 }
+
+/// A read size in bytes: a number with an optional K or M suffix (KiB,
+/// MiB), from 4 KiB to 256 MiB.
+pub(super) fn parse_chunk_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1usize << 10),
+        None => match t.strip_suffix(['M', 'm']) {
+            Some(d) => (d, 1 << 20),
+            None => (t, 1),
+        },
+    };
+    let n = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{s:?} is not a size (bytes, or with K or M)"))?;
+    if !(4 << 10..=256 << 20).contains(&n) {
+        return Err(format!("{s:?}: a chunk size is from 4K to 256M"));
+    }
+    Ok(n)
+}

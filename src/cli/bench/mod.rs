@@ -29,8 +29,8 @@ mod xla;
 
 pub use config::expand_config;
 use flags::{
-    parse_decode, parse_mask, parse_mix, parse_mix_point, parse_normalize, parse_shard,
-    parse_step_range, parse_tokenize,
+    parse_chunk_size, parse_decode, parse_mask, parse_mix, parse_mix_point, parse_normalize,
+    parse_shard, parse_step_range, parse_tokenize,
 };
 use measure::measure;
 
@@ -245,6 +245,9 @@ pub struct BenchArgs {
     /// the process with SIGBUS (`ReadOptions::mmap`).
     #[arg(long)]
     mmap: bool,
+    /// Bytes per read from a file (and per piece of inflated output).
+    #[arg(long, default_value_t = infeed::record::DEFAULT_CHUNK_SIZE, value_parser = parse_chunk_size)]
+    chunk_size: usize,
     /// Skip hashing the batches (`digest` is then null): hashing runs on the
     /// consumer thread and costs ~10% pinned to one core.
     #[arg(long, conflicts_with = "digests")]
@@ -349,7 +352,8 @@ fn run_with(
         } else {
             CorruptPolicy::Fail
         })
-        .mmap(args.mmap);
+        .mmap(args.mmap)
+        .chunk_size(args.chunk_size);
     let mut p = if args.mix.is_empty() {
         if args.inputs.is_empty() {
             return Err(CliError::Message(

@@ -115,6 +115,14 @@ fn wrong_compression_is_a_clear_error_at_byte_zero() {
         "{}",
         stderr(&output)
     );
+    for (size, says) in [
+        ("1K", "\"1K\": a chunk size is from 4K to 256M"),
+        ("2x", "\"2x\" is not a size (bytes, or with K or M)"),
+    ] {
+        let output = infeed(&["bench", "testdata/examples.tfrecord", "--chunk-size", size]);
+        assert_eq!(output.status.code(), Some(2));
+        assert!(stderr(&output).contains(says), "{}", stderr(&output));
+    }
 }
 
 #[test]
@@ -228,6 +236,9 @@ fn bench_reports_figures_and_digests_that_do_not_depend_on_threads() {
     let budget = bench_json(&[&base[..], &["--cpu-affinity", "0"]].concat());
     assert_eq!(budget["workers"], 1);
     assert_eq!(budget["digests"], one["digests"]);
+    // Smaller reads give the same batches.
+    let small_reads = bench_json(&[&base[..], &["--chunk-size", "4K"]].concat());
+    assert_eq!(small_reads["digests"], one["digests"]);
     for key in [
         "records_per_sec",
         "bytes_per_sec",
