@@ -15,6 +15,8 @@
 #   pinned: both on `taskset -c 0`;
 #   2 cores: infeed on both cores; the floor as two processes, one per core, each on half the
 #            shards (it so pays the shared memory traffic), their records/s summed.
+# Each round also runs `infeed bench --mmap` (files mapped, not read: no kernel copy; opt-in, see
+# ReadOptions::mmap) beside the same floor, which reads.
 # Prints per workload and side the median records/s and infeed / floor. Needs gcc, taskset, and
 # what scripts/compare-tfdata.sh needs to write the data.
 set -euo pipefail
@@ -77,6 +79,8 @@ for w in $WORKLOADS; do
         record "$w" floor 1 "$round" "$(taskset -c 0 "$WORK/floor" "$w" --read "${files[@]}" | rate)"
         record "$w" infeed 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
             --epochs 1 --no-digest --json | rate)"
+        record "$w" infeed-mmap 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
+            --epochs 1 --no-digest --json --mmap | rate)"
         taskset -c 0 "$WORK/floor" "$w" --read "${files[@]:0:$half}" >"$WORK/a" &
         a=$!
         taskset -c 1 "$WORK/floor" "$w" --read "${files[@]:$half}" >"$WORK/b" &
@@ -86,6 +90,8 @@ for w in $WORKLOADS; do
 print(sum(json.loads(open(f).read().strip().splitlines()[-1])["records_per_sec"] for f in sys.argv[1:]))' "$WORK/a" "$WORK/b")"
         record "$w" infeed 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 --no-digest \
             --json | rate)"
+        record "$w" infeed-mmap 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
+            --no-digest --json --mmap | rate)"
     done
 done
 
@@ -97,9 +103,12 @@ runs = defaultdict(list)
 for line in open(sys.argv[1]):
     r = json.loads(line)
     runs[(r["workload"], r["cores"], r["side"])].append(r["records_per_sec"])
-print(f"{'workload':8} {'cores':>5} {'floor rec/s':>14} {'infeed rec/s':>14} {'infeed/floor':>12}")
+print(f"{'workload':8} {'cores':>5} {'floor rec/s':>14} {'infeed rec/s':>14} {'infeed/floor':>12}"
+      f" {'--mmap rec/s':>14} {'--mmap/floor':>12}")
 for w, c in sorted({(w, c) for w, c, _ in runs}):
     floor = statistics.median(runs[(w, c, "floor")])
     infeed = statistics.median(runs[(w, c, "infeed")])
-    print(f"{w:8} {c:>5} {floor:>14,.0f} {infeed:>14,.0f} {infeed / floor:>12.2f}")
+    mapped = statistics.median(runs[(w, c, "infeed-mmap")])
+    print(f"{w:8} {c:>5} {floor:>14,.0f} {infeed:>14,.0f} {infeed / floor:>12.2f}"
+          f" {mapped:>14,.0f} {mapped / floor:>12.2f}")
 PY

@@ -236,6 +236,9 @@ impl ShardReader {
             memmap2::MmapOptions::new()
                 .offset(pos) // memmap2 maps from the page boundary below
                 .len(len)
+                // The window's page-table entries in one call, not one
+                // fault per page as the reader first touches it.
+                .populate()
                 .map(&*file)
         }
         .map_err(|e| io::Error::new(e.kind(), format!("{url}: mmap at {pos}: {e}")))?;
