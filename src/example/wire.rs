@@ -417,9 +417,22 @@ pub(crate) fn decode_varints_into<T: VarintTarget>(
     base: usize,
     dst: &mut [MaybeUninit<T>],
 ) -> Result<(usize, bool), WireError> {
-    // SAFETY: `level` checked the CPU features.
+    decode_varints_into_at(data, base, dst, level())
+}
+
+/// [`decode_varints_into`] by the decoder of `level` (tests run each the
+/// CPU has).
+#[inline]
+fn decode_varints_into_at<T: VarintTarget>(
+    data: &[u8],
+    base: usize,
+    dst: &mut [MaybeUninit<T>],
+    level: Level,
+) -> Result<(usize, bool), WireError> {
+    // SAFETY: `level` checked the CPU features (tests pass only levels the
+    // CPU has).
     #[cfg(target_arch = "x86_64")]
-    match level() {
+    match level {
         Level::Avx512 => return unsafe { avx512::decode(data, base, dst) },
         Level::Avx2 => return unsafe { avx2::decode(data, base, dst) },
         Level::Sse => return unsafe { sse::decode(data, base, dst) },
@@ -1121,11 +1134,63 @@ mod tests {
         assert_eq!(v, want);
     }
 
+    /// The levels this CPU can run, narrowest first.
+    fn levels() -> Vec<Level> {
+        let mut levels = vec![Level::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if sse::available() {
+                levels.push(Level::Sse);
+            }
+            if avx2::available() {
+                levels.push(Level::Avx2);
+            }
+            if avx512::available() {
+                levels.push(Level::Avx512);
+            }
+        }
+        levels
+    }
+
+    /// `decode_varints_into_at` into `room` slots, the values written.
+    fn into_room(data: &[u8], room: usize, level: Level) -> Result<(Vec<i32>, bool), WireError> {
+        let mut slots = vec![MaybeUninit::<i32>::uninit(); room];
+        let (n, fits) = decode_varints_into_at(data, 0, &mut slots, level)?;
+        // SAFETY: the first `n` slots were written.
+        Ok((
+            slots[..n]
+                .iter()
+                .map(|s| unsafe { s.assume_init() })
+                .collect(),
+            fits,
+        ))
+    }
+
     #[test]
     fn decode_into_stops_when_the_room_is_full() {
-        let data = [1u8; 40];
-        let mut room = vec![MaybeUninit::<i32>::uninit(); 10];
-        assert_eq!(decode_varints_into(&data, 0, &mut room), Ok((10, true)));
+        for level in levels() {
+            let data = [1u8; 40];
+            assert_eq!(
+                into_room(&data, 10, level),
+                Ok((vec![1; 10], true)),
+                "{level:?}"
+            );
+            // Long runs of one-, two- and three-byte varints (every fast
+            // step of every decoder) into room for some of them only.
+            for varint in [&[5u8][..], &[0x81, 0x01], &[0x81, 0x80, 0x01]] {
+                let value = decode_varint(varint).unwrap().0 as i32;
+                let data = varint.repeat(300);
+                for room in [0, 1, 7, 8, 9, 31, 32, 33, 100, 150, 151, 299, 300, 301] {
+                    let want = room.min(300);
+                    assert_eq!(
+                        into_room(&data, room, level),
+                        Ok((vec![value; want], true)),
+                        "{level:?}, {} bytes a varint, room {room}",
+                        varint.len()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -1188,15 +1253,13 @@ mod tests {
             decode_varints_into(&data, 0, &mut room),
             Err(WireError::at(20, WireErrorKind::VarintTooLong))
         );
-        // Less room than the first half holds: one pass, stopping when full.
-        let data = [7u8; 300];
-        let mut room = vec![MaybeUninit::<i32>::uninit(); 100];
-        assert_eq!(decode_varints_into(&data, 0, &mut room), Ok((100, true)));
-        // Room for the first half and part of the second.
-        let mut room = vec![MaybeUninit::<i32>::uninit(); 200];
-        assert_eq!(decode_varints_into(&data, 0, &mut room), Ok((200, true)));
-        // SAFETY: all 200 slots were written.
-        assert!(room.iter().all(|s| unsafe { s.assume_init() } == 7));
+        for level in levels() {
+            // Less room than the first half holds: one pass, stopping when
+            // full; room for the first half and part of the second.
+            let data = [7u8; 300];
+            assert_eq!(into_room(&data, 100, level), Ok((vec![7; 100], true)));
+            assert_eq!(into_room(&data, 200, level), Ok((vec![7; 200], true)));
+        }
     }
 
     #[test]

@@ -217,6 +217,11 @@ impl ShardReader {
         Ok(Some(current))
     }
 
+    /// Mapped windows up to this size are populated at once: a larger one
+    /// would wait, on a cold page cache, for all of its bytes to be read
+    /// before the first record (the kernel's readahead overlaps instead).
+    const POPULATE_MAX: usize = 8 << 20;
+
     /// The next `max` bytes of the local file, mapped (fewer at its end; a
     /// file that shrank since it was opened ends where it ends now, and its
     /// reader reports the record cut short).
@@ -233,13 +238,14 @@ impl ShardReader {
         // (they are checked by CRC like any read); a truncation after this
         // point would fault (SIGBUS), which `ReadOptions::mmap` documents.
         let map = unsafe {
-            memmap2::MmapOptions::new()
-                .offset(pos) // memmap2 maps from the page boundary below
-                .len(len)
+            let mut options = memmap2::MmapOptions::new();
+            options.offset(pos).len(len); // memmap2 maps from the page boundary below
+            if len <= Self::POPULATE_MAX {
                 // The window's page-table entries in one call, not one
                 // fault per page as the reader first touches it.
-                .populate()
-                .map(&*file)
+                options.populate();
+            }
+            options.map(&*file)
         }
         .map_err(|e| io::Error::new(e.kind(), format!("{url}: mmap at {pos}: {e}")))?;
         file.seek(SeekFrom::Start(pos + len as u64))?;

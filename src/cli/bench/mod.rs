@@ -245,7 +245,8 @@ pub struct BenchArgs {
     /// the process with SIGBUS (`ReadOptions::mmap`).
     #[arg(long)]
     mmap: bool,
-    /// Bytes per read from a file (and per piece of inflated output).
+    /// Bytes per read from a file (and per piece of inflated output); with
+    /// --mmap, the size of each mapped window.
     #[arg(long, default_value_t = infeed::record::DEFAULT_CHUNK_SIZE, value_parser = parse_chunk_size)]
     chunk_size: usize,
     /// Skip hashing the batches (`digest` is then null): hashing runs on the
