@@ -594,3 +594,36 @@ fn readmes_quick_start_command_runs() {
     let run = bench_json(&[&args[..], &["--batches", "20"]].concat());
     assert_eq!(run["batches"], 20, "{run}");
 }
+
+/// `INFEED_VARINT` caps the varint decoder (avx512, avx2, sse, portable):
+/// every decoder this CPU has gives the same batches, int32 and int64.
+#[test]
+fn bench_batches_are_the_same_under_every_varint_decoder() {
+    let spec = "input_ids:var_len:int64,attention_mask:var_len:int64";
+    for cast in [&["--cast", "int32"][..], &[]] {
+        let digests: Vec<(&str, serde_json::Value)> = ["default", "avx2", "sse", "portable"]
+            .into_iter()
+            .map(|decoder| {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_infeed"));
+                command
+                    .args(["bench", "testdata/lm-sample.tfrecord.gz", "--spec", spec])
+                    .args(["--pad-to-multiple-of", "64", "--max-length", "512"])
+                    .args(["--batch", "32", "--digests", "--json"])
+                    .args(cast)
+                    .current_dir(env!("CARGO_MANIFEST_DIR"));
+                if decoder != "default" {
+                    command.env("INFEED_VARINT", decoder);
+                }
+                let output = command.output().expect("run infeed");
+                assert!(output.status.success(), "{}", stderr(&output));
+                let report: serde_json::Value =
+                    serde_json::from_slice(&output.stdout).expect("one JSON line");
+                (decoder, report["digests"].clone())
+            })
+            .collect();
+        assert!(digests[0].1.as_array().is_some_and(|d| d.len() > 1));
+        for (decoder, d) in &digests[1..] {
+            assert_eq!(d, &digests[0].1, "{decoder} {cast:?}");
+        }
+    }
+}
