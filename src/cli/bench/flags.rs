@@ -4,6 +4,7 @@
 //! enum's `FromStr` (`infeed::words`): the same words the Python package
 //! takes.
 
+use super::super::convert::parse_size;
 use infeed::batch::MaskType;
 
 pub(super) fn parse_mask(s: &str) -> Result<(String, MaskType), String> {
@@ -116,24 +117,13 @@ pub(super) fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     Ok((parse(i)?, parse(n)?))
 }
 
-/// A read size in bytes: a number with an optional K or M suffix (KiB,
-/// MiB), from 4 KiB to 256 MiB.
+/// A read size: what `convert --shard-size` takes ([`parse_size`]: K = 1000,
+/// KiB = 1024, ...), from 4K to 256 MiB.
 pub(super) fn parse_chunk_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let (digits, unit) = match t.strip_suffix(['K', 'k']) {
-        Some(d) => (d, 1usize << 10),
-        None => match t.strip_suffix(['M', 'm']) {
-            Some(d) => (d, 1 << 20),
-            None => (t, 1),
-        },
-    };
-    let n = digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit))
-        .ok_or_else(|| format!("{s:?} is not a size (bytes, or with K or M)"))?;
-    if !(4 << 10..=256 << 20).contains(&n) {
+    let n = parse_size(s).map_err(|_| format!("{s:?} is not a size (bytes, or with K or M)"))?;
+    if !(4_000..=256 << 20).contains(&n) {
         return Err(format!("{s:?}: a chunk size is from 4K to 256M"));
     }
-    Ok(n)
+    // At most 256 MiB: fits usize everywhere.
+    Ok(n as usize)
 }
