@@ -116,6 +116,15 @@ impl Grouper {
         Ok(())
     }
 
+    /// Batches of rows only (the others measure or place each record):
+    /// see [`RowsGrouper::push_run`].
+    pub fn rows(&mut self) -> Option<&mut RowsGrouper> {
+        match self {
+            Grouper::Rows(g) => Some(g),
+            _ => None,
+        }
+    }
+
     /// Ends the input: the next remainder group, if any is left to emit.
     pub fn finish_one(&mut self) -> Option<Emitted> {
         match self {

@@ -35,6 +35,25 @@ impl RowsGrouper {
         }
     }
 
+    /// Fills the batch being cut from `fill` (which appends at most the
+    /// room left, none at the end of the input) and cuts it when full.
+    /// Returns false when `fill` appended nothing.
+    #[inline]
+    pub fn push_run<E>(
+        &mut self,
+        fill: impl FnOnce(&mut Vec<Item>, usize) -> Result<(), E>,
+        out: &mut Vec<Emitted>,
+    ) -> Result<bool, E> {
+        let before = self.current.len();
+        fill(&mut self.current, self.batch_size - before)?;
+        let appended = self.current.len() > before;
+        if self.current.len() >= self.batch_size {
+            let items = std::mem::replace(&mut self.current, Vec::with_capacity(self.batch_size));
+            out.push(Emitted::plain(items, Layout::Rows));
+        }
+        Ok(appended)
+    }
+
     /// The partial batch at the end of the input, unless dropped.
     pub fn finish_one(&mut self) -> Option<Emitted> {
         let items = std::mem::take(&mut self.current);

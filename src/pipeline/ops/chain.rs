@@ -142,6 +142,13 @@ impl EpochInput for Input {
             Input::Global(op) => op.next(),
         }
     }
+    #[inline]
+    fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        match self {
+            Input::Files(op) => op.next_run(out, max),
+            Input::Global(op) => op.next_run(out, max),
+        }
+    }
     fn stop(&mut self) {
         match self {
             Input::Files(op) => op.stop(),
@@ -274,6 +281,14 @@ impl RecordChain {
         self.ops.next()
     }
 
+    /// Appends the stream's next records to `out`: at least one and at most
+    /// `max`, none at its end (the records of as many
+    /// [`next_item`](Self::next_item) calls).
+    #[inline]
+    pub fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        self.ops.next_run(out, max)
+    }
+
     /// Reads the records at the given (file, offset) positions again, in
     /// the given order, mapped as the chain maps them (for a restored
     /// grouping).
@@ -284,5 +299,211 @@ impl RecordChain {
     /// The chain's files (its records' file indexes point here).
     pub fn files(&self) -> &[String] {
         &self.reread.files
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Compression, RecordWriter};
+
+    /// Files of `counts` records each, the records of file `f` named
+    /// `f:i` (lengths vary, so blocks end anywhere).
+    fn write_files(dir: &std::path::Path, counts: &[usize]) -> Vec<String> {
+        counts
+            .iter()
+            .enumerate()
+            .map(|(f, &n)| {
+                let path = dir.join(format!("f{f}.tfrecord"));
+                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+                for i in 0..n {
+                    let pad = "x".repeat(i * 37 % 300);
+                    w.write_record(format!("{f}:{i}:{pad}").as_bytes()).unwrap();
+                }
+                w.finish().unwrap();
+                path.display().to_string()
+            })
+            .collect()
+    }
+
+    fn started(
+        files: &[String],
+        ranges: &[Option<RecordRange>],
+        ops: &ChainSettings,
+        record_shard: Option<(u64, u64)>,
+    ) -> RecordChain {
+        let cfg = ChainConfig {
+            ops: ops.clone(),
+            files: Arc::new(StreamFiles {
+                files: files.to_vec(),
+                ranges: ranges.to_vec(),
+                // Small reads: runs meet block ends often.
+                read: ReadOptions::default().chunk_size(4096),
+                source: SourceOptions::default(),
+                scan: None,
+                order_seed: None,
+            }),
+            seed: 7,
+            record_shard,
+            place: (0, 1),
+            job_seed: 7,
+        };
+        let stats = || Arc::new(StageStats::default());
+        let mut chain = RecordChain::new(&cfg, stats(), stats()).unwrap();
+        chain.start();
+        chain
+    }
+
+    /// Runs of any length are the records single calls give, in their
+    /// order, with the same state after each run: every record op present
+    /// or absent, interleaved or not, over several epochs.
+    #[test]
+    fn runs_are_the_single_records_in_a_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_files(dir.path(), &[23, 0, 41, 7, 30]);
+        let plain = ChainSettings::default();
+        let with = |f: &dyn Fn(&mut ChainSettings)| {
+            let mut ops = plain.clone();
+            f(&mut ops);
+            ops
+        };
+        let interleave = |cycle, block, shuffle_files| InterleaveSettings {
+            shuffle_files,
+            cycle_length: cycle,
+            block_length: block,
+        };
+        let two_epochs = EpochsSettings {
+            repeat: Some(Some(2)),
+        };
+        let keep_short: super::super::record_map::RecordFilter = Arc::new(|r: &[u8]| r.len() < 200);
+        let ranges = vec![
+            None,
+            None,
+            Some(RecordRange {
+                first: 3,
+                count: 20,
+            }),
+            None,
+            Some(RecordRange {
+                first: 0,
+                count: 11,
+            }),
+        ];
+        let cases: Vec<(
+            &str,
+            ChainSettings,
+            Option<(u64, u64)>,
+            Vec<Option<RecordRange>>,
+        )> = vec![
+            ("plain", plain.clone(), None, vec![]),
+            ("epochs", with(&|o| o.epochs = two_epochs), None, vec![]),
+            (
+                "interleave 3x1",
+                with(&|o| o.interleave = interleave(3, 1, false)),
+                None,
+                vec![],
+            ),
+            (
+                "interleave 2x5, shuffled files, 2 epochs",
+                with(&|o| {
+                    o.interleave = interleave(2, 5, true);
+                    o.epochs = two_epochs;
+                }),
+                None,
+                vec![],
+            ),
+            (
+                "block 4, one file open",
+                with(&|o| o.interleave = interleave(1, 4, false)),
+                None,
+                vec![],
+            ),
+            (
+                "record shard",
+                with(&|o| o.epochs = two_epochs),
+                Some((1, 3)),
+                vec![],
+            ),
+            (
+                "skip and take",
+                with(&|o| {
+                    o.skip_take = SkipTakeSettings {
+                        skip: 9,
+                        take: Some(50),
+                    };
+                    o.epochs = two_epochs;
+                }),
+                None,
+                vec![],
+            ),
+            (
+                "skip only",
+                with(&|o| {
+                    o.skip_take = SkipTakeSettings {
+                        skip: 30,
+                        take: None,
+                    }
+                }),
+                None,
+                vec![],
+            ),
+            (
+                "filter",
+                with(&|o| o.record_map.filter = Some(keep_short.clone())),
+                None,
+                vec![],
+            ),
+            (
+                "shuffle",
+                with(&|o| {
+                    o.shuffle = ShuffleSettings {
+                        buffer: 16,
+                        across_epochs: false,
+                    };
+                    o.epochs = two_epochs;
+                }),
+                None,
+                vec![],
+            ),
+            (
+                "record ranges",
+                with(&|o| o.interleave = interleave(2, 3, false)),
+                None,
+                ranges.clone(),
+            ),
+        ];
+        for (name, ops, shard, ranges) in &cases {
+            for max in [1, 2, 5, 64, 1000] {
+                let mut single = started(&files, ranges, ops, *shard);
+                let mut runs = started(&files, ranges, ops, *shard);
+                let mut items = Vec::new();
+                loop {
+                    let before = items.len();
+                    runs.next_run(&mut items, max).unwrap();
+                    let run = &items[before..];
+                    assert!(run.len() <= max, "{name}, max {max}");
+                    for item in run {
+                        let one = single.next_item().unwrap().expect("as many singles");
+                        assert_eq!(
+                            (item.file, item.offset, &item.data),
+                            (one.file, one.offset, &one.data),
+                            "{name}, max {max}"
+                        );
+                    }
+                    if run.is_empty() {
+                        assert!(single.next_item().unwrap().is_none(), "{name}, max {max}");
+                    }
+                    assert_eq!(
+                        runs.state().nodes(),
+                        single.state().nodes(),
+                        "{name}, max {max}"
+                    );
+                    if run.is_empty() {
+                        break;
+                    }
+                }
+                assert!(!items.is_empty(), "{name}");
+            }
+        }
     }
 }

@@ -85,6 +85,21 @@ impl<I: EpochInput> Epochs<I> {
         Ok(item)
     }
 
+    /// A run of this epoch's records (see [`EpochInput::next_run`]).
+    #[inline]
+    pub fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        let before = out.len();
+        self.input.next_run(out, max)?;
+        let run = &out[before..];
+        if !run.is_empty() {
+            self.emitted += run.len() as u64;
+            self.stats.add_records(run.len() as u64);
+            self.stats
+                .add_bytes(run.iter().map(|item| item.data.len() as u64).sum());
+        }
+        Ok(())
+    }
+
     /// True in the last epoch of a finite run.
     pub fn is_last(&self) -> bool {
         self.epochs.is_some_and(|n| self.epoch + 1 >= n)

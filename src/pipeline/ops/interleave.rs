@@ -367,6 +367,52 @@ impl EpochInput for Interleave {
         }
     }
 
+    /// A run from the current slot's block, with the bookkeeping `next`
+    /// does per record, while the block lasts and the interleave stays on
+    /// the slot (the records' bytes are not touched: no prefetch). Anything
+    /// else (the next block, a file's end, a record range, a restore's
+    /// check) goes through `next`.
+    fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        let cycle = self.slots.len() as u64;
+        let block_length = self.settings.block_length.max(1) as u64;
+        let Some(slot) = self.slots[self.cursor as usize]
+            .as_mut()
+            .filter(|s| s.range.is_none() && s.check_at.is_none() && s.block.len() > 0)
+        else {
+            return self.next().map(|item| out.extend(item));
+        };
+        // With one slot the cursor stays: the block length only counts.
+        let stay = if cycle == 1 {
+            usize::MAX
+        } else {
+            usize::try_from(block_length - self.in_block).unwrap_or(usize::MAX)
+        };
+        let n = max.min(slot.block.len()).min(stay);
+        let mapped = slot.reader.mapped();
+        out.reserve(n);
+        for record in slot.block.by_ref().take(n) {
+            let measured = slot.lengths.next().unwrap_or(UNMEASURED);
+            slot.next_offset =
+                record.offset + (HEADER_LEN + FOOTER_LEN) as u64 + record.data.len() as u64;
+            out.push(Item {
+                data: record.data,
+                file: slot.file,
+                offset: record.offset,
+                measured,
+                mapped,
+            });
+        }
+        slot.record_no += n as u64;
+        self.in_block += n as u64;
+        if self.in_block >= block_length {
+            self.in_block %= block_length;
+            if cycle > 1 {
+                self.cursor = (self.cursor + 1) % cycle;
+            }
+        }
+        Ok(())
+    }
+
     fn stop(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = None);
         self.next_file = self.order.len() as u64;

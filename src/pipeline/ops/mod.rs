@@ -38,6 +38,19 @@ use super::read::again::Reread;
 pub(crate) trait EpochInput {
     /// The next record of this epoch, `None` when its input is done.
     fn next(&mut self) -> Result<Option<Item>, PipelineError>;
+    /// Appends the next records of this epoch to `out`: at least one and at
+    /// most `max` (`max` > 0), none when its input is done. The same
+    /// records, order and state as as many calls of [`next`](Self::next);
+    /// an op that is absent (no shard, nothing to skip, no map) passes a
+    /// whole run through, so the record thread's hand-off costs per run,
+    /// not per record. This default takes one.
+    fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        let _ = max;
+        if let Some(item) = self.next()? {
+            out.push(item);
+        }
+        Ok(())
+    }
     /// Ends this epoch's input here (`take` reached): stop reading.
     fn stop(&mut self);
     /// Starts epoch `epoch` from its first record.

@@ -72,6 +72,13 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
         }
     }
 
+    fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        if self.filter.is_some() || self.map.is_some() {
+            return self.next().map(|item| out.extend(item));
+        }
+        self.input.next_run(out, max)
+    }
+
     fn stop(&mut self) {
         self.input.stop();
     }

@@ -52,6 +52,16 @@ impl<I: EpochInput> EpochInput for RecordShard<I> {
         }
     }
 
+    fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        if self.shard.is_some() {
+            return self.next().map(|item| out.extend(item));
+        }
+        let before = out.len();
+        self.input.next_run(out, max)?;
+        self.ordinal += (out.len() - before) as u64;
+        Ok(())
+    }
+
     fn stop(&mut self) {
         self.input.stop();
     }

@@ -261,6 +261,22 @@ impl<I: EpochInput> Shuffle<I> {
         }
     }
 
+    /// Appends the next records of the stream to `out`: at least one and at
+    /// most `max`, none at its end. Without a buffer a run passes through
+    /// from the epochs' input; a buffer, and each epoch's end, go one record
+    /// at a time through [`next`](Self::next).
+    pub fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        if self.size == 0 && !self.finished {
+            let before = out.len();
+            self.input.next_run(out, max)?;
+            if out.len() > before {
+                return Ok(());
+            }
+        }
+        out.extend(self.next()?);
+        Ok(())
+    }
+
     /// Publishes the buffer's memory (allocated and payload bytes) every
     /// 256 records out.
     #[inline]

@@ -67,6 +67,24 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
         }
     }
 
+    fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        // Records left to take before this epoch ends (`None`: no end).
+        let left = self
+            .take
+            .map(|take| (self.skip + take).saturating_sub(self.passed));
+        if self.passed < self.skip || left == Some(0) {
+            // Skipping, or at the end: one record the usual way.
+            return self.next().map(|item| out.extend(item));
+        }
+        let max = left.map_or(max, |left| {
+            max.min(usize::try_from(left).unwrap_or(usize::MAX))
+        });
+        let before = out.len();
+        self.input.next_run(out, max)?;
+        self.passed += (out.len() - before) as u64;
+        Ok(())
+    }
+
     fn stop(&mut self) {
         self.input.stop();
     }

@@ -53,6 +53,19 @@ impl StreamChain {
         }
     }
 
+    /// Appends the stream's next records to `out`: at least one and at most
+    /// `max`, none at its end. A mixture picks a source per record.
+    #[inline]
+    pub fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        match self {
+            StreamChain::One(c) => c.next_run(out, max),
+            StreamChain::Mix(m) => {
+                out.extend(m.next_item()?);
+                Ok(())
+            }
+        }
+    }
+
     /// Its parts now.
     pub fn state(&mut self) -> SavedParts {
         match self {

@@ -260,6 +260,22 @@ impl RecordThread {
             let timer = stats.busy_timer();
             let span = tracing::trace_span!("infeed.group", stream = self.stream).entered();
             let end = loop {
+                // Batches of rows with nothing to measure and no restored
+                // records waiting: whole runs from the chain.
+                if self.measure.is_none()
+                    && self.replay.is_empty()
+                    && self.ahead_error.is_none()
+                    && let Some(rows) = grouper.rows()
+                {
+                    let chain = &mut self.chain;
+                    if !rows.push_run(|items, max| chain.next_run(items, max), &mut out)? {
+                        break true;
+                    }
+                    if !out.is_empty() {
+                        break false;
+                    }
+                    continue;
+                }
                 let Some((item, skip)) = self.next()? else {
                     break true;
                 };
