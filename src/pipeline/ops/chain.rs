@@ -354,6 +354,14 @@ mod tests {
         chain
     }
 
+    /// A case: its name, the ops, the record shard and the files' ranges.
+    type Case = (
+        &'static str,
+        ChainSettings,
+        Option<(u64, u64)>,
+        Vec<Option<RecordRange>>,
+    );
+
     /// Runs of any length are the records single calls give, in their
     /// order, with the same state after each run: every record op present
     /// or absent, interleaved or not, over several epochs.
@@ -389,12 +397,7 @@ mod tests {
                 count: 11,
             }),
         ];
-        let cases: Vec<(
-            &str,
-            ChainSettings,
-            Option<(u64, u64)>,
-            Vec<Option<RecordRange>>,
-        )> = vec![
+        let cases: Vec<Case> = vec![
             ("plain", plain.clone(), None, vec![]),
             ("epochs", with(&|o| o.epochs = two_epochs), None, vec![]),
             (
