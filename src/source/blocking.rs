@@ -279,3 +279,66 @@ impl std::fmt::Debug for ShardReader {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn windows(reader: &mut ShardReader, max: usize) -> Vec<Bytes> {
+        std::iter::from_fn(|| reader.next_chunk(max).unwrap()).collect()
+    }
+
+    /// A mapped local file comes as windows, in order, from the offset it
+    /// was opened at; a file that grows while read is read to its new end,
+    /// one that shrinks ends where it ends now.
+    #[test]
+    fn mapped_windows_follow_the_file_as_it_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let url = path.to_str().unwrap();
+
+        let mut r = open_blocking_at(url, 123, &SourceOptions::default()).unwrap();
+        let got = windows(&mut r, 4096);
+        assert_eq!(
+            got.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [4096, 4096, 1685]
+        );
+        assert_eq!(got.concat(), data[123..]);
+
+        let mut r = open_blocking(url, &SourceOptions::default()).unwrap();
+        let first = r.next_chunk(6000).unwrap().unwrap();
+        let more: Vec<u8> = (0..3000u32).map(|i| (i % 13) as u8).collect();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&more)
+            .unwrap();
+        let rest = windows(&mut r, 6000);
+        assert_eq!(
+            [first]
+                .iter()
+                .chain(&rest)
+                .cloned()
+                .collect::<Vec<_>>()
+                .concat(),
+            [data.clone(), more].concat()
+        );
+
+        let mut r = open_blocking(url, &SourceOptions::default()).unwrap();
+        let first = r.next_chunk(4000).unwrap().unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(7000)
+            .unwrap();
+        let rest = windows(&mut r, 4000);
+        assert_eq!(first[..], data[..4000]);
+        assert_eq!(rest.concat(), data[4000..7000]);
+    }
+}
