@@ -14,6 +14,12 @@ pub(super) trait Measured {
     /// `name → dims` of what the batch holds (`null` for a ragged dimension),
     /// so a comparison can check that two pipelines emit the same shapes.
     fn shape(&self) -> Value;
+    /// A key equal for equal shapes, cheaper than [`shape`](Self::shape)
+    /// (which the bench then builds once per key); `None`: build the shape
+    /// of every batch.
+    fn shape_key(&self) -> Option<u64> {
+        None
+    }
     /// Bytes of the output tensors as emitted (what a floor must count as written).
     fn output_bytes(&self) -> Option<u64> {
         None
@@ -62,6 +68,18 @@ impl Measured for Batch {
             .map(|(name, t)| (name.clone(), json!(t.shape())))
             .collect::<serde_json::Map<_, _>>()
             .into()
+    }
+    fn shape_key(&self) -> Option<u64> {
+        let mut h = Xxh3::new();
+        for (name, t) in &self.tensors {
+            h.update(&(name.len() as u64).to_le_bytes());
+            h.update(name.as_bytes());
+            h.update(&(t.shape().len() as u64).to_le_bytes());
+            for &d in t.shape() {
+                h.update(&(d as u64).to_le_bytes());
+            }
+        }
+        Some(h.digest())
     }
 }
 
