@@ -397,29 +397,25 @@ mod tests {
                 count: 11,
             }),
         ];
+        // Every file read whole, no record shard.
+        let case = |name, ops| -> Case { (name, ops, None, vec![]) };
         let cases: Vec<Case> = vec![
-            ("plain", plain.clone(), None, vec![]),
-            ("epochs", with(&|o| o.epochs = two_epochs), None, vec![]),
-            (
+            case("plain", plain.clone()),
+            case("epochs", with(&|o| o.epochs = two_epochs)),
+            case(
                 "interleave 3x1",
                 with(&|o| o.interleave = interleave(3, 1, false)),
-                None,
-                vec![],
             ),
-            (
+            case(
                 "interleave 2x5, shuffled files, 2 epochs",
                 with(&|o| {
                     o.interleave = interleave(2, 5, true);
                     o.epochs = two_epochs;
                 }),
-                None,
-                vec![],
             ),
-            (
+            case(
                 "block 4, one file open",
                 with(&|o| o.interleave = interleave(1, 4, false)),
-                None,
-                vec![],
             ),
             (
                 "record shard",
@@ -427,7 +423,7 @@ mod tests {
                 Some((1, 3)),
                 vec![],
             ),
-            (
+            case(
                 "skip and take",
                 with(&|o| {
                     o.skip_take = SkipTakeSettings {
@@ -436,10 +432,8 @@ mod tests {
                     };
                     o.epochs = two_epochs;
                 }),
-                None,
-                vec![],
             ),
-            (
+            case(
                 "skip only",
                 with(&|o| {
                     o.skip_take = SkipTakeSettings {
@@ -447,16 +441,12 @@ mod tests {
                         take: None,
                     }
                 }),
-                None,
-                vec![],
             ),
-            (
+            case(
                 "filter",
                 with(&|o| o.record_map.filter = Some(keep_short.clone())),
-                None,
-                vec![],
             ),
-            (
+            case(
                 "shuffle",
                 with(&|o| {
                     o.shuffle = ShuffleSettings {
@@ -465,8 +455,6 @@ mod tests {
                     };
                     o.epochs = two_epochs;
                 }),
-                None,
-                vec![],
             ),
             (
                 "record ranges",
