@@ -305,6 +305,8 @@ impl RecordChain {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::checkpoint::NodeProto;
+    use crate::pipeline::item::LengthScan;
     use crate::record::{Compression, RecordWriter};
 
     /// Files of `counts` records each, the records of file `f` named
@@ -326,12 +328,17 @@ mod tests {
             .collect()
     }
 
-    fn started(
+    /// The chain of a case, with or without a length scan in its shard
+    /// readers: started, or restored from `state` (a chain's saved nodes).
+    fn chain_of(
         files: &[String],
         ranges: &[Option<RecordRange>],
         ops: &ChainSettings,
         record_shard: Option<(u64, u64)>,
+        scan: bool,
+        state: Option<Vec<NodeProto>>,
     ) -> RecordChain {
+        let scan: Option<LengthScan> = scan.then(|| Arc::new(|r: &[u8]| Some(r.len() * 3)) as _);
         let cfg = ChainConfig {
             ops: ops.clone(),
             files: Arc::new(StreamFiles {
@@ -340,7 +347,7 @@ mod tests {
                 // Small reads: runs meet block ends often.
                 read: ReadOptions::default().chunk_size(4096),
                 source: SourceOptions::default(),
-                scan: None,
+                scan,
                 order_seed: None,
             }),
             seed: 7,
@@ -350,8 +357,54 @@ mod tests {
         };
         let stats = || Arc::new(StageStats::default());
         let mut chain = RecordChain::new(&cfg, stats(), stats()).unwrap();
-        chain.start();
+        match state {
+            None => chain.start(),
+            Some(nodes) => chain
+                .restore(RawParts::new("stream/0".into(), nodes).unwrap())
+                .unwrap(),
+        }
         chain
+    }
+
+    /// Runs of at most `max` from `runs` against single records from
+    /// `single` to the end: the same records (bytes, place, carried length,
+    /// mapped or not) in the same order, and the same state after each run.
+    /// Returns how many.
+    fn same_to_the_end(
+        single: &mut RecordChain,
+        runs: &mut RecordChain,
+        max: usize,
+        what: &str,
+    ) -> usize {
+        let mut got = 0;
+        loop {
+            let mut run = Vec::new();
+            runs.next_run(&mut run, max).unwrap();
+            assert!(run.len() <= max, "{what}");
+            for item in &run {
+                let one = single.next_item().unwrap().expect("as many singles");
+                assert_eq!(
+                    (
+                        item.file,
+                        item.offset,
+                        &item.data,
+                        item.measured,
+                        item.mapped
+                    ),
+                    (one.file, one.offset, &one.data, one.measured, one.mapped),
+                    "{what}"
+                );
+            }
+            if run.is_empty() {
+                assert!(single.next_item().unwrap().is_none(), "{what}");
+            }
+            assert_eq!(runs.state().nodes(), single.state().nodes(), "{what}");
+            if run.is_empty() {
+                break;
+            }
+            got += run.len();
+        }
+        got
     }
 
     /// A case: its name, the ops, the record shard and the files' ranges.
@@ -434,6 +487,16 @@ mod tests {
                 }),
             ),
             case(
+                "skip, and a take with no end",
+                with(&|o| {
+                    o.skip_take = SkipTakeSettings {
+                        skip: 3,
+                        take: Some(u64::MAX),
+                    };
+                    o.epochs = two_epochs;
+                }),
+            ),
+            case(
                 "skip only",
                 with(&|o| {
                     o.skip_take = SkipTakeSettings {
@@ -464,36 +527,29 @@ mod tests {
             ),
         ];
         for (name, ops, shard, ranges) in &cases {
-            for max in [1, 2, 5, 64, 1000] {
-                let mut single = started(&files, ranges, ops, *shard);
-                let mut runs = started(&files, ranges, ops, *shard);
-                let mut items = Vec::new();
-                loop {
-                    let before = items.len();
-                    runs.next_run(&mut items, max).unwrap();
-                    let run = &items[before..];
-                    assert!(run.len() <= max, "{name}, max {max}");
-                    for item in run {
-                        let one = single.next_item().unwrap().expect("as many singles");
-                        assert_eq!(
-                            (item.file, item.offset, &item.data),
-                            (one.file, one.offset, &one.data),
-                            "{name}, max {max}"
-                        );
-                    }
-                    if run.is_empty() {
-                        assert!(single.next_item().unwrap().is_none(), "{name}, max {max}");
-                    }
-                    assert_eq!(
-                        runs.state().nodes(),
-                        single.state().nodes(),
-                        "{name}, max {max}"
-                    );
-                    if run.is_empty() {
-                        break;
-                    }
+            for scan in [false, true] {
+                let chain = |state| chain_of(&files, ranges, ops, *shard, scan, state);
+                for max in [1, 2, 5, 64, 1000] {
+                    let what = format!("{name}, scan {scan}, max {max}");
+                    let got = same_to_the_end(&mut chain(None), &mut chain(None), max, &what);
+                    assert!(got > 0, "{what}");
                 }
-                assert!(!items.is_empty(), "{name}");
+                // From a state taken anywhere (mid-block, mid-cycle, in the
+                // second epoch): the restored chains agree too.
+                for at in [1, 7, 33, 90] {
+                    let mut first = chain(None);
+                    if (0..at).any(|_| first.next_item().unwrap().is_none()) {
+                        continue; // a stream shorter than that
+                    }
+                    let nodes = first.state().nodes();
+                    let what = format!("{name}, scan {scan}, restored at {at}");
+                    same_to_the_end(
+                        &mut chain(Some(nodes.clone())),
+                        &mut chain(Some(nodes)),
+                        5,
+                        &what,
+                    );
+                }
             }
         }
     }

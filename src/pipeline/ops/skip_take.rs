@@ -68,12 +68,15 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
     }
 
     fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
+        if self.passed < self.skip {
+            // Skipping: one record the usual way.
+            return self.next().map(|item| out.extend(item));
+        }
         // Records left to take before this epoch ends (`None`: no end).
-        let left = self
-            .take
-            .map(|take| (self.skip + take).saturating_sub(self.passed));
-        if self.passed < self.skip || left == Some(0) {
-            // Skipping, or at the end: one record the usual way.
+        let taken = self.passed - self.skip;
+        let left = self.take.map(|take| take.saturating_sub(taken));
+        if left == Some(0) {
+            // At the end: the usual way, which stops the input.
             return self.next().map(|item| out.extend(item));
         }
         let max = left.map_or(max, |left| {
