@@ -433,6 +433,7 @@ mod tests {
             cycle_length: cycle,
             block_length: block,
         };
+        let skip_take = |skip, take| SkipTakeSettings { skip, take };
         let two_epochs = EpochsSettings {
             repeat: Some(Some(2)),
         };
@@ -479,32 +480,18 @@ mod tests {
             case(
                 "skip and take",
                 with(&|o| {
-                    o.skip_take = SkipTakeSettings {
-                        skip: 9,
-                        take: Some(50),
-                    };
+                    o.skip_take = skip_take(9, Some(50));
                     o.epochs = two_epochs;
                 }),
             ),
             case(
                 "skip, and a take with no end",
                 with(&|o| {
-                    o.skip_take = SkipTakeSettings {
-                        skip: 3,
-                        take: Some(u64::MAX),
-                    };
+                    o.skip_take = skip_take(3, Some(u64::MAX));
                     o.epochs = two_epochs;
                 }),
             ),
-            case(
-                "skip only",
-                with(&|o| {
-                    o.skip_take = SkipTakeSettings {
-                        skip: 30,
-                        take: None,
-                    }
-                }),
-            ),
+            case("skip only", with(&|o| o.skip_take = skip_take(30, None))),
             case(
                 "filter",
                 with(&|o| o.record_map.filter = Some(keep_short.clone())),
