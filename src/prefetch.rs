@@ -21,20 +21,27 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Records ahead of the one a worker reads whose start it prefetches: the
-/// lines arrive while it works on the records in between.
+/// Records ahead of the one a worker reads whose lines it prefetches: the
+/// lines arrive while it works on the record in between.
 const AHEAD: usize = 2;
-/// Bytes of that record's start: an lm record's map entries and most of
-/// its values (an average lm record is ~1 KB); an image record's first
-/// lines, the rest of which the hardware prefetcher follows once the copy
-/// streams through it.
+/// Bytes of a record's start that the record thread prefetches before
+/// measuring it (its map entries, where the lengths lie; an average lm
+/// record is ~1 KB).
 pub(crate) const AHEAD_BYTES: usize = 1024;
+/// The most of a record a worker prefetches: all of an lm or image record
+/// (~1 KB and ~3 KB). Its batch's records came from read chunks that other
+/// chunks have since pushed out of this core's cache, and the hardware
+/// prefetcher did not follow them soon enough: prefetching the whole record
+/// rather than its first KiB made lm and img ~9% faster pinned to one core
+/// (docs/architecture.md, "Decisions"). A longer record's rest streams in
+/// behind its start.
+const WHOLE_RECORD_BYTES: usize = 8192;
 
-/// Prefetches the start of the record a few after record `i` of a batch.
+/// Prefetches the record a few after record `i` of a batch.
 #[inline]
 pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(records: &[R], i: usize) {
     if let Some(ahead) = records.get(i + AHEAD) {
         let ahead = ahead.as_ref();
-        prefetch(&ahead[..ahead.len().min(AHEAD_BYTES)]);
+        prefetch(&ahead[..ahead.len().min(WHOLE_RECORD_BYTES)]);
     }
 }
