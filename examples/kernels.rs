@@ -18,7 +18,10 @@
 //! - `lm_assemble`: those columns into padded tensors: multiple of 64, max
 //!   512, cast to int32, batch 256 (`Assembler::assemble`);
 //! - `lm_direct`: records straight into the same tensors in one pass (the
-//!   workers' path for this pipeline).
+//!   workers' path for this pipeline);
+//! - `img_direct`: the img workload's records (a 32×32×3 raw image, an
+//!   int64 label in 0..10) straight into `[256, 32, 32, 3]` u8 and `[256]`
+//!   i64 (the workers' path for fixed-length features).
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -181,14 +184,50 @@ fn lm_direct() -> Result<(), String> {
     })
 }
 
+/// img records: random image bytes, labels in 0..10.
+fn img_records(n: usize) -> Vec<Vec<u8>> {
+    let mut rng = Rng(2);
+    (0..n)
+        .map(|_| {
+            let image: Vec<u8> = (0..3072).map(|_| rng.below(256) as u8).collect();
+            Example::from_features([
+                ("image", Feature::bytes([image])),
+                ("label", Feature::int64s(vec![rng.below(10) as i64])),
+            ])
+            .encode_to_vec()
+        })
+        .collect()
+}
+
+fn img_direct() -> Result<(), String> {
+    let records = img_records(BATCH * BATCHES);
+    let spec = FeatureSpec::new()
+        .fixed_len("image", DType::Bytes, &[])
+        .fixed_len("label", DType::Int64, &[]);
+    let assembler = BatchPlan::new(&spec, BATCH)
+        .decode_raw("image", &[32, 32, 3])
+        .build()
+        .map_err(|e| e.to_string())?;
+    run("img_direct", records.len(), || {
+        let mut n = 0;
+        for b in records.chunks(BATCH) {
+            let batch = infeed::kernels::img_direct(&assembler, &spec, black_box(b))
+                .ok_or("img_direct: the direct path does not apply to the img plan")?;
+            n += batch.real_rows;
+        }
+        Ok(n)
+    })
+}
+
 /// A kernel's setup and measured run.
 type Kernel = fn() -> Result<(), String>;
 
-const KERNELS: [(&str, Kernel); 4] = [
+const KERNELS: [(&str, Kernel); 5] = [
     ("deframe_crc", deframe_crc),
     ("lm_parse", lm_parse),
     ("lm_assemble", lm_assemble),
     ("lm_direct", lm_direct),
+    ("img_direct", img_direct),
 ];
 
 fn main() -> ExitCode {
