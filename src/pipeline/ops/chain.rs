@@ -506,6 +506,17 @@ mod tests {
                     o.epochs = two_epochs;
                 }),
             ),
+            case(
+                "shuffle across epochs, interleave 3x2",
+                with(&|o| {
+                    o.shuffle = ShuffleSettings {
+                        buffer: 7,
+                        across_epochs: true,
+                    };
+                    o.epochs = two_epochs;
+                    o.interleave = interleave(3, 2, false);
+                }),
+            ),
             (
                 "record ranges",
                 with(&|o| o.interleave = interleave(2, 3, false)),

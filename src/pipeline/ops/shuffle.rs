@@ -128,6 +128,8 @@ pub(crate) struct Shuffle<I> {
     /// Records out of the buffer (for sampling its memory).
     out_count: u64,
     stats: Arc<StageStats>,
+    /// A run's records in, before each takes a slot ([`Shuffle::next_run`]).
+    incoming: Vec<Item>,
 }
 
 impl<I: EpochInput> Shuffle<I> {
@@ -151,6 +153,7 @@ impl<I: EpochInput> Shuffle<I> {
             finished: false,
             out_count: 0,
             stats,
+            incoming: Vec::new(),
         }
     }
 
@@ -263,14 +266,35 @@ impl<I: EpochInput> Shuffle<I> {
 
     /// Appends the next records of the stream to `out`: at least one and at
     /// most `max`, none at its end. Without a buffer a run passes through
-    /// from the epochs' input; a buffer, and each epoch's end, go one record
-    /// at a time through [`next`](Self::next).
+    /// from the epochs' input. With a full buffer a run comes in from it,
+    /// and each record in takes the slot its draw picks, sending that
+    /// slot's record out, in the order and with the draws [`next`](Self::next)
+    /// makes for each. Filling, draining and each epoch's end go one record
+    /// at a time through `next`.
     pub fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
-        if self.size == 0 && !self.finished {
+        if !self.finished && !self.draining && self.buffer.len() == self.size {
             let before = out.len();
-            self.input.next_run(out, max)?;
-            if out.len() > before {
-                return Ok(());
+            if self.size == 0 {
+                self.input.next_run(out, max)?;
+                if out.len() > before {
+                    return Ok(());
+                }
+            } else {
+                let mut incoming = std::mem::take(&mut self.incoming);
+                // Records pulled before an error still take their slots, as
+                // single records would have, before the error is passed on.
+                let pulled = self.input.next_run(&mut incoming, max);
+                for item in incoming.drain(..) {
+                    let j = self.rng.below(self.size);
+                    out.extend(self.buffer.replace(j, item));
+                    self.buffer.prefetch(self.rng.clone().below(self.size));
+                    self.buffer_stats();
+                }
+                self.incoming = incoming;
+                pulled?;
+                if out.len() > before {
+                    return Ok(());
+                }
             }
         }
         out.extend(self.next()?);
