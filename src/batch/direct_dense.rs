@@ -605,13 +605,15 @@ mod tests {
 
     /// A record whose unpacked varints split its bytes differently is not
     /// replayed by the layout of one of the same length: its values are the
-    /// walk's, and one whose varint ends early is no record of that layout.
+    /// walk's. One with every compared byte equal but a varint that ends
+    /// early is caught by the varint-end check alone (the second half).
     #[test]
     fn a_varint_that_ends_elsewhere_is_walked() {
         let spec = FeatureSpec::new().fixed_len("ids", DType::Int64, &[2]);
         let a = BatchPlan::new(&spec, 2).build().unwrap();
-        // ids [1, 300] and [300, 1], each as two 0x08 fields: same length,
-        // same tags at the same places.
+        // ids [1, 300] and [300, 1], each as two 0x08 fields: the same
+        // length, but the second tag moves (a byte the replay compares),
+        // so the second record is walked.
         let record = |values: [u64; 2]| {
             let list: Vec<u8> = (values.iter())
                 .flat_map(|&v| [&[0x08][..], &varint_bytes(v)].concat())

@@ -43,7 +43,8 @@ pub(crate) trait EpochInput {
     /// records, order and state as as many calls of [`next`](Self::next);
     /// an op that is absent (no shard, nothing to skip, no map) passes a
     /// whole run through, so the record thread's hand-off costs per run,
-    /// not per record. This default takes one.
+    /// not per record. An error appends nothing: the ops count what a run
+    /// appended only when it succeeds. This default takes one.
     fn next_run(&mut self, out: &mut Vec<Item>, max: usize) -> Result<(), PipelineError> {
         let _ = max;
         if let Some(item) = self.next()? {

@@ -281,8 +281,9 @@ impl<I: EpochInput> Shuffle<I> {
                 }
             } else {
                 let mut incoming = std::mem::take(&mut self.incoming);
-                // Records pulled before an error still take their slots, as
-                // single records would have, before the error is passed on.
+                // An error appends nothing (`EpochInput::next_run`); were a
+                // record pulled before one, it would take its slot first, as
+                // a single record would have.
                 let pulled = self.input.next_run(&mut incoming, max);
                 for item in incoming.drain(..) {
                     let j = self.rng.below(self.size);
