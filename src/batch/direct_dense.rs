@@ -301,27 +301,48 @@ fn walk(
 
 /// The places of the values of the record walked last (see the module
 /// docs), which a record of the same layout is read by.
-#[derive(Default)]
-struct Layout {
-    /// Which record of the batch was walked: the template.
-    template: Option<usize>,
+struct Layout<'r> {
+    /// The record walked last; none yet.
+    template: Option<&'r [u8]>,
     pieces: Vec<Piece>,
+    /// Per output, the values a replay wrote.
+    counts: Vec<usize>,
 }
 
-impl Layout {
+impl<'r> Layout<'r> {
+    fn new(outputs: usize) -> Self {
+        Layout {
+            template: None,
+            pieces: Vec::new(),
+            counts: vec![0; outputs],
+        }
+    }
+
+    /// Writes `rec` as row `r`, by the template's layout if it has it, else
+    /// by walking it and keeping its layout. `None` if it is not exactly
+    /// the planned values.
+    fn write(
+        &mut self,
+        rec: &'r [u8],
+        outs: &mut [Out],
+        seen: &mut [bool],
+        r: usize,
+    ) -> Option<()> {
+        if self.replay(rec, outs, r) {
+            return Some(());
+        }
+        self.pieces.clear();
+        walk(rec, outs, seen, r, &mut self.pieces)?;
+        self.template = Some(rec);
+        Some(())
+    }
+
     /// Writes `rec` as row `r` by the template's layout, if it has it:
     /// false (having written part of the row, perhaps) if not.
-    fn replay(
-        &self,
-        template: &[u8],
-        rec: &[u8],
-        outs: &mut [Out],
-        r: usize,
-        counts: &mut [usize],
-    ) -> bool {
-        if rec.len() != template.len() {
+    fn replay(&mut self, rec: &[u8], outs: &mut [Out], r: usize) -> bool {
+        let Some(template) = self.template.filter(|t| t.len() == rec.len()) else {
             return false;
-        }
+        };
         let mut at = 0;
         for p in &self.pieces {
             if rec[at..p.start] != template[at..p.start] {
@@ -332,16 +353,16 @@ impl Layout {
         if rec[at..] != template[at..] {
             return false;
         }
-        counts.iter_mut().for_each(|c| *c = 0);
+        self.counts.iter_mut().for_each(|c| *c = 0);
         for p in &self.pieces {
             if outs[p.out]
-                .put(p.kind, &rec[p.start..p.end], r, &mut counts[p.out])
+                .put(p.kind, &rec[p.start..p.end], r, &mut self.counts[p.out])
                 .is_none()
             {
                 return false;
             }
         }
-        outs.iter().zip(counts.iter()).all(|(o, &n)| n == o.count)
+        outs.iter().zip(&self.counts).all(|(o, &n)| n == o.count)
     }
 }
 
@@ -397,19 +418,10 @@ impl Assembler {
             });
         }
         let mut seen = vec![false; outs.len()];
-        let mut counts = vec![0usize; outs.len()];
-        let mut layout = Layout::default();
+        let mut layout = Layout::new(outs.len());
         for (r, rec) in records.iter().enumerate() {
-            let rec = rec.as_ref();
             prefetch_ahead(records, r);
-            if let Some(t) = layout.template
-                && layout.replay(records[t].as_ref(), rec, &mut outs, r, &mut counts)
-            {
-                continue;
-            }
-            layout.pieces.clear();
-            walk(rec, &mut outs, &mut seen, r, &mut layout.pieces)?;
-            layout.template = Some(r);
+            layout.write(rec.as_ref(), &mut outs, &mut seen, r)?;
         }
         let mut tensors = Vec::with_capacity(outs.len());
         for (out, o) in self.outputs.iter().zip(outs) {
