@@ -199,12 +199,14 @@ impl<R: Read> RecordReader<R> {
                 }
             }
         }
-        buf.truncate(filled);
         let short = filled < self.chunk_size;
-        if !buf.is_empty() {
-            let chunk = Bytes::from(buf);
-            self.ring.keep(&chunk);
-            self.core.on_chunk(chunk);
+        if filled > 0 {
+            // The ring keeps the whole buffer and the core gets the part
+            // read: a short last read leaves the buffer its full length, so
+            // the next file's reader takes it again with nothing to zero.
+            let whole = Bytes::from(buf);
+            self.ring.keep(&whole);
+            self.core.on_chunk(whole.slice(..filled));
         }
         match result {
             Err(e) => self.io_error = Some(e),
@@ -252,5 +254,39 @@ impl<R> std::fmt::Debug for RecordReader<R> {
             .field("path", &self.core.path())
             .field("chunk_size", &self.chunk_size)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Compression, RecordWriter};
+
+    /// A file shorter than the chunk is read in one short read; once its
+    /// records and its reader are dropped, the ring gives that buffer back at its full
+    /// length (nothing to zero for the next read), and the records were
+    /// exactly the file's.
+    #[test]
+    fn a_short_last_read_leaves_the_whole_buffer_to_read_into_again() {
+        let mut file = Vec::new();
+        {
+            let mut w = RecordWriter::new(&mut file, Compression::None);
+            for i in 0..3 {
+                w.write_record(format!("record {i}").as_bytes()).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        let opts = ReadOptions::default().chunk_size(4096);
+        let mut reader = RecordReader::with_options(&file[..], "short", &opts);
+        let records: Vec<Record> = reader.by_ref().map(Result::unwrap).collect();
+        let data: Vec<&[u8]> = records.iter().map(|r| &r.data[..]).collect();
+        assert_eq!(data, [&b"record 0"[..], b"record 1", b"record 2"]);
+        // The reader done and dropped, as a shard thread drops it.
+        let mut ring = std::mem::take(&mut reader.ring);
+        drop((records, reader));
+        let chunk = opts.effective_chunk_size();
+        assert!(file.len() < chunk);
+        let again = ring.reuse(chunk).expect("the buffer is free again");
+        assert_eq!(again.len(), chunk);
     }
 }

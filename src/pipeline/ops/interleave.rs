@@ -219,6 +219,9 @@ pub(crate) struct Interleave {
     in_block: u64,
     /// A finished shard's read chunks go to the next shard's reader.
     _spare: SpareHold,
+    /// How far a finished shard's block sizes had ramped up (blocks
+    /// taken): the next file's reader starts there.
+    ramped: u32,
 }
 
 impl Interleave {
@@ -244,6 +247,7 @@ impl Interleave {
             cursor: 0,
             in_block: 0,
             _spare: SpareHold::new(),
+            ramped: 0,
             read_stats,
             stats,
         }
@@ -280,6 +284,7 @@ impl Interleave {
             self.input.source.clone(),
             self.read_stats.clone(),
             self.input.scan.clone(),
+            self.ramped,
         );
         self.slots[slot] = Some(Slot {
             file,
@@ -355,6 +360,11 @@ impl EpochInput for Interleave {
                     }));
                 }
                 None => {
+                    // The next file goes on at the block size this one
+                    // reached: the ramp is for the pipeline's first batch,
+                    // and a small file would otherwise end mid-ramp every
+                    // time (four small hand-offs instead of one).
+                    self.ramped = self.ramped.max(slot.reader.blocks_taken());
                     self.slots[cur] = None;
                     if let Some(&file) = self.order.get(self.next_file as usize) {
                         self.next_file += 1;
@@ -599,4 +609,59 @@ fn check(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::read::testing::record;
+    use crate::record::{Compression, RecordWriter};
+
+    /// Once a file ends, the next file's reader goes on at the block size
+    /// the ended one had ramped up to, rather than at the first size again;
+    /// the records are the files' own, in order.
+    #[test]
+    fn the_next_file_goes_on_at_the_block_size_the_last_reached() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<String> = (0..2)
+            .map(|f| {
+                let path = dir.path().join(format!("f{f}.tfrecord"));
+                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+                for i in 0..3000 {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                path.display().to_string()
+            })
+            .collect();
+        let input = Arc::new(StreamFiles {
+            files,
+            ranges: Vec::new(),
+            read: ReadOptions::default(),
+            source: SourceOptions::default(),
+            scan: None,
+            order_seed: None,
+        });
+        let stats = || Arc::new(StageStats::default());
+        let mut op = Interleave::new(&InterleaveSettings::default(), input, 1, stats(), stats());
+        op.start_epoch(0);
+        for f in 0..2 {
+            for i in 0..3000 {
+                let item = op.next().unwrap().expect("a record");
+                assert_eq!((item.file, &item.data[..]), (f, &record(f as usize, i)[..]));
+                if (f, i) == (1, 0) {
+                    // File 0 came in 64 KiB blocks (565 records of 116
+                    // framed bytes): six blocks and its end taken, so file
+                    // 1 starts at 128 KiB (1 130 records), not at 565; or
+                    // at 256 KiB (2 260) if its thread sized the block
+                    // after this take counted an eighth.
+                    assert_eq!(op.ramped, 7);
+                    let slot = op.slots[0].as_ref().unwrap();
+                    let first = slot.block.len() + 1;
+                    assert!([1130, 2260].contains(&first), "{first}");
+                }
+            }
+        }
+        assert!(op.next().unwrap().is_none());
+    }
 }

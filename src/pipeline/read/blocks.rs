@@ -37,6 +37,10 @@ const BLOCKS_IN_FLIGHT: usize = 2;
 /// first batch can go.
 const BLOCKS_PER_DOUBLING: u32 = 4;
 
+/// Blocks taken by which every block is a whole read chunk (64 KiB
+/// doubled past any chunk size up to 4 GiB).
+pub(crate) const RAMPED: u32 = 16 * BLOCKS_PER_DOUBLING;
+
 /// A block of records, with each record's [`carried`] length when the
 /// reader measures them (else no lengths).
 type Block = (Vec<Record>, Vec<u32>);
@@ -62,11 +66,14 @@ impl ShardBlocks {
         source: SourceOptions,
         stats: Arc<StageStats>,
     ) -> Self {
-        Self::spawn_measured(path, start, opts, source, stats, None)
+        Self::spawn_measured(path, start, opts, source, stats, None, 0)
     }
 
     /// As [`spawn`](Self::spawn), measuring every record with `scan` as it
-    /// is framed (see [`next_measured`](Self::next_measured)).
+    /// is framed (see [`next_measured`](Self::next_measured)), its block
+    /// sizes ramping up as if `ramped` blocks had been taken already (a
+    /// file opened once the pipeline is under way need not start small:
+    /// see [`blocks_taken`](Self::blocks_taken)).
     pub fn spawn_measured(
         path: String,
         start: u64,
@@ -74,9 +81,10 @@ impl ShardBlocks {
         source: SourceOptions,
         stats: Arc<StageStats>,
         scan: Option<LengthScan>,
+        ramped: u32,
     ) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
-        let taken = Arc::new(AtomicU32::new(0));
+        let taken = Arc::new(AtomicU32::new(ramped));
         let consumed = taken.clone();
         let mapped = Arc::new(AtomicBool::new(false));
         let is_mapped = mapped.clone();
@@ -108,6 +116,13 @@ impl ShardBlocks {
     pub fn mapped(&self) -> bool {
         // Set before the first block was sent: the channel orders it.
         self.mapped.load(Relaxed)
+    }
+
+    /// Where the block sizes stand: the blocks taken, counting the
+    /// `ramped` it started from; a reader started with it (capped at
+    /// [`RAMPED`]) goes on at this reader's block size.
+    pub fn blocks_taken(&self) -> u32 {
+        self.taken.load(Relaxed).min(RAMPED)
     }
 
     /// The next block, or `None` at the end of the shard.
@@ -524,6 +539,68 @@ mod tests {
                 4520, 4010
             ]
         );
+    }
+
+    /// A reader started where an earlier one's ramp stood goes on from
+    /// there: started fully ramped, every block is a whole chunk from the
+    /// first; and a reader reports how far it ramped (capped at full).
+    #[test]
+    fn a_reader_started_ramped_goes_on_at_that_block_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.tfrecord");
+        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+        for i in 0..30_000 {
+            w.write_record(&record(0, i)).unwrap();
+        }
+        w.finish().unwrap();
+        let path = path.display().to_string();
+        // As in the test above: the read-ahead made first, then each next
+        // block made after the take before it is counted.
+        let blocks_of = |ramped: u32| {
+            let stats: Arc<StageStats> = Arc::default();
+            let mut reader = ShardBlocks::spawn_measured(
+                path.clone(),
+                0,
+                ReadOptions::default(),
+                SourceOptions::default(),
+                stats.clone(),
+                None,
+                ramped,
+            );
+            wait_until("the read-ahead", || {
+                let now = stats.figures().records;
+                now >= 3 * 2260 || now == 30_000
+            });
+            let mut lengths = Vec::new();
+            let mut next = 0;
+            loop {
+                let before = stats.figures().records;
+                let Some(block) = reader.next_block() else {
+                    break;
+                };
+                let block = block.unwrap();
+                assert_eq!(&block[0].data[..], &record(0, next)[..]);
+                next += block.len();
+                lengths.push(block.len());
+                wait_until("the next block", || {
+                    let now = stats.figures().records;
+                    now > before || now == 30_000
+                });
+            }
+            assert_eq!(next, 30_000);
+            (lengths, reader.blocks_taken())
+        };
+        // 116 framed bytes a record: a 1 MiB block closes at its 9 040th.
+        assert_eq!(blocks_of(RAMPED), (vec![9040, 9040, 9040, 2880], RAMPED));
+        // From 8 blocks taken: 256 KiB blocks (2 260 records) up to 12
+        // taken, then 512 KiB (4 520) and the rest; ten blocks and the end
+        // taken.
+        let (lengths, taken) = blocks_of(8);
+        assert_eq!(
+            lengths,
+            [2260, 2260, 2260, 2260, 2260, 2260, 4520, 4520, 4520, 2880]
+        );
+        assert_eq!(taken, 8 + 11);
     }
 
     /// Read ahead on their threads, the shards still give exactly their
