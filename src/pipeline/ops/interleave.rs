@@ -222,6 +222,11 @@ pub(crate) struct Interleave {
     /// How far a finished shard's block sizes had ramped up (blocks
     /// taken): the next file's reader starts there.
     ramped: u32,
+    /// The reader of the next file of the order (from its start), started
+    /// when the file before it was opened, so that a slot whose file ends
+    /// finds the next one's first blocks read (or its first cloud range
+    /// requested) instead of waiting for a thread to start and read.
+    ahead: Option<(u32, ShardBlocks)>,
 }
 
 impl Interleave {
@@ -248,6 +253,7 @@ impl Interleave {
             in_block: 0,
             _spare: SpareHold::new(),
             ramped: 0,
+            ahead: None,
             read_stats,
             stats,
         }
@@ -277,15 +283,21 @@ impl Interleave {
             .files
             .get(file as usize)
             .ok_or_else(|| bad_file(file, self.input.files.len()))?;
-        let reader = ShardBlocks::spawn_measured(
-            path.clone(),
-            offset,
-            self.input.read.clone(),
-            self.input.source.clone(),
-            self.read_stats.clone(),
-            self.input.scan.clone(),
-            self.ramped,
-        );
+        let reader = match self.ahead.take() {
+            Some((next, reader)) if next == file && offset == 0 => {
+                reader.ramp_to(self.ramped);
+                reader
+            }
+            _ => ShardBlocks::spawn_measured(
+                path.clone(),
+                offset,
+                self.input.read.clone(),
+                self.input.source.clone(),
+                self.read_stats.clone(),
+                self.input.scan.clone(),
+                self.ramped,
+            ),
+        };
         self.slots[slot] = Some(Slot {
             file,
             reader,
@@ -297,6 +309,32 @@ impl Interleave {
             check_at: None,
         });
         Ok(())
+    }
+
+    /// Starts reading the next file of the order, if there is one and it
+    /// is not being read ahead already.
+    fn read_ahead(&mut self) {
+        let Some(&file) = self.order.get(self.next_file as usize) else {
+            return;
+        };
+        if self.ahead.as_ref().is_some_and(|(next, _)| *next == file) {
+            return;
+        }
+        let Some(path) = self.input.files.get(file as usize) else {
+            return;
+        };
+        self.ahead = Some((
+            file,
+            ShardBlocks::spawn_measured(
+                path.clone(),
+                0,
+                self.input.read.clone(),
+                self.input.source.clone(),
+                self.read_stats.clone(),
+                self.input.scan.clone(),
+                self.ramped,
+            ),
+        ));
     }
 }
 
@@ -369,6 +407,7 @@ impl EpochInput for Interleave {
                     if let Some(&file) = self.order.get(self.next_file as usize) {
                         self.next_file += 1;
                         self.open(cur, file, 0, 0)?;
+                        self.read_ahead();
                     }
                     self.in_block = 0;
                     self.cursor = (self.cursor + 1) % cycle;
@@ -425,6 +464,7 @@ impl EpochInput for Interleave {
 
     fn stop(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = None);
+        self.ahead = None;
         self.next_file = self.order.len() as u64;
     }
 
@@ -442,6 +482,7 @@ impl EpochInput for Interleave {
                 let _ = self.open(i, file, 0, 0);
             }
         }
+        self.read_ahead();
     }
 
     fn input_done(&self) -> bool {
@@ -494,6 +535,7 @@ impl EpochInput for Interleave {
                 }
             }
         }
+        self.read_ahead();
         r.passed = None;
         Ok(())
     }
@@ -617,13 +659,15 @@ mod tests {
     use crate::pipeline::read::testing::record;
     use crate::record::{Compression, RecordWriter};
 
-    /// Once a file ends, the next file's reader goes on at the block size
-    /// the ended one had ramped up to, rather than at the first size again;
-    /// the records are the files' own, in order.
+    /// The next file of the order is read ahead from its start while the
+    /// one before it is read, and taken over when that one ends; a reader
+    /// started once a file has ended starts at the block size that file
+    /// had ramped up to (what that size does: the blocks.rs tests). The
+    /// records are the files' own, in order.
     #[test]
-    fn the_next_file_goes_on_at_the_block_size_the_last_reached() {
+    fn the_next_file_is_read_ahead_at_the_block_size_the_last_reached() {
         let dir = tempfile::tempdir().unwrap();
-        let files: Vec<String> = (0..2)
+        let files: Vec<String> = (0..3)
             .map(|f| {
                 let path = dir.path().join(format!("f{f}.tfrecord"));
                 let mut w = RecordWriter::create(&path, Compression::None).unwrap();
@@ -645,20 +689,24 @@ mod tests {
         let stats = || Arc::new(StageStats::default());
         let mut op = Interleave::new(&InterleaveSettings::default(), input, 1, stats(), stats());
         op.start_epoch(0);
-        for f in 0..2 {
+        let ahead = |op: &Interleave| op.ahead.as_ref().map(|(file, _)| *file);
+        assert_eq!(ahead(&op), Some(1));
+        for f in 0..3 {
             for i in 0..3000 {
                 let item = op.next().unwrap().expect("a record");
                 assert_eq!((item.file, &item.data[..]), (f, &record(f as usize, i)[..]));
+                if i == 0 && f > 0 {
+                    assert_eq!(ahead(&op), (f < 2).then_some(f + 1));
+                }
                 if (f, i) == (1, 0) {
                     // File 0 came in 64 KiB blocks (565 records of 116
-                    // framed bytes): six blocks and its end taken, so file
-                    // 1 starts at 128 KiB (1 130 records), not at 565; or
-                    // at 256 KiB (2 260) if its thread sized the block
-                    // after this take counted an eighth.
-                    assert_eq!(op.ramped, 7);
-                    let slot = op.slots[0].as_ref().unwrap();
-                    let first = slot.block.len() + 1;
-                    assert!([1130, 2260].contains(&first), "{first}");
+                    // framed bytes), five or six of them (its fifth is
+                    // twice that if made after the fourth was taken), and
+                    // its end taken; file 2's reader, started as file 1
+                    // was opened, starts there (nothing took from it yet).
+                    assert!([6, 7].contains(&op.ramped), "{}", op.ramped);
+                    let (_, next) = op.ahead.as_ref().unwrap();
+                    assert_eq!(next.blocks_taken(), op.ramped);
                 }
             }
         }

@@ -125,6 +125,12 @@ impl ShardBlocks {
         self.taken.load(Relaxed).min(RAMPED)
     }
 
+    /// Goes on at least at the block size of `ramped` blocks taken (see
+    /// [`blocks_taken`](Self::blocks_taken)) from the next block it makes.
+    pub fn ramp_to(&self, ramped: u32) {
+        self.taken.fetch_max(ramped, Relaxed);
+    }
+
     /// The next block, or `None` at the end of the shard.
     pub fn next_block(&mut self) -> Option<Result<Vec<Record>, RecordError>> {
         self.next_measured().map(|b| b.map(|(records, _)| records))
