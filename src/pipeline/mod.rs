@@ -48,7 +48,8 @@
 //! # Threads and channels
 //!
 //! ```text
-//!  infeed-io (2, tokio)     infeed-shard (1 per open file)   infeed-records (1)            infeed-worker (threads)    consumer
+//!  infeed-io (2, tokio)     infeed-shard (1 per open file    infeed-records (1)            infeed-worker (threads)    consumer
+//!                           and 1 for the next)
 //!  cloud range reads ─────► read, inflate, frame, CRC ─────► record ops, grouping ───────► parse, map, pad, ────────► Batches::next_batch
 //!      tokio mpsc(1)          std sync_channel(2):             crossbeam bounded(threads+1):  assemble                (reorders by number)
 //!      of read chunks         blocks of ~chunk_size bytes      numbered raw batches +         crossbeam bounded(

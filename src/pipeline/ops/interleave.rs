@@ -2,7 +2,7 @@
 //! `shuffle_files`), `cycle_length` files open at once, `block_length`
 //! records from each in turn; an exhausted file's slot takes the next file
 //! of the order. Each open file is read by its own shard reader thread
-//! ([`ShardBlocks`]).
+//! ([`ShardBlocks`]), and the next file of the order by one more, ahead.
 //!
 //! A file with a record range (a TFDS split slice) gives only the records
 //! of its range: those before are read and dropped, and the file ends after

@@ -1,6 +1,6 @@
 //! Shard reader threads: each reads one shard and hands over its records
 //! in blocks (thread name `infeed-shard`). The interleave op starts one per
-//! open file; a restore starts one more per file it reads again
+//! open file and one for the next file of its order; a restore starts one more per file it reads again
 //! ([`read_again`](super::again::read_again)), for as long as that takes.
 //!
 //! A block holds about one read chunk's worth of records (a MiB or more), so
