@@ -48,6 +48,7 @@ if [[ -n "$PREPARE" ]]; then
     # of scripts/test.sh), the TFDS "shapes" dataset: what the GPU side then needs (~25 MB; the JPEG
     # shards are written there, by jpeg_shards).
     mkdir -p "$PREPARE/bin"
+    rm -f "$PREPARE"/bin/*.xz # a folder prepared before: xz refuses to overwrite (and set -e stops)
     cargo build --release --quiet --features "$FEATURES,cli" --bin infeed \
         --example train_lm --example upload_bandwidth --example jpeg_shards
     for b in infeed examples/train_lm examples/upload_bandwidth examples/jpeg_shards; do
