@@ -42,6 +42,23 @@ pub struct StageFigures {
     pub retries: u64,
 }
 
+impl StageFigures {
+    /// The counts and times added since `earlier` (a snapshot of the same
+    /// stage); no peaks.
+    pub(crate) fn since(&self, earlier: &StageFigures) -> StageFigures {
+        StageFigures {
+            records: self.records.saturating_sub(earlier.records),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            busy_ns: self.busy_ns.saturating_sub(earlier.busy_ns),
+            wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+            skipped_records: self.skipped_records.saturating_sub(earlier.skipped_records),
+            skipped_bytes: self.skipped_bytes.saturating_sub(earlier.skipped_bytes),
+            retries: self.retries.saturating_sub(earlier.retries),
+            ..StageFigures::default()
+        }
+    }
+}
+
 /// Adds the time from its creation to its drop to a counter.
 pub struct Timer<'a> {
     start: Instant,
@@ -88,12 +105,29 @@ impl StageStats {
         }
     }
 
+    /// Counts `time` as waiting.
+    pub fn add_wait(&self, time: std::time::Duration) {
+        self.wait_ns.fetch_add(time.as_nanos() as u64, Relaxed);
+    }
+
     /// Counts the time until the returned guard drops as waiting.
     pub fn wait_timer(&self) -> Timer<'_> {
         Timer {
             start: Instant::now(),
             counter: &self.wait_ns,
         }
+    }
+
+    /// Adds the counts and times of `f` (not its peaks): what a reader
+    /// that counted apart did, passed on.
+    pub(crate) fn add_figures(&self, f: &StageFigures) {
+        self.records.fetch_add(f.records, Relaxed);
+        self.bytes.fetch_add(f.bytes, Relaxed);
+        self.busy_ns.fetch_add(f.busy_ns, Relaxed);
+        self.wait_ns.fetch_add(f.wait_ns, Relaxed);
+        self.skipped_records.fetch_add(f.skipped_records, Relaxed);
+        self.skipped_bytes.fetch_add(f.skipped_bytes, Relaxed);
+        self.retries.fetch_add(f.retries, Relaxed);
     }
 
     /// The counters now.

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::item::{Item, LengthScan, UNMEASURED};
-use crate::pipeline::read::blocks::ShardBlocks;
+use crate::pipeline::read::blocks::{Begin, ShardBlocks};
 use crate::pipeline::rng::{CounterRng, domain};
-use crate::pipeline::stats::StageStats;
+use crate::pipeline::stats::{StageFigures, StageStats};
 use crate::prefetch::prefetch;
 use crate::record::chunk_ring::SpareHold;
 use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, ReadOptions, Record};
@@ -154,6 +154,10 @@ impl InterleavePart {
 struct Slot {
     file: u32,
     reader: ShardBlocks,
+    /// A reader started ahead: its counts, passed on to the read stage's
+    /// as its blocks are taken (declared after `reader`, so that the
+    /// reader's thread has ended when the last are passed on).
+    counts: Option<AheadCounts>,
     block: std::vec::IntoIter<Record>,
     /// The block's records' lengths, when the reader measures them.
     lengths: std::vec::IntoIter<u32>,
@@ -192,12 +196,51 @@ impl Slot {
             match next {
                 None => return Ok(None),
                 Some(block) => {
+                    if let Some(counts) = self.counts.as_mut() {
+                        counts.pass_on();
+                    }
                     let (records, lengths) = block?;
                     self.block = records.into_iter();
                     self.lengths = lengths.into_iter();
                 }
             }
         }
+    }
+}
+
+/// The counts of a reader started ahead of its file. It counts into stats
+/// of its own, since what it read of a file the epoch never reached (an
+/// epoch cut short) is no reading done for records the pipeline delivered;
+/// taken over, it passes on what it counted so far, then what it counts
+/// from there on. (Its waits for room count only from its turn on:
+/// [`Begin::ahead`].)
+struct AheadCounts {
+    own: Arc<StageStats>,
+    into: Arc<StageStats>,
+    passed: StageFigures,
+}
+
+impl AheadCounts {
+    fn taken_over(own: Arc<StageStats>, into: Arc<StageStats>) -> Self {
+        let mut counts = AheadCounts {
+            own,
+            into,
+            passed: StageFigures::default(),
+        };
+        counts.pass_on();
+        counts
+    }
+
+    fn pass_on(&mut self) {
+        let now = self.own.figures();
+        self.into.add_figures(&now.since(&self.passed));
+        self.passed = now;
+    }
+}
+
+impl Drop for AheadCounts {
+    fn drop(&mut self) {
+        self.pass_on();
     }
 }
 
@@ -226,7 +269,7 @@ pub(crate) struct Interleave {
     /// when the file before it was opened, so that a slot whose file ends
     /// finds the next one's first blocks read (or its first cloud range
     /// requested) instead of waiting for a thread to start and read.
-    ahead: Option<(u32, ShardBlocks)>,
+    ahead: Option<(u32, ShardBlocks, Arc<StageStats>)>,
 }
 
 impl Interleave {
@@ -283,24 +326,32 @@ impl Interleave {
             .files
             .get(file as usize)
             .ok_or_else(|| bad_file(file, self.input.files.len()))?;
-        let reader = match self.ahead.take() {
-            Some((next, reader)) if next == file && offset == 0 => {
-                reader.ramp_to(self.ramped);
-                reader
+        let (reader, counts) = match self.ahead.take() {
+            Some((next, reader, own)) if next == file && offset == 0 => {
+                reader.take_over(self.ramped);
+                let counts = AheadCounts::taken_over(own, self.read_stats.clone());
+                (reader, Some(counts))
             }
-            _ => ShardBlocks::spawn_measured(
-                path.clone(),
-                offset,
-                self.input.read.clone(),
-                self.input.source.clone(),
-                self.read_stats.clone(),
-                self.input.scan.clone(),
-                self.ramped,
+            _ => (
+                ShardBlocks::spawn_measured(
+                    path.clone(),
+                    offset,
+                    self.input.read.clone(),
+                    self.input.source.clone(),
+                    self.read_stats.clone(),
+                    self.input.scan.clone(),
+                    Begin {
+                        ramped: self.ramped,
+                        ahead: false,
+                    },
+                ),
+                None,
             ),
         };
         self.slots[slot] = Some(Slot {
             file,
             reader,
+            counts,
             block: Vec::new().into_iter(),
             lengths: Vec::new().into_iter(),
             next_offset: offset,
@@ -317,24 +368,26 @@ impl Interleave {
         let Some(&file) = self.order.get(self.next_file as usize) else {
             return;
         };
-        if self.ahead.as_ref().is_some_and(|(next, _)| *next == file) {
+        if self.ahead.as_ref().is_some_and(|(next, ..)| *next == file) {
             return;
         }
         let Some(path) = self.input.files.get(file as usize) else {
             return;
         };
-        self.ahead = Some((
-            file,
-            ShardBlocks::spawn_measured(
-                path.clone(),
-                0,
-                self.input.read.clone(),
-                self.input.source.clone(),
-                self.read_stats.clone(),
-                self.input.scan.clone(),
-                self.ramped,
-            ),
-        ));
+        let own = Arc::new(StageStats::default());
+        let reader = ShardBlocks::spawn_measured(
+            path.clone(),
+            0,
+            self.input.read.clone(),
+            self.input.source.clone(),
+            own.clone(),
+            self.input.scan.clone(),
+            Begin {
+                ramped: self.ramped,
+                ahead: true,
+            },
+        );
+        self.ahead = Some((file, reader, own));
     }
 }
 
@@ -659,6 +712,69 @@ mod tests {
     use crate::pipeline::read::testing::record;
     use crate::record::{Compression, RecordWriter};
 
+    /// Files of 200 records each; file `bad` has one record's data
+    /// corrupted (its CRC then fails).
+    fn files_with_a_corrupt_one(dir: &std::path::Path, count: usize, bad: usize) -> Vec<String> {
+        (0..count)
+            .map(|f| {
+                let path = dir.join(format!("f{f}.tfrecord"));
+                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+                for i in 0..200 {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                if f == bad {
+                    let mut bytes = std::fs::read(&path).unwrap();
+                    // Record 5's data starts 5 * 116 + 12 bytes in.
+                    bytes[5 * 116 + 12 + 50] ^= 0xff;
+                    std::fs::write(&path, bytes).unwrap();
+                }
+                path.display().to_string()
+            })
+            .collect()
+    }
+
+    /// What a reader started ahead read counts for the read stage only
+    /// once its file is taken over: an epoch cut short before the next
+    /// file counts that file's records and corrupt regions not at all; an
+    /// epoch read through counts every file's, exactly once.
+    #[test]
+    fn a_file_read_ahead_counts_only_once_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = files_with_a_corrupt_one(dir.path(), 3, 1);
+        let input = Arc::new(StreamFiles {
+            files,
+            ranges: Vec::new(),
+            read: ReadOptions::default().on_corrupt(CorruptPolicy::Skip),
+            source: SourceOptions::default(),
+            scan: None,
+            order_seed: None,
+        });
+        let counted = |cut: Option<usize>| {
+            let read_stats = Arc::new(StageStats::default());
+            let stats = Arc::new(StageStats::default());
+            let mut op = Interleave::new(
+                &InterleaveSettings::default(),
+                input.clone(),
+                1,
+                read_stats.clone(),
+                stats,
+            );
+            op.start_epoch(0);
+            let mut got = 0;
+            while cut != Some(got) && op.next().unwrap().is_some() {
+                got += 1;
+            }
+            // As an epoch cut short by `take` ends.
+            op.stop();
+            let f = read_stats.figures();
+            (got, f.records, f.skipped_records)
+        };
+        // File 0 is one block (200 records of 116 bytes): all of it read.
+        assert_eq!(counted(Some(10)), (10, 200, 0));
+        assert_eq!(counted(None), (599, 599, 1));
+    }
+
     /// The next file of the order is read ahead from its start while the
     /// one before it is read, and taken over when that one ends; a reader
     /// started once a file has ended starts at the block size that file
@@ -689,7 +805,7 @@ mod tests {
         let stats = || Arc::new(StageStats::default());
         let mut op = Interleave::new(&InterleaveSettings::default(), input, 1, stats(), stats());
         op.start_epoch(0);
-        let ahead = |op: &Interleave| op.ahead.as_ref().map(|(file, _)| *file);
+        let ahead = |op: &Interleave| op.ahead.as_ref().map(|(file, ..)| *file);
         assert_eq!(ahead(&op), Some(1));
         for f in 0..3 {
             for i in 0..3000 {
@@ -705,8 +821,11 @@ mod tests {
                     // its end taken; file 2's reader, started as file 1
                     // was opened, starts there (nothing took from it yet).
                     assert!([6, 7].contains(&op.ramped), "{}", op.ramped);
-                    let (_, next) = op.ahead.as_ref().unwrap();
+                    let (_, next, _) = op.ahead.as_ref().unwrap();
                     assert_eq!(next.blocks_taken(), op.ramped);
+                    // File 1's reader, taken over, goes on at least there.
+                    let slot = op.slots[0].as_ref().unwrap();
+                    assert!(slot.reader.blocks_taken() >= op.ramped);
                 }
             }
         }

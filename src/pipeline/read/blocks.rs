@@ -11,10 +11,12 @@
 
 use std::io::Read;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crate::record::{
     Compression, DETECT_LEN, Detection, ErrorKind, ReadOptions, Record, RecordError, RecordReader,
@@ -54,6 +56,21 @@ pub(crate) struct ShardBlocks {
     /// Set (before the first block is sent) when the records are views of
     /// a mapped file.
     mapped: Arc<AtomicBool>,
+    /// From when its waits for room count (see [`Begin::ahead`]).
+    waits_from: Arc<Mutex<Option<Instant>>>,
+}
+
+/// How a shard reader begins.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Begin {
+    /// Its block sizes ramp up as if this many blocks had been taken
+    /// already: a file opened once the pipeline is under way need not
+    /// start small (see [`ShardBlocks::blocks_taken`]).
+    pub ramped: u32,
+    /// Started ahead of its file's turn: its waits for room count only
+    /// from [`ShardBlocks::take_over`] on (before, it waits for the file
+    /// before it, which is no waiting of the read stage's).
+    pub ahead: bool,
 }
 
 impl ShardBlocks {
@@ -66,14 +83,12 @@ impl ShardBlocks {
         source: SourceOptions,
         stats: Arc<StageStats>,
     ) -> Self {
-        Self::spawn_measured(path, start, opts, source, stats, None, 0)
+        Self::spawn_measured(path, start, opts, source, stats, None, Begin::default())
     }
 
     /// As [`spawn`](Self::spawn), measuring every record with `scan` as it
-    /// is framed (see [`next_measured`](Self::next_measured)), its block
-    /// sizes ramping up as if `ramped` blocks had been taken already (a
-    /// file opened once the pipeline is under way need not start small:
-    /// see [`blocks_taken`](Self::blocks_taken)).
+    /// is framed (see [`next_measured`](Self::next_measured)), begun as
+    /// `begin` says.
     pub fn spawn_measured(
         path: String,
         start: u64,
@@ -81,10 +96,12 @@ impl ShardBlocks {
         source: SourceOptions,
         stats: Arc<StageStats>,
         scan: Option<LengthScan>,
-        ramped: u32,
+        begin: Begin,
     ) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
-        let taken = Arc::new(AtomicU32::new(ramped));
+        let taken = Arc::new(AtomicU32::new(begin.ramped));
+        let waits_from = Arc::new(Mutex::new((!begin.ahead).then(Instant::now)));
+        let counted_from = waits_from.clone();
         let consumed = taken.clone();
         let mapped = Arc::new(AtomicBool::new(false));
         let is_mapped = mapped.clone();
@@ -93,6 +110,7 @@ impl ShardBlocks {
             .spawn(move || {
                 let shard = ShardThread {
                     tx: &tx,
+                    waits_from: &counted_from,
                     stats: &stats,
                     taken: &consumed,
                     mapped: &is_mapped,
@@ -108,6 +126,7 @@ impl ShardBlocks {
             handle: Some(handle),
             taken,
             mapped,
+            waits_from,
         }
     }
 
@@ -125,10 +144,14 @@ impl ShardBlocks {
         self.taken.load(Relaxed).min(RAMPED)
     }
 
-    /// Goes on at least at the block size of `ramped` blocks taken (see
-    /// [`blocks_taken`](Self::blocks_taken)) from the next block it makes.
-    pub fn ramp_to(&self, ramped: u32) {
+    /// A reader begun [`ahead`](Begin::ahead) now has its turn: its waits
+    /// count from now on, and it goes on at least at the block size of
+    /// `ramped` blocks taken (see [`blocks_taken`](Self::blocks_taken))
+    /// from the next block it makes.
+    pub fn take_over(&self, ramped: u32) {
         self.taken.fetch_max(ramped, Relaxed);
+        let mut from = self.waits_from.lock().unwrap_or_else(|e| e.into_inner());
+        from.get_or_insert_with(Instant::now);
     }
 
     /// The next block, or `None` at the end of the shard.
@@ -160,6 +183,9 @@ impl Drop for ShardBlocks {
 /// What a shard thread reports to its [`ShardBlocks`] through.
 struct ShardThread<'a> {
     tx: &'a SyncSender<Result<Block, RecordError>>,
+    /// From when its waits count: none until a reader begun ahead is
+    /// taken over.
+    waits_from: &'a Mutex<Option<Instant>>,
     stats: &'a StageStats,
     taken: &'a AtomicU32,
     mapped: &'a AtomicBool,
@@ -260,6 +286,7 @@ fn read_shard(
 ) -> Result<(), RecordError> {
     let ShardThread {
         tx,
+        waits_from,
         stats,
         taken,
         mapped,
@@ -309,8 +336,14 @@ fn read_shard(
         drop(span);
         drop(timer);
         if !block.is_empty() {
-            let _wait = stats.wait_timer();
-            if tx.send(Ok((block, lengths))).is_err() {
+            let waiting = Instant::now();
+            let sent = tx.send(Ok((block, lengths)));
+            // Only the part of the wait from the reader's turn on counts.
+            let from = *waits_from.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(from) = from {
+                stats.add_wait(waiting.max(from).elapsed());
+            }
+            if sent.is_err() {
                 return Ok(());
             }
         }
@@ -571,7 +604,10 @@ mod tests {
                 SourceOptions::default(),
                 stats.clone(),
                 None,
-                ramped,
+                Begin {
+                    ramped,
+                    ahead: false,
+                },
             );
             wait_until("the read-ahead", || {
                 let now = stats.figures().records;
@@ -607,6 +643,37 @@ mod tests {
             [2260, 2260, 2260, 2260, 2260, 2260, 4520, 4520, 4520, 2880]
         );
         assert_eq!(taken, 8 + 11);
+    }
+
+    /// A reader begun ahead of its turn counts none of its waiting for
+    /// room until it is taken over; one begun in turn counts it all.
+    #[test]
+    fn a_reader_begun_ahead_counts_its_waits_only_once_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = shard_at(&dir.path().join("s.tfrecord"), 0, 5000, Compression::None);
+        let waited = |ahead: bool| {
+            let stats: Arc<StageStats> = Arc::default();
+            let mut reader = ShardBlocks::spawn_measured(
+                path.clone(),
+                0,
+                ReadOptions::default(),
+                SourceOptions::default(),
+                stats.clone(),
+                None,
+                Begin { ramped: 0, ahead },
+            );
+            // Its read-ahead made, the thread waits to send the third
+            // block; a take lets that send finish.
+            let ahead_blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
+            reaches_and_stays(|| stats.figures().records, ahead_blocks * 565);
+            reader.next_block().unwrap().unwrap();
+            wait_until("the fourth block", || {
+                stats.figures().records > ahead_blocks * 565
+            });
+            stats.figures().wait_ns
+        };
+        assert_eq!(waited(true), 0);
+        assert!(waited(false) > 0);
     }
 
     /// Read ahead on their threads, the shards still give exactly their
