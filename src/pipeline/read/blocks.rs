@@ -527,6 +527,36 @@ mod tests {
         }
     }
 
+    /// The lengths of every block of `reader` (a shard of `total` records
+    /// `record(0, i)`, checked in order), each taken once the thread has
+    /// made the next: the taken block freed a slot, and the thread makes
+    /// its next block, sized by this count of blocks taken, before the next
+    /// take (unless the file is read to its end).
+    fn paced_block_lengths(
+        reader: &mut ShardBlocks,
+        stats: &StageStats,
+        total: usize,
+    ) -> Vec<usize> {
+        let mut lengths = Vec::new();
+        let mut next = 0;
+        loop {
+            let before = stats.figures().records;
+            let Some(block) = reader.next_block() else {
+                break;
+            };
+            let block = block.unwrap();
+            assert_eq!(&block[0].data[..], &record(0, next)[..]);
+            next += block.len();
+            lengths.push(block.len());
+            wait_until("the next block", || {
+                let now = stats.figures().records;
+                now > before || now == total as u64
+            });
+        }
+        assert_eq!(next, total);
+        lengths
+    }
+
     /// Blocks start small and double with every few blocks the consumer
     /// takes, up to the chunk size: before the consumer takes any, the
     /// read-ahead is three first-size blocks, not a doubling ramp ahead of it.
@@ -551,28 +581,8 @@ mod tests {
         // that reaches 64 KiB (565 records), 128 KiB (1 130), ... 1 MiB.
         let ahead = (BLOCKS_IN_FLIGHT + 1) as u64;
         reaches_and_stays(|| stats.figures().records, ahead * 565);
-        let mut lengths = Vec::new();
-        let mut next = 0;
-        loop {
-            let before = stats.figures().records;
-            let Some(block) = reader.next_block() else {
-                break;
-            };
-            let block = block.unwrap();
-            assert_eq!(&block[0].data[..], &record(0, next)[..]);
-            next += block.len();
-            lengths.push(block.len());
-            // The taken block freed a slot: the thread makes its next block,
-            // sized by this count of blocks taken, before the next take
-            // (unless the file is read to its end).
-            wait_until("the next block", || {
-                let now = stats.figures().records;
-                now > before || now == 30_000
-            });
-        }
-        assert_eq!(next, 30_000);
         assert_eq!(
-            lengths,
+            paced_block_lengths(&mut reader, &stats, 30_000),
             [
                 565, 565, 565, 565, 565, 565, 1130, 1130, 1130, 1130, 2260, 2260, 2260, 2260, 4520,
                 4520, 4010
@@ -613,23 +623,7 @@ mod tests {
                 let now = stats.figures().records;
                 now >= 3 * 2260 || now == 30_000
             });
-            let mut lengths = Vec::new();
-            let mut next = 0;
-            loop {
-                let before = stats.figures().records;
-                let Some(block) = reader.next_block() else {
-                    break;
-                };
-                let block = block.unwrap();
-                assert_eq!(&block[0].data[..], &record(0, next)[..]);
-                next += block.len();
-                lengths.push(block.len());
-                wait_until("the next block", || {
-                    let now = stats.figures().records;
-                    now > before || now == 30_000
-                });
-            }
-            assert_eq!(next, 30_000);
+            let lengths = paced_block_lengths(&mut reader, &stats, 30_000);
             (lengths, reader.blocks_taken())
         };
         // 116 framed bytes a record: a 1 MiB block closes at its 9 040th.
