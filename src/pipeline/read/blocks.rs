@@ -563,15 +563,10 @@ mod tests {
     #[test]
     fn blocks_start_small_and_double_as_the_consumer_takes_them() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.tfrecord");
-        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-        for i in 0..30_000 {
-            w.write_record(&record(0, i)).unwrap();
-        }
-        w.finish().unwrap();
+        let path = shard_at(&dir.path().join("s.tfrecord"), 0, 30_000, Compression::None);
         let stats: Arc<StageStats> = Arc::default();
         let mut reader = ShardBlocks::spawn(
-            path.display().to_string(),
+            path,
             0,
             ReadOptions::default(),
             SourceOptions::default(),
@@ -596,13 +591,7 @@ mod tests {
     #[test]
     fn a_reader_started_ramped_goes_on_at_that_block_size() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.tfrecord");
-        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-        for i in 0..30_000 {
-            w.write_record(&record(0, i)).unwrap();
-        }
-        w.finish().unwrap();
-        let path = path.display().to_string();
+        let path = shard_at(&dir.path().join("s.tfrecord"), 0, 30_000, Compression::None);
         // As in the test above: the read-ahead made first, then each next
         // block made after the take before it is counted.
         let blocks_of = |ramped: u32| {
