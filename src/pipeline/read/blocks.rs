@@ -585,6 +585,13 @@ mod tests {
         );
     }
 
+    /// A reader of the whole of `path`, with default options, begun as
+    /// `begin` says, counting into `stats`.
+    fn begun(path: &str, stats: &Arc<StageStats>, begin: Begin) -> ShardBlocks {
+        let (read, source) = (ReadOptions::default(), SourceOptions::default());
+        ShardBlocks::spawn_measured(path.into(), 0, read, source, stats.clone(), None, begin)
+    }
+
     /// A reader started where an earlier one's ramp stood goes on from
     /// there: started fully ramped, every block is a whole chunk from the
     /// first; and a reader reports how far it ramped (capped at full).
@@ -596,18 +603,11 @@ mod tests {
         // block made after the take before it is counted.
         let blocks_of = |ramped: u32| {
             let stats: Arc<StageStats> = Arc::default();
-            let mut reader = ShardBlocks::spawn_measured(
-                path.clone(),
-                0,
-                ReadOptions::default(),
-                SourceOptions::default(),
-                stats.clone(),
-                None,
-                Begin {
-                    ramped,
-                    ahead: false,
-                },
-            );
+            let begin = Begin {
+                ramped,
+                ahead: false,
+            };
+            let mut reader = begun(&path, &stats, begin);
             wait_until("the read-ahead", || {
                 let now = stats.figures().records;
                 now >= 3 * 2260 || now == 30_000
@@ -636,15 +636,7 @@ mod tests {
         let path = shard_at(&dir.path().join("s.tfrecord"), 0, 5000, Compression::None);
         let waited = |ahead: bool| {
             let stats: Arc<StageStats> = Arc::default();
-            let mut reader = ShardBlocks::spawn_measured(
-                path.clone(),
-                0,
-                ReadOptions::default(),
-                SourceOptions::default(),
-                stats.clone(),
-                None,
-                Begin { ramped: 0, ahead },
-            );
+            let mut reader = begun(&path, &stats, Begin { ramped: 0, ahead });
             // Its read-ahead made, the thread waits to send the third
             // block; a take lets that send finish.
             let ahead_blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
