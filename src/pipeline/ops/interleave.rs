@@ -332,21 +332,10 @@ impl Interleave {
                 let counts = AheadCounts::taken_over(own, self.read_stats.clone());
                 (reader, Some(counts))
             }
-            _ => (
-                ShardBlocks::spawn_measured(
-                    path.clone(),
-                    offset,
-                    self.input.read.clone(),
-                    self.input.source.clone(),
-                    self.read_stats.clone(),
-                    self.input.scan.clone(),
-                    Begin {
-                        ramped: self.ramped,
-                        ahead: false,
-                    },
-                ),
-                None,
-            ),
+            _ => {
+                let reader = self.spawn(path, offset, self.read_stats.clone(), false);
+                (reader, None)
+            }
         };
         self.slots[slot] = Some(Slot {
             file,
@@ -375,19 +364,26 @@ impl Interleave {
             return;
         };
         let own = Arc::new(StageStats::default());
-        let reader = ShardBlocks::spawn_measured(
-            path.clone(),
-            0,
+        let reader = self.spawn(path, 0, own.clone(), true);
+        self.ahead = Some((file, reader, own));
+    }
+
+    /// A reader of `path` from byte `offset`, counting into `stats`, at the
+    /// block size the last finished file reached; `ahead` of its turn or
+    /// not.
+    fn spawn(&self, path: &str, offset: u64, stats: Arc<StageStats>, ahead: bool) -> ShardBlocks {
+        ShardBlocks::spawn_measured(
+            path.to_owned(),
+            offset,
             self.input.read.clone(),
             self.input.source.clone(),
-            own.clone(),
+            stats,
             self.input.scan.clone(),
             Begin {
                 ramped: self.ramped,
-                ahead: true,
+                ahead,
             },
-        );
-        self.ahead = Some((file, reader, own));
+        )
     }
 }
 

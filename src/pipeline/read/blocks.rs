@@ -1,7 +1,8 @@
 //! Shard reader threads: each reads one shard and hands over its records
 //! in blocks (thread name `infeed-shard`). The interleave op starts one per
-//! open file and one for the next file of its order; a restore starts one more per file it reads again
-//! ([`read_again`](super::again::read_again)), for as long as that takes.
+//! open file and one for the next file of its order; a restore starts one
+//! more per file it reads again ([`read_again`](super::again::read_again)),
+//! for as long as that takes.
 //!
 //! A block holds about one read chunk's worth of records (a MiB or more), so
 //! the thread hand-off costs once per block, not once per record
@@ -10,11 +11,10 @@
 //! open shards.
 
 use std::io::Read;
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -57,7 +57,7 @@ pub(crate) struct ShardBlocks {
     /// a mapped file.
     mapped: Arc<AtomicBool>,
     /// From when its waits for room count (see [`Begin::ahead`]).
-    waits_from: Arc<Mutex<Option<Instant>>>,
+    waits_from: Arc<OnceLock<Instant>>,
 }
 
 /// How a shard reader begins.
@@ -100,7 +100,10 @@ impl ShardBlocks {
     ) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
         let taken = Arc::new(AtomicU32::new(begin.ramped));
-        let waits_from = Arc::new(Mutex::new((!begin.ahead).then(Instant::now)));
+        let waits_from = Arc::new(OnceLock::new());
+        if !begin.ahead {
+            let _ = waits_from.set(Instant::now());
+        }
         let counted_from = waits_from.clone();
         let consumed = taken.clone();
         let mapped = Arc::new(AtomicBool::new(false));
@@ -150,8 +153,7 @@ impl ShardBlocks {
     /// from the next block it makes.
     pub fn take_over(&self, ramped: u32) {
         self.taken.fetch_max(ramped, Relaxed);
-        let mut from = self.waits_from.lock().unwrap_or_else(|e| e.into_inner());
-        from.get_or_insert_with(Instant::now);
+        self.waits_from.get_or_init(Instant::now);
     }
 
     /// The next block, or `None` at the end of the shard.
@@ -185,7 +187,7 @@ struct ShardThread<'a> {
     tx: &'a SyncSender<Result<Block, RecordError>>,
     /// From when its waits count: none until a reader begun ahead is
     /// taken over.
-    waits_from: &'a Mutex<Option<Instant>>,
+    waits_from: &'a OnceLock<Instant>,
     stats: &'a StageStats,
     taken: &'a AtomicU32,
     mapped: &'a AtomicBool,
@@ -339,8 +341,7 @@ fn read_shard(
             let waiting = Instant::now();
             let sent = tx.send(Ok((block, lengths)));
             // Only the part of the wait from the reader's turn on counts.
-            let from = *waits_from.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(from) = from {
+            if let Some(&from) = waits_from.get() {
                 stats.add_wait(waiting.max(from).elapsed());
             }
             if sent.is_err() {
