@@ -15,8 +15,10 @@
 #   pinned: both on `taskset -c 0`;
 #   2 cores: infeed on both cores; the floor as two processes, one per core, each on half the
 #            shards (it so pays the shared memory traffic), their records/s summed.
-# Each round also runs `infeed bench --mmap` (files mapped, not read: no kernel copy; opt-in, see
-# ReadOptions::mmap) beside the same floor, which reads.
+# Each round also runs, beside the same floor (which reads, with no index): `infeed bench --mmap`
+# (files mapped, not read: no kernel copy; opt-in, see ReadOptions::mmap), and `infeed bench
+# --worker-reads` (each worker reads its batches' records itself, through the shards' indexes,
+# which `infeed index` writes once into a temporary folder first; Pipeline::worker_reads).
 # Prints per workload and side the median records/s and infeed / floor. Needs gcc, taskset, and
 # what scripts/compare-tfdata.sh needs to write the data.
 set -euo pipefail
@@ -74,6 +76,8 @@ for w in $WORKLOADS; do
     cat "${files[@]}" >/dev/null
     half=$(( (${#files[@]} + 1) / 2 ))
     glob="$DATA/$w/*.tfrecord"
+    "$INFEED" index "${files[@]}" -o "$WORK/index-$w" >/dev/null
+    by_index=(--worker-reads --index-dir "$WORK/index-$w")
     # shellcheck disable=SC2046 # the flags are words
     for round in $(seq 1 "$ROUNDS"); do
         record "$w" floor 1 "$round" "$(taskset -c 0 "$WORK/floor" "$w" --read "${files[@]}" | rate)"
@@ -81,6 +85,8 @@ for w in $WORKLOADS; do
             --epochs 1 --no-digest --json | rate)"
         record "$w" infeed-mmap 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
             --epochs 1 --no-digest --json --mmap | rate)"
+        record "$w" infeed-workers 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
+            --epochs 1 --no-digest --json "${by_index[@]}" | rate)"
         taskset -c 0 "$WORK/floor" "$w" --read "${files[@]:0:$half}" >"$WORK/a" &
         a=$!
         taskset -c 1 "$WORK/floor" "$w" --read "${files[@]:$half}" >"$WORK/b" &
@@ -92,6 +98,8 @@ print(sum(json.loads(open(f).read().strip().splitlines()[-1])["records_per_sec"]
             --json | rate)"
         record "$w" infeed-mmap 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
             --no-digest --json --mmap | rate)"
+        record "$w" infeed-workers 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
+            --no-digest --json "${by_index[@]}" | rate)"
     done
 done
 
@@ -104,11 +112,12 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     runs[(r["workload"], r["cores"], r["side"])].append(r["records_per_sec"])
 print(f"{'workload':8} {'cores':>5} {'floor rec/s':>14} {'infeed rec/s':>14} {'infeed/floor':>12}"
-      f" {'--mmap rec/s':>14} {'--mmap/floor':>12}")
+      f" {'--mmap rec/s':>14} {'--mmap/floor':>12} {'--worker-reads':>14} {'/floor':>6}")
 for w, c in sorted({(w, c) for w, c, _ in runs}):
     floor = statistics.median(runs[(w, c, "floor")])
     infeed = statistics.median(runs[(w, c, "infeed")])
     mapped = statistics.median(runs[(w, c, "infeed-mmap")])
+    workers = statistics.median(runs[(w, c, "infeed-workers")])
     print(f"{w:8} {c:>5} {floor:>14,.0f} {infeed:>14,.0f} {infeed / floor:>12.2f}"
-          f" {mapped:>14,.0f} {mapped / floor:>12.2f}")
+          f" {mapped:>14,.0f} {mapped / floor:>12.2f} {workers:>14,.0f} {workers / floor:>6.2f}")
 PY

@@ -322,6 +322,18 @@ class Pipeline:
         each shard."""
         return self._with("index_dir", os.fspath(dir))
 
+    def worker_reads(self) -> Pipeline:
+        """Has the worker that assembles a batch read its records itself,
+        through the shards' indexes (:func:`infeed.build_index`, found as
+        :meth:`index_dir` says; a shard without one is indexed in memory
+        first), so each record's bytes are read, checked and assembled on
+        one core. The same records in the same order; plain local shards
+        only (others are read as usual). A corrupt record ends the run at
+        its batch. Refused with record filters and maps, a shuffle buffer,
+        buckets, packing, a mixture, skipping corrupt records and the global
+        shuffle."""
+        return self._with("worker_reads")
+
     def shuffle(self, buffer_size: int) -> Pipeline:
         """Shuffles records through a buffer of ``buffer_size`` serialized
         records."""

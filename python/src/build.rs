@@ -168,6 +168,7 @@ fn record_step(
             pipeline.global_shuffle_blocks(count(py, args, 0, "global_shuffle block_bytes")?)
         }
         "index_dir" => pipeline.index_dir(&args.get_item(0)?.extract::<String>()?),
+        "worker_reads" => pipeline.worker_reads(),
         "repeat" => {
             let epochs = args.get_item(0)?;
             pipeline.repeat(match epochs.is_none() {

@@ -466,7 +466,7 @@ fn open_local(url: &str, mmap: bool) -> Result<Local, String> {
 
 /// Reads `buf.len()` bytes at `offset` (the whole range: a short read is an
 /// error, as the index said the bytes are there).
-fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileExt;

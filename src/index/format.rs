@@ -206,6 +206,12 @@ impl ShardIndex {
         self.offsets.binary_search(&offset).ok().map(|i| i as u64)
     }
 
+    /// The number of the first record whose header is at `offset` or
+    /// after it (`len()` when none is).
+    pub fn first_from(&self, offset: u64) -> u64 {
+        self.offsets.partition_point(|&o| o < offset) as u64
+    }
+
     /// The end of the last record in the uncompressed stream.
     pub fn end(&self) -> u64 {
         self.end

@@ -23,6 +23,7 @@ mod identity;
 mod location;
 pub mod zran;
 
+pub(crate) use access::read_at;
 pub use access::{AccessOptions, RandomAccess};
 pub use build::{BuildOptions, DEFAULT_SPAN, IndexBuilder, build};
 pub use error::IndexError;

@@ -16,6 +16,7 @@ use super::group::raw_batch::{BatchFn, RawBatch};
 use super::limit::{Limit, StageTime};
 use super::ops::mix;
 use super::read::again::record_index;
+use super::read::in_workers::{Indexes, ReadChecks};
 use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats};
 use super::threads::affinity::CpuAffinity;
@@ -37,6 +38,8 @@ pub(crate) struct ExecConfig {
     pub read: crate::record::ReadOptions,
     /// How their bytes are fetched (likewise).
     pub source: crate::source::SourceOptions,
+    /// With `worker_reads`, the shards' indexes (to name a bad record).
+    pub indexes: Option<Indexes>,
     /// The cores every thread started here pins itself to.
     pub affinity: CpuAffinity,
 }
@@ -210,6 +213,10 @@ impl<T: Send + 'static> Batches<T> {
             &work,
             &batch_stats,
             &cfg.affinity,
+            &ReadChecks {
+                read: cfg.read.clone(),
+                indexes: cfg.indexes.clone(),
+            },
         ));
         Batches {
             rx: Some(out_rx),

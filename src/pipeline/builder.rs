@@ -420,6 +420,28 @@ impl Pipeline {
         self
     }
 
+    /// Has the worker that assembles a batch read its records itself,
+    /// through the shards' indexes (`infeed index`, found as
+    /// [`index_dir`](Self::index_dir) says; a shard without one is indexed
+    /// in memory first, and a log line says so), instead of a shard thread
+    /// reading them for every worker. Each record's bytes are then read,
+    /// checked and assembled on one core: on the reference pipelines, lm
+    /// +5% and img +18% pinned to one core, +15% and +27% on two
+    /// (docs/performance.md, `scripts/floor.sh`). The
+    /// same records, in the same order, with the same state. Plain local
+    /// shards only: a compressed or cloud shard is read by its shard
+    /// thread as without this word. A corrupt record ends the run at its
+    /// batch, as a failed read does, with no partial batch of the rows
+    /// before it. The ops that need a record's bytes before the workers
+    /// refuse it when the pipeline starts: filters and maps on serialized
+    /// records, a shuffle buffer, buckets and packing, a mixture,
+    /// `on_corrupt(Skip)` and the global shuffle (which reads through the
+    /// indexes already).
+    pub fn worker_reads(mut self) -> Self {
+        self.s.ops.worker_reads.on = true;
+        self
+    }
+
     /// Shuffles records through a buffer of `buffer` records.
     pub fn shuffle(mut self, buffer: usize) -> Self {
         self.s.ops.shuffle = ShuffleSettings {

@@ -113,6 +113,7 @@ fn stream_batches(
                 number: 0,
                 records: items.iter().map(|i| i.data.clone()).collect(),
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
+                unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),
                 files: files.clone(),
                 layout: Layout::Rows,
             })?,

@@ -23,6 +23,11 @@ pub(crate) struct Item {
     /// `data` is a view of a mapped file: holding it pins page-cache pages
     /// (which the kernel can reclaim), not a heap chunk of other records.
     pub mapped: bool,
+    /// Not read yet ([`worker_reads`](crate::pipeline::Pipeline::worker_reads)):
+    /// `data` is an untouched view of the mapped shard, framed by its
+    /// index, which only its length is taken from; the worker that
+    /// assembles the record reads and checks it (`read/in_workers.rs`).
+    pub unread: bool,
 }
 
 /// [`Item::measured`] when the record's length is not known yet.
@@ -37,6 +42,7 @@ impl Item {
             offset,
             measured: UNMEASURED,
             mapped: false,
+            unread: false,
         }
     }
 

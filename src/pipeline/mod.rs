@@ -66,11 +66,11 @@
 //! | thread | how many, how long | does | file |
 //! | --- | --- | --- | --- |
 //! | `infeed-io` | 2, the process's life (started by the first cloud read) | the tokio runtime of cloud reads: range requests, retries; local files never touch it | `source` |
-//! | `infeed-shard` | one per open interleave slot, until its file ends; on a restore, one more per file whose records are read again (shuffle buffer, waiting records), until they are found | reads one shard from an offset, inflates, frames, checks CRCs; hands over blocks of records | `read/blocks.rs` |
+//! | `infeed-shard` | one per open interleave slot, until its file ends, and one for the next file of the order; on a restore, one more per file whose records are read again (shuffle buffer, waiting records), until they are found | reads one shard from an offset, inflates, frames, checks CRCs; hands over blocks of records (with [`Pipeline::worker_reads`], a plain local shard: framed by its index, its records left unread) | `read/blocks.rs` |
 //! | `infeed-records` | one per logical stream the host runs (one, unless [`Pipeline::streams`] gives a host several) | the record ops (`ops/`: interleave, record shard, skip/take, filter/map, epochs, shuffle) and the grouping (`group/`); numbers each group and attaches the state after it | `threads/record_thread.rs` |
 //! | `infeed-streams` | one, only when a host runs several logical streams | joins the streams' groups of each step, in stream order, into the host's batch | `threads/streams.rs` |
 //! | `infeed-prefilter` | `threads`, while the record thread runs, only with parsed filters | parses chunks of records and runs the parsed ops, so the record thread groups survivors in order | `threads/prefilter.rs` |
-//! | `infeed-worker` | `threads` per pipeline (default: one per core, or per core of [`Pipeline::cpu_affinity`]) | turns a group into the output batch (parse, map, pad, assemble) | `threads/workers.rs` |
+//! | `infeed-worker` | `threads` per pipeline (default: one per core, or per core of [`Pipeline::cpu_affinity`]) | turns a group into the output batch (reads the records left unread, parse, map, pad, assemble) | `threads/workers.rs` |
 //! | `infeed-stream` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `async_iter.rs` |
 //!
 //! Every channel is bounded, so memory is bounded and a slow consumer

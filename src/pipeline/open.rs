@@ -202,6 +202,7 @@ mod tests {
                     read: Default::default(),
                     source: Default::default(),
                     scan: None,
+                    unread: None,
                     order_seed: self.order_seed,
                 }),
                 seed: self.seed,

@@ -220,6 +220,7 @@ impl RecordSettings {
                 read: p.read.clone(),
                 source: p.source_options.clone(),
                 scan: scan.filter(|_| !map).cloned(),
+                unread: p.ops.worker_reads.indexes.clone(),
                 order_seed: record_shard.map(|_| SHARED_FILE_ORDER_SEED),
             }),
             seed,

@@ -21,6 +21,7 @@ use super::skip_steps::SkipSteps;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
 use crate::batch::Bucketer;
+use crate::record::CorruptPolicy;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
 const PREFILTER_CHUNK: usize = 256;
@@ -68,6 +69,7 @@ pub(crate) fn start<T: Send + 'static>(
         unordered: p.unordered,
         read: p.read.clone(),
         source: p.source_options.clone(),
+        indexes: p.ops.worker_reads.indexes.clone(),
         affinity: p.affinity.clone(),
     };
     let mut batches = Batches::start(
@@ -108,6 +110,7 @@ pub(crate) struct Planned {
 /// state to resume from and the steps to leave out.
 pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, PipelineError> {
     p.check_sizes()?;
+    check_worker_reads(p, &record)?;
     let mut prepared = p.prepared()?;
     measure_token_weights(&mut prepared, &record)?;
     let p = &prepared;
@@ -319,6 +322,47 @@ fn count_by_records(
     }
 }
 
+/// `worker_reads` leaves each record unread until the worker that
+/// assembles it: the words that need its bytes before then are refused.
+fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), PipelineError> {
+    let mut sources = p.mixture.iter().flat_map(|m| m.sources.iter());
+    if sources.any(|(_, source)| source.ops.worker_reads.on) {
+        return Err(PipelineError::Config(
+            "worker_reads is not for a mixture's sources: they are read by their shard threads"
+                .into(),
+        ));
+    }
+    if !p.ops.worker_reads.on {
+        return Ok(());
+    }
+    let needs_bytes = [
+        (
+            p.ops.record_map.filter.is_some() || p.ops.record_map.map.is_some(),
+            "a filter or map on serialized records",
+        ),
+        (p.ops.shuffle.buffer > 0, "a shuffle buffer"),
+        (
+            record.measure.is_some() || record.prefilter.is_some() || record.scan.is_some(),
+            "bucketing, packing or a filter on parsed rows",
+        ),
+        (
+            p.read.on_corrupt == CorruptPolicy::Skip,
+            "skipping corrupt records (on_corrupt(Skip))",
+        ),
+        (
+            p.ops.global_shuffle.on,
+            "the global shuffle (it reads through the indexes itself)",
+        ),
+    ];
+    match needs_bytes.iter().find(|(given, _)| *given) {
+        Some((_, what)) => Err(PipelineError::Config(format!(
+            "worker_reads leaves each record unread until the worker that assembles it, but \
+             {what} needs its bytes before: leave one of the two out"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A mixture whose weights count tokens: each source's mean tokens per
 /// record, from the first records of a few of its files (every host reads
 /// the same), measured as the grouping measures them.
@@ -516,6 +560,7 @@ fn sample_lengths(
             (None, Some(prefilter)) => prefilter(&RawBatch {
                 records: items.iter().map(|i| i.data.clone()).collect(),
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
+                unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),
                 files: Arc::new(p.files.clone()),
                 layout: Layout::Rows,
                 number: 0,

@@ -166,6 +166,10 @@ pub struct BenchArgs {
     /// Where the shards' indexes are (default: beside each shard).
     #[arg(long, value_name = "DIR")]
     index_dir: Option<String>,
+    /// Each worker reads its batches' records itself, through the shards'
+    /// indexes (`Pipeline::worker_reads`; plain local shards).
+    #[arg(long)]
+    worker_reads: bool,
     /// Files read at once (interleave cycle length).
     #[arg(long, default_value_t = 1)]
     interleave: usize,
@@ -299,6 +303,9 @@ fn record_level(p: Pipeline, args: &BenchArgs, read: &ReadOptions, seed: u64) ->
     }
     if let Some(dir) = &args.index_dir {
         p = p.index_dir(dir);
+    }
+    if args.worker_reads {
+        p = p.worker_reads();
     }
     p.shuffle(args.shuffle).repeat(if args.epochs == 0 {
         None

@@ -179,9 +179,10 @@ impl Emitted {
 }
 
 /// A buffered record must not pin the read chunk it was sliced from (a
-/// view of a mapped file pins no heap memory: kept as it is).
+/// view of a mapped file pins no heap memory, and an unread one must not be
+/// read here: kept as they are).
 pub(crate) fn compact(mut item: Item) -> Item {
-    if !item.mapped {
+    if !item.mapped && !item.unread {
         item.data = Bytes::copy_from_slice(&item.data);
     }
     item

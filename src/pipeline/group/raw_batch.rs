@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::item::Item;
 
 /// How the records of a raw batch are to be laid out by the worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +45,11 @@ pub struct RawBatch {
     pub records: Vec<Bytes>,
     /// For each record: its file's path index and byte offset (for errors).
     pub(crate) provenance: Vec<(u32, u64)>,
+    /// The records still to read, in order (`worker_reads`: each is an
+    /// unread view whose length only is known; the worker reads and checks
+    /// it before the batch is made: `read/in_workers.rs`). Empty when all
+    /// are read.
+    pub(crate) unread: Vec<u32>,
     /// The host's files, to name them in errors.
     pub(crate) files: Arc<Vec<String>>,
     /// How the worker lays the records out (rows, a bucket, packed rows).
@@ -77,6 +83,15 @@ impl RawBatch {
             None => ("?", 0),
         }
     }
+}
+
+/// The places of the unread records among `items` (see [`RawBatch::unread`]).
+pub(crate) fn unread_of<'a>(items: impl Iterator<Item = &'a Item>) -> Vec<u32> {
+    items
+        .enumerate()
+        .filter(|(_, item)| item.unread)
+        .map(|(i, _)| i as u32)
+        .collect()
 }
 
 /// Turns a raw batch into the pipeline's output; runs on the worker pool.

@@ -20,6 +20,7 @@ use crate::pipeline::checkpoint::{Identity, Position, RawParts, SavedParts};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::Item;
 use crate::pipeline::read::again::Reread;
+use crate::pipeline::read::in_workers::WorkerReadsSettings;
 use crate::pipeline::stats::StageStats;
 
 use super::epochs::{Epochs, EpochsSettings};
@@ -43,6 +44,8 @@ pub(crate) struct ChainSettings {
     pub record_map: RecordMapSettings,
     pub epochs: EpochsSettings,
     pub shuffle: ShuffleSettings,
+    /// `worker_reads`: the workers read the records (`read/in_workers.rs`).
+    pub worker_reads: WorkerReadsSettings,
 }
 
 impl ChainSettings {
@@ -65,6 +68,9 @@ impl ChainSettings {
         }
         if self.epochs != d.epochs {
             given.push("repeat");
+        }
+        if self.worker_reads.on {
+            given.push("worker_reads");
         }
         if self.shuffle.buffer > 0 {
             given.push("shuffle");
@@ -97,7 +103,9 @@ impl ChainSettings {
         read: &ReadOptions,
         source: &SourceOptions,
     ) -> Result<(), PipelineError> {
-        self.global_shuffle.prepare(files, ranges, read, source)
+        self.global_shuffle.prepare(files, ranges, read, source)?;
+        let dir = self.global_shuffle.index_dir.as_deref();
+        self.worker_reads.prepare(files, dir, read, source)
     }
 
     /// True when each stream reads every file and takes its share of
@@ -348,6 +356,7 @@ mod tests {
                 read: ReadOptions::default().chunk_size(4096),
                 source: SourceOptions::default(),
                 scan,
+                unread: None,
                 order_seed: None,
             }),
             seed: 7,

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::item::{Item, LengthScan, UNMEASURED};
-use crate::pipeline::read::blocks::{Begin, ShardBlocks};
+use crate::pipeline::read::blocks::{Begin, Framing, ShardBlocks};
+use crate::pipeline::read::in_workers::Indexes;
 use crate::pipeline::rng::{CounterRng, domain};
 use crate::pipeline::stats::{StageFigures, StageStats};
 use crate::prefetch::prefetch;
@@ -78,6 +79,9 @@ pub(crate) struct StreamFiles {
     /// The grouping's length scan, for the shard readers to run (`None`
     /// where nothing is measured, or a record map changes the bytes).
     pub scan: Option<LengthScan>,
+    /// With `worker_reads`: the plain local shards' indexes, which their
+    /// readers frame them by, leaving the records for the workers to read.
+    pub unread: Option<Indexes>,
     /// The seed of the file order where it is not the stream's: under
     /// record sharding every host orders the files alike, since a host
     /// keeps records by their ordinal in the interleaved stream.
@@ -181,8 +185,10 @@ impl Slot {
             if let Some(record) = self.block.next() {
                 let measured = self.lengths.next().unwrap_or(UNMEASURED);
                 // This slot is read again a cycle later: its next record
-                // by then is in cache.
-                if let Some(next) = self.block.as_slice().first() {
+                // by then is in cache (an unread one is the worker's).
+                if let Some(next) = self.block.as_slice().first()
+                    && !self.reader.unread()
+                {
                     prefetch(&next.data[..next.data.len().min(256)]);
                 }
                 self.next_offset =
@@ -378,7 +384,14 @@ impl Interleave {
             self.input.read.clone(),
             self.input.source.clone(),
             stats,
-            self.input.scan.clone(),
+            Framing {
+                scan: self.input.scan.clone(),
+                index: self
+                    .input
+                    .unread
+                    .as_ref()
+                    .and_then(|u| u.get(path).cloned()),
+            },
             Begin {
                 ramped: self.ramped,
                 ahead,
@@ -444,6 +457,7 @@ impl EpochInput for Interleave {
                         offset: record.offset,
                         measured,
                         mapped: slot.reader.mapped(),
+                        unread: slot.reader.unread(),
                     }));
                 }
                 None => {
@@ -487,6 +501,7 @@ impl EpochInput for Interleave {
         };
         let n = max.min(slot.block.len()).min(stay);
         let mapped = slot.reader.mapped();
+        let unread = slot.reader.unread();
         out.reserve(n);
         for record in slot.block.by_ref().take(n) {
             let measured = slot.lengths.next().unwrap_or(UNMEASURED);
@@ -498,6 +513,7 @@ impl EpochInput for Interleave {
                 offset: record.offset,
                 measured,
                 mapped,
+                unread,
             });
         }
         slot.record_no += n as u64;
@@ -744,6 +760,7 @@ mod tests {
             read: ReadOptions::default().on_corrupt(CorruptPolicy::Skip),
             source: SourceOptions::default(),
             scan: None,
+            unread: None,
             order_seed: None,
         });
         let counted = |cut: Option<usize>| {
@@ -796,6 +813,7 @@ mod tests {
             read: ReadOptions::default(),
             source: SourceOptions::default(),
             scan: None,
+            unread: None,
             order_seed: None,
         });
         let stats = || Arc::new(StageStats::default());

@@ -25,6 +25,8 @@ use crate::record::{
 
 use bytes::Bytes;
 
+use super::in_workers;
+use crate::index::ShardIndex;
 use crate::pipeline::item::{LengthScan, carried};
 use crate::pipeline::stats::StageStats;
 use crate::record::chunk_source::{ChunkSource, Prefixed};
@@ -56,6 +58,9 @@ pub(crate) struct ShardBlocks {
     /// Set (before the first block is sent) when the records are views of
     /// a mapped file.
     mapped: Arc<AtomicBool>,
+    /// Set likewise when they are left unread (framed by the shard's index,
+    /// for the workers to read: `in_workers.rs`).
+    unread: Arc<AtomicBool>,
     /// From when its waits for room count (see [`Begin::ahead`]).
     waits_from: Arc<OnceLock<Instant>>,
 }
@@ -73,6 +78,18 @@ pub(crate) struct Begin {
     pub ahead: bool,
 }
 
+/// How a shard reader frames its records.
+#[derive(Clone, Default)]
+pub(crate) struct Framing {
+    /// Measures every record as it is framed (see
+    /// [`ShardBlocks::next_measured`]).
+    pub scan: Option<LengthScan>,
+    /// The shard's index, to frame a plain local shard by and leave its
+    /// records unread for the workers (`in_workers.rs`), instead of
+    /// reading it.
+    pub index: Option<Arc<ShardIndex>>,
+}
+
 impl ShardBlocks {
     /// Starts reading `path` at the record boundary `start` (0 for the whole
     /// file), its bytes fetched with the `source` options.
@@ -83,11 +100,18 @@ impl ShardBlocks {
         source: SourceOptions,
         stats: Arc<StageStats>,
     ) -> Self {
-        Self::spawn_measured(path, start, opts, source, stats, None, Begin::default())
+        Self::spawn_measured(
+            path,
+            start,
+            opts,
+            source,
+            stats,
+            Framing::default(),
+            Begin::default(),
+        )
     }
 
-    /// As [`spawn`](Self::spawn), measuring every record with `scan` as it
-    /// is framed (see [`next_measured`](Self::next_measured)), begun as
+    /// As [`spawn`](Self::spawn), framing as `framing` says, begun as
     /// `begin` says.
     pub fn spawn_measured(
         path: String,
@@ -95,7 +119,7 @@ impl ShardBlocks {
         opts: ReadOptions,
         source: SourceOptions,
         stats: Arc<StageStats>,
-        scan: Option<LengthScan>,
+        framing: Framing,
         begin: Begin,
     ) -> Self {
         let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
@@ -108,6 +132,8 @@ impl ShardBlocks {
         let consumed = taken.clone();
         let mapped = Arc::new(AtomicBool::new(false));
         let is_mapped = mapped.clone();
+        let unread = Arc::new(AtomicBool::new(false));
+        let is_unread = unread.clone();
         let handle = std::thread::Builder::new()
             .name("infeed-shard".into())
             .spawn(move || {
@@ -117,9 +143,14 @@ impl ShardBlocks {
                     stats: &stats,
                     taken: &consumed,
                     mapped: &is_mapped,
-                    scan: scan.as_ref(),
+                    unread: &is_unread,
+                    scan: framing.scan.as_ref(),
                 };
-                if let Err(e) = read_shard(&path, start, &opts, &source, &shard) {
+                let read = match &framing.index {
+                    Some(index) => leave_unread(&path, start, opts.chunk_size, index, &shard),
+                    None => read_shard(&path, start, &opts, &source, &shard),
+                };
+                if let Err(e) = read {
                     let _ = tx.send(Err(e));
                 }
             })
@@ -129,6 +160,7 @@ impl ShardBlocks {
             handle: Some(handle),
             taken,
             mapped,
+            unread,
             waits_from,
         }
     }
@@ -138,6 +170,13 @@ impl ShardBlocks {
     pub fn mapped(&self) -> bool {
         // Set before the first block was sent: the channel orders it.
         self.mapped.load(Relaxed)
+    }
+
+    /// True when the records of the blocks received are unread views,
+    /// framed by the shard's index, for the workers to read.
+    pub fn unread(&self) -> bool {
+        // Set before the first block was sent: the channel orders it.
+        self.unread.load(Relaxed)
     }
 
     /// Where the block sizes stand: the blocks taken, counting the
@@ -191,7 +230,22 @@ struct ShardThread<'a> {
     stats: &'a StageStats,
     taken: &'a AtomicU32,
     mapped: &'a AtomicBool,
+    unread: &'a AtomicBool,
     scan: Option<&'a LengthScan>,
+}
+
+impl ShardThread<'_> {
+    /// Sends a block on, counting the wait for room from the reader's
+    /// turn; false when the receiver has gone.
+    fn send(&self, block: Block) -> bool {
+        let waiting = Instant::now();
+        let sent = self.tx.send(Ok(block));
+        // Only the part of the wait from the reader's turn on counts.
+        if let Some(&from) = self.waits_from.get() {
+            self.stats.add_wait(waiting.max(from).elapsed());
+        }
+        sent.is_ok()
+    }
 }
 
 fn io_error(path: &str, offset: u64, e: std::io::Error) -> RecordError {
@@ -287,12 +341,11 @@ fn read_shard(
     shard: &ShardThread<'_>,
 ) -> Result<(), RecordError> {
     let ShardThread {
-        tx,
-        waits_from,
         stats,
         taken,
         mapped,
         scan,
+        ..
     } = shard;
     let Opened {
         mut reader,
@@ -337,16 +390,8 @@ fn read_shard(
         retries_reported = retries;
         drop(span);
         drop(timer);
-        if !block.is_empty() {
-            let waiting = Instant::now();
-            let sent = tx.send(Ok((block, lengths)));
-            // Only the part of the wait from the reader's turn on counts.
-            if let Some(&from) = waits_from.get() {
-                stats.add_wait(waiting.max(from).elapsed());
-            }
-            if sent.is_err() {
-                return Ok(());
-            }
+        if !block.is_empty() && !shard.send((block, lengths)) {
+            return Ok(());
         }
         if let Some(e) = failure {
             return Err(e);
@@ -357,6 +402,51 @@ fn read_shard(
             return Ok(());
         }
     }
+}
+
+/// Frames the plain local shard `path` from `start` by its `index` and
+/// sends its records on unread: views of the mapped file, whose bytes
+/// nothing here touches (the workers read them: `in_workers.rs`), in
+/// blocks sized as [`read_shard`]'s.
+fn leave_unread(
+    path: &str,
+    start: u64,
+    chunk_size: usize,
+    index: &ShardIndex,
+    shard: &ShardThread<'_>,
+) -> Result<(), RecordError> {
+    let map = in_workers::map_shard(path)?;
+    shard.unread.store(true, Relaxed);
+    let (mut i, n) = (index.first_from(start), index.len());
+    while i < n {
+        let timer = shard.stats.busy_timer();
+        let block_bytes = SizeRamp::at(shard.taken.load(Relaxed) / BLOCKS_PER_DOUBLING, chunk_size);
+        let (mut block, mut bytes, mut failure) = (Vec::new(), 0, None);
+        while i < n && bytes < block_bytes as u64 {
+            let (offset, framed) = index.record(i).unwrap_or_default();
+            match in_workers::view(&map, path, offset, framed) {
+                Ok(data) => block.push(Record { data, offset }),
+                // The file is shorter than its index says (cut since): the
+                // records before go first.
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            bytes += framed;
+            i += 1;
+        }
+        shard.stats.add_records(block.len() as u64);
+        shard.stats.add_bytes(bytes);
+        drop(timer);
+        if !block.is_empty() && !shard.send((block, Vec::new())) {
+            return Ok(());
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -590,7 +680,15 @@ mod tests {
     /// `begin` says, counting into `stats`.
     fn begun(path: &str, stats: &Arc<StageStats>, begin: Begin) -> ShardBlocks {
         let (read, source) = (ReadOptions::default(), SourceOptions::default());
-        ShardBlocks::spawn_measured(path.into(), 0, read, source, stats.clone(), None, begin)
+        ShardBlocks::spawn_measured(
+            path.into(),
+            0,
+            read,
+            source,
+            stats.clone(),
+            Framing::default(),
+            begin,
+        )
     }
 
     /// A reader started where an earlier one's ramp stood goes on from

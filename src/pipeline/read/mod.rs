@@ -2,11 +2,14 @@
 //! thread, which reads, inflates, frames and checks one shard and hands its
 //! records over in blocks) and [`again`] (records read again at their
 //! positions, for a restore; a file's first records, for a sample; a
-//! record's index, for an error). The record ops and the start of a
-//! pipeline read through here; it knows no op.
+//! record's index, for an error), and [`in_workers`] (records left unread
+//! by the shard thread, read by the worker that assembles them). The
+//! record ops and the start of a pipeline read through here; it knows no
+//! op.
 
 pub(crate) mod again;
 pub(crate) mod blocks;
+pub(crate) mod in_workers;
 
 #[cfg(test)]
 pub(crate) mod testing {

@@ -16,7 +16,7 @@ use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
 use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn};
 use crate::pipeline::group::part::GroupPart;
-use crate::pipeline::group::raw_batch::{Layout, RawBatch};
+use crate::pipeline::group::raw_batch::{Layout, RawBatch, unread_of};
 use crate::pipeline::item::Item;
 use crate::pipeline::ops::stream_chain::StreamChain;
 use crate::pipeline::stats::StageStats;
@@ -214,6 +214,7 @@ impl RecordThread {
             (None, Some(prefilter)) => prefilter(&RawBatch {
                 records: items.iter().map(|i| i.data.clone()).collect(),
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
+                unread: unread_of(items.iter()),
                 files: self.files.clone(),
                 layout: Layout::Rows,
                 number: 0,
@@ -366,6 +367,7 @@ impl RecordThread {
                 let raw = RawBatch {
                     records: items.iter().map(|(i, _)| i.data.clone()).collect(),
                     provenance: items.iter().map(|(i, _)| (i.file, i.offset)).collect(),
+                    unread: unread_of(items.iter().map(|(i, _)| i)),
                     files: self.files.clone(),
                     layout: Layout::Rows,
                     number: 0,
@@ -471,13 +473,18 @@ impl GroupSender<'_> {
         // Move the records out (no reference-count traffic per record).
         let mut records = Vec::with_capacity(group.items.len());
         let mut provenance = Vec::with_capacity(group.items.len());
+        let mut unread = Vec::new();
         for item in group.items {
+            if item.unread {
+                unread.push(records.len() as u32);
+            }
             records.push(item.data);
             provenance.push((item.file, item.offset));
         }
         let raw = RawBatch {
             records,
             provenance,
+            unread,
             files: self.files.clone(),
             layout: group.layout,
             number: self.first + self.seq,

@@ -113,10 +113,14 @@ fn join(
         number: raw.number,
         records: Vec::new(),
         provenance: Vec::new(),
+        unread: Vec::new(),
         files: files.clone(),
         layout: Layout::Rows,
     });
     let records_before = batch.records.len();
+    batch
+        .unread
+        .extend(raw.unread.iter().map(|&i| i + records_before as u32));
     batch.records.extend(raw.records);
     batch.provenance.extend(
         raw.provenance

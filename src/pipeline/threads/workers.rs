@@ -1,7 +1,8 @@
 //! The worker threads (`infeed-worker`, `threads` of them): each takes a
-//! raw batch from the record thread, runs the pipeline's batch function on
-//! it (parse, map, pad, assemble) and sends the result, still numbered, to
-//! the consumer, which puts them back in order.
+//! raw batch from the record thread, reads the records left unread for it
+//! (`worker_reads`: `read/in_workers.rs`), runs the pipeline's batch
+//! function on it (parse, map, pad, assemble) and sends the result, still
+//! numbered, to the consumer, which puts them back in order.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,6 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::pipeline::checkpoint::Snapshot;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{BatchFn, RawBatch};
+use crate::pipeline::read::in_workers::{ReadChecks, WorkerReads};
 use crate::pipeline::stats::StageStats;
 
 use super::affinity::CpuAffinity;
@@ -27,16 +29,18 @@ pub(crate) fn spawn<T: Send + 'static>(
     work: &BatchFn<T>,
     stats: &Arc<StageStats>,
     affinity: &CpuAffinity,
+    checks: &ReadChecks,
 ) -> Vec<JoinHandle<()>> {
     (0..workers)
         .map(|_| {
             let (rx, tx, work, stats) = (rx.clone(), tx.clone(), work.clone(), stats.clone());
             let affinity = affinity.clone();
+            let reads = WorkerReads::new(checks);
             std::thread::Builder::new()
                 .name("infeed-worker".into())
                 .spawn(move || {
                     affinity.apply();
-                    run_worker(&rx, &tx, &*work, &stats)
+                    run_worker(&rx, &tx, &*work, &stats, reads)
                 })
                 .expect("spawn a worker thread")
         })
@@ -48,13 +52,15 @@ fn run_worker<T>(
     tx: &Sender<Delivery<T>>,
     work: &(dyn Fn(RawBatch) -> Result<T, PipelineError> + Send + Sync),
     stats: &StageStats,
+    mut reads: WorkerReads,
 ) {
     while let Ok((seq, message)) = rx.recv() {
-        let result = message.and_then(|(raw, state)| {
+        let result = message.and_then(|(mut raw, state)| {
             let _busy = stats.busy_timer();
             let n = raw.records.len() as u64;
             let _span =
                 tracing::trace_span!("infeed.batch", step = raw.number, records = n).entered();
+            reads.read(&mut raw)?;
             let bytes: usize = raw.records.iter().map(Bytes::len).sum();
             // A panic in a user's function (map_batch) must become an error
             // in its place: a lost batch would leave the consumer waiting.

@@ -22,6 +22,7 @@ mod restore_props;
 mod sequence;
 mod tf_oracle;
 mod tokenize;
+mod worker_reads;
 
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::Duration;

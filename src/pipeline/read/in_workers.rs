@@ -1,0 +1,397 @@
+//! Reads in workers ([`Pipeline::worker_reads`](crate::pipeline::Pipeline::worker_reads)):
+//! each record's bytes read, checked and assembled on one core.
+//!
+//! On the plain path a shard thread reads a chunk and checks its records,
+//! and a worker on another core assembles them: every record's bytes cross
+//! between the cores' caches (docs/architecture.md, "Threads"). Here a
+//! plain local shard's thread frames it by its index instead and hands on
+//! its records unread: views of the mapped file, which nothing before the
+//! worker touches ([`Item::unread`](crate::pipeline::item::Item)). The
+//! worker that assembles a batch reads its unread records itself
+//! ([`WorkerReads`]), one `pread` per run of neighbours into a buffer of
+//! its own that it reuses, and checks their framing and both CRCs there as
+//! a shard reader would, so the bytes come in once, hot, where they are
+//! parsed. A compressed or cloud shard is read by its shard thread as
+//! usual.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
+use crate::pipeline::error::PipelineError;
+use crate::pipeline::group::raw_batch::RawBatch;
+use crate::record::{Compression, Deframer, ErrorKind, ReadOptions, RecordError, RecordPart};
+use crate::source::SourceOptions;
+
+/// Header and footer around a payload.
+const FRAME: u64 = 16;
+
+/// The index of each plain local shard, by its URL.
+pub(crate) type Indexes = Arc<HashMap<String, Arc<ShardIndex>>>;
+
+/// The word `worker_reads`, and the indexes it reads by once prepared.
+#[derive(Clone, Default)]
+pub(crate) struct WorkerReadsSettings {
+    /// Asked for.
+    pub on: bool,
+    /// Per plain local shard, its index ([`prepare`](Self::prepare)).
+    pub indexes: Option<Indexes>,
+}
+
+impl WorkerReadsSettings {
+    /// Reads (or builds, saying so) the index of every plain local shard
+    /// of `files` once for the whole pipeline, from `dir` (`None`: beside
+    /// each shard). Cloud and compressed shards get none: their shard
+    /// threads read them.
+    pub fn prepare(
+        &mut self,
+        files: &[String],
+        dir: Option<&str>,
+        read: &ReadOptions,
+        source: &SourceOptions,
+    ) -> Result<(), PipelineError> {
+        if !self.on || self.indexes.is_some() {
+            return Ok(());
+        }
+        let plain: Vec<String> = files
+            .iter()
+            .filter(|f| is_local(f) && read_plain(f, read))
+            .cloned()
+            .collect();
+        let mut opts = IndexOptions {
+            dir: dir.map(str::to_owned),
+            ..IndexOptions::default()
+        };
+        opts.build.read = read.clone();
+        opts.build.source = source.clone();
+        let found = load_or_build(&plain, &opts)?;
+        let indexes = plain
+            .into_iter()
+            .zip(found)
+            .filter(|(_, (index, _))| index.compression == Compression::None)
+            .map(|(file, (index, _))| (file, index))
+            .collect();
+        self.indexes = Some(Arc::new(indexes));
+        Ok(())
+    }
+}
+
+fn is_local(url: &str) -> bool {
+    !url.contains("://") || url.starts_with("file://")
+}
+
+/// Not known to be compressed: by the read options, or else by its name
+/// (a shard named like neither is told by its index).
+fn read_plain(url: &str, read: &ReadOptions) -> bool {
+    match read.compression {
+        Some(c) => c == Compression::None,
+        None => Compression::from_extension(url).is_none_or(|c| c == Compression::None),
+    }
+}
+
+/// Maps the local shard `url` whole, to cut views of its records from.
+pub(super) fn map_shard(url: &str) -> Result<Bytes, RecordError> {
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    let io = |e: std::io::Error| RecordError::new(url, 0, ErrorKind::from_io(e));
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: read-only, and alive as long as the `Bytes` over it. Nothing
+    // reads through it: its views only carry each record's length to the
+    // worker, which reads the record from the file (so a shard cut short
+    // meanwhile is an error there, never a fault).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(Bytes::from_owner(map))
+}
+
+/// The unread view of the payload of the record at `offset`, `framed`
+/// bytes long with its header and footer; an error naming the shard if the
+/// file is shorter than the index says.
+pub(super) fn view(map: &Bytes, url: &str, offset: u64, framed: u64) -> Result<Bytes, RecordError> {
+    let len = map.len() as u64;
+    if framed >= FRAME && offset.saturating_add(framed) <= len {
+        return Ok(map.slice((offset + 12) as usize..(offset + framed - 4) as usize));
+    }
+    // Where the file ends, by the part of the record it ends in.
+    let payload = framed.saturating_sub(FRAME);
+    let left = len.saturating_sub(offset);
+    let (part, have, need) = if left < 12 {
+        (RecordPart::Header, left, 12)
+    } else if left - 12 < payload {
+        (RecordPart::Payload, left - 12, payload)
+    } else {
+        (RecordPart::Footer, left - 12 - payload, 4)
+    };
+    Err(RecordError::new(
+        url,
+        offset,
+        ErrorKind::Truncated { part, have, need },
+    ))
+}
+
+/// Neighbouring unread records of one shard, read with one `pread`.
+struct Run {
+    file: u32,
+    /// Where its bytes start in the shard, and in the buffer.
+    offset: u64,
+    at: usize,
+    len: usize,
+    /// Its records' places in the batch, a range of `RawBatch::unread`.
+    first: usize,
+    end: usize,
+}
+
+/// How the workers check the records they read.
+#[derive(Clone)]
+pub(crate) struct ReadChecks {
+    /// The read options' CRC checks and largest record.
+    pub read: ReadOptions,
+    /// The shards' indexes, to name a bad record's number in its error.
+    pub indexes: Option<Indexes>,
+}
+
+/// A worker's reader of unread records: the shards it has open, and the
+/// buffer it reads each batch into (taken back once the batch is made).
+pub(crate) struct WorkerReads {
+    checks: ReadOptions,
+    indexes: Option<Indexes>,
+    files: HashMap<u32, std::fs::File>,
+    buf: Vec<u8>,
+    /// The buffer as the last batch's records slice it.
+    lent: Option<Bytes>,
+}
+
+impl WorkerReads {
+    /// Checks records as `checks` say.
+    pub fn new(checks: &ReadChecks) -> Self {
+        WorkerReads {
+            checks: checks.read.clone(),
+            indexes: checks.indexes.clone(),
+            files: HashMap::new(),
+            buf: Vec::new(),
+            lent: None,
+        }
+    }
+
+    /// Reads and checks `raw`'s unread records, putting each payload in
+    /// its place: an error names the shard and the record's offset, as a
+    /// shard reader's would.
+    pub fn read(&mut self, raw: &mut RawBatch) -> Result<(), PipelineError> {
+        if raw.unread.is_empty() {
+            return Ok(());
+        }
+        self.take_back();
+        let mut runs: Vec<Run> = Vec::new();
+        let mut at = 0;
+        for (k, &i) in raw.unread.iter().enumerate() {
+            let (file, offset) = raw.provenance[i as usize];
+            let framed = raw.records[i as usize].len() + FRAME as usize;
+            match runs.last_mut() {
+                Some(run) if run.file == file && run.offset + run.len as u64 == offset => {
+                    run.len += framed;
+                    run.end = k + 1;
+                }
+                _ => runs.push(Run {
+                    file,
+                    offset,
+                    at,
+                    len: framed,
+                    first: k,
+                    end: k + 1,
+                }),
+            }
+            at += framed;
+        }
+        // Grown, never shrunk: a buffer kept from the batches before needs
+        // no zeroing.
+        let mut buf = std::mem::take(&mut self.buf);
+        if buf.len() < at {
+            buf.resize(at, 0);
+        }
+        for run in &runs {
+            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let io = |e: std::io::Error| RecordError::new(url, run.offset, ErrorKind::from_io(e));
+            let file = match self.files.entry(run.file) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let path = url.strip_prefix("file://").unwrap_or(url);
+                    v.insert(std::fs::File::open(path).map_err(io)?)
+                }
+            };
+            read_at(file, &mut buf[run.at..run.at + run.len], run.offset).map_err(io)?;
+        }
+        let bytes = Bytes::from(buf);
+        for run in &runs {
+            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
+            deframer.push(bytes.slice(run.at..run.at + run.len));
+            for &i in &raw.unread[run.first..run.end] {
+                let (_, offset) = raw.provenance[i as usize];
+                let want = raw.records[i as usize].len();
+                let record = deframer.next_record().map_err(|mut e| {
+                    e.index = self.record_number(url, e.offset);
+                    e
+                })?;
+                match record {
+                    Some(record) if record.offset == offset && record.data.len() == want => {
+                        raw.records[i as usize] = record.data;
+                    }
+                    // The shard holds another record than its index says
+                    // (changed since, with the same size and time).
+                    _ => {
+                        let mut e = RecordError::new(
+                            url,
+                            offset,
+                            ErrorKind::Truncated {
+                                part: RecordPart::Payload,
+                                have: 0,
+                                need: want as u64,
+                            },
+                        );
+                        e.index = self.record_number(url, offset);
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+        raw.unread.clear();
+        self.lent = Some(bytes);
+        Ok(())
+    }
+
+    /// The number in its shard of the record at `offset`, by the index.
+    fn record_number(&self, url: &str, offset: u64) -> Option<u64> {
+        self.indexes.as_ref()?.get(url)?.record_at(offset)
+    }
+
+    /// Takes the buffer back from the last batch if nothing holds a slice
+    /// of it any more (else the next batch reads into a new one).
+    fn take_back(&mut self) {
+        if let Some(lent) = self.lent.take()
+            && let Ok(buf) = lent.try_into_mut()
+        {
+            self.buf = buf.into();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::record;
+    use super::*;
+    use crate::index::{BuildOptions, build};
+    use crate::pipeline::group::raw_batch::Layout;
+    use crate::record::RecordWriter;
+
+    /// Two plain shards of 8 records each, with their indexes.
+    fn shards(dir: &std::path::Path) -> Vec<(String, ShardIndex)> {
+        (0..2)
+            .map(|f| {
+                let path = dir.join(format!("s{f}.tfrecord"));
+                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+                for i in 0..8 {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                let path = path.display().to_string();
+                let index = build(&path, &BuildOptions::default()).unwrap();
+                (path, index)
+            })
+            .collect()
+    }
+
+    /// A batch of the unread records `(file, record)`, as the record thread
+    /// hands it over.
+    fn unread_batch(shards: &[(String, ShardIndex)], wanted: &[(usize, u64)]) -> RawBatch {
+        let maps: Vec<Bytes> = shards.iter().map(|(p, _)| map_shard(p).unwrap()).collect();
+        let mut raw = RawBatch {
+            records: Vec::new(),
+            provenance: Vec::new(),
+            unread: Vec::new(),
+            files: Arc::new(shards.iter().map(|(p, _)| p.clone()).collect()),
+            layout: Layout::Rows,
+            number: 0,
+        };
+        for &(f, i) in wanted {
+            let (offset, framed) = shards[f].1.record(i).unwrap();
+            raw.unread.push(raw.records.len() as u32);
+            raw.records
+                .push(view(&maps[f], &shards[f].0, offset, framed).unwrap());
+            raw.provenance.push((f as u32, offset));
+        }
+        raw
+    }
+
+    #[test]
+    fn a_worker_reads_runs_of_neighbours_into_one_buffer_it_reuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards(dir.path());
+        // Two runs in shard 0, one in shard 1, and one back in shard 0.
+        let wanted = [(0, 0), (0, 1), (0, 2), (1, 3), (0, 5), (0, 6)];
+        let mut reads = WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: None,
+        });
+        let mut raw = unread_batch(&shards, &wanted);
+        reads.read(&mut raw).unwrap();
+        assert!(raw.unread.is_empty());
+        let got: Vec<&[u8]> = raw.records.iter().map(|r| r.as_ref()).collect();
+        let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
+        assert_eq!(got, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        // Each payload follows the one before it in the buffer, framed.
+        let base = raw.records[0].as_ptr() as usize;
+        let starts: Vec<usize> = raw
+            .records
+            .iter()
+            .map(|r| r.as_ptr() as usize - base)
+            .collect();
+        assert_eq!(starts, [0, 116, 232, 348, 464, 580]);
+        drop(raw);
+        // The next batch reads into the same buffer.
+        let mut raw = unread_batch(&shards, &[(1, 7)]);
+        reads.read(&mut raw).unwrap();
+        assert_eq!(raw.records[0].as_ref(), record(1, 7));
+        assert_eq!(raw.records[0].as_ptr() as usize, base);
+    }
+
+    #[test]
+    fn a_batch_holding_the_buffer_leaves_the_next_one_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards(dir.path());
+        let mut reads = WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: None,
+        });
+        let mut first = unread_batch(&shards, &[(0, 0)]);
+        reads.read(&mut first).unwrap();
+        let mut second = unread_batch(&shards, &[(0, 1)]);
+        reads.read(&mut second).unwrap();
+        assert_eq!(first.records[0].as_ref(), record(0, 0));
+        assert_eq!(second.records[0].as_ref(), record(0, 1));
+    }
+
+    #[test]
+    fn a_shard_shorter_than_its_index_says_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards(dir.path());
+        let map = map_shard(&shards[0].0).unwrap();
+        let (offset, framed) = shards[0].1.record(7).unwrap();
+        let cut = |at: u64| view(&map.slice(..at as usize), &shards[0].0, offset, framed);
+        let e = cut(offset + framed - 1).unwrap_err();
+        assert_eq!((e.path.as_str(), e.offset), (shards[0].0.as_str(), offset));
+        let truncated = |part, have, need| ErrorKind::Truncated { part, have, need };
+        assert_eq!(e.kind, truncated(RecordPart::Footer, 3, 4));
+        assert_eq!(
+            cut(offset + 50).unwrap_err().kind,
+            truncated(RecordPart::Payload, 38, 100)
+        );
+        assert_eq!(
+            cut(offset + 5).unwrap_err().kind,
+            truncated(RecordPart::Header, 5, 12)
+        );
+        assert_eq!(cut(offset + framed).unwrap().as_ref(), record(0, 7));
+    }
+}

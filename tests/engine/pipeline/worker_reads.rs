@@ -1,0 +1,191 @@
+//! `Pipeline::worker_reads`: the workers read the records through the
+//! shards' indexes (built in memory, or read from `index_dir`), and the
+//! pipeline gives the same batches and the same states as when its shard
+//! threads read them, across a restore either way; a record corrupted
+//! after it was indexed is the same error; a GZIP shard is read by its
+//! shard thread; the words that need a record's bytes first are refused.
+
+use infeed::index::{BuildOptions, build, index_url, save};
+use infeed::pipeline::{Pipeline, PipelineError};
+use infeed::record::{Compression, CorruptPolicy, ReadOptions};
+use infeed::source::SourceOptions;
+
+use crate::support::tfrecord::write_files;
+
+/// Each batch's records as strings, with the state after it, and the error
+/// that ended the run, if one did.
+type Run = (Vec<(Vec<String>, Vec<u8>)>, Option<PipelineError>);
+
+fn run(p: &Pipeline, batch: usize) -> Run {
+    let mut batches = p.build_raw(batch, false).unwrap();
+    let mut out = Vec::new();
+    loop {
+        match batches.next_batch() {
+            Ok(Some(raw)) => {
+                let records = raw
+                    .records
+                    .iter()
+                    .map(|r| String::from_utf8(r.to_vec()).unwrap())
+                    .collect();
+                out.push((records, batches.state()));
+            }
+            Ok(None) => return (out, None),
+            Err(e) => return (out, Some(e)),
+        }
+    }
+}
+
+fn pipeline(files: &[String]) -> Pipeline {
+    Pipeline::from_files(files.to_vec())
+        .unwrap()
+        .seed(5)
+        .threads(2)
+        .interleave(2, 3)
+        .repeat(Some(2))
+}
+
+#[test]
+fn the_same_batches_and_states_as_the_shard_threads_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[40, 0, 77, 13, 1], Compression::None);
+    let (read, end) = run(&pipeline(&files), 7);
+    assert!(end.is_none());
+    assert_eq!(read.len(), (2 * 131usize).div_ceil(7));
+    let (workers, end) = run(&pipeline(&files).worker_reads(), 7);
+    assert!(end.is_none());
+    assert_eq!(workers, read);
+    // A state of either resumes the other, exactly.
+    for cut in [0, 5, 18, 30] {
+        let state = &read[cut].1;
+        let (rest, _) = run(&pipeline(&files).worker_reads().resume_from(state), 7);
+        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+        let (rest, _) = run(&pipeline(&files).resume_from(&workers[cut].1), 7);
+        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+    }
+}
+
+#[test]
+fn the_same_with_logical_streams_host_shards_and_skip_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[40, 25, 77, 13], Compression::None);
+    let variants: [&dyn Fn(Pipeline) -> Pipeline; 4] = [
+        &|p| p.streams(2),
+        // Two hosts of four files: each its own files.
+        &|p| p.shard(1, 2),
+        // Five hosts of four files: each every fifth record.
+        &|p| p.shard(3, 5),
+        &|p| p.skip(9).take(60),
+    ];
+    for (n, variant) in variants.iter().enumerate() {
+        let base = || variant(Pipeline::from_files(files.clone()).unwrap().threads(2));
+        let (read, end) = run(&base(), 6);
+        assert!(end.is_none() && !read.is_empty());
+        let (workers, end) = run(&base().worker_reads(), 6);
+        assert!(end.is_none());
+        assert_eq!(workers, read, "variant {n}");
+    }
+}
+
+#[test]
+fn indexes_are_read_from_index_dir_and_gzip_shards_read_as_usual() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = |name: &str| {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        sub
+    };
+    let plain = write_files(&sub("plain"), &[30, 12], Compression::None);
+    let gzip = write_files(&sub("gzip"), &[9, 21], Compression::Gzip);
+    let indexes = dir.path().join("indexes");
+    std::fs::create_dir(&indexes).unwrap();
+    let indexes = indexes.display().to_string();
+    for shard in &plain {
+        let index = build(shard, &BuildOptions::default()).unwrap();
+        save(
+            &index,
+            &index_url(shard, Some(&indexes)),
+            &SourceOptions::default(),
+        )
+        .unwrap();
+    }
+    let files: Vec<String> = plain.iter().chain(&gzip).cloned().collect();
+    let (read, _) = run(&pipeline(&files), 4);
+    let (workers, end) = run(&pipeline(&files).worker_reads().index_dir(&indexes), 4);
+    assert!(end.is_none());
+    assert_eq!(workers, read);
+    assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 2 * 72);
+}
+
+#[test]
+fn a_record_corrupted_since_it_was_indexed_is_the_error_a_shard_thread_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough that the byte changed lies outside the first and last
+    // 4 KiB, which the index's identity hashes.
+    let files = write_files(dir.path(), &[1000], Compression::None);
+    let shard = &files[0];
+    let indexes = dir.path().join("indexes").display().to_string();
+    std::fs::create_dir(&indexes).unwrap();
+    let index = build(shard, &BuildOptions::default()).unwrap();
+    save(
+        &index,
+        &index_url(shard, Some(&indexes)),
+        &SourceOptions::default(),
+    )
+    .unwrap();
+    // Record 550's payload "f0-r550", changed in place, the file's time
+    // kept: the index still matches the file.
+    let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();
+    let modified = std::fs::metadata(shard).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(shard).unwrap();
+    bytes[offset as usize + 12] ^= 0x20;
+    std::fs::write(shard, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(shard)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+
+    let p = Pipeline::from_files(files.clone()).unwrap().threads(2);
+    let (read, read_error) = run(&p, 100);
+    let (workers, error) = run(&p.worker_reads().index_dir(&indexes), 100);
+    let Some(PipelineError::Record(e)) = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!((e.path.as_str(), e.offset), (shard.as_str(), offset));
+    assert!(
+        matches!(e.kind, infeed::record::ErrorKind::DataCrc { .. }),
+        "{e}"
+    );
+    assert_eq!(
+        read_error.map(|e| e.to_string()),
+        Some(PipelineError::Record(e).to_string())
+    );
+    // The batches before the corrupt record's are delivered, and none of
+    // its own rows, where the shard threads' run delivers the 50 rows
+    // before it as a short batch.
+    assert_eq!(read.len(), 6);
+    assert_eq!(read[5].0.len(), 50);
+    assert_eq!(workers.len(), 5);
+    assert_eq!(workers[..], read[..5]);
+}
+
+#[test]
+fn words_that_need_the_bytes_first_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[10], Compression::None);
+    let refused = |p: Pipeline, what: &str| {
+        let Err(PipelineError::Config(message)) = p.worker_reads().build_raw(4, false) else {
+            panic!("worker_reads with {what} was not refused");
+        };
+        assert!(message.contains(what), "{message}");
+    };
+    let p = || Pipeline::from_files(files.clone()).unwrap();
+    refused(p().shuffle(8), "a shuffle buffer");
+    refused(
+        p().read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip)),
+        "skipping corrupt records",
+    );
+    refused(p().global_shuffle(), "the global shuffle");
+    refused(p().filter(|r: &[u8]| !r.is_empty()), "a filter or map");
+}
