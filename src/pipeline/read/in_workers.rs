@@ -139,7 +139,7 @@ struct Run {
     offset: u64,
     at: usize,
     len: usize,
-    /// Its records' places in the batch, a range of `RawBatch::unread`.
+    /// Its records, a range of the unread records in shard order.
     first: usize,
     end: usize,
 }
@@ -184,9 +184,16 @@ impl WorkerReads {
             return Ok(());
         }
         self.take_back();
+        // In shard order, so that neighbours in a shard are read together
+        // whatever their order in the batch (an interleave alternates
+        // shards record by record).
+        let mut order = std::mem::take(&mut raw.unread);
+        if !order.is_sorted_by_key(|&i| raw.provenance[i as usize]) {
+            order.sort_unstable_by_key(|&i| raw.provenance[i as usize]);
+        }
         let mut runs: Vec<Run> = Vec::new();
         let mut at = 0;
-        for (k, &i) in raw.unread.iter().enumerate() {
+        for (k, &i) in order.iter().enumerate() {
             let (file, offset) = raw.provenance[i as usize];
             let framed = raw.records[i as usize].len() + FRAME as usize;
             match runs.last_mut() {
@@ -228,7 +235,7 @@ impl WorkerReads {
             let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
             let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
             deframer.push(bytes.slice(run.at..run.at + run.len));
-            for &i in &raw.unread[run.first..run.end] {
+            for &i in &order[run.first..run.end] {
                 let (_, offset) = raw.provenance[i as usize];
                 let want = raw.records[i as usize].len();
                 let record = deframer.next_record().map_err(|mut e| {
@@ -257,7 +264,6 @@ impl WorkerReads {
                 }
             }
         }
-        raw.unread.clear();
         self.lent = Some(bytes);
         Ok(())
     }
@@ -329,7 +335,7 @@ mod tests {
     fn a_worker_reads_runs_of_neighbours_into_one_buffer_it_reuses() {
         let dir = tempfile::tempdir().unwrap();
         let shards = shards(dir.path());
-        // Two runs in shard 0, one in shard 1, and one back in shard 0.
+        // Two runs in shard 0 (records 0 to 2, 5 and 6), one in shard 1.
         let wanted = [(0, 0), (0, 1), (0, 2), (1, 3), (0, 5), (0, 6)];
         let mut reads = WorkerReads::new(&ReadChecks {
             read: ReadOptions::default(),
@@ -341,20 +347,47 @@ mod tests {
         let got: Vec<&[u8]> = raw.records.iter().map(|r| r.as_ref()).collect();
         let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
         assert_eq!(got, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
-        // Each payload follows the one before it in the buffer, framed.
+        // Each payload follows the one before it in shard order in the
+        // buffer, framed: shard 0's five, then shard 1's.
         let base = raw.records[0].as_ptr() as usize;
         let starts: Vec<usize> = raw
             .records
             .iter()
             .map(|r| r.as_ptr() as usize - base)
             .collect();
-        assert_eq!(starts, [0, 116, 232, 348, 464, 580]);
+        assert_eq!(starts, [0, 116, 232, 580, 348, 464]);
         drop(raw);
         // The next batch reads into the same buffer.
         let mut raw = unread_batch(&shards, &[(1, 7)]);
         reads.read(&mut raw).unwrap();
         assert_eq!(raw.records[0].as_ref(), record(1, 7));
         assert_eq!(raw.records[0].as_ptr() as usize, base);
+    }
+
+    #[test]
+    fn records_of_interleaved_shards_are_read_shard_by_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards(dir.path());
+        let wanted = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)];
+        let mut reads = WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: None,
+        });
+        let mut raw = unread_batch(&shards, &wanted);
+        reads.read(&mut raw).unwrap();
+        let want: Vec<Vec<u8>> = wanted
+            .iter()
+            .map(|&(f, i)| record(f, i as usize))
+            .collect();
+        assert_eq!(raw.records, want);
+        // One run per shard: shard 0's three records, then shard 1's.
+        let base = raw.records[0].as_ptr() as usize;
+        let starts: Vec<usize> = raw
+            .records
+            .iter()
+            .map(|r| r.as_ptr() as usize - base)
+            .collect();
+        assert_eq!(starts, [0, 348, 116, 464, 232, 580]);
     }
 
     #[test]
