@@ -329,7 +329,8 @@ class Pipeline:
         first), so each record's bytes are read, checked and assembled on
         one core. The same records in the same order; plain local shards
         only (others are read as usual). A corrupt record ends the run at
-        its batch. Refused with record filters and maps, a shuffle buffer,
+        its batch. A shuffle buffer then holds records unread (a few dozen
+        bytes each, not the record). Refused with record filters and maps,
         buckets, packing, a mixture, skipping corrupt records and the global
         shuffle."""
         return self._with("worker_reads")

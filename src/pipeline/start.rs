@@ -340,10 +340,10 @@ fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), Pip
             p.ops.record_map.filter.is_some() || p.ops.record_map.map.is_some(),
             "a filter or map on serialized records",
         ),
-        (p.ops.shuffle.buffer > 0, "a shuffle buffer"),
         (
             record.measure.is_some() || record.prefilter.is_some() || record.scan.is_some(),
-            "bucketing, packing or a filter on parsed rows",
+            "measuring each record on the record thread (buckets, packing, a filter on parsed \
+             rows, or padding to a shape that several hosts share)",
         ),
         (
             p.read.on_corrupt == CorruptPolicy::Skip,

@@ -375,10 +375,7 @@ mod tests {
         });
         let mut raw = unread_batch(&shards, &wanted);
         reads.read(&mut raw).unwrap();
-        let want: Vec<Vec<u8>> = wanted
-            .iter()
-            .map(|&(f, i)| record(f, i as usize))
-            .collect();
+        let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
         assert_eq!(raw.records, want);
         // One run per shard: shard 0's three records, then shard 1's.
         let base = raw.records[0].as_ptr() as usize;

@@ -10,6 +10,7 @@ use infeed::pipeline::{Pipeline, PipelineError};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::source::SourceOptions;
 
+use super::grouping::{spec, write_lm_files};
 use crate::support::tfrecord::write_files;
 
 /// Each batch's records as strings, with the state after it, and the error
@@ -42,6 +43,24 @@ fn pipeline(files: &[String]) -> Pipeline {
         .threads(2)
         .interleave(2, 3)
         .repeat(Some(2))
+}
+
+#[test]
+fn a_shuffle_buffer_holds_the_records_unread_and_shuffles_them_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[40, 0, 77, 13, 1], Compression::None);
+    let shuffled = || pipeline(&files).shuffle(25).shuffle_files();
+    let (read, end) = run(&shuffled(), 7);
+    assert!(end.is_none());
+    let (workers, end) = run(&shuffled().worker_reads(), 7);
+    assert!(end.is_none());
+    assert_eq!(workers, read);
+    // A restore refills the buffer by reading its records again: those
+    // come read, the rest unread, in the same batches.
+    for cut in [3, 20] {
+        let (rest, _) = run(&shuffled().worker_reads().resume_from(&read[cut].1), 7);
+        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+    }
 }
 
 #[test]
@@ -181,11 +200,22 @@ fn words_that_need_the_bytes_first_are_refused() {
         assert!(message.contains(what), "{message}");
     };
     let p = || Pipeline::from_files(files.clone()).unwrap();
-    refused(p().shuffle(8), "a shuffle buffer");
     refused(
         p().read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip)),
         "skipping corrupt records",
     );
     refused(p().global_shuffle(), "the global shuffle");
     refused(p().filter(|r: &[u8]| !r.is_empty()), "a filter or map");
+    // Buckets measure each record on the record thread.
+    let lm = write_lm_files(dir.path(), &[vec![3, 9, 1, 5]]);
+    let bucketed = Pipeline::from_files(lm)
+        .unwrap()
+        .worker_reads()
+        .parse(spec())
+        .max_length(16)
+        .bucket_by_length("ids", &[4, 8], &[2, 2, 1]);
+    let Err(PipelineError::Config(message)) = bucketed.build() else {
+        panic!("worker_reads with buckets was not refused");
+    };
+    assert!(message.contains("measuring each record"), "{message}");
 }

@@ -73,6 +73,9 @@ enum Kept {
     Large,
     /// Held as it came: a view of a mapped file.
     Mapped,
+    /// Held as it came: an unread record (`worker_reads`), a view nothing
+    /// here may read, holding no memory: the worker of its batch reads it.
+    Unread,
 }
 
 /// The shuffle buffer: slots of (record bytes, file, offset).
@@ -156,9 +159,9 @@ impl ShuffleBuffer {
     /// Appends a record in a new last slot.
     #[inline]
     pub fn push(&mut self, item: Item) {
-        let loc = self.store(item.data, item.mapped, item.measured);
-        self.locs.push(loc);
         self.slots.push((item.file, item.offset));
+        let loc = self.store(item);
+        self.locs.push(loc);
     }
 
     /// Puts `item` in slot `j`, returning the record that was there.
@@ -167,7 +170,7 @@ impl ShuffleBuffer {
         let old = *self.locs.get(j)?;
         let (file, offset) = self.slots.set(j, (item.file, item.offset));
         let data = self.take_out(old);
-        self.locs[j] = self.store(item.data, item.mapped, item.measured);
+        self.locs[j] = self.store(item);
         Some(leaving(data, file, offset, old))
     }
 
@@ -203,18 +206,32 @@ impl ShuffleBuffer {
         }
     }
 
-    /// Stores `data` (holds it, if `mapped`; else copies it).
-    fn store(&mut self, data: Bytes, mapped: bool, measured: u32) -> Loc {
+    /// Stores `item`'s record: holds it as it came if it is unread, or a
+    /// view of a mapped file; else copies it.
+    fn store(&mut self, item: Item) -> Loc {
+        let (data, measured) = (item.data, item.measured);
         let len = data.len();
-        let mapped = mapped && len >= HOLD_MIN;
-        if mapped || len > LARGE {
-            let record = if mapped {
-                self.mapped += len;
-                data
-            } else {
-                self.payload += len;
-                self.large_bytes += len;
-                Bytes::copy_from_slice(&data)
+        let kept = if item.unread {
+            Kept::Unread
+        } else if item.mapped && len >= HOLD_MIN {
+            Kept::Mapped
+        } else if len > LARGE {
+            Kept::Large
+        } else {
+            Kept::Blocks
+        };
+        if kept != Kept::Blocks {
+            let record = match kept {
+                Kept::Unread => data,
+                Kept::Mapped => {
+                    self.mapped += len;
+                    data
+                }
+                _ => {
+                    self.payload += len;
+                    self.large_bytes += len;
+                    Bytes::copy_from_slice(&data)
+                }
             };
             let index = match self.outside_free.pop() {
                 Some(i) => {
@@ -230,7 +247,7 @@ impl ShuffleBuffer {
                 first: index,
                 len: len as u32,
                 measured,
-                kept: if mapped { Kept::Mapped } else { Kept::Large },
+                kept,
             };
         }
         self.payload += len;
@@ -294,11 +311,13 @@ impl ShuffleBuffer {
     fn take_out(&mut self, loc: Loc) -> Bytes {
         let len = loc.len as usize;
         if loc.kept != Kept::Blocks {
-            if loc.kept == Kept::Large {
-                self.large_bytes -= len;
-                self.payload -= len;
-            } else {
-                self.mapped -= len;
+            match loc.kept {
+                Kept::Large => {
+                    self.large_bytes -= len;
+                    self.payload -= len;
+                }
+                Kept::Mapped => self.mapped -= len,
+                _ => {}
             }
             self.outside_free.push(loc.first);
             return self.outside[loc.first as usize].take().unwrap_or_default();
@@ -357,6 +376,7 @@ impl ShuffleBuffer {
 fn leaving(data: Bytes, file: u32, offset: u64, loc: Loc) -> Item {
     Item {
         mapped: loc.kept == Kept::Mapped,
+        unread: loc.kept == Kept::Unread,
         measured: loc.measured,
         ..Item::new(data, file, offset)
     }
@@ -546,6 +566,30 @@ mod tests {
         assert!(!std::ptr::eq(out.data.as_ptr(), at), "copied");
         assert!(!out.mapped, "a copy in the buffer's own memory");
         assert_eq!(buf.mapped_bytes(), 0);
+    }
+
+    /// An unread record (`worker_reads`) of any length is held as it came,
+    /// counted as neither the buffer's bytes nor mapped ones, and handed on
+    /// still unread: a copy would read it here, unchecked.
+    #[test]
+    fn unread_records_are_held_and_leave_unread() {
+        let mut buf = ShuffleBuffer::with_capacity(4);
+        let unread = |i, len| Item {
+            unread: true,
+            ..item(i, len)
+        };
+        let short = unread(1, 10);
+        let at = short.data.as_ptr();
+        buf.push(short);
+        buf.push(unread(2, LARGE + 1));
+        assert_eq!((buf.payload_bytes(), buf.mapped_bytes()), (0, 0));
+        let out = buf.replace(0, item(3, 10)).unwrap();
+        assert!(out.unread && !out.mapped);
+        assert!(std::ptr::eq(out.data.as_ptr(), at), "handed on as it came");
+        let out = buf.swap_remove(1).unwrap();
+        assert!(out.unread);
+        assert_eq!(out.data, item(2, LARGE + 1).data);
+        assert_eq!(buf.payload_bytes(), 10);
     }
 
     /// The slot tables' share of `allocated_bytes`.
