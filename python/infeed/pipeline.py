@@ -331,8 +331,8 @@ class Pipeline:
         only (others are read as usual). A corrupt record ends the run at
         its batch. A shuffle buffer then holds records unread (a few dozen
         bytes each, not the record). Refused with record filters and maps,
-        buckets, packing, a mixture, skipping corrupt records and the global
-        shuffle."""
+        buckets, packing, padding to a shape several hosts share, a mixture,
+        skipping corrupt records and the global shuffle."""
         return self._with("worker_reads")
 
     def shuffle(self, buffer_size: int) -> Pipeline:

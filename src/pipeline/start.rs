@@ -113,8 +113,9 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     check_worker_reads(p, &record)?;
     let mut prepared = p.prepared()?;
     measure_token_weights(&mut prepared, &record)?;
+    let job = Job::of(&prepared)?;
+    prepare_worker_reads(&mut prepared, &job)?;
     let p = &prepared;
-    let job = Job::of(p)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
@@ -322,13 +323,37 @@ fn count_by_records(
     }
 }
 
+/// `worker_reads`: the indexes of the files this host's streams read (not
+/// the whole job's: each host reads only its share).
+fn prepare_worker_reads(p: &mut RecordSettings, job: &Job) -> Result<(), PipelineError> {
+    if !p.ops.worker_reads.on {
+        return Ok(());
+    }
+    let mut files: Vec<String> = Vec::new();
+    for stream in job.first..job.first + job.per_host {
+        for file in &p.stream_config(stream, job.streams, None).files.files {
+            if !files.contains(file) {
+                files.push(file.clone());
+            }
+        }
+    }
+    let dir = p.ops.global_shuffle.index_dir.clone();
+    let (read, source) = (p.read.clone(), p.source_options.clone());
+    p.ops
+        .worker_reads
+        .prepare(&files, dir.as_deref(), &read, &source)
+}
+
 /// `worker_reads` leaves each record unread until the worker that
 /// assembles it: the words that need its bytes before then are refused.
 fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), PipelineError> {
     let mut sources = p.mixture.iter().flat_map(|m| m.sources.iter());
-    if sources.any(|(_, source)| source.ops.worker_reads.on) {
+    if (p.mixture.is_some() && p.ops.worker_reads.on)
+        || sources.any(|(_, source)| source.ops.worker_reads.on)
+    {
         return Err(PipelineError::Config(
-            "worker_reads is not for a mixture's sources: they are read by their shard threads"
+            "worker_reads is not for a mixture or its sources: they are read by their shard \
+             threads"
                 .into(),
         ));
     }

@@ -103,9 +103,7 @@ impl ChainSettings {
         read: &ReadOptions,
         source: &SourceOptions,
     ) -> Result<(), PipelineError> {
-        self.global_shuffle.prepare(files, ranges, read, source)?;
-        let dir = self.global_shuffle.index_dir.as_deref();
-        self.worker_reads.prepare(files, dir, read, source)
+        self.global_shuffle.prepare(files, ranges, read, source)
     }
 
     /// True when each stream reads every file and takes its share of

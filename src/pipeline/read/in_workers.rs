@@ -28,6 +28,11 @@ use crate::source::SourceOptions;
 /// Header and footer around a payload.
 const FRAME: u64 = 16;
 
+/// Shards a worker keeps open, the most recently read (a batch reads from
+/// one, or from an interleave's few; a job may have thousands, and each
+/// worker keeping them all would run into the process's file limit).
+const OPEN_FILES: usize = 16;
+
 /// The index of each plain local shard, by its URL.
 pub(crate) type Indexes = Arc<HashMap<String, Arc<ShardIndex>>>;
 
@@ -158,7 +163,8 @@ pub(crate) struct ReadChecks {
 pub(crate) struct WorkerReads {
     checks: ReadOptions,
     indexes: Option<Indexes>,
-    files: HashMap<u32, std::fs::File>,
+    /// Its open shards by file number, the most recently read last.
+    files: Vec<(u32, std::fs::File)>,
     buf: Vec<u8>,
     /// The buffer as the last batch's records slice it.
     lent: Option<Bytes>,
@@ -170,7 +176,7 @@ impl WorkerReads {
         WorkerReads {
             checks: checks.read.clone(),
             indexes: checks.indexes.clone(),
-            files: HashMap::new(),
+            files: Vec::new(),
             buf: Vec::new(),
             lent: None,
         }
@@ -221,13 +227,7 @@ impl WorkerReads {
         for run in &runs {
             let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
             let io = |e: std::io::Error| RecordError::new(url, run.offset, ErrorKind::from_io(e));
-            let file = match self.files.entry(run.file) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let path = url.strip_prefix("file://").unwrap_or(url);
-                    v.insert(std::fs::File::open(path).map_err(io)?)
-                }
-            };
+            let file = self.open(run.file, url).map_err(io)?;
             read_at(file, &mut buf[run.at..run.at + run.len], run.offset).map_err(io)?;
         }
         let bytes = Bytes::from(buf);
@@ -268,6 +268,24 @@ impl WorkerReads {
         Ok(())
     }
 
+    /// Shard `file` (at `url`) open, kept among the most recently read.
+    fn open(&mut self, file: u32, url: &str) -> std::io::Result<&std::fs::File> {
+        match self.files.iter().position(|(f, _)| *f == file) {
+            Some(i) => {
+                let open = self.files.remove(i);
+                self.files.push(open);
+            }
+            None => {
+                if self.files.len() == OPEN_FILES {
+                    self.files.remove(0);
+                }
+                let path = url.strip_prefix("file://").unwrap_or(url);
+                self.files.push((file, std::fs::File::open(path)?));
+            }
+        }
+        Ok(&self.files[self.files.len() - 1].1)
+    }
+
     /// The number in its shard of the record at `offset`, by the index.
     fn record_number(&self, url: &str, offset: u64) -> Option<u64> {
         self.indexes.as_ref()?.get(url)?.record_at(offset)
@@ -294,7 +312,12 @@ mod tests {
 
     /// Two plain shards of 8 records each, with their indexes.
     fn shards(dir: &std::path::Path) -> Vec<(String, ShardIndex)> {
-        (0..2)
+        shards_of(dir, 2)
+    }
+
+    /// `n` plain shards of 8 records each, with their indexes.
+    fn shards_of(dir: &std::path::Path, n: usize) -> Vec<(String, ShardIndex)> {
+        (0..n)
             .map(|f| {
                 let path = dir.join(format!("s{f}.tfrecord"));
                 let mut w = RecordWriter::create(&path, Compression::None).unwrap();
@@ -385,6 +408,28 @@ mod tests {
             .map(|r| r.as_ptr() as usize - base)
             .collect();
         assert_eq!(starts, [0, 348, 116, 464, 232, 580]);
+    }
+
+    #[test]
+    fn a_worker_keeps_only_the_shards_it_read_last_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards_of(dir.path(), OPEN_FILES + 4);
+        let mut reads = WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: None,
+        });
+        for f in 0..shards.len() {
+            let mut raw = unread_batch(&shards, &[(f, 1)]);
+            reads.read(&mut raw).unwrap();
+            assert_eq!(raw.records[0].as_ref(), record(f, 1));
+        }
+        let open: Vec<u32> = reads.files.iter().map(|(f, _)| *f).collect();
+        assert_eq!(open, (4..OPEN_FILES as u32 + 4).collect::<Vec<_>>());
+        // Reading one again makes it the most recent.
+        let mut raw = unread_batch(&shards, &[(5, 2)]);
+        reads.read(&mut raw).unwrap();
+        assert_eq!(reads.files.last().map(|(f, _)| *f), Some(5));
+        assert_eq!(reads.files.len(), OPEN_FILES);
     }
 
     #[test]

@@ -60,11 +60,13 @@ fn run_worker<T>(
             let n = raw.records.len() as u64;
             let _span =
                 tracing::trace_span!("infeed.batch", step = raw.number, records = n).entered();
-            reads.read(&mut raw)?;
             let bytes: usize = raw.records.iter().map(Bytes::len).sum();
             // A panic in a user's function (map_batch) must become an error
             // in its place: a lost batch would leave the consumer waiting.
-            let batch = catch_panic(|| work(raw))?;
+            let batch = catch_panic(|| {
+                reads.read(&mut raw)?;
+                work(raw)
+            })?;
             stats.add_records(n);
             stats.add_bytes(bytes as u64);
             Ok((batch, state))

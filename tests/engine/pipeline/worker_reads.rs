@@ -106,6 +106,22 @@ fn the_same_with_logical_streams_host_shards_and_skip_take() {
 }
 
 #[test]
+fn a_host_indexes_only_the_shards_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[20, 20, 20, 20], Compression::None);
+    // Host 1's shards cannot be indexed: host 0 must not try.
+    for f in [1, 3] {
+        std::fs::write(&files[f], b"not a TFRecord shard").unwrap();
+    }
+    let host0 = || Pipeline::from_files(files.clone()).unwrap().shard(0, 2);
+    let (read, _) = run(&host0(), 8);
+    let (workers, end) = run(&host0().worker_reads(), 8);
+    assert!(end.is_none(), "{end:?}");
+    assert_eq!(workers, read);
+    assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 40);
+}
+
+#[test]
 fn indexes_are_read_from_index_dir_and_gzip_shards_read_as_usual() {
     let dir = tempfile::tempdir().unwrap();
     let sub = |name: &str| {
@@ -206,6 +222,9 @@ fn words_that_need_the_bytes_first_are_refused() {
     );
     refused(p().global_shuffle(), "the global shuffle");
     refused(p().filter(|r: &[u8]| !r.is_empty()), "a filter or map");
+    let source = || p().repeat(Some(1));
+    let mixture = Pipeline::mix([("a", source()), ("b", source())], &[1.0, 1.0]).unwrap();
+    refused(mixture, "a mixture");
     // Buckets measure each record on the record thread.
     let lm = write_lm_files(dir.path(), &[vec![3, 9, 1, 5]]);
     let bucketed = Pipeline::from_files(lm)
