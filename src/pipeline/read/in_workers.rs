@@ -120,7 +120,12 @@ pub(super) fn view(map: &Bytes, url: &str, offset: u64, framed: u64) -> Result<B
     if framed >= FRAME && offset.saturating_add(framed) <= len {
         return Ok(map.slice((offset + 12) as usize..(offset + framed - 4) as usize));
     }
-    // Where the file ends, by the part of the record it ends in.
+    Err(cut_short(url, offset, framed, len))
+}
+
+/// The error for the record at `offset`, `framed` bytes long, of a shard
+/// that ends at `len`: the part of the record the file ends in.
+fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> RecordError {
     let payload = framed.saturating_sub(FRAME);
     let left = len.saturating_sub(offset);
     let (part, have, need) = if left < 12 {
@@ -130,11 +135,7 @@ pub(super) fn view(map: &Bytes, url: &str, offset: u64, framed: u64) -> Result<B
     } else {
         (RecordPart::Footer, left - 12 - payload, 4)
     };
-    Err(RecordError::new(
-        url,
-        offset,
-        ErrorKind::Truncated { part, have, need },
-    ))
+    RecordError::new(url, offset, ErrorKind::Truncated { part, have, need })
 }
 
 /// Neighbouring unread records of one shard, read with one `pread`.
@@ -228,7 +229,21 @@ impl WorkerReads {
             let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
             let io = |e: std::io::Error| RecordError::new(url, run.offset, ErrorKind::from_io(e));
             let file = self.open(run.file, url).map_err(io)?;
-            read_at(file, &mut buf[run.at..run.at + run.len], run.offset).map_err(io)?;
+            if let Err(e) = read_at(file, &mut buf[run.at..run.at + run.len], run.offset) {
+                // Cut short since it was indexed: name the record it ends in.
+                let len = file.metadata().map_err(io)?.len();
+                let mut error = io(e);
+                for &i in &order[run.first..run.end] {
+                    let (_, offset) = raw.provenance[i as usize];
+                    let framed = raw.records[i as usize].len() as u64 + FRAME;
+                    if offset + framed > len {
+                        error = cut_short(url, offset, framed, len);
+                        break;
+                    }
+                }
+                error.index = self.record_number(url, error.offset);
+                return Err(error.into());
+            }
         }
         let bytes = Bytes::from(buf);
         for run in &runs {
@@ -446,6 +461,36 @@ mod tests {
         reads.read(&mut second).unwrap();
         assert_eq!(first.records[0].as_ref(), record(0, 0));
         assert_eq!(second.records[0].as_ref(), record(0, 1));
+    }
+
+    #[test]
+    fn a_shard_cut_short_once_framed_is_an_error_at_the_record_it_ends_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards(dir.path());
+        let mut raw = unread_batch(&shards, &[(0, 5), (0, 6), (0, 7)]);
+        let (offset, framed) = shards[0].1.record(6).unwrap();
+        let index = Arc::new(build(&shards[0].0, &BuildOptions::default()).unwrap());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&shards[0].0)
+            .unwrap();
+        file.set_len(offset + framed - 10).unwrap();
+        let mut reads = WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: Some(Arc::new(HashMap::from([(shards[0].0.clone(), index)]))),
+        });
+        let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
+            panic!("no error");
+        };
+        assert_eq!((e.path.as_str(), e.offset), (shards[0].0.as_str(), offset));
+        let want = ErrorKind::Truncated {
+            part: RecordPart::Payload,
+            have: 94,
+            need: 100,
+        };
+        assert_eq!(e.kind, want);
+        // Its number in the shard, from the index.
+        assert_eq!(e.index, Some(6));
     }
 
     #[test]
