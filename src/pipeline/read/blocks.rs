@@ -8,7 +8,9 @@
 //! the thread hand-off costs once per block, not once per record
 //! (a cross-core wake-up costs ~40 µs here: docs/architecture.md, Decisions). Decompression,
 //! framing and CRC checks run on this thread, in parallel with the other
-//! open shards.
+//! open shards. With `worker_reads`, a plain local shard's thread only
+//! frames it by its index and leaves the reading and the checks to the
+//! workers ([`in_workers`](super::in_workers)).
 
 use std::io::Read;
 use std::sync::atomic::Ordering::Relaxed;
