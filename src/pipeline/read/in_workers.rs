@@ -369,16 +369,28 @@ mod tests {
         raw
     }
 
+    /// A worker's reader checking as by default, with no indexes.
+    fn reader() -> WorkerReads {
+        WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: None,
+        })
+    }
+
+    /// Where the first record lies, and where each lies from it.
+    fn starts(raw: &RawBatch) -> (usize, Vec<usize>) {
+        let base = raw.records[0].as_ptr() as usize;
+        let at = raw.records.iter().map(|r| r.as_ptr() as usize - base);
+        (base, at.collect())
+    }
+
     #[test]
     fn a_worker_reads_runs_of_neighbours_into_one_buffer_it_reuses() {
         let dir = tempfile::tempdir().unwrap();
         let shards = shards(dir.path());
         // Two runs in shard 0 (records 0 to 2, 5 and 6), one in shard 1.
         let wanted = [(0, 0), (0, 1), (0, 2), (1, 3), (0, 5), (0, 6)];
-        let mut reads = WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
-            indexes: None,
-        });
+        let mut reads = reader();
         let mut raw = unread_batch(&shards, &wanted);
         reads.read(&mut raw).unwrap();
         assert!(raw.unread.is_empty());
@@ -387,12 +399,7 @@ mod tests {
         assert_eq!(got, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
         // Each payload follows the one before it in shard order in the
         // buffer, framed: shard 0's five, then shard 1's.
-        let base = raw.records[0].as_ptr() as usize;
-        let starts: Vec<usize> = raw
-            .records
-            .iter()
-            .map(|r| r.as_ptr() as usize - base)
-            .collect();
+        let (base, starts) = starts(&raw);
         assert_eq!(starts, [0, 116, 232, 580, 348, 464]);
         drop(raw);
         // The next batch reads into the same buffer.
@@ -407,21 +414,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let shards = shards(dir.path());
         let wanted = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)];
-        let mut reads = WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
-            indexes: None,
-        });
+        let mut reads = reader();
         let mut raw = unread_batch(&shards, &wanted);
         reads.read(&mut raw).unwrap();
         let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
         assert_eq!(raw.records, want);
         // One run per shard: shard 0's three records, then shard 1's.
-        let base = raw.records[0].as_ptr() as usize;
-        let starts: Vec<usize> = raw
-            .records
-            .iter()
-            .map(|r| r.as_ptr() as usize - base)
-            .collect();
+        let (_, starts) = starts(&raw);
         assert_eq!(starts, [0, 348, 116, 464, 232, 580]);
     }
 
@@ -429,10 +428,7 @@ mod tests {
     fn a_worker_keeps_only_the_shards_it_read_last_open() {
         let dir = tempfile::tempdir().unwrap();
         let shards = shards_of(dir.path(), OPEN_FILES + 4);
-        let mut reads = WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
-            indexes: None,
-        });
+        let mut reads = reader();
         for f in 0..shards.len() {
             let mut raw = unread_batch(&shards, &[(f, 1)]);
             reads.read(&mut raw).unwrap();
@@ -451,10 +447,7 @@ mod tests {
     fn a_batch_holding_the_buffer_leaves_the_next_one_a_new_one() {
         let dir = tempfile::tempdir().unwrap();
         let shards = shards(dir.path());
-        let mut reads = WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
-            indexes: None,
-        });
+        let mut reads = reader();
         let mut first = unread_batch(&shards, &[(0, 0)]);
         reads.read(&mut first).unwrap();
         let mut second = unread_batch(&shards, &[(0, 1)]);

@@ -36,6 +36,13 @@ fn run(p: &Pipeline, batch: usize) -> Run {
     }
 }
 
+/// Builds `shard`'s index and saves it into the folder `dir`.
+fn save_index(shard: &str, dir: &str) {
+    let index = build(shard, &BuildOptions::default()).unwrap();
+    let url = index_url(shard, Some(dir));
+    save(&index, &url, &SourceOptions::default()).unwrap();
+}
+
 fn pipeline(files: &[String]) -> Pipeline {
     Pipeline::from_files(files.to_vec())
         .unwrap()
@@ -135,13 +142,7 @@ fn indexes_are_read_from_index_dir_and_gzip_shards_read_as_usual() {
     std::fs::create_dir(&indexes).unwrap();
     let indexes = indexes.display().to_string();
     for shard in &plain {
-        let index = build(shard, &BuildOptions::default()).unwrap();
-        save(
-            &index,
-            &index_url(shard, Some(&indexes)),
-            &SourceOptions::default(),
-        )
-        .unwrap();
+        save_index(shard, &indexes);
     }
     let files: Vec<String> = plain.iter().chain(&gzip).cloned().collect();
     let (read, _) = run(&pipeline(&files), 4);
@@ -160,13 +161,7 @@ fn a_record_corrupted_since_it_was_indexed_is_the_error_a_shard_thread_gives() {
     let shard = &files[0];
     let indexes = dir.path().join("indexes").display().to_string();
     std::fs::create_dir(&indexes).unwrap();
-    let index = build(shard, &BuildOptions::default()).unwrap();
-    save(
-        &index,
-        &index_url(shard, Some(&indexes)),
-        &SourceOptions::default(),
-    )
-    .unwrap();
+    save_index(shard, &indexes);
     // Record 550's payload "f0-r550", changed in place, the file's time
     // kept: the index still matches the file.
     let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();
