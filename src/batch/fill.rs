@@ -49,18 +49,35 @@ mod avx512 {
         let v = unsafe { _mm512_loadu_si512(pattern.as_ptr().cast()) };
         let len = size_of_val(s);
         let p = s.as_mut_ptr().cast::<u8>();
+        // A run starts where the row before it ended, rarely on a cache
+        // line: 64-byte stores from there would each straddle two lines,
+        // which made the lm pipeline's padding ~1.5x as dear as the floor's.
+        // So one masked store up to the next line, then whole lines. The
+        // pattern still lines up where the head is a whole number of
+        // elements (always, for the aligned types this fills).
+        let head = (p as usize).wrapping_neg() & 63;
         let mut at = 0usize;
+        if head != 0 && head.is_multiple_of(size) {
+            let n = head.min(len);
+            // SAFETY: the masked store writes only bytes `0..n`, inside `s`.
+            unsafe { _mm512_mask_storeu_epi8(p.cast(), low_bytes(n), v) };
+            at = n;
+        }
         while at + 64 <= len {
             // SAFETY: bytes `at..at + 64` are inside `s`.
             unsafe { _mm512_storeu_si512(p.add(at).cast(), v) };
             at += 64;
         }
         if at < len {
-            // `at` is a multiple of 64, hence of `size`: the pattern lines up.
-            let mask = (1u64 << (len - at)) - 1;
+            // `at` is a multiple of `size`: the pattern lines up.
             // SAFETY: the masked store writes only bytes `at..len`, inside `s`.
-            unsafe { _mm512_mask_storeu_epi8(p.add(at).cast(), mask, v) };
+            unsafe { _mm512_mask_storeu_epi8(p.add(at).cast(), low_bytes(len - at), v) };
         }
+    }
+
+    /// A mask of the low `n` of 64 bytes, `n < 64`.
+    fn low_bytes(n: usize) -> u64 {
+        (1u64 << n) - 1
     }
 }
 
@@ -71,7 +88,8 @@ mod tests {
     #[test]
     fn every_length_and_offset_gets_exactly_the_value() {
         for len in 0..200 {
-            for offset in 0..9 {
+            // Offsets past 64 bytes start a run at every place in a cache line.
+            for offset in 0..20 {
                 let mut a = vec![7u32; len + offset + 5];
                 fill(&mut a[offset..offset + len], 0x0102_0304);
                 for (i, &x) in a.iter().enumerate() {
