@@ -56,6 +56,22 @@ fn layout(capacity: usize) -> Layout {
 struct RawAlloc {
     ptr: NonNull<u8>,
     capacity: usize,
+    /// The [`thread_tag`] of the thread that last took it from the pool.
+    taker: u32,
+}
+
+/// A number for the calling thread, unique in the process (never 0).
+fn thread_tag() -> u32 {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicU32;
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    thread_local!(static TAG: Cell<u32> = const { Cell::new(0) });
+    TAG.with(|tag| {
+        if tag.get() == 0 {
+            tag.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        tag.get()
+    })
 }
 
 // SAFETY: a RawAlloc is the sole owner of its heap memory.
@@ -69,7 +85,11 @@ impl RawAlloc {
         // SAFETY: capacity >= ALIGN > 0, so the layout has a non-zero size.
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        Self { ptr, capacity }
+        Self {
+            ptr,
+            capacity,
+            taker: 0,
+        }
     }
 
     fn free(self) {
@@ -151,17 +171,28 @@ struct PoolInner {
 }
 
 impl PoolInner {
+    /// The newest kept buffer of `capacity` that this thread took last,
+    /// else the newest of any thread, else a fresh one. A worker so gets
+    /// back the buffers it wrote itself once the consumer drops them: their
+    /// lines are in its own core's caches, not modified in another core's,
+    /// which on 2 cores made the lm pipeline ~10% slower
+    /// (docs/architecture.md, "Reads in workers").
     fn take(&self, capacity: usize) -> RawAlloc {
+        let me = thread_tag();
         let kept = {
             let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-            let raw = free.by_class.get_mut(&capacity).and_then(Vec::pop);
+            let raw = free.by_class.get_mut(&capacity).and_then(|list| {
+                let at = (list.iter().rposition(|r| r.taker == me))
+                    .or_else(|| list.len().checked_sub(1))?;
+                Some(list.remove(at))
+            });
             if raw.is_some() {
                 free.buffers -= 1;
                 free.bytes -= capacity;
             }
             raw
         };
-        match kept {
+        let mut raw = match kept {
             Some(raw) => {
                 self.reuses.fetch_add(1, Ordering::Relaxed);
                 raw
@@ -170,7 +201,9 @@ impl PoolInner {
                 self.allocations.fetch_add(1, Ordering::Relaxed);
                 RawAlloc::new_zeroed(capacity)
             }
-        }
+        };
+        raw.taker = me;
+        raw
     }
 
     fn give_back(&self, raw: RawAlloc) {
@@ -215,7 +248,8 @@ impl Drop for PoolInner {
 /// when they drop (from any thread), up to [`PoolConfig`]'s bounds; the pool's
 /// memory is freed when the pool and every buffer taken from it are gone.
 /// Reuse is last-in first-out, so a steady loop gets the same (cache-warm)
-/// memory back.
+/// memory back, and a thread gets first the buffers it took itself (wherever
+/// they were dropped): each batch worker writes the memory it wrote before.
 #[derive(Clone)]
 pub struct BufferPool {
     inner: Arc<PoolInner>,
@@ -265,6 +299,7 @@ impl BufferPool {
             ptr: raw.ptr,
             len,
             capacity: raw.capacity,
+            taker: raw.taker,
             pool: Some(Arc::clone(&self.inner)),
         }
     }
@@ -351,6 +386,7 @@ pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
     capacity: usize,
+    taker: u32,
     pool: Option<Arc<PoolInner>>,
 }
 
@@ -367,6 +403,7 @@ impl AlignedBuf {
             ptr: raw.ptr,
             len,
             capacity: raw.capacity,
+            taker: 0,
             pool: None,
         }
     }
@@ -467,6 +504,7 @@ impl Drop for AlignedBuf {
         let raw = RawAlloc {
             ptr: self.ptr,
             capacity: self.capacity,
+            taker: self.taker,
         };
         match self.pool.take() {
             Some(pool) => pool.give_back(raw),

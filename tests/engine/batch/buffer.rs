@@ -56,6 +56,35 @@ fn reuse_is_last_in_first_out() {
 }
 
 #[test]
+fn a_thread_gets_back_the_buffers_it_took_first() {
+    let pool = BufferPool::default();
+    let worker_pool = pool.clone();
+    let theirs =
+        std::thread::spawn(move || [worker_pool.take_zeroed(64), worker_pool.take_zeroed(64)])
+            .join()
+            .unwrap();
+    let their_ptrs = theirs.each_ref().map(AlignedBuf::as_ptr);
+    let mine = pool.take_zeroed(64);
+    let my_ptr = mine.as_ptr();
+    // Mine is dropped first, so the newest kept buffer is another thread's.
+    drop(mine);
+    drop(theirs);
+    let again = pool.take_zeroed(64);
+    assert_eq!(again.as_ptr(), my_ptr);
+    // None of mine is left: the newest of any thread's.
+    let next = pool.take_zeroed(64);
+    assert_eq!(next.as_ptr(), their_ptrs[1]);
+    drop((again, next));
+    // A thread that took none gets the newest.
+    let other_pool = pool.clone();
+    let got = std::thread::spawn(move || other_pool.take_zeroed(64).as_ptr() as usize)
+        .join()
+        .unwrap();
+    assert_eq!(got, their_ptrs[1] as usize);
+    assert_eq!(pool.stats().allocations, 3);
+}
+
+#[test]
 fn reused_buffers_are_zeroed_or_filled() {
     let pool = BufferPool::default();
     let mut a = pool.take_zeroed(256);
