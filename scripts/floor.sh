@@ -67,6 +67,9 @@ flags() { # workload: infeed bench's flags for the reference pipeline
     esac
 }
 rate() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["records_per_sec"])'; }
+# Runs a side to a file and only then reads its rate: a `| rate` started Python beside the run, and
+# its start-up took a core for much of an img run on 2 cores (~0.1 s), a third off its rate.
+timed() { "$@" >"$WORK/out"; rate <"$WORK/out"; }
 record() { # workload side cores round rate
     printf '{"workload":"%s","side":"%s","cores":%s,"round":%s,"records_per_sec":%s}\n' "$@" >>"$RESULTS"
 }
@@ -80,13 +83,13 @@ for w in $WORKLOADS; do
     by_index=(--worker-reads --index-dir "$WORK/index-$w")
     # shellcheck disable=SC2046 # the flags are words
     for round in $(seq 1 "$ROUNDS"); do
-        record "$w" floor 1 "$round" "$(taskset -c 0 "$WORK/floor" "$w" --read "${files[@]}" | rate)"
-        record "$w" infeed 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
-            --epochs 1 --no-digest --json | rate)"
-        record "$w" infeed-mmap 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
-            --epochs 1 --no-digest --json --mmap | rate)"
-        record "$w" infeed-workers 1 "$round" "$(taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
-            --epochs 1 --no-digest --json "${by_index[@]}" | rate)"
+        record "$w" floor 1 "$round" "$(timed taskset -c 0 "$WORK/floor" "$w" --read "${files[@]}")"
+        record "$w" infeed 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
+            --epochs 1 --no-digest --json)"
+        record "$w" infeed-mmap 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
+            --epochs 1 --no-digest --json --mmap)"
+        record "$w" infeed-workers 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
+            --epochs 1 --no-digest --json "${by_index[@]}")"
         taskset -c 0 "$WORK/floor" "$w" --read "${files[@]:0:$half}" >"$WORK/a" &
         a=$!
         taskset -c 1 "$WORK/floor" "$w" --read "${files[@]:$half}" >"$WORK/b" &
@@ -94,12 +97,12 @@ for w in $WORKLOADS; do
         wait "$a" "$b"
         record "$w" floor 2 "$round" "$(python3 -c 'import json,sys
 print(sum(json.loads(open(f).read().strip().splitlines()[-1])["records_per_sec"] for f in sys.argv[1:]))' "$WORK/a" "$WORK/b")"
-        record "$w" infeed 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 --no-digest \
-            --json | rate)"
-        record "$w" infeed-mmap 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
-            --no-digest --json --mmap | rate)"
-        record "$w" infeed-workers 2 "$round" "$("$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
-            --no-digest --json "${by_index[@]}" | rate)"
+        record "$w" infeed 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 --no-digest \
+            --json)"
+        record "$w" infeed-mmap 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
+            --no-digest --json --mmap)"
+        record "$w" infeed-workers 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
+            --no-digest --json "${by_index[@]}")"
     done
 done
 
