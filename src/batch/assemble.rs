@@ -944,7 +944,10 @@ mod tests {
             rows in proptest::collection::vec((values(), values()), 0..9),
             batch_size in 8usize..10,
             multiple in 1usize..9,
-            max in 1usize..40,
+            // Past 40, the most values a row has: rows narrower than the
+            // bound (direct.rs decodes them at their widest run's length).
+            max in 1usize..130,
+            pad_value in prop_oneof![Just(0i64), -3i64..3],
             truncation in prop_oneof![
                 Just(Truncation::Error),
                 Just(Truncation::KeepStart),
@@ -965,6 +968,7 @@ mod tests {
                 .pad_to_multiple_of(multiple)
                 .max_length(max)
                 .truncation(truncation)
+                .pad_value(pad_value)
                 .mask(mask);
             let mut plan = BatchPlan::new(&spec, batch_size).pad_all(policy);
             if let Some(t) = cast {

@@ -1,14 +1,16 @@
 //! Direct assembly: serialized records straight into padded tensors, in
 //! one pass, when the spec is all variable-length integers (the lm
 //! pipeline). The wire-level decoding is `example`'s kernel
-//! (`example/runs.rs`: `PackedRuns::decode_rows`); this file plans the
-//! rows and fills the padding and masks.
+//! (`example/runs.rs`: `PackedRuns::decode_rows`, which pads each row as
+//! it decodes it); this file plans the rows, writes each row's mask right
+//! after it, and closes the rows up when the batch needs them shorter.
 
 use super::assemble::{Dst, PadTo, RowsShape, push_padded};
+use super::buffer::AlignedBuf;
 use super::dtype::TensorType;
 use super::plan::{Assembler, Fill, OutKind, Truncation};
 use super::tensor::Batch;
-use crate::example::{Cut, ExampleParser, Rows};
+use crate::example::{Cut, ExampleParser, RowSpec, Rows};
 use crate::spec::DType;
 
 impl Assembler {
@@ -98,13 +100,42 @@ impl Assembler {
         }
         // Before any buffer is taken: rows are sized by their bound.
         self.check_size(batch_size, pad).ok()?;
+        // Rows are written whole as they are decoded (padding and masks
+        // included), so they are decoded only as long as the batch may
+        // need: no record has more values than its run has bytes, so where
+        // the padding of the widest run is shorter than the bound, rows
+        // take that length, and every record still fits its row whole.
+        let strides = match pad {
+            PadTo::Policy => {
+                let mut widest = vec![0usize; self.groups.len()];
+                for (oi, out) in self.outputs.iter().enumerate() {
+                    if let OutKind::Ragged { group, .. } = out.kind {
+                        widest[group] = widest[group].max(runs.widest(oi));
+                    }
+                }
+                (self.groups.iter().zip(strides).zip(widest))
+                    .map(|((g, bound), widest)| {
+                        let target = g.policy.target(widest);
+                        if target >= widest && target > 0 && target < bound {
+                            target
+                        } else {
+                            bound
+                        }
+                    })
+                    .collect()
+            }
+            PadTo::Length(_) | PadTo::Bound => strides,
+        };
         let mut decoded = Vec::with_capacity(self.outputs.len());
         let mut longest = vec![0usize; self.groups.len()];
         for (oi, out) in self.outputs.iter().enumerate() {
-            let OutKind::Ragged { group, .. } = out.kind else {
+            let OutKind::Ragged {
+                group, pad, mask, ..
+            } = &out.kind
+            else {
                 return None;
             };
-            let stride = strides[group];
+            let (group, stride) = (*group, strides[*group]);
             let cut = match self.groups[group].policy.truncation {
                 Truncation::Error => Cut::Refuse,
                 Truncation::KeepStart => Cut::KeepStart,
@@ -120,12 +151,33 @@ impl Assembler {
                 TensorType::I64 => Rows::I64(buf.as_mut_slice()),
                 _ => return None,
             };
+            let pad = match *pad {
+                Fill::I64(v) => v,
+                Fill::I32(v) => v.into(),
+                _ => return None,
+            };
+            let mut mask_buf = mask
+                .as_ref()
+                .map(|(_, t)| (self.pool.take_stale(batch_size * stride * t.size()), *t));
+            let mut mask_rows = mask_buf.as_mut().map(|(b, t)| (Dst::new(b, *t), *t));
+            let mut write_mask = |r: usize, n: usize| {
+                if let Some((m, t)) = &mut mask_rows {
+                    m.fill(r * stride, n, Fill::one_or_zero(*t, true));
+                    m.fill(r * stride + n, stride - n, Fill::zero(*t));
+                }
+            };
             let mut counts = Vec::with_capacity(rows);
-            if !runs.decode_rows(records, oi, spec_i32, stride, cut, rows_out, &mut counts) {
+            let spec = RowSpec {
+                feature: oi,
+                spec_i32,
+                stride,
+                cut,
+            };
+            if !runs.decode_rows(records, spec, rows_out, pad, &mut counts, &mut write_mask) {
                 return None;
             }
             longest[group] = counts.iter().fold(longest[group], |l, &n| l.max(n));
-            decoded.push((buf, counts));
+            decoded.push((buf, mask_buf));
         }
         let lengths: Vec<usize> = self
             .groups
@@ -139,7 +191,7 @@ impl Assembler {
             .collect();
 
         let mut tensors = Vec::with_capacity(self.outputs.len() * 2);
-        for (out, (mut buf, counts)) in self.outputs.iter().zip(decoded) {
+        for (out, (mut buf, mut mask_buf)) in self.outputs.iter().zip(decoded) {
             let OutKind::Ragged {
                 group, pad, mask, ..
             } = &out.kind
@@ -147,29 +199,10 @@ impl Assembler {
                 return None;
             };
             let (len, stride) = (lengths[*group], strides[*group]);
-            let size = out.dtype.size();
             if len < stride {
-                // Close the rows up: row r's values move from r·stride to
-                // r·len (never past their own start, so in order).
-                let bytes = buf.as_bytes_mut();
-                for (r, &n) in counts.iter().enumerate().skip(1) {
-                    let n = n.min(len);
-                    bytes.copy_within(r * stride * size..(r * stride + n) * size, r * len * size);
-                }
-                buf.truncate(batch_size * len * size);
-            }
-            let mut mask_buf = mask
-                .as_ref()
-                .map(|(_, t)| (self.pool.take_stale(batch_size * len * t.size()), *t));
-            let mut dst = Dst::new(&mut buf, out.dtype);
-            let mut mdst = mask_buf.as_mut().map(|(b, t)| (Dst::new(b, *t), *t));
-            for (r, &n) in counts.iter().enumerate() {
-                let n = n.min(len);
-                let at = r * len;
-                dst.fill(at + n, len - n, *pad);
-                if let Some((m, t)) = &mut mdst {
-                    m.fill(at, n, Fill::one_or_zero(*t, true));
-                    m.fill(at + n, len - n, Fill::zero(*t));
+                close_up(&mut buf, rows, stride, len, out.dtype.size());
+                if let Some((m, t)) = &mut mask_buf {
+                    close_up(m, rows, stride, len, t.size());
                 }
             }
             let shape = RowsShape {
@@ -181,4 +214,17 @@ impl Assembler {
         }
         Some(Batch::new(tensors, rows))
     }
+}
+
+/// Moves each of the first `rows` rows of `stride` elements of `size`
+/// bytes to a stride of `len`, keeping its first `len` elements (values,
+/// then padding), and cuts the buffer to its rows of `len`.
+/// Row r moves from r·stride to r·len, never past its own start, so in
+/// order.
+fn close_up(buf: &mut AlignedBuf, rows: usize, stride: usize, len: usize, size: usize) {
+    let bytes = buf.as_bytes_mut();
+    for r in 1..rows {
+        bytes.copy_within(r * stride * size..(r * stride + len) * size, r * len * size);
+    }
+    buf.truncate(buf.len() / stride * len);
 }

@@ -40,6 +40,7 @@ pub(crate) use buffer::PAGE_ALIGNED_FROM;
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, PoolConfig, PoolStats};
 pub use bytes_column::BytesColumn;
 pub use dtype::{Bf16, Element, TensorType};
+pub(crate) use fill::fill;
 pub use pack::{Overflow, POSITIONS, PackPlan, Packer, SEGMENT_IDS, kept_span};
 pub use placement::{PackRule, PackStrategy, Placement, RowPlanner};
 pub use plan::{

@@ -12,4 +12,4 @@ pub use parse::{
     BytesValues, Column, ExampleParser, ParseError, ParseErrorKind, ParsedBatch, SequenceBatch,
     SequenceParser, Values, parse_examples, parse_sequence_examples,
 };
-pub(crate) use runs::{Cut, Rows};
+pub(crate) use runs::{Cut, RowSpec, Rows};
