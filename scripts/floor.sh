@@ -19,7 +19,8 @@
 # (files mapped, not read: no kernel copy; opt-in, see ReadOptions::mmap), and `infeed bench
 # --worker-reads` (each worker reads its batches' records itself, through the shards' indexes,
 # which `infeed index` writes once into a temporary folder first; Pipeline::worker_reads).
-# Prints per workload and side the median records/s and infeed / floor. Needs gcc, taskset, and
+# Prints per workload and side the median records/s, and infeed / floor as the median of each
+# round's own ratio (the host's speed drifts between rounds). Needs gcc, taskset, and
 # what scripts/compare-tfdata.sh needs to write the data.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -110,17 +111,28 @@ python3 - "$RESULTS" <<'PY'
 import json, statistics, sys
 from collections import defaultdict
 
-runs = defaultdict(list)
+# Rates: medians over the rounds. Ratios: the median of each round's own ratio (infeed against the
+# floor run seconds before it), since a shared host's speed drifts between rounds more than
+# between two runs of one round.
+rates = defaultdict(list)
+rounds = defaultdict(dict)
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    runs[(r["workload"], r["cores"], r["side"])].append(r["records_per_sec"])
+    rates[(r["workload"], r["cores"], r["side"])].append(r["records_per_sec"])
+    rounds[(r["workload"], r["cores"], r["round"])][r["side"]] = r["records_per_sec"]
+
+
+def ratio(w, c, side):
+    return statistics.median(s[side] / s["floor"] for (rw, rc, _), s in rounds.items()
+                             if (rw, rc) == (w, c))
+
+
 print(f"{'workload':8} {'cores':>5} {'floor rec/s':>14} {'infeed rec/s':>14} {'infeed/floor':>12}"
       f" {'--mmap rec/s':>14} {'--mmap/floor':>12} {'--worker-reads':>14} {'/floor':>6}")
-for w, c in sorted({(w, c) for w, c, _ in runs}):
-    floor = statistics.median(runs[(w, c, "floor")])
-    infeed = statistics.median(runs[(w, c, "infeed")])
-    mapped = statistics.median(runs[(w, c, "infeed-mmap")])
-    workers = statistics.median(runs[(w, c, "infeed-workers")])
-    print(f"{w:8} {c:>5} {floor:>14,.0f} {infeed:>14,.0f} {infeed / floor:>12.2f}"
-          f" {mapped:>14,.0f} {mapped / floor:>12.2f} {workers:>14,.0f} {workers / floor:>6.2f}")
+for w, c in sorted({(w, c) for w, c, _ in rates}):
+    m = {side: statistics.median(rates[(w, c, side)])
+         for side in ("floor", "infeed", "infeed-mmap", "infeed-workers")}
+    print(f"{w:8} {c:>5} {m['floor']:>14,.0f} {m['infeed']:>14,.0f} {ratio(w, c, 'infeed'):>12.2f}"
+          f" {m['infeed-mmap']:>14,.0f} {ratio(w, c, 'infeed-mmap'):>12.2f}"
+          f" {m['infeed-workers']:>14,.0f} {ratio(w, c, 'infeed-workers'):>6.2f}")
 PY
