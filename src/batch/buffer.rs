@@ -175,8 +175,8 @@ impl PoolInner {
     /// else the newest of any thread, else a fresh one. A worker so gets
     /// back the buffers it wrote itself once the consumer drops them: their
     /// lines are in its own core's caches, not modified in another core's,
-    /// which on 2 cores made the lm pipeline ~10% slower
-    /// (docs/architecture.md, "Reads in workers").
+    /// which on 2 cores made lm and img ~8% slower (docs/architecture.md,
+    /// "Decisions": aligned, pooled output).
     fn take(&self, capacity: usize) -> RawAlloc {
         let me = thread_tag();
         let kept = {

@@ -50,8 +50,8 @@ mod avx512 {
         let len = size_of_val(s);
         let p = s.as_mut_ptr().cast::<u8>();
         // A run starts where the row before it ended, rarely on a cache
-        // line: 64-byte stores from there would each straddle two lines,
-        // which made the lm pipeline's padding ~1.5x as dear as the floor's.
+        // line: 64-byte stores from there would each straddle two lines
+        // (fill's share of the lm profile fell from 23% to 17% without).
         // So one masked store up to the next line, then whole lines. The
         // pattern still lines up where the head is a whole number of
         // elements (always, for the aligned types this fills).

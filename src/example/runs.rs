@@ -64,9 +64,9 @@ impl PackedRuns {
     /// and writes `pad` to the rest of the row: `counts` gets each
     /// record's number of values (the whole run's), which the caller sizes
     /// the batch by. After each row, `done(row, values kept)`: the caller
-    /// writes the row's mask there, while the row is in cache (the same
-    /// writes in a pass of their own after all rows were ~8% of lm's time
-    /// pinned). A record with more values than the row keeps one end as
+    /// writes the row's mask there, while the row is in cache (with the same
+    /// writes as a pass of their own after all rows, lm was 6–8% slower). A
+    /// record with more values than the row keeps one end as
     /// `spec.cut` says. False when the general path must run instead (it
     /// reports the error exactly): a malformed run, a value that does not
     /// fit, a record longer than the row with [`Cut::Refuse`].
