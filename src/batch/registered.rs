@@ -59,6 +59,19 @@ pub fn register(addr: usize, owner: u64, unmap: Arc<dyn Unmap>) -> bool {
     true
 }
 
+/// How many allocations `owner` has mapped now (those it mapped, less the
+/// ones unmapped since because their memory was freed).
+pub fn mapped_by(owner: u64) -> usize {
+    if COUNT.load(Ordering::Acquire) == 0 {
+        return 0;
+    }
+    table().as_ref().map_or(0, |t| {
+        t.values()
+            .map(|es| es.iter().filter(|e| e.owner == owner).count())
+            .sum()
+    })
+}
+
 /// Unmaps everything `owner` mapped (the runtime is going away); how many.
 pub fn release_owner(owner: u64) -> usize {
     let mut guard = table();
@@ -129,6 +142,7 @@ mod tests {
         assert_eq!(again.as_ptr() as usize, addr);
         assert!(is_registered(addr, 7));
         assert!(!is_registered(addr, 8));
+        assert_eq!((mapped_by(7), mapped_by(8)), (1, 0));
         let other = pool.take_zeroed(1000);
         let other_addr = other.as_ptr() as usize;
         assert!(register(other_addr, 8, log.clone()));
@@ -137,11 +151,13 @@ mod tests {
         drop(other); // the class is full: freed, so unmapped first
         assert_eq!(*log.0.lock().unwrap(), vec![other_addr]);
         assert!(!is_registered(other_addr, 8));
+        assert_eq!((mapped_by(7), mapped_by(8)), (1, 0));
 
         // The owner goes first: its mappings are undone, the memory stays.
         assert_eq!(release_owner(7), 1);
         assert_eq!(*log.0.lock().unwrap(), vec![other_addr, addr]);
         assert!(!is_registered(addr, 7));
+        assert_eq!(mapped_by(7), 0);
         drop(pool); // frees `addr` without a second unmap
         assert_eq!(log.0.lock().unwrap().len(), 2);
         assert_eq!(release_owner(7), 0);

@@ -42,8 +42,15 @@ pub enum DmaStatus {
     /// The plugin refused or lacks the call (its message).
     Unsupported(String),
     /// Mapping works: buffers this client mapped so far, and those the
-    /// plugin would not map (uploaded from pageable memory instead).
-    Mapped { buffers: u64, refused: u64 },
+    /// plugin would not map (uploaded from pageable memory instead). `live`:
+    /// of the mapped, those mapped still; the rest were unmapped because
+    /// the pool freed their memory, so `buffers - live` counts mappings
+    /// the pool's churn cost (each a `PJRT_Client_DmaMap` and an unmap).
+    Mapped {
+        buffers: u64,
+        refused: u64,
+        live: u64,
+    },
 }
 
 /// A client's mapping state (one per client, on its device thread).
@@ -111,6 +118,7 @@ impl Dma {
             true => DmaStatus::Mapped {
                 buffers: self.mapped.get(),
                 refused: self.failed.get(),
+                live: registered::mapped_by(self.owner) as u64,
             },
         }
     }
