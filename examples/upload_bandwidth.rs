@@ -11,9 +11,12 @@
 //!   (`ClientOptions::dma_map`, on by default off the CPU);
 //! - `pageable`: an unpooled aligned buffer (never mapped: the runtime
 //!   stages it through memory of its own, as any pageable memory);
-//! - `copy`: `Client::upload_copy` from a `Vec` (copied during the call).
+//! - `copy`: `Client::upload_copy` from a `Vec` (copied during the call);
+//! - `pooled_in_flight`: four pooled buffers uploaded one after another,
+//!   then all waited for (whether transfers overlap or queue).
 //!
-//! Each upload is waited for (`DeviceBuffer::wait_ready`) before the next.
+//! Otherwise each upload is waited for (`DeviceBuffer::wait_ready`) before
+//! the next.
 //! Prints one JSON line: the median GB/s of each (1 GB = 1e9 bytes), the
 //! platform, what came of DMA mapping, and whether uploads were read in
 //! place (a CPU device: no copy at all, so its "bandwidth" is no link's).
@@ -50,6 +53,33 @@ fn timed(client: &Client, tensor: Tensor) -> Result<(f64, bool, bool), XlaError>
     Ok((bytes / secs / 1e9, in_place, buffer.uploaded_pinned()))
 }
 
+/// Four pooled buffers of `values` uploaded back to back, then waited for:
+/// GB/s over the four.
+fn four_in_flight(
+    client: &Client,
+    pool: &BufferPool,
+    values: &[u8],
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let mut tensors = Vec::new();
+    for _ in 0..4 {
+        let mut buf = pool.take_zeroed(values.len());
+        buf.as_bytes_mut().copy_from_slice(values);
+        tensors.push(Tensor::new(TensorType::U8, vec![values.len()], buf)?);
+    }
+    let start = Instant::now();
+    let buffers = tensors
+        .into_iter()
+        .map(|t| client.upload("batch", t))
+        .collect::<Result<Vec<DeviceBuffer>, _>>()?;
+    for b in &buffers {
+        b.wait_ready()?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(buffers);
+    client.release_host_buffers();
+    Ok(4.0 * values.len() as f64 / secs / 1e9)
+}
+
 fn run() -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let mib = arg("--mib", 64);
     let rounds = arg("--rounds", 15).max(1);
@@ -59,6 +89,7 @@ fn run() -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let values: Vec<u8> = (0..bytes).map(|i| (i * 31 % 251) as u8).collect();
     let shape = vec![bytes];
     let (mut pooled, mut pageable, mut copy) = (Vec::new(), Vec::new(), Vec::new());
+    let mut in_flight = Vec::new();
     let (mut in_place, mut pinned) = (true, true);
     // Round 0 warms up (the first pooled upload maps the buffer).
     for round in 0..=rounds {
@@ -75,7 +106,9 @@ fn run() -> Result<serde_json::Value, Box<dyn std::error::Error>> {
         let b = client.upload_copy("batch", &[bytes], &values)?;
         b.wait_ready()?;
         let gbps3 = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
+        let gbps4 = four_in_flight(&client, &pool, &values)?;
         if round > 0 {
+            in_flight.push(gbps4);
             pooled.push(gbps);
             pageable.push(gbps2);
             copy.push(gbps3);
@@ -90,6 +123,7 @@ fn run() -> Result<serde_json::Value, Box<dyn std::error::Error>> {
         "pooled_gb_per_sec": median(pooled),
         "pageable_gb_per_sec": median(pageable),
         "copy_gb_per_sec": median(copy),
+        "pooled_in_flight_gb_per_sec": median(in_flight),
         "pooled_pinned": pinned,
         "read_in_place": in_place,
         "dma": format!("{:?}", client.dma_status()),

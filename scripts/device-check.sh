@@ -9,12 +9,14 @@
 #   1. examples/train_lm (Rust) on the device through its PJRT plugin: steps/s, first and last loss,
 #      compiles in the loop, input-wait fraction, uploads read in place and uploads from pinned memory;
 #   2. examples/upload_bandwidth: batch uploads from pooled (DMA-mapped where the plugin offers it) and
-#      from pageable memory, and a copying upload, GB/s;
+#      from pageable memory, a copying upload, and four pooled uploads in flight, GB/s;
 #   3. python/benches/h2d.py: infeed's batches put on the device by JAX beside plain numpy (pageable)
 #      and JAX's pinned_host memory, the same bytes, GB/s;
 #   4. python/examples/train_jax.py and train_tfds.py through infeed.jax: steps/s, input wait;
 #   5. python/benches/beside_step.py: the lm and JPEG pipelines' records/s on 1, 2 and all cores
 #      (cpu_affinity), alone and with a device step running beside them, and the step's speed kept;
+#   6. python/benches/core_scaling.py: the lm pipeline alone on 1, 2, 4, ... cores, one file and
+#      40 copies, plain and with worker reads (where more workers stop paying);
 # then report.json (all of it) and a summary on stdout. Without a GPU every step runs on the CPU
 # plugin (.pjrt/, scripts/fetch-pjrt.sh) and JAX's CPU backend, and the report says so. Exits 1 if a
 # step failed (after writing the report).
@@ -203,6 +205,8 @@ else
 fi
 run beside_step 300 "$PY" python/benches/beside_step.py --infeed "$INFEED" --lm "$LM" \
     --jpeg "$JPEG_DIR/*.tfrecord" --seconds "$SECONDS_EACH"
+run core_scaling 240 "$PY" python/benches/core_scaling.py --infeed "$INFEED" --lm "$LM" \
+    --seconds "$((SECONDS_EACH > 1 ? 3 : 1))" --copies "$([[ $QUICK == 1 ]] && echo 4 || echo 40)"
 
 "$PY" scripts/device-report.py "$REPORT" "$MODE" "$QUICK" "${FAILED[*]:-}"
 [[ ${#FAILED[@]} -eq 0 ]]

@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-STEPS = ["train_lm", "upload_bandwidth", "h2d", "train_jax", "train_tfds", "beside_step"]
+STEPS = [
+    "train_lm",
+    "upload_bandwidth",
+    "h2d",
+    "train_jax",
+    "train_tfds",
+    "beside_step",
+    "core_scaling",
+]
 
 
 def load(path: Path) -> Any:
@@ -43,7 +51,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         lines.append(
             f"  uploads (Rust) of {u['bytes'] >> 20} MiB: pooled {fmt(u['pooled_gb_per_sec'])} GB/s "
             f"(pinned {u['pooled_pinned']}), pageable {fmt(u['pageable_gb_per_sec'])}, "
-            f"copy {fmt(u['copy_gb_per_sec'])}; read in place {u['read_in_place']}"
+            f"copy {fmt(u['copy_gb_per_sec'])}, pooled four in flight "
+            f"{fmt(u['pooled_in_flight_gb_per_sec'])}; read in place {u['read_in_place']}"
         )
     h = r["steps"]["h2d"]
     if "infeed_gb_per_sec" in h:
@@ -73,6 +82,13 @@ def summary(r: dict[str, Any]) -> list[str]:
                 f"{fmt(run['beside_records_per_sec'], 0)} beside the step; "
                 f"step keeps {fmt(100 * run['step_share_kept'])}%"
             )
+    c = r["steps"]["core_scaling"]
+    if "one_file" in c:
+        lines.append("  lm alone, records/s by cores:")
+        for name, modes in c.items():
+            for mode, by_cores in modes.items():
+                rates = ", ".join(f"{n}: {fmt(v, 0)}" for n, v in by_cores.items())
+                lines.append(f"    {name} {mode}: {rates}")
     for name in r["failed"]:
         lines.append(f"  FAILED: {name} (see {name}.log)")
     return lines
