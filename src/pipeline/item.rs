@@ -24,8 +24,8 @@ pub(crate) struct Item {
     /// (which the kernel can reclaim), not a heap chunk of other records.
     pub mapped: bool,
     /// Not read yet ([`worker_reads`](crate::pipeline::Pipeline::worker_reads)):
-    /// `data` is an untouched view of the mapped shard, framed by its
-    /// index, which only its length is taken from; the worker that
+    /// `data` stands in for the record, framed by its index: bytes of its
+    /// length, which only that length is taken from; the worker that
     /// assembles the record reads and checks it (`read/in_workers.rs`).
     pub unread: bool,
 }

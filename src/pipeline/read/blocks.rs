@@ -417,7 +417,7 @@ fn leave_unread(
     index: &ShardIndex,
     shard: &ShardThread<'_>,
 ) -> Result<(), RecordError> {
-    let map = in_workers::map_shard(path)?;
+    let mut shard_file = in_workers::UnreadShard::open(path)?;
     shard.unread.store(true, Relaxed);
     let (mut i, n) = (index.first_from(start), index.len());
     while i < n {
@@ -426,7 +426,7 @@ fn leave_unread(
         let (mut block, mut bytes, mut failure) = (Vec::new(), 0, None);
         while i < n && bytes < block_bytes as u64 {
             let (offset, framed) = index.record(i).unwrap_or_default();
-            match in_workers::view(&map, path, offset, framed) {
+            match shard_file.view(offset, framed) {
                 Ok(data) => block.push(Record { data, offset }),
                 // The file is shorter than its index says (cut since): the
                 // records before go first.

@@ -73,8 +73,9 @@ enum Kept {
     Large,
     /// Held as it came: a view of a mapped file.
     Mapped,
-    /// Held as it came: an unread record (`worker_reads`), a view nothing
-    /// here may read, holding no memory: the worker of its batch reads it.
+    /// Held as it came: an unread record (`worker_reads`), a stand-in of
+    /// its length that nothing here may read, holding no memory: the
+    /// worker of its batch reads it.
     Unread,
 }
 
