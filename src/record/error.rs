@@ -157,6 +157,19 @@ pub enum ErrorKind {
         #[source]
         cause: InflateCause,
     },
+    /// Reading by index: the shard holds another record at this offset
+    /// than its index says. The shard changed after it was indexed, keeping
+    /// its size and modification time (the index is checked against both);
+    /// `infeed index` builds the index again.
+    #[error(
+        "the shard changed since it was indexed: its index gives a record of {indexed} bytes here, the file one of {found}"
+    )]
+    IndexMismatch {
+        /// The payload length the index gives.
+        indexed: u64,
+        /// The payload length the record's header in the file gives.
+        found: u64,
+    },
     /// The underlying reader failed.
     #[error("I/O error ({kind}): {source}")]
     Io {
@@ -198,6 +211,13 @@ impl PartialEq for ErrorKind {
             (NotTfRecord, NotTfRecord) => true,
             (TooLarge { length, max }, TooLarge { length: l, max: m }) => (length, max) == (l, m),
             (PastEnd { length, left }, PastEnd { length: l, left: r }) => (length, left) == (l, r),
+            (
+                IndexMismatch { indexed, found },
+                IndexMismatch {
+                    indexed: i,
+                    found: f,
+                },
+            ) => (indexed, found) == (i, f),
             (
                 Decompress { compression, cause },
                 Decompress {

@@ -311,15 +311,20 @@ impl WorkerReads {
                         raw.records[i as usize] = record.data;
                     }
                     // The shard holds another record than its index says
-                    // (changed since, with the same size and time).
+                    // (changed since, with the same size and time): the
+                    // length its header gives (CRC-checked by the deframer
+                    // before it could differ).
                     _ => {
+                        let at = run.at + (offset - run.offset) as usize;
+                        let found = bytes
+                            .get(at..at + 8)
+                            .map_or(0, |h| u64::from_le_bytes(h.try_into().unwrap_or([0; 8])));
                         let mut e = RecordError::new(
                             url,
                             offset,
-                            ErrorKind::Truncated {
-                                part: RecordPart::Payload,
-                                have: 0,
-                                need: want as u64,
+                            ErrorKind::IndexMismatch {
+                                indexed: want as u64,
+                                found,
                             },
                         );
                         e.index = self.record_number(url, offset);
@@ -535,6 +540,47 @@ mod tests {
         assert_eq!(e.kind, want);
         // Its number in the shard, from the index.
         assert_eq!(e.index, Some(6));
+    }
+
+    #[test]
+    fn a_shard_rewritten_since_it_was_indexed_is_an_error_naming_both_lengths() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards(dir.path());
+        let mut raw = unread_batch(&shards, &[(0, 0), (0, 1), (0, 2)]);
+        // Rewritten: record 1 is 20 bytes longer, the file no shorter.
+        let mut w = RecordWriter::create(&shards[0].0, Compression::None).unwrap();
+        for i in 0..8 {
+            let mut r = record(0, i);
+            if i == 1 {
+                r.extend([7; 20]);
+            }
+            w.write_record(&r).unwrap();
+        }
+        w.finish().unwrap();
+        let index = Arc::new(shards[0].1.clone());
+        let mut reads = WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default(),
+            indexes: Some(Arc::new(HashMap::from([(shards[0].0.clone(), index)]))),
+        });
+        let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
+            panic!("no error");
+        };
+        let (offset, _) = shards[0].1.record(1).unwrap();
+        assert_eq!(
+            (e.path.as_str(), e.offset, e.index),
+            (shards[0].0.as_str(), offset, Some(1))
+        );
+        assert_eq!(
+            e.kind,
+            ErrorKind::IndexMismatch {
+                indexed: 100,
+                found: 120
+            }
+        );
+        assert!(
+            e.to_string().contains("changed since it was indexed"),
+            "{e}"
+        );
     }
 
     #[test]
