@@ -54,6 +54,7 @@
 //!      tokio mpsc(1)          std sync_channel(2):             crossbeam bounded(threads+1):  assemble                (reorders by number)
 //!      of read chunks         blocks of ~chunk_size bytes      numbered raw batches +         crossbeam bounded(
 //!                                                              the state after each           prefetch+threads)
+//!                                                              (4×threads: records unread)
 //!                                                     │  ▲
 //!                               crossbeam bounded(2×threads): chunks │  │ verdicts (kept?, length)
 //!                                                     ▼  │
