@@ -121,6 +121,24 @@ fn pool_keeps_a_bounded_number() {
     assert_eq!((s.returned, s.released, s.kept_bytes), (1, 1, 640 << 10));
 }
 
+/// What a 16-worker pipeline feeding a device has out at once: a batch per
+/// worker being made, the output queue (prefetch and a batch per worker),
+/// the device's few, two tensors of a class each. A default pool keeps them
+/// all when they come back, so the next round allocates nothing (and maps
+/// nothing for DMA again).
+#[test]
+fn a_default_pool_keeps_what_a_many_worker_pipeline_has_out() {
+    let pool = BufferPool::default();
+    let out = 2 * (16 + (2 + 16) + 3);
+    for _ in 0..3 {
+        let bufs: Vec<AlignedBuf> = (0..out).map(|_| pool.take_zeroed(64 << 10)).collect();
+        drop(bufs);
+    }
+    let s = pool.stats();
+    assert_eq!((s.allocations, s.released), (out as u64, 0));
+    assert_eq!((s.reuses, s.kept_buffers), (2 * out as u64, out));
+}
+
 #[test]
 fn zero_length_and_unpooled() {
     let pool = BufferPool::default();
