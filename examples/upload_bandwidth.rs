@@ -53,6 +53,13 @@ fn timed(client: &Client, tensor: Tensor) -> Result<(f64, bool, bool), XlaError>
     Ok((bytes / secs / 1e9, in_place, buffer.uploaded_pinned()))
 }
 
+/// `values` in a pooled buffer, as a one-dimensional u8 tensor.
+fn pooled_tensor(pool: &BufferPool, values: &[u8]) -> Result<Tensor, infeed::batch::TensorError> {
+    let mut buf = pool.take_zeroed(values.len());
+    buf.as_bytes_mut().copy_from_slice(values);
+    Tensor::new(TensorType::U8, vec![values.len()], buf)
+}
+
 /// Four pooled buffers of `values` uploaded back to back, then waited for:
 /// GB/s over the four.
 fn four_in_flight(
@@ -60,12 +67,9 @@ fn four_in_flight(
     pool: &BufferPool,
     values: &[u8],
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    let mut tensors = Vec::new();
-    for _ in 0..4 {
-        let mut buf = pool.take_zeroed(values.len());
-        buf.as_bytes_mut().copy_from_slice(values);
-        tensors.push(Tensor::new(TensorType::U8, vec![values.len()], buf)?);
-    }
+    let tensors = (0..4)
+        .map(|_| pooled_tensor(pool, values))
+        .collect::<Result<Vec<_>, _>>()?;
     let start = Instant::now();
     let buffers = tensors
         .into_iter()
@@ -93,9 +97,7 @@ fn run() -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let (mut in_place, mut pinned) = (true, true);
     // Round 0 warms up (the first pooled upload maps the buffer).
     for round in 0..=rounds {
-        let mut buf = pool.take_zeroed(bytes);
-        buf.as_bytes_mut().copy_from_slice(&values);
-        let (gbps, here, pin) = timed(&client, Tensor::new(TensorType::U8, shape.clone(), buf)?)?;
+        let (gbps, here, pin) = timed(&client, pooled_tensor(&pool, &values)?)?;
         client.release_host_buffers();
         let unpooled = AlignedBuf::from_slice(&values);
         let (gbps2, here2, _) = timed(

@@ -78,9 +78,16 @@ def step_loop(size: int, seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def bench(infeed: str, files: str, pipeline: str, cores: list[int], seconds: float) -> Any:
-    """``infeed bench`` of a pipeline on ``cores`` for ``seconds``: its JSON."""
-    args = [infeed, "bench", files, *PIPELINES[pipeline]]
+def bench(
+    infeed: str,
+    files: str,
+    pipeline: str,
+    cores: list[int],
+    seconds: float,
+    extra: tuple[str, ...] = (),
+) -> Any:
+    """``infeed bench`` of a pipeline, with ``extra`` flags, on ``cores`` for ``seconds``."""
+    args = [infeed, "bench", files, *PIPELINES[pipeline], *extra]
     args += ["--epochs", "0", "--seconds", str(seconds), "--json", "--no-digest"]
     args += ["--cpu-affinity", ",".join(map(str, cores))]
     out = subprocess.run(args, capture_output=True, text=True, check=True)

@@ -21,20 +21,10 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from beside_step import PIPELINES
-
-
-def rate(infeed: str, files: str, cores: list[int], seconds: float, extra: list[str]) -> float:
-    """Records/s of the lm pipeline on ``cores`` for ``seconds``."""
-    args = [infeed, "bench", files, *PIPELINES["lm"], *extra]
-    args += ["--epochs", "0", "--seconds", str(seconds), "--json", "--no-digest"]
-    args += ["--cpu-affinity", ",".join(map(str, cores))]
-    out = subprocess.run(args, capture_output=True, text=True, check=True)
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["records_per_sec"])
+from beside_step import bench
 
 
 def budgets() -> list[list[int]]:
@@ -59,9 +49,11 @@ def main() -> None:
         inputs = {"one_file": a.lm, "many_files": str(Path(tmp) / "*.tfrecord")}
         for name, files in inputs.items():
             report[name] = {}
-            for mode, extra in (("plain", []), ("worker_reads", ["--worker-reads"])):
+            for mode, extra in (("plain", ()), ("worker_reads", ("--worker-reads",))):
                 report[name][mode] = {
-                    len(cores): round(rate(a.infeed, files, cores, a.seconds, extra))
+                    len(cores): round(
+                        bench(a.infeed, files, "lm", cores, a.seconds, extra)["records_per_sec"]
+                    )
                     for cores in budgets()
                 }
     text = json.dumps(report)

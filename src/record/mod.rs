@@ -38,6 +38,7 @@ pub use compression::{Compression, DETECT_LEN, DetectedBy, Detection};
 pub use crc::{mask_crc, masked_crc32c, unmask_crc};
 pub use deframe::{Deframer, Record};
 pub use error::{ErrorKind, RecordError, RecordPart};
+pub(crate) use frame::parse_header;
 pub use frame::{FOOTER_LEN, HEADER_LEN, encode_footer, encode_header};
 pub use inflate::{InflateCause, InflateError, Inflater};
 pub use options::{

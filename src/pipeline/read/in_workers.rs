@@ -22,7 +22,10 @@ use bytes::Bytes;
 use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::RawBatch;
-use crate::record::{Compression, Deframer, ErrorKind, ReadOptions, RecordError, RecordPart};
+use crate::record::{
+    Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, RecordPart,
+    parse_header,
+};
 use crate::source::SourceOptions;
 
 /// Header and footer around a payload.
@@ -316,9 +319,9 @@ impl WorkerReads {
                     // before it could differ).
                     _ => {
                         let at = run.at + (offset - run.offset) as usize;
-                        let found = bytes
-                            .get(at..at + 8)
-                            .map_or(0, |h| u64::from_le_bytes(h.try_into().unwrap_or([0; 8])));
+                        let found = (bytes.get(at..))
+                            .and_then(<[u8]>::first_chunk::<HEADER_LEN>)
+                            .map_or(0, |h| parse_header(h).0);
                         let mut e = RecordError::new(
                             url,
                             offset,
