@@ -4,7 +4,7 @@
 //! streams than the hardware prefetcher follows; each miss there costs
 //! the one thread that orders records ~100 ns. A worker reads a batch's
 //! records, each from a random place when the shuffle held them as views
-//! of mapped shards ([`prefetch_ahead`]).
+//! of mapped shards ([`prefetch_ahead`], [`prefetch_start_ahead`]).
 
 /// Asks the CPU to load the cache lines of `bytes` (a hint: it reads and
 /// changes nothing, and is a no-op off x86-64).
@@ -28,14 +28,24 @@ const AHEAD: usize = 2;
 /// measuring it (its map entries, where the lengths lie; an average lm
 /// record is ~1 KB).
 pub(crate) const AHEAD_BYTES: usize = 1024;
-/// The most of a record a worker prefetches: all of an lm or image record
-/// (~1 KB and ~3 KB). Its batch's records came from read chunks that other
-/// chunks have since pushed out of this core's cache, and the hardware
-/// prefetcher did not follow them soon enough: prefetching the whole record
-/// rather than its first KiB made lm 13% and img 9% faster pinned to one core
-/// (docs/architecture.md, "Decisions"). A longer record's rest streams in
-/// behind its start.
+/// The most of a record a worker prefetches when it reads the record whole
+/// in one pass (fixed-length features, `batch/direct_dense.rs`): all of an
+/// image record (~3 KB). Its batch's records came from read chunks that
+/// other chunks have since pushed out of this core's cache, and the
+/// hardware prefetcher did not follow them soon enough: prefetching the
+/// whole record rather than its first KiB made lm 13% and img 9% faster
+/// pinned to one core (docs/architecture.md, "Decisions"; lm's decoder has
+/// since come to prefetch its runs itself, [`prefetch_start_ahead`]). A
+/// longer record's rest streams in behind its start.
 const WHOLE_RECORD_BYTES: usize = 8192;
+
+/// How much of a record's start the scan that locates its varint runs
+/// prefetches (`ExampleParser::locate_runs`): where its first map entries
+/// lie. That scan skips the runs themselves, and the pass that decodes them
+/// prefetches each run just ahead of it (`example/runs.rs`), so the whole
+/// record here only filled the cache with lines evicted again before their
+/// use: lm 2–3% faster pinned with the start alone (docs/performance.md).
+const START_BYTES: usize = 256;
 
 /// Prefetches the record a few after record `i` of a batch.
 #[inline]
@@ -43,5 +53,14 @@ pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(records: &[R], i: usize) {
     if let Some(ahead) = records.get(i + AHEAD) {
         let ahead = ahead.as_ref();
         prefetch(&ahead[..ahead.len().min(WHOLE_RECORD_BYTES)]);
+    }
+}
+
+/// Prefetches the start of the record a few after record `i` of a batch.
+#[inline]
+pub(crate) fn prefetch_start_ahead<R: AsRef<[u8]>>(records: &[R], i: usize) {
+    if let Some(ahead) = records.get(i + AHEAD) {
+        let ahead = ahead.as_ref();
+        prefetch(&ahead[..ahead.len().min(START_BYTES)]);
     }
 }

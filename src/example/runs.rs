@@ -6,7 +6,16 @@
 
 use std::mem::MaybeUninit;
 
+use crate::prefetch::prefetch;
+
 use super::wire::{Span, VarintTarget, count_terminal_bytes, decode_varints_into};
+
+/// Records ahead of the one being decoded whose run is prefetched. A
+/// batch's records are read, checked and scanned before they are decoded,
+/// by which time the batch (~256 KiB for lm) has left L1: the decoder's
+/// loads waited on L2 (a fifth of its time, lm pinned) until each run was
+/// prefetched two records ahead (lm 3% faster; 4 ahead gained nothing more).
+const RUNS_AHEAD: usize = 2;
 
 /// Which values a row keeps when a record holds more than the row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +95,16 @@ impl PackedRuns {
         }
     }
 
+    /// Prefetches `feature`'s run in record `r`, if there is one.
+    #[inline]
+    fn prefetch_run<R: AsRef<[u8]>>(&self, records: &[R], r: usize, feature: usize) {
+        if let (Some(rec), Some(span)) =
+            (records.get(r), self.spans.get(r * self.features + feature))
+        {
+            prefetch(rec.as_ref().get(span.start..span.end).unwrap_or(&[]));
+        }
+    }
+
     fn rows_of<T: VarintTarget, R: AsRef<[u8]>>(
         &self,
         records: &[R],
@@ -111,6 +130,7 @@ impl PackedRuns {
                 return false;
             };
             let run = rec.get(span.start..span.end).unwrap_or(&[]);
+            self.prefetch_run(records, r + RUNS_AHEAD, feature);
             let decoded = decode_all(run, span.start, row);
             // A full row, or a value that does not fit `T`: the run may hold
             // more than the row (counted only then), and what does not fit
