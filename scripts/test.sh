@@ -53,6 +53,7 @@ bash scripts/build-deps.sh
 
 "$INFEED_PYTHON" testdata/make_testdata.py --check
 
+echo "test.sh: emulators (at ${SECONDS} s)"
 bash scripts/emulators.sh install
 trap 'bash scripts/emulators.sh stop' EXIT
 bash scripts/emulators.sh start
@@ -62,11 +63,13 @@ eval "$(bash scripts/emulators.sh env)"
 # into .pjrt/); those tests fail without it. PJRT_PLUGIN_PATH, when set, is used instead.
 [[ -n "${PJRT_PLUGIN_PATH:-}" ]] || bash scripts/fetch-pjrt.sh
 
+echo "test.sh: cargo test (at ${SECONDS} s)"
 cargo test --all-features -- --include-ignored
 
 # The Python package: built into its own venv (jax and TensorFlow pin different numpy
 # and protobuf versions), dev profile (a release build doubles the compile time; the
 # tests read small files), tested with pytest.
+echo "test.sh: the Python package (at ${SECONDS} s)"
 PYVENV=.venv-python
 PYREQ=python/requirements-test.txt
 [[ -x "$PYVENV/bin/python" ]] || "${PYTHON:-python3}" -m venv "$PYVENV"
@@ -89,6 +92,7 @@ fi
 # the infeed binary they compare with is cargo test's debug build. The emulators started
 # above are still up and their environment (INFEED_EMULATORS=1, endpoints, keys) exported,
 # so the gs://, s3://, az:// tests run (python/tests/stores.py).
+echo "test.sh: the Beam transform (at ${SECONDS} s)"
 BEAMVENV=.venv-beam
 BEAMREQ=python/requirements-beam.txt
 [[ -x "$BEAMVENV/bin/python" ]] || "${PYTHON:-python3}" -m venv "$BEAMVENV"
@@ -104,3 +108,4 @@ fi
     INFEED_CLI="$(cd .. && pwd)/target/debug/infeed" \
         "../$BEAMVENV/bin/python" -m pytest -q -p no:logging tests/test_beam.py
 )
+echo "test.sh: done (at ${SECONDS} s)"
