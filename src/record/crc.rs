@@ -41,6 +41,40 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
     mask_crc(crc)
 }
 
+/// The masked CRC32C of a record's length field (the 8 little-endian
+/// bytes of `len`), as its header stores it. Every record's header goes through here; where the CPU has
+/// SSE4.2 it is one `crc32` instruction, where the general path spent a
+/// call and a dispatch on 8 bytes (~1% of the lm workers' time).
+#[inline]
+pub(crate) fn masked_crc32c_of_length(len: u64) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_sse42() {
+        // SAFETY: the CPU has SSE4.2, checked above.
+        return mask_crc(unsafe { crc32c_u64(len) });
+    }
+    masked_crc32c(&len.to_le_bytes())
+}
+
+/// The CRC32C of the 8 bytes of `v` (little-endian): one `crc32`.
+///
+/// # Safety
+/// The CPU has SSE4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc32c_u64(v: u64) -> u32 {
+    // The CRC starts at all ones and ends inverted (CRC-32C's init and
+    // final XOR); `crc32` computes the reflected update between.
+    !(std::arch::x86_64::_mm_crc32_u64(u64::from(u32::MAX), v) as u32)
+}
+
+/// True where the CPU has SSE4.2 (checked once).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_sse42() -> bool {
+    static SSE42: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SSE42.get_or_init(|| std::arch::is_x86_feature_detected!("sse4.2"))
+}
+
 /// True where the CPU has AVX-512 with VPCLMULQDQ (checked once).
 #[inline]
 fn folds_wide() -> bool {
@@ -59,6 +93,23 @@ fn folds_wide() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_length_crc_is_the_general_one() {
+        // Lengths as records have them, and any 8 bytes (a damaged header).
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut cases: Vec<u64> = vec![0, 1, 5, 255, 256, 1 << 20, u64::MAX, 1 << 63];
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            cases.push(x);
+        }
+        for v in cases {
+            let bytes = v.to_le_bytes();
+            assert_eq!(masked_crc32c_of_length(v), masked_crc32c(&bytes), "{v:#x}");
+        }
+    }
 
     #[test]
     fn mask_rotates_right_15_and_adds_the_delta() {

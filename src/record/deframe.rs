@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::crc::masked_crc32c;
+use super::crc::{masked_crc32c, masked_crc32c_of_length};
 use super::error::{ErrorKind, RecordError, RecordPart};
 use super::frame::{FOOTER_LEN, HEADER_LEN, parse_header};
 use super::options::{CorruptPolicy, ReadOptions, SkipEvent, SkipReport};
@@ -186,7 +186,7 @@ impl Deframer {
             && let Some((header, _)) = self.cur.split_first_chunk::<HEADER_LEN>()
         {
             let (len, stored) = parse_header(header);
-            if masked_crc32c(&header[..8]) == stored
+            if masked_crc32c_of_length(len) == stored
                 && len <= self.max
                 && let Ok(n) = usize::try_from(len)
                 && let Some(end) = n.checked_add(HEADER_LEN)
@@ -272,7 +272,7 @@ impl Deframer {
     #[inline]
     fn check_header(&self, h: &[u8; HEADER_LEN]) -> Header {
         let (len, stored) = parse_header(h);
-        let computed = masked_crc32c(&h[..8]);
+        let computed = masked_crc32c_of_length(len);
         if computed != stored {
             return Header::Bad(ErrorKind::LengthCrc { stored, computed });
         }

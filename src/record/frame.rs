@@ -2,7 +2,7 @@
 //! u32 masked_crc32c(data)`. Sizes, encoding and the header check, shared
 //! by the deframer, the writer and compression detection.
 
-use super::crc::masked_crc32c;
+use super::crc::{masked_crc32c, masked_crc32c_of_length};
 
 /// Bytes of a record header: `u64 length (LE) | u32 masked_crc32c(length)`.
 pub const HEADER_LEN: usize = 12;
@@ -13,7 +13,7 @@ pub const FOOTER_LEN: usize = 4;
 #[inline]
 pub fn encode_header(len: u64) -> [u8; HEADER_LEN] {
     let l = len.to_le_bytes();
-    let c = masked_crc32c(&l).to_le_bytes();
+    let c = masked_crc32c_of_length(len).to_le_bytes();
     [
         l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], c[0], c[1], c[2], c[3],
     ]
@@ -36,6 +36,6 @@ pub(crate) fn parse_header(h: &[u8; HEADER_LEN]) -> (u64, u32) {
 /// Whether the stored CRC of a header matches its length bytes.
 #[inline]
 pub(crate) fn header_crc_matches(h: &[u8; HEADER_LEN]) -> bool {
-    let (_, stored) = parse_header(h);
-    masked_crc32c(&h[..8]) == stored
+    let (len, stored) = parse_header(h);
+    masked_crc32c_of_length(len) == stored
 }
