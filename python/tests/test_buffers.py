@@ -217,31 +217,40 @@ def test_sigint_handler_of_the_caller_still_works():
 
 
 def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores(tmp_path):
-    # 40 copies of the sample in one file: its shard reader (started as the
-    # pipeline opens, before the record thread runs) is still reading when
-    # the threads are listed.
+    # 40 copies of the sample in one file, repeated without end: its shard
+    # readers are still reading when the threads are listed. A thread takes
+    # its name when it first runs, and on one core the second worker may not
+    # have run by the first batch: the listing is taken again until both
+    # workers have (a bound on liveness only, far above any run's).
     big = tmp_path / "big.tfrecord"
     big.write_bytes(LM.read_bytes() * 40)
     # In a fresh process, so that no other test's pipeline threads are seen.
     script = textwrap.dedent(
         f"""
-        import json, os, pathlib
+        import json, os, pathlib, time
         import infeed
         core = min(os.sched_getaffinity(0))
         spec = {{"input_ids": infeed.VarLen("int64"), "attention_mask": infeed.VarLen("int64")}}
         def pipeline(pinned):
-            p = infeed.Pipeline.from_files([{str(big)!r}]).shuffle(64).seed(1)
+            p = infeed.Pipeline.from_files([{str(big)!r}]).repeat().shuffle(64).seed(1)
             p = p.parse(spec).max_length(512).batch(8)
             return p.cpu_affinity([core]).threads(2) if pinned else p
         it = iter(pipeline(True))
         first = next(it)
-        seen = []
-        for task in pathlib.Path("/proc/self/task").iterdir():
-            name = (task / "comm").read_text().strip()
-            if name.startswith("infeed-"):
-                for line in (task / "status").read_text().splitlines():
-                    if line.startswith("Cpus_allowed_list:"):
-                        seen.append([name, line.split(":")[1].strip()])
+        def listed():
+            seen = []
+            for task in pathlib.Path("/proc/self/task").iterdir():
+                name = (task / "comm").read_text().strip()
+                if name.startswith("infeed-"):
+                    for line in (task / "status").read_text().splitlines():
+                        if line.startswith("Cpus_allowed_list:"):
+                            seen.append([name, line.split(":")[1].strip()])
+            return seen
+        deadline = time.monotonic() + 60
+        seen = listed()
+        while [n for n, _ in seen].count("infeed-worker") < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            seen = listed()
         same = all((first[k] == next(iter(pipeline(False)))[k]).all() for k in first)
         print(json.dumps({{"core": core, "seen": sorted(seen), "same": bool(same)}}))
         """
