@@ -4,7 +4,7 @@
 //! streams than the hardware prefetcher follows; each miss there costs
 //! the one thread that orders records ~100 ns. A worker reads a batch's
 //! records, each from a random place when the shuffle held them as views
-//! of mapped shards ([`prefetch_ahead`], [`prefetch_start_ahead`]).
+//! of mapped shards ([`prefetch_ahead`]).
 
 /// Asks the CPU to load the cache lines of `bytes` (a hint: it reads and
 /// changes nothing, and is a no-op off x86-64).
@@ -35,9 +35,9 @@ pub(crate) const AHEAD_BYTES: usize = 1024;
 /// hardware prefetcher did not follow them soon enough: prefetching the
 /// whole record rather than its first KiB made lm 13% and img 9% faster
 /// pinned to one core (docs/architecture.md, "Decisions"; lm's decoder has
-/// since come to prefetch its runs itself, [`prefetch_start_ahead`]). A
+/// since come to prefetch its runs itself, [`START_BYTES`]). A
 /// longer record's rest streams in behind its start.
-const WHOLE_RECORD_BYTES: usize = 8192;
+pub(crate) const WHOLE_RECORD_BYTES: usize = 8192;
 
 /// How much of a record's start the scan that locates its varint runs
 /// prefetches (`ExampleParser::locate_runs`): where its first map entries
@@ -45,22 +45,14 @@ const WHOLE_RECORD_BYTES: usize = 8192;
 /// prefetches each run just ahead of it (`example/runs.rs`), so the whole
 /// record here only filled the cache with lines evicted again before their
 /// use: lm 2–3% faster pinned with the start alone (docs/performance.md).
-const START_BYTES: usize = 256;
+pub(crate) const START_BYTES: usize = 256;
 
-/// Prefetches the record a few after record `i` of a batch.
+/// Prefetches up to `bytes` of the start of the record a few after record
+/// `i` of a batch ([`WHOLE_RECORD_BYTES`] or [`START_BYTES`]).
 #[inline]
-pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(records: &[R], i: usize) {
+pub(crate) fn prefetch_ahead<R: AsRef<[u8]>>(records: &[R], i: usize, bytes: usize) {
     if let Some(ahead) = records.get(i + AHEAD) {
         let ahead = ahead.as_ref();
-        prefetch(&ahead[..ahead.len().min(WHOLE_RECORD_BYTES)]);
-    }
-}
-
-/// Prefetches the start of the record a few after record `i` of a batch.
-#[inline]
-pub(crate) fn prefetch_start_ahead<R: AsRef<[u8]>>(records: &[R], i: usize) {
-    if let Some(ahead) = records.get(i + AHEAD) {
-        let ahead = ahead.as_ref();
-        prefetch(&ahead[..ahead.len().min(START_BYTES)]);
+        prefetch(&ahead[..ahead.len().min(bytes)]);
     }
 }

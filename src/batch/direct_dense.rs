@@ -28,7 +28,7 @@
 use super::dtype::TensorType;
 use super::plan::{Assembler, OutKind};
 use super::tensor::{Batch, Tensor};
-use crate::prefetch::prefetch_ahead;
+use crate::prefetch::{WHOLE_RECORD_BYTES, prefetch_ahead};
 use crate::spec::{DType, FeatureSpec};
 
 /// One protobuf field's value.
@@ -420,7 +420,7 @@ impl Assembler {
         let mut seen = vec![false; outs.len()];
         let mut layout = Layout::new(outs.len());
         for (r, rec) in records.iter().enumerate() {
-            prefetch_ahead(records, r);
+            prefetch_ahead(records, r, WHOLE_RECORD_BYTES);
             layout.write(rec.as_ref(), &mut outs, &mut seen, r)?;
         }
         let mut tensors = Vec::with_capacity(outs.len());

@@ -6,7 +6,7 @@ use super::error::{ParseError, malformed};
 use super::feature_set::FeatureSet;
 use crate::example::runs::PackedRuns;
 use crate::example::wire::{Cursor, Span, TAG_1_LEN, TAG_3_LEN, WireError};
-use crate::prefetch::prefetch_start_ahead;
+use crate::prefetch::{START_BYTES, prefetch_ahead};
 use crate::spec::{DType, FeatureSpec};
 
 /// Parses batches of serialized `tf.train.Example`s by a [`FeatureSpec`],
@@ -62,7 +62,7 @@ impl ExampleParser {
         let mut ok = true;
         'records: for (i, rec) in records.iter().enumerate() {
             let rec = rec.as_ref();
-            prefetch_start_ahead(records, i);
+            prefetch_ahead(records, i, START_BYTES);
             self.set.clear_slots();
             if self.scan_example(rec).is_err() {
                 ok = false;
