@@ -12,30 +12,13 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# The pins scripts/test.sh's TensorFlow interop tests run with (tfds prepares the datasets of
-# tests/io/tfds/oracle.rs).
-TF_PIN="tensorflow-cpu==2.21.0"
+# .venv's TensorFlow pin and its install come from scripts/tf-venv.sh (the comparison scripts'
+# too); tfds prepares the datasets of tests/io/tfds/oracle.rs.
+# shellcheck source=scripts/tf-venv.sh
+source scripts/tf-venv.sh
 TFDS_PIN="tensorflow-datasets==4.9.10"
-VENV=.venv
-VPY="$VENV/bin/python"
-
-has_tf() {
-    "$VPY" - "${TF_PIN#*==}" "${TFDS_PIN#*==}" <<'PY' 2>/dev/null
-import importlib.metadata as m, sys
-ok = m.version("tensorflow-cpu") == sys.argv[1] and m.version("tensorflow-datasets") == sys.argv[2]
-sys.exit(0 if ok else 1)
-PY
-}
-
 echo "test-env.sh: TensorFlow (at ${SECONDS} s)"
-if [[ -x "$VPY" ]] && has_tf; then
-    echo "test-env.sh: $VENV already has $TF_PIN and $TFDS_PIN"
-else
-    echo "test-env.sh: setting up $VENV with $TF_PIN and $TFDS_PIN"
-    [[ -x "$VPY" ]] || "${PYTHON:-python3}" -m venv "$VENV"
-    "$VPY" -m pip install --quiet --disable-pip-version-check "$TF_PIN" "$TFDS_PIN"
-    has_tf || { echo "test-env.sh: $TF_PIN or $TFDS_PIN did not install into $VENV" >&2; exit 1; }
-fi
+ensure_venv_pins test-env.sh "$TF_PIN" "$TFDS_PIN"
 
 echo "test-env.sh: emulators (at ${SECONDS} s)"
 bash scripts/emulators.sh install

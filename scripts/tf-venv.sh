@@ -2,7 +2,7 @@
 # compare-grain.sh): makes sure .venv holds the pinned tensorflow-cpu they run tf.data with,
 # installing it when it does not. Sets TF_PIN, VENV and VPY; defines ensure_tf_venv NAME and
 # ensure_venv_pins NAME PIN... (NAME: the calling script, for messages). scripts/test-env.sh
-# keeps its own check, which adds tensorflow-datasets.
+# adds tensorflow-datasets with ensure_venv_pins.
 TF_PIN="tensorflow-cpu==2.21.0"
 VENV=.venv
 VPY="$VENV/bin/python"
