@@ -52,9 +52,11 @@ impl PackedRuns {
         self.spans.reserve(records.saturating_mul(features));
     }
 
-    /// Adds the next run (record-major, feature-minor).
-    pub(super) fn push(&mut self, run: Span) {
-        self.spans.push(run);
+    /// The next record's runs, one per feature, empty until set.
+    pub(super) fn next_record(&mut self) -> &mut [Span] {
+        let first = self.spans.len();
+        self.spans.resize(first + self.features, Span::default());
+        &mut self.spans[first..]
     }
 
     /// The most bytes a record's run of `feature` takes: no record has

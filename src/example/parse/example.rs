@@ -1,6 +1,7 @@
 //! `tf.train.Example` records: [`ExampleParser`].
 
 use super::buffers::{bytes_of, recycled};
+use super::canonical;
 use super::columns::ParsedBatch;
 use super::error::{ParseError, malformed};
 use super::feature_set::FeatureSet;
@@ -60,34 +61,40 @@ impl ExampleParser {
         let mut runs = std::mem::take(&mut self.runs);
         runs.reset(features, records.len());
         let mut ok = true;
-        'records: for (i, rec) in records.iter().enumerate() {
+        for (i, rec) in records.iter().enumerate() {
             let rec = rec.as_ref();
             prefetch_ahead(records, i, START_BYTES);
-            self.set.clear_slots();
-            if self.scan_example(rec).is_err() {
+            let spans = runs.next_record();
+            let found =
+                canonical::runs(rec, &self.set.index, spans) || self.general_runs(rec, spans);
+            // A run must end its last varint (else: truncated, an error).
+            let cut = |&run: &Span| bytes_of(rec, run).last().is_some_and(|&b| b >= 0x80);
+            if !found || spans.iter().any(cut) {
                 ok = false;
                 break;
-            }
-            for slot in &self.set.slots {
-                let run = match *slot {
-                    None => Some(Span::default()),
-                    Some(feature) => packed_run(rec, feature),
-                };
-                let Some(run) = run else {
-                    ok = false;
-                    break 'records;
-                };
-                let data = bytes_of(rec, run);
-                // A run must end its last varint (else: truncated, an error).
-                if data.last().is_some_and(|&b| b >= 0x80) {
-                    ok = false;
-                    break 'records;
-                }
-                runs.push(run);
             }
         }
         self.runs = runs;
         ok.then_some(&self.runs)
+    }
+
+    /// The runs of `rec` by the general scan (any layout the parser reads),
+    /// into `spans`: false where the direct path does not apply (a record
+    /// the parser reports, or a feature that is not one packed run).
+    fn general_runs(&mut self, rec: &[u8], spans: &mut [Span]) -> bool {
+        self.set.clear_slots();
+        if self.scan_example(rec).is_err() {
+            return false;
+        }
+        for (span, slot) in spans.iter_mut().zip(&self.set.slots) {
+            let run = match *slot {
+                None => Some(Span::default()),
+                Some(feature) => packed_run(rec, feature),
+            };
+            let Some(run) = run else { return false };
+            *span = run;
+        }
+        true
     }
 
     /// Parses a batch of serialized `Example`s into one column per spec
@@ -174,4 +181,209 @@ pub fn parse_examples<R: AsRef<[u8]>>(
     records: &[R],
 ) -> Result<ParsedBatch, ParseError> {
     ExampleParser::new(spec).parse(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use prost::Message;
+
+    use super::*;
+    use crate::example::proto::{Example, Feature};
+
+    /// A protobuf field: one-byte `tag`, its length as a varint, `body`.
+    fn field(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        let mut len = body.len();
+        while len >= 0x80 {
+            out.push(len as u8 | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
+        out.extend(body);
+        out
+    }
+
+    fn varints(values: &[i64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &v in values {
+            let mut v = v as u64;
+            while v >= 0x80 {
+                out.push(v as u8 | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        }
+        out
+    }
+
+    /// How a map entry's `Feature` is written.
+    #[derive(Clone, Debug)]
+    enum Value {
+        Packed(Vec<i64>),
+        /// Enough values (of 5 bytes) for lengths of three bytes.
+        Long(usize),
+        Unpacked(Vec<i64>),
+        TwoRuns(Vec<i64>, Vec<i64>),
+        Floats(usize),
+        EmptyList,
+        NoList,
+    }
+
+    impl Value {
+        fn feature(&self) -> Vec<u8> {
+            let list = |body: Vec<u8>| field(0x1a, &body);
+            match self {
+                Value::Packed(v) => list(field(0x0a, &varints(v))),
+                Value::Long(n) => list(field(0x0a, &varints(&vec![1 << 30; *n]))),
+                Value::Unpacked(v) => list(
+                    v.iter()
+                        .flat_map(|&x| [&[8][..], &varints(&[x])].concat())
+                        .collect(),
+                ),
+                Value::TwoRuns(a, b) => {
+                    list([field(0x0a, &varints(a)), field(0x0a, &varints(b))].concat())
+                }
+                Value::Floats(n) => field(0x12, &field(0x0a, &vec![0; 4 * n])),
+                Value::EmptyList => list(Vec::new()),
+                Value::NoList => Vec::new(),
+            }
+        }
+    }
+
+    /// How a record departs from the layout serializers write.
+    #[derive(Clone, Debug)]
+    enum Layout {
+        Canonical,
+        ValueBeforeKey(usize),
+        NoValue(usize),
+        UnknownFieldAtTop,
+        FeaturesTwice,
+        OverlongLength,
+        Cut(usize),
+        Flip(usize, u8),
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let values = || proptest::collection::vec(any::<i64>(), 0..40);
+        prop_oneof![
+            4 => values().prop_map(Value::Packed),
+            1 => (3300usize..3400).prop_map(Value::Long),
+            1 => values().prop_map(Value::Unpacked),
+            1 => (values(), values()).prop_map(|(a, b)| Value::TwoRuns(a, b)),
+            1 => (0usize..4).prop_map(Value::Floats),
+            1 => Just(Value::EmptyList),
+            1 => Just(Value::NoList),
+        ]
+    }
+
+    fn layout() -> impl Strategy<Value = Layout> {
+        prop_oneof![
+            4 => Just(Layout::Canonical),
+            1 => any::<usize>().prop_map(Layout::ValueBeforeKey),
+            1 => any::<usize>().prop_map(Layout::NoValue),
+            1 => Just(Layout::UnknownFieldAtTop),
+            1 => Just(Layout::FeaturesTwice),
+            1 => Just(Layout::OverlongLength),
+            1 => any::<usize>().prop_map(Layout::Cut),
+            1 => (any::<usize>(), any::<u8>()).prop_map(|(at, b)| Layout::Flip(at, b)),
+        ]
+    }
+
+    fn record(entries: &[(&str, Value)], layout: &Layout) -> Vec<u8> {
+        let entry = |i: usize, (key, value): &(&str, Value)| {
+            let (key, value) = (field(0x0a, key.as_bytes()), field(0x12, &value.feature()));
+            match layout {
+                Layout::ValueBeforeKey(at) if at % entries.len() == i => {
+                    field(0x0a, &[value, key].concat())
+                }
+                Layout::NoValue(at) if at % entries.len() == i => field(0x0a, &key),
+                _ => field(0x0a, &[key, value].concat()),
+            }
+        };
+        let map: Vec<Vec<u8>> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| entry(i, e))
+            .collect();
+        let mut rec = match layout {
+            Layout::FeaturesTwice => {
+                let (a, b) = map.split_at(map.len() / 2);
+                [field(0x0a, &a.concat()), field(0x0a, &b.concat())].concat()
+            }
+            // The features' length in two bytes where one would do.
+            Layout::OverlongLength if map.concat().len() < 0x80 => {
+                let body = map.concat();
+                [&[0x0a, body.len() as u8 | 0x80, 0][..], &body].concat()
+            }
+            _ => field(0x0a, &map.concat()),
+        };
+        match *layout {
+            Layout::UnknownFieldAtTop => rec.extend([0x10, 0x2a]),
+            Layout::Cut(at) => rec.truncate(at % (rec.len() + 1)),
+            Layout::Flip(at, b) => {
+                let at = at % rec.len();
+                rec[at] ^= b;
+            }
+            _ => {}
+        }
+        rec
+    }
+
+    /// The runs the general scan finds, if the direct path applies.
+    fn general(parser: &mut ExampleParser, rec: &[u8]) -> Option<Vec<Span>> {
+        let mut spans = vec![Span::default(); parser.set.features.len()];
+        parser.general_runs(rec, &mut spans).then_some(spans)
+    }
+
+    fn parser() -> ExampleParser {
+        let spec = FeatureSpec::new()
+            .var_len("ids", DType::Int64)
+            .var_len("mask", DType::Int32);
+        ExampleParser::new(&spec)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Where the canonical scan finds runs, they are the general
+        /// scan's; on records as serializers write them, it finds them.
+        #[test]
+        fn the_canonical_scan_agrees_with_the_general_one(
+            entries in proptest::collection::vec(
+                (prop_oneof![Just("ids"), Just("mask"), Just("other"), Just("")], value()),
+                1..5,
+            ),
+            layout in layout(),
+        ) {
+            let rec = record(&entries, &layout);
+            let mut parser = parser();
+            let mut spans = vec![Span::default(); 2];
+            let canonical = canonical::runs(&rec, &parser.set.index, &mut spans);
+            let general = general(&mut parser, &rec);
+            if canonical {
+                prop_assert_eq!(Some(spans), general);
+            }
+            let plain = |v: &Value| matches!(v, Value::Packed(_) | Value::Long(_) | Value::EmptyList | Value::NoList);
+            if matches!(layout, Layout::Canonical) && entries.iter().all(|(_, v)| plain(v)) {
+                prop_assert!(canonical, "declined a canonical record");
+            }
+        }
+    }
+
+    #[test]
+    fn records_as_prost_writes_them_take_the_canonical_scan() {
+        let rec = Example::from_features([
+            ("other", Feature::floats(vec![1.5])),
+            ("mask", Feature::int64s(vec![1; 300])),
+            ("ids", Feature::int64s(vec![7, 1 << 40, -1])),
+        ])
+        .encode_to_vec();
+        let mut parser = parser();
+        let mut spans = vec![Span::default(); 2];
+        assert!(canonical::runs(&rec, &parser.set.index, &mut spans));
+        assert_eq!(bytes_of(&rec, spans[0]), varints(&[7, 1 << 40, -1]));
+        assert_eq!(bytes_of(&rec, spans[1]), vec![1; 300]);
+        assert_eq!(Some(spans), general(&mut parser, &rec));
+    }
 }

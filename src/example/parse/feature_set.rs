@@ -70,7 +70,7 @@ pub(super) struct ColumnBuilder {
 /// for the context of `SequenceExample`s.
 pub(super) struct FeatureSet {
     pub(super) features: Vec<Compiled>,
-    index: NameIndex,
+    pub(super) index: NameIndex,
     /// Per feature: where its final entry lies in the current record.
     pub(super) slots: Vec<Option<Span>>,
     /// `Example` semantics: a `Feature` with no list is absent for a

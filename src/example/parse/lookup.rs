@@ -35,7 +35,7 @@ impl NameIndex {
     }
 
     #[inline]
-    fn find(&self, key: &[u8]) -> Option<usize> {
+    pub(super) fn find(&self, key: &[u8]) -> Option<usize> {
         let bucket = if key.len() > Self::MAX_BUCKETED {
             &self.long
         } else {

@@ -47,6 +47,7 @@
 //! and the two parsers (`example.rs`, `sequence.rs`).
 
 mod buffers;
+mod canonical;
 mod columns;
 mod decode;
 mod error;
