@@ -420,10 +420,13 @@ fn leave_unread(
     let mut shard_file = in_workers::UnreadShard::open(path)?;
     shard.unread.store(true, Relaxed);
     let (mut i, n) = (index.first_from(start), index.len());
+    // Records a block took: the next is sized for as many (grown from
+    // empty, a block of a thousand lm records was reallocated ten times).
+    let mut last = 0;
     while i < n {
         let timer = shard.stats.busy_timer();
         let block_bytes = SizeRamp::at(shard.taken.load(Relaxed) / BLOCKS_PER_DOUBLING, chunk_size);
-        let (mut block, mut bytes, mut failure) = (Vec::new(), 0, None);
+        let (mut block, mut bytes, mut failure) = (Vec::with_capacity(last), 0, None);
         while i < n && bytes < block_bytes as u64 {
             let (offset, framed) = index.record(i).unwrap_or_default();
             match shard_file.view(offset, framed) {
@@ -441,6 +444,7 @@ fn leave_unread(
         shard.stats.add_records(block.len() as u64);
         shard.stats.add_bytes(bytes);
         drop(timer);
+        last = last.max(block.len());
         if !block.is_empty() && !shard.send((block, Vec::new())) {
             return Ok(());
         }
