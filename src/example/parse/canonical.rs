@@ -11,48 +11,42 @@
 //! (`false`) at the first byte that departs from it; the caller then scans
 //! the record the general way, which has every rule and every error.
 
+use super::buffers::bytes_of;
 use super::lookup::NameIndex;
-use crate::example::wire::Span;
+use crate::example::wire::{Span, decode_varint};
 
-/// A length prefix of at most 3 bytes (2 MiB) at `*at`, that fits before
-/// `end`; moves past it. `None` otherwise (the general scan reads longer
-/// ones).
+/// The field with the one-byte `tag` at `*at`, its length prefix fitting
+/// its bytes before `end`: their span. Moves past it. `None` otherwise.
 #[inline(always)]
-fn length(rec: &[u8], at: &mut usize, end: usize) -> Option<usize> {
-    let b0 = *rec.get(*at)?;
-    let (len, n) = if b0 < 0x80 {
-        (usize::from(b0), 1)
-    } else {
-        let b1 = *rec.get(*at + 1)?;
-        if b1 < 0x80 {
-            (usize::from(b0 & 0x7f) | usize::from(b1) << 7, 2)
-        } else {
-            let b2 = *rec.get(*at + 2)?;
-            if b2 >= 0x80 {
-                return None;
-            }
-            let low = usize::from(b0 & 0x7f) | usize::from(b1 & 0x7f) << 7;
-            (low | usize::from(b2) << 14, 3)
-        }
-    };
-    *at += n;
-    (len <= end.saturating_sub(*at)).then_some(len)
-}
-
-/// The span of `len` bytes at `*at` that ends exactly at `end`, after the
-/// one-byte `tag` and its length; moves to its start. `None` if the bytes
-/// there are not that.
-#[inline(always)]
-fn filling(rec: &[u8], at: &mut usize, end: usize, tag: u8) -> Option<Span> {
-    if rec.get(*at) != Some(&tag) {
+fn field(rec: &[u8], at: &mut usize, end: usize, tag: u8) -> Option<Span> {
+    if *at >= end || rec.get(*at) != Some(&tag) {
         return None;
     }
-    *at += 1;
-    let len = length(rec, at, end)?;
-    (*at + len == end).then_some(Span {
-        start: *at,
-        end: *at + len,
-    })
+    let rest = rec.get(*at + 1..end)?;
+    // Lengths below 16 KiB, the common ones, without a call.
+    let (len, n) = match *rest {
+        [b, ..] if b < 0x80 => (usize::from(b), 1),
+        [b0, b1, ..] if b1 < 0x80 => (usize::from(b0 & 0x7f) | usize::from(b1) << 7, 2),
+        _ => {
+            let (len, n) = decode_varint(rest).ok()?;
+            (usize::try_from(len).ok()?, n)
+        }
+    };
+    let start = *at + 1 + n;
+    let span = Span {
+        start,
+        end: start.checked_add(len).filter(|&e| e <= end)?,
+    };
+    *at = span.end;
+    Some(span)
+}
+
+/// The one field with the one-byte `tag` that fills `within` exactly.
+#[inline(always)]
+fn only(rec: &[u8], within: Span, tag: u8) -> Option<Span> {
+    let mut at = within.start;
+    let span = field(rec, &mut at, within.end, tag)?;
+    (at == within.end).then_some(span)
 }
 
 /// The packed run a map entry's `Feature` value holds, when it is one
@@ -60,15 +54,14 @@ fn filling(rec: &[u8], at: &mut usize, end: usize, tag: u8) -> Option<Span> {
 /// run). `None` for any other form.
 #[inline(always)]
 fn run_of(rec: &[u8], value: Span) -> Option<Span> {
-    if value.start == value.end {
+    if value.is_empty() {
         return Some(Span::default());
     }
-    let mut at = value.start;
-    let list = filling(rec, &mut at, value.end, 0x1a)?;
-    if list.start == list.end {
+    let list = only(rec, value, 0x1a)?;
+    if list.is_empty() {
         return Some(Span::default());
     }
-    filling(rec, &mut at, list.end, 0x0a)
+    only(rec, list, 0x0a)
 }
 
 /// Finds, in `rec` laid out canonically, the packed run of each feature of
@@ -80,25 +73,22 @@ pub(super) fn runs(rec: &[u8], index: &NameIndex, runs: &mut [Span]) -> bool {
 }
 
 fn scan(rec: &[u8], index: &NameIndex, runs: &mut [Span]) -> Option<()> {
-    let mut at = 0;
-    let features = filling(rec, &mut at, rec.len(), 0x0a)?;
+    let whole = Span {
+        start: 0,
+        end: rec.len(),
+    };
+    let features = only(rec, whole, 0x0a)?;
+    let mut at = features.start;
     while at < features.end {
-        if rec[at] != 0x0a {
+        let entry = field(rec, &mut at, features.end, 0x0a)?;
+        // Its key, then its value, filling it.
+        let mut e = entry.start;
+        let key = field(rec, &mut e, entry.end, 0x0a)?;
+        let value = field(rec, &mut e, entry.end, 0x12)?;
+        if e != entry.end {
             return None;
         }
-        at += 1;
-        let len = length(rec, &mut at, features.end)?;
-        let entry_end = at + len;
-        if rec.get(at) != Some(&0x0a) {
-            return None;
-        }
-        at += 1;
-        let key_len = length(rec, &mut at, entry_end)?;
-        let key = rec.get(at..at + key_len)?;
-        at += key_len;
-        let value = filling(rec, &mut at, entry_end, 0x12)?;
-        at = entry_end;
-        if let Some(i) = index.find(key) {
+        if let Some(i) = index.find(bytes_of(rec, key)) {
             *runs.get_mut(i)? = run_of(rec, value)?;
         }
     }
