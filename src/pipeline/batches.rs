@@ -23,6 +23,7 @@ use super::threads::affinity::CpuAffinity;
 use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};
+use super::threads::window::{self, Entry, Exit};
 use super::threads::workers::{self as worker_threads, Delivery};
 use crate::batch::{Provenance, RecordPosition};
 
@@ -104,7 +105,11 @@ impl PipelineStats {
 /// The running pipeline: a blocking iterator of batches.
 pub struct Batches<T> {
     rx: Option<Receiver<Delivery<T>>>,
+    /// Out of order, waiting for an earlier batch: fewer than the window's
+    /// places ([`window_places`]).
     pending: BTreeMap<u64, Result<(T, Arc<Snapshot>), PipelineError>>,
+    /// Gives a place back for each batch delivered or left out.
+    window: Option<Exit>,
     next_seq: u64,
     last_state: Option<Arc<Snapshot>>,
     threads: Vec<JoinHandle<()>>,
@@ -155,6 +160,14 @@ fn raw_depth(workers: usize, indexes: &Option<Indexes>) -> usize {
     }
 }
 
+/// Batches numbered and not yet delivered, at most ([`window`]): as many as
+/// the channels and the workers hold when full, so a run in which no
+/// worker falls behind never waits for a place; what it bounds is the
+/// consumer's `pending`, which had no bound.
+fn window_places(raw_depth: usize, workers: usize, prefetch: usize) -> usize {
+    raw_depth + workers + prefetch.max(1) + workers
+}
+
 /// A delivered batch's rows and where they came from.
 pub(crate) type ProvenanceOf<T> = fn(&T) -> (usize, Provenance);
 
@@ -184,44 +197,48 @@ impl<T: Send + 'static> Batches<T> {
         let source = cfg.source.clone();
         let prefetch = cfg.prefetch;
         let workers = cfg.workers.max(1);
-        let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(raw_depth(workers, &cfg.indexes));
+        let depth = raw_depth(workers, &cfg.indexes);
+        let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(depth);
         let (out_tx, out_rx) = bounded::<Delivery<T>>(prefetch.max(1) + workers);
+        let (raw_tx, window) = window::window(raw_tx, window_places(depth, workers, prefetch));
         let mut threads = Vec::with_capacity(workers + records.len() + 1);
-        if records.len() == 1 {
-            for records in records {
-                threads.push(record_thread::spawn(
-                    records,
-                    raw_tx.clone(),
-                    stream_stats.clone(),
+        match <[RecordThread; 1]>::try_from(records) {
+            Ok([records]) => threads.push(record_thread::spawn(
+                records,
+                raw_tx,
+                stream_stats.clone(),
+                cfg.affinity.clone(),
+            )),
+            Err(records) => {
+                let mut inputs = Vec::with_capacity(records.len());
+                let mut first_file = 0u32;
+                for ((records, stream_files), initial) in
+                    records.into_iter().zip(&files).zip(&initial_state.streams)
+                {
+                    let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
+                    let thread = record_thread::spawn(
+                        records,
+                        Entry::open(tx),
+                        stream_stats.clone(),
+                        cfg.affinity.clone(),
+                    );
+                    inputs.push(StreamInput {
+                        rx,
+                        thread: Some(thread),
+                        first_file,
+                        initial: initial.clone(),
+                    });
+                    first_file += stream_files.len() as u32;
+                }
+                let host_files: Vec<String> = files.into_iter().flatten().collect();
+                threads.push(streams_thread::spawn(
+                    inputs,
+                    Arc::new(host_files),
+                    raw_tx,
                     cfg.affinity.clone(),
                 ));
             }
-        } else {
-            let mut inputs = Vec::with_capacity(records.len());
-            let mut first_file = 0u32;
-            for ((records, stream_files), initial) in
-                records.into_iter().zip(&files).zip(&initial_state.streams)
-            {
-                let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
-                let thread =
-                    record_thread::spawn(records, tx, stream_stats.clone(), cfg.affinity.clone());
-                inputs.push(StreamInput {
-                    rx,
-                    thread: Some(thread),
-                    first_file,
-                    initial: initial.clone(),
-                });
-                first_file += stream_files.len() as u32;
-            }
-            let host_files: Vec<String> = files.into_iter().flatten().collect();
-            threads.push(streams_thread::spawn(
-                inputs,
-                Arc::new(host_files),
-                raw_tx.clone(),
-                cfg.affinity.clone(),
-            ));
         }
-        drop(raw_tx);
         threads.extend(worker_threads::spawn(
             workers,
             &raw_rx,
@@ -237,6 +254,7 @@ impl<T: Send + 'static> Batches<T> {
         Batches {
             rx: Some(out_rx),
             pending: BTreeMap::new(),
+            window: Some(window),
             next_seq: 0,
             last_state: Some(initial_state),
             threads,
@@ -315,6 +333,7 @@ impl<T: Send + 'static> Batches<T> {
                     {
                         self.last_state = Some(state);
                         self.next_seq += 1;
+                        self.leave_window();
                         self.recycle(batch);
                         continue;
                     }
@@ -362,6 +381,7 @@ impl<T: Send + 'static> Batches<T> {
                 }))
             }
             Some((seq, Ok((batch, state)))) => {
+                self.leave_window();
                 self.delivered_ahead.insert(seq);
                 self.states_ahead.insert(seq, state);
                 // The state is that of the longest delivered prefix: exact
@@ -459,13 +479,22 @@ impl<T: Send + 'static> Batches<T> {
         }
     }
 
+    /// A batch delivered or left out: the record thread may number one more.
+    fn leave_window(&self) {
+        if let Some(window) = &self.window {
+            window.leave();
+        }
+    }
+
     /// Stops every thread; returns the message of one that panicked.
     fn finish(&mut self) -> Option<String> {
         self.done = true;
         self.pending.clear();
-        // Dropping the receiver makes every blocked send fail, so each
-        // thread ends; then join them.
+        // Dropping the receiver makes every blocked send fail, and the
+        // window's exit every wait for a place, so each thread ends; then
+        // join them.
         self.rx = None;
+        self.window = None;
         let mut panic = None;
         for handle in self.threads.drain(..) {
             if let Err(payload) = handle.join() {
@@ -479,6 +508,7 @@ impl<T: Send + 'static> Batches<T> {
 impl<T> Drop for Batches<T> {
     fn drop(&mut self) {
         self.rx = None;
+        self.window = None;
         self.pending.clear();
         for handle in self.threads.drain(..) {
             let _ = handle.join();

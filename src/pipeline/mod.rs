@@ -61,6 +61,10 @@
 //!                                            infeed-prefilter (threads; only with filter_rows,
 //!                                            or map_batch before bucketing/packing)
 //!
+//!  window: the record thread takes a place before it numbers a raw batch; the consumer gives one back
+//!  per batch delivered. Places: both bounded channels' capacities + threads, so a late worker holds
+//!  the rest back there, not in an unbounded reorder buffer (threads/window.rs).
+//!
 //!  infeed-stream (1; only with Batches::into_stream): Batches::next_batch ──tokio mpsc(1)──► BatchStream
 //! ```
 //!

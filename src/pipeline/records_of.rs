@@ -23,6 +23,7 @@ use super::settings::RecordSettings;
 use super::start::plan;
 use super::stats::StageStats;
 use super::threads::record_thread;
+use super::threads::window::Entry;
 
 /// One row's records: (file, byte offset) of each; empty for padding.
 pub type RowRecords = Vec<(String, u64)>;
@@ -58,7 +59,8 @@ pub(crate) fn records_of(
     let mut reached: Option<u64> = None;
     for (stream, thread) in threads.into_iter().enumerate() {
         let (tx, rx) = bounded(2);
-        let handle = record_thread::spawn(thread, tx, stats.clone(), Default::default());
+        let handle =
+            record_thread::spawn(thread, Entry::open(tx), stats.clone(), Default::default());
         for (seq, delivered) in rx.iter() {
             let step = first + seq;
             if step > last {

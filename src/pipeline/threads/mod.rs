@@ -6,6 +6,7 @@ pub(crate) mod affinity;
 pub(crate) mod prefilter;
 pub(crate) mod record_thread;
 pub(crate) mod streams;
+pub(crate) mod window;
 pub(crate) mod workers;
 
 /// The message of a thread's panic (`JoinHandle::join`'s error).

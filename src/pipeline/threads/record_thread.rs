@@ -8,8 +8,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crossbeam_channel::Sender;
-
 use crate::pipeline::checkpoint::{SavedParts, Snapshot, StreamSnapshot};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Emitted;
@@ -25,12 +23,12 @@ use crate::prefetch::{AHEAD_BYTES, prefetch};
 
 use super::affinity::CpuAffinity;
 use super::prefilter;
-use super::workers::Delivery;
+use super::window::Entry;
 
 /// Starts the record thread.
 pub(crate) fn spawn(
     records: RecordThread,
-    tx: Sender<Delivery<RawBatch>>,
+    tx: Entry,
     stats: Arc<StageStats>,
     affinity: CpuAffinity,
 ) -> std::thread::JoinHandle<()> {
@@ -140,7 +138,7 @@ impl RecordThread {
 
     /// Runs the record thread until the data ends, an error, or the
     /// consumer goes away.
-    pub fn run(mut self, tx: &Sender<Delivery<RawBatch>>, stats: &StageStats) {
+    pub fn run(mut self, tx: &Entry, stats: &StageStats) {
         let mut grouper = Grouper::new(&self.grouping, self.first_batch, self.limit.is_some());
         let mut sender = GroupSender {
             tx,
@@ -429,7 +427,7 @@ enum Flow {
 
 /// Numbers groups and sends them to the workers with their snapshot.
 struct GroupSender<'a> {
-    tx: &'a Sender<Delivery<RawBatch>>,
+    tx: &'a Entry,
     files: Arc<Vec<String>>,
     seq: u64,
     /// Batches delivered before this run started (a restore's): the first

@@ -13,13 +13,14 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::pipeline::checkpoint::{Snapshot, StreamSnapshot};
 use crate::pipeline::group::raw_batch::{Layout, Packed, RawBatch};
 
 use super::affinity::CpuAffinity;
 use super::panic_message;
+use super::window::Entry;
 use super::workers::Delivery;
 use crate::pipeline::error::PipelineError;
 
@@ -38,7 +39,7 @@ pub(crate) struct StreamInput {
 pub(crate) fn spawn(
     inputs: Vec<StreamInput>,
     files: Arc<Vec<String>>,
-    tx: Sender<Delivery<RawBatch>>,
+    tx: Entry,
     affinity: CpuAffinity,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
@@ -57,7 +58,7 @@ pub(crate) fn spawn(
         .expect("spawn the streams thread")
 }
 
-fn run(inputs: &mut [StreamInput], files: &Arc<Vec<String>>, tx: &Sender<Delivery<RawBatch>>) {
+fn run(inputs: &mut [StreamInput], files: &Arc<Vec<String>>, tx: &Entry) {
     let mut last: Vec<StreamSnapshot> = inputs.iter().map(|i| i.initial.clone()).collect();
     let mut open: Vec<bool> = vec![true; inputs.len()];
     for seq in 0u64.. {

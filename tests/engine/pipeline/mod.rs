@@ -8,6 +8,7 @@ mod elastic;
 mod global_shuffle;
 mod grouping;
 mod host_shard;
+mod in_flight;
 mod inputs_targets;
 mod many_hosts;
 mod masks;
