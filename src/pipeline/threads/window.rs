@@ -5,7 +5,7 @@
 //! one batch (a slow `map_batch`, a thread the scheduler put aside) let the
 //! others run on, and the consumer held every later batch, out of order
 //! and without bound, until the late one came: ~600 MB of lm batches after
-//! one second with 16 workers on 2 cores (docs/architecture.md, "Threads").
+//! one second with 16 workers on 2 cores (docs/architecture.md, "Decisions").
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
