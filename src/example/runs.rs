@@ -45,18 +45,20 @@ pub(crate) struct PackedRuns {
 }
 
 impl PackedRuns {
-    /// Empties the runs for `records` records of `features` features.
+    /// Empty runs for `records` records of `features` features: cleared
+    /// here for the whole batch at once (a `resize` per record called
+    /// `memset` for its few bytes, ~0.25% of lm's worker time).
     pub(super) fn reset(&mut self, features: usize, records: usize) {
         self.features = features;
         self.spans.clear();
-        self.spans.reserve(records.saturating_mul(features));
+        self.spans
+            .resize(records.saturating_mul(features), Span::default());
     }
 
-    /// The next record's runs, one per feature, empty until set.
-    pub(super) fn next_record(&mut self) -> &mut [Span] {
-        let first = self.spans.len();
-        self.spans.resize(first + self.features, Span::default());
-        &mut self.spans[first..]
+    /// Record `record`'s runs, one per feature, empty until set.
+    pub(super) fn record_mut(&mut self, record: usize) -> &mut [Span] {
+        let first = record * self.features;
+        &mut self.spans[first..first + self.features]
     }
 
     /// The most bytes a record's run of `feature` takes: no record has

@@ -64,7 +64,7 @@ impl ExampleParser {
         for (i, rec) in records.iter().enumerate() {
             let rec = rec.as_ref();
             prefetch_ahead(records, i, START_BYTES);
-            let spans = runs.next_record();
+            let spans = runs.record_mut(i);
             let found =
                 canonical::runs(rec, &self.set.index, spans) || self.general_runs(rec, spans);
             // A run must end its last varint (else: truncated, an error).
