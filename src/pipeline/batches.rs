@@ -161,11 +161,11 @@ fn raw_depth(workers: usize, indexes: &Option<Indexes>) -> usize {
 }
 
 /// Batches numbered and not yet delivered, at most ([`window`]): as many as
-/// the channels and the workers hold when full, so a run in which no
-/// worker falls behind never waits for a place; what it bounds is the
-/// consumer's `pending`, which had no bound.
-fn window_places(raw_depth: usize, workers: usize, prefetch: usize) -> usize {
-    raw_depth + workers + prefetch.max(1) + workers
+/// the two channels (`raw_depth`, `out_depth`) and the workers hold when
+/// full, so a run in which no worker falls behind never waits for a place;
+/// what it bounds is the consumer's `pending`, which had no bound.
+fn window_places(raw_depth: usize, workers: usize, out_depth: usize) -> usize {
+    raw_depth + workers + out_depth
 }
 
 /// A delivered batch's rows and where they came from.
@@ -198,9 +198,10 @@ impl<T: Send + 'static> Batches<T> {
         let prefetch = cfg.prefetch;
         let workers = cfg.workers.max(1);
         let depth = raw_depth(workers, &cfg.indexes);
+        let out_depth = prefetch.max(1) + workers;
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(depth);
-        let (out_tx, out_rx) = bounded::<Delivery<T>>(prefetch.max(1) + workers);
-        let (raw_tx, window) = window::window(raw_tx, window_places(depth, workers, prefetch));
+        let (out_tx, out_rx) = bounded::<Delivery<T>>(out_depth);
+        let (raw_tx, window) = window::window(raw_tx, window_places(depth, workers, out_depth));
         let mut threads = Vec::with_capacity(workers + records.len() + 1);
         match <[RecordThread; 1]>::try_from(records) {
             Ok([records]) => threads.push(record_thread::spawn(

@@ -28,8 +28,9 @@ pub(crate) struct Exit(Sender<()>);
 
 /// A window of `places` batches in front of `tx`.
 pub(crate) fn window(tx: Sender<Delivery<RawBatch>>, places: usize) -> (Entry, Exit) {
-    let (give, take) = bounded(places.max(1));
-    for _ in 0..places.max(1) {
+    let places = places.max(1);
+    let (give, take) = bounded(places);
+    for _ in 0..places {
         let _ = give.try_send(());
     }
     (
