@@ -133,7 +133,8 @@ pub(super) unsafe fn decode<T: VarintTarget>(
         let left = data.len() - p;
         let valid = first_bits(left);
         let v = unsafe { _mm512_maskz_loadu_epi8(valid, data.as_ptr().add(p).cast()) };
-        let more = _mm512_movepi8_mask(v) & valid;
+        // The masked load zeroed the bytes past the data: none is "more".
+        let more = _mm512_movepi8_mask(v);
         let ends = !more & valid;
         if more == 0 && left >= 64 && n + 64 <= dst.len() {
             unsafe { widen64(out.add(n), v) };
@@ -144,9 +145,10 @@ pub(super) unsafe fn decode<T: VarintTarget>(
         // Four continuation bytes in a row start a varint of 5+ bytes: stop
         // the step at the last end before them.
         let long = more & (more >> 1) & (more >> 2) & (more >> 3);
-        let ends = match long {
-            0 => ends,
-            l => ends & ((1u64 << l.trailing_zeros()) - 1),
+        let ends = if long == 0 {
+            ends
+        } else {
+            ends_before(ends, long)
         };
         if ends == 0 {
             // The varint at `p` is long, or ends past the data: one, the
@@ -164,17 +166,19 @@ pub(super) unsafe fn decode<T: VarintTarget>(
             break;
         }
         let last_end = 63 - ends.leading_zeros() as usize;
+        let written = first_bits(count);
         unsafe {
             let end_at = _mm512_maskz_compress_epi8(ends, iota);
             let start_at =
                 _mm512_maskz_add_epi8(!1u64, _mm512_permutexvar_epi8(previous, end_at), one);
+            // The 7-bit groups, once for the step's 16-value groups.
+            let low = _mm512_and_si512(v, low7);
             for (g, select) in select.iter().enumerate().take(count.div_ceil(16)) {
                 let first = _mm512_permutexvar_epi8(*select, start_at);
                 let last = _mm512_permutexvar_epi8(*select, end_at);
                 let index = _mm512_add_epi8(first, byte_in_lane);
                 let inside = _mm512_cmple_epu8_mask(index, last);
-                let groups =
-                    _mm512_and_si512(_mm512_maskz_permutexvar_epi8(inside, index, v), low7);
+                let groups = _mm512_maskz_permutexvar_epi8(inside, index, low);
                 // Per 16-bit pair (b0, b1): b0 | b1 << 7.
                 let pairs = _mm512_ternarylogic_epi32::<0xe4>(
                     _mm512_srli_epi16::<1>(groups),
@@ -182,12 +186,8 @@ pub(super) unsafe fn decode<T: VarintTarget>(
                     high_of_pair,
                 );
                 let values = _mm512_madd_epi16(pairs, join);
-                let lanes = (count - 16 * g).min(16);
-                let mask = if lanes == 16 {
-                    0xffff
-                } else {
-                    (1u16 << lanes) - 1
-                };
+                // The group's lanes that hold one of the `count` values.
+                let mask = (written >> (16 * g)) as u16;
                 store16::<T>(out.add(n + 16 * g), mask, values);
             }
         }
@@ -195,6 +195,17 @@ pub(super) unsafe fn decode<T: VarintTarget>(
         p += last_end + 1;
     }
     scalar_into(data, base, p, dst, n, fits)
+}
+
+/// The ends of `ends` before the first varint of 5 or more bytes (`long`:
+/// where four continuation bytes in a row start). Out of line and cold, so
+/// that the common step's ends come straight from its mask: computed in
+/// line, the cut sat on the chain from one step's load to the next's
+/// address.
+#[cold]
+#[inline(never)]
+fn ends_before(ends: u64, long: u64) -> u64 {
+    ends & ((1u64 << long.trailing_zeros()) - 1)
 }
 
 /// Bytes below 0x80 in `data`, 64 at a time.
