@@ -18,7 +18,8 @@
 # Each round also runs, beside the same floor (which reads, with no index): `infeed bench --mmap`
 # (files mapped, not read: no kernel copy; opt-in, see ReadOptions::mmap), and `infeed bench
 # --worker-reads` (each worker reads its batches' records itself, through the shards' indexes,
-# which `infeed index` writes once into a temporary folder first; Pipeline::worker_reads).
+# which `infeed index` writes once into a temporary folder first; Pipeline::worker_reads), and
+# both (`--worker-reads --mmap`: each worker takes its records as views of its own map).
 # Prints per workload and side the median records/s, and infeed / floor as the median of each
 # round's own ratio (the host's speed drifts between rounds). Needs gcc, taskset, and
 # what scripts/compare-tfdata.sh needs to write the data.
@@ -91,6 +92,8 @@ for w in $WORKLOADS; do
             --epochs 1 --no-digest --json --mmap)"
         record "$w" infeed-workers 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
             --epochs 1 --no-digest --json "${by_index[@]}")"
+        record "$w" infeed-workers-mmap 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" \
+            $(flags "$w") --epochs 1 --no-digest --json "${by_index[@]}" --mmap)"
         taskset -c 0 "$WORK/floor" "$w" --read "${files[@]:0:$half}" >"$WORK/a" &
         a=$!
         taskset -c 1 "$WORK/floor" "$w" --read "${files[@]:$half}" >"$WORK/b" &
@@ -104,6 +107,8 @@ print(sum(json.loads(open(f).read().strip().splitlines()[-1])["records_per_sec"]
             --no-digest --json --mmap)"
         record "$w" infeed-workers 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
             --no-digest --json "${by_index[@]}")"
+        record "$w" infeed-workers-mmap 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") \
+            --epochs 1 --no-digest --json "${by_index[@]}" --mmap)"
     done
 done
 
@@ -128,11 +133,13 @@ def ratio(w, c, side):
 
 
 print(f"{'workload':8} {'cores':>5} {'floor rec/s':>14} {'infeed rec/s':>14} {'infeed/floor':>12}"
-      f" {'--mmap rec/s':>14} {'--mmap/floor':>12} {'--worker-reads':>14} {'/floor':>6}")
+      f" {'--mmap rec/s':>14} {'--mmap/floor':>12} {'--worker-reads':>14} {'/floor':>6}"
+      f" {'+ --mmap':>12} {'/floor':>6}")
 for w, c in sorted({(w, c) for w, c, _ in rates}):
     m = {side: statistics.median(rates[(w, c, side)])
-         for side in ("floor", "infeed", "infeed-mmap", "infeed-workers")}
+         for side in ("floor", "infeed", "infeed-mmap", "infeed-workers", "infeed-workers-mmap")}
     print(f"{w:8} {c:>5} {m['floor']:>14,.0f} {m['infeed']:>14,.0f} {ratio(w, c, 'infeed'):>12.2f}"
           f" {m['infeed-mmap']:>14,.0f} {ratio(w, c, 'infeed-mmap'):>12.2f}"
-          f" {m['infeed-workers']:>14,.0f} {ratio(w, c, 'infeed-workers'):>6.2f}")
+          f" {m['infeed-workers']:>14,.0f} {ratio(w, c, 'infeed-workers'):>6.2f}"
+          f" {m['infeed-workers-mmap']:>12,.0f} {ratio(w, c, 'infeed-workers-mmap'):>6.2f}")
 PY

@@ -427,7 +427,9 @@ impl Pipeline {
     /// reading them for every worker. Each record's bytes are then read,
     /// checked and assembled on one core: on the reference pipelines, lm
     /// +5% and img +18% pinned to one core, +15% and +27% on two
-    /// (docs/performance.md, `scripts/floor.sh`). The
+    /// (docs/performance.md, `scripts/floor.sh`). With
+    /// [`ReadOptions::mmap`](crate::record::ReadOptions::mmap), each worker
+    /// reads its records as views of its own map of the shard, no copy. The
     /// same records, in the same order, with the same state. Plain local
     /// shards only: a compressed or cloud shard is read by its shard
     /// thread as without this word. A corrupt record ends the run at its

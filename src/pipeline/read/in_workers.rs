@@ -190,7 +190,31 @@ fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> RecordError {
     RecordError::new(url, offset, ErrorKind::Truncated { part, have, need })
 }
 
-/// Neighbouring unread records of one shard, read with one `pread`.
+/// Shard `file`'s entry in `list` (the most recently used last, at most
+/// [`OPEN_FILES`]), made by `make` if it has none.
+fn recent<T, E>(
+    list: &mut Vec<(u32, T)>,
+    file: u32,
+    make: impl FnOnce() -> Result<T, E>,
+) -> Result<&T, E> {
+    match list.iter().position(|(f, _)| *f == file) {
+        Some(i) => {
+            let entry = list.remove(i);
+            list.push(entry);
+        }
+        None => {
+            let made = make()?;
+            if list.len() == OPEN_FILES {
+                list.remove(0);
+            }
+            list.push((file, made));
+        }
+    }
+    Ok(&list[list.len() - 1].1)
+}
+
+/// Neighbouring unread records of one shard, read together (with one
+/// `pread`, or as one view of the worker's map of the shard).
 struct Run {
     file: u32,
     /// Where its bytes start in the shard, and in the buffer.
@@ -212,12 +236,18 @@ pub(crate) struct ReadChecks {
 }
 
 /// A worker's reader of unread records: the shards it has open, and the
-/// buffer it reads each batch into (taken back once the batch is made).
+/// buffer it reads each batch into (taken back once the batch is made);
+/// or, with [`ReadOptions::mmap`], its own maps of the shards, which its
+/// records are views of (no copy: img +13% pinned, +20% on 2 cores; lm
+/// +1%). Its own: a map shared by the workers would have its reference
+/// count raised and lowered by every core for every record.
 pub(crate) struct WorkerReads {
     checks: ReadOptions,
     indexes: Option<Indexes>,
     /// Its open shards by file number, the most recently read last.
     files: Vec<(u32, std::fs::File)>,
+    /// Its maps of shards by file number, likewise (`mmap` only).
+    maps: Vec<(u32, Bytes)>,
     buf: Vec<u8>,
     /// The buffer as the last batch's records slice it.
     lent: Option<Bytes>,
@@ -230,6 +260,7 @@ impl WorkerReads {
             checks: checks.read.clone(),
             indexes: checks.indexes.clone(),
             files: Vec::new(),
+            maps: Vec::new(),
             buf: Vec::new(),
             lent: None,
         }
@@ -271,37 +302,15 @@ impl WorkerReads {
             }
             at += framed;
         }
-        // Grown, never shrunk: a buffer kept from the batches before needs
-        // no zeroing.
-        let mut buf = std::mem::take(&mut self.buf);
-        if buf.len() < at {
-            buf.resize(at, 0);
-        }
-        for run in &runs {
-            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
-            let io = |e: std::io::Error| RecordError::new(url, run.offset, ErrorKind::from_io(e));
-            let file = self.open(run.file, url).map_err(io)?;
-            if let Err(e) = read_at(file, &mut buf[run.at..run.at + run.len], run.offset) {
-                // Cut short since it was indexed: name the record it ends in.
-                let len = file.metadata().map_err(io)?.len();
-                let mut error = io(e);
-                for &i in &order[run.first..run.end] {
-                    let (_, offset) = raw.provenance[i as usize];
-                    let framed = raw.records[i as usize].len() as u64 + FRAME;
-                    if offset + framed > len {
-                        error = cut_short(url, offset, framed, len);
-                        break;
-                    }
-                }
-                error.index = self.record_number(url, error.offset);
-                return Err(error.into());
-            }
-        }
-        let bytes = Bytes::from(buf);
-        for run in &runs {
+        let chunks = if self.checks.mmap {
+            self.mapped(raw, &order, &runs)?
+        } else {
+            self.pread(raw, &order, &runs, at)?
+        };
+        for (run, chunk) in runs.iter().zip(chunks) {
             let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
             let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
-            deframer.push(bytes.slice(run.at..run.at + run.len));
+            deframer.push(chunk.clone());
             for &i in &order[run.first..run.end] {
                 let (_, offset) = raw.provenance[i as usize];
                 let want = raw.records[i as usize].len();
@@ -318,8 +327,7 @@ impl WorkerReads {
                     // length its header gives (CRC-checked by the deframer
                     // before it could differ).
                     _ => {
-                        let at = run.at + (offset - run.offset) as usize;
-                        let found = (bytes.get(at..))
+                        let found = (chunk.get((offset - run.offset) as usize..))
                             .and_then(<[u8]>::first_chunk::<HEADER_LEN>)
                             .map_or(0, |h| parse_header(h).0);
                         let mut e = RecordError::new(
@@ -336,26 +344,95 @@ impl WorkerReads {
                 }
             }
         }
-        self.lent = Some(bytes);
         Ok(())
+    }
+
+    /// Reads each run with one `pread` into the worker's buffer (`at`
+    /// bytes in all): each run's bytes, a slice of it.
+    fn pread(
+        &mut self,
+        raw: &RawBatch,
+        order: &[u32],
+        runs: &[Run],
+        at: usize,
+    ) -> Result<Vec<Bytes>, PipelineError> {
+        // Grown, never shrunk: a buffer kept from the batches before needs
+        // no zeroing.
+        let mut buf = std::mem::take(&mut self.buf);
+        if buf.len() < at {
+            buf.resize(at, 0);
+        }
+        for run in runs {
+            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let io = |e: std::io::Error| RecordError::new(url, run.offset, ErrorKind::from_io(e));
+            let file = self.open(run.file, url).map_err(io)?;
+            if let Err(e) = read_at(file, &mut buf[run.at..run.at + run.len], run.offset) {
+                // Cut short since it was indexed: name the record it ends in.
+                let len = file.metadata().map_err(io)?.len();
+                return Err(self.cut_in(raw, order, run, url, len, io(e)));
+            }
+        }
+        let bytes = Bytes::from(buf);
+        let chunks = runs
+            .iter()
+            .map(|run| bytes.slice(run.at..run.at + run.len))
+            .collect();
+        self.lent = Some(bytes);
+        Ok(chunks)
+    }
+
+    /// Each run's bytes as a view of the worker's map of its shard.
+    fn mapped(
+        &mut self,
+        raw: &RawBatch,
+        order: &[u32],
+        runs: &[Run],
+    ) -> Result<Vec<Bytes>, PipelineError> {
+        let mut chunks = Vec::with_capacity(runs.len());
+        for run in runs {
+            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let map = recent(&mut self.maps, run.file, || map_shard(url))?;
+            let end = run.offset + run.len as u64;
+            if end > map.len() as u64 {
+                // Cut short before it was mapped.
+                let len = map.len() as u64;
+                let whole = cut_short(url, run.offset, run.len as u64, len);
+                return Err(self.cut_in(raw, order, run, url, len, whole));
+            }
+            chunks.push(map.slice(run.offset as usize..end as usize));
+        }
+        Ok(chunks)
+    }
+
+    /// The error for `run` of a shard now `len` bytes long: at the first
+    /// record of the run it ends in (`otherwise` if none does), with its
+    /// number in the shard.
+    fn cut_in(
+        &self,
+        raw: &RawBatch,
+        order: &[u32],
+        run: &Run,
+        url: &str,
+        len: u64,
+        otherwise: RecordError,
+    ) -> PipelineError {
+        let mut error = otherwise;
+        for &i in &order[run.first..run.end] {
+            let (_, offset) = raw.provenance[i as usize];
+            let framed = raw.records[i as usize].len() as u64 + FRAME;
+            if offset + framed > len {
+                error = cut_short(url, offset, framed, len);
+                break;
+            }
+        }
+        error.index = self.record_number(url, error.offset);
+        error.into()
     }
 
     /// Shard `file` (at `url`) open, kept among the most recently read.
     fn open(&mut self, file: u32, url: &str) -> std::io::Result<&std::fs::File> {
-        match self.files.iter().position(|(f, _)| *f == file) {
-            Some(i) => {
-                let open = self.files.remove(i);
-                self.files.push(open);
-            }
-            None => {
-                if self.files.len() == OPEN_FILES {
-                    self.files.remove(0);
-                }
-                let path = url.strip_prefix("file://").unwrap_or(url);
-                self.files.push((file, std::fs::File::open(path)?));
-            }
-        }
-        Ok(&self.files[self.files.len() - 1].1)
+        let path = url.strip_prefix("file://").unwrap_or(url);
+        recent(&mut self.files, file, || std::fs::File::open(path))
     }
 
     /// The number in its shard of the record at `offset`, by the index.
@@ -433,6 +510,15 @@ mod tests {
         WorkerReads::new(&ReadChecks {
             read: ReadOptions::default(),
             indexes: None,
+        })
+    }
+
+    /// A worker's reader by `pread` or, with `mmap`, by its own maps, with
+    /// the index of shard `url`.
+    fn reader_indexed(mmap: bool, url: &str, index: ShardIndex) -> WorkerReads {
+        WorkerReads::new(&ReadChecks {
+            read: ReadOptions::default().mmap(mmap),
+            indexes: Some(Arc::new(HashMap::from([(url.to_owned(), Arc::new(index))]))),
         })
     }
 
@@ -517,73 +603,101 @@ mod tests {
 
     #[test]
     fn a_shard_cut_short_once_framed_is_an_error_at_the_record_it_ends_in() {
-        let dir = tempfile::tempdir().unwrap();
-        let shards = shards(dir.path());
-        let mut raw = unread_batch(&shards, &[(0, 5), (0, 6), (0, 7)]);
-        let (offset, framed) = shards[0].1.record(6).unwrap();
-        let index = Arc::new(build(&shards[0].0, &BuildOptions::default()).unwrap());
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&shards[0].0)
-            .unwrap();
-        file.set_len(offset + framed - 10).unwrap();
-        let mut reads = WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
-            indexes: Some(Arc::new(HashMap::from([(shards[0].0.clone(), index)]))),
-        });
-        let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
-            panic!("no error");
-        };
-        assert_eq!((e.path.as_str(), e.offset), (shards[0].0.as_str(), offset));
-        let want = ErrorKind::Truncated {
-            part: RecordPart::Payload,
-            have: 94,
-            need: 100,
-        };
-        assert_eq!(e.kind, want);
-        // Its number in the shard, from the index.
-        assert_eq!(e.index, Some(6));
+        for mmap in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let shards = shards(dir.path());
+            let mut raw = unread_batch(&shards, &[(0, 5), (0, 6), (0, 7)]);
+            let (offset, framed) = shards[0].1.record(6).unwrap();
+            let index = build(&shards[0].0, &BuildOptions::default()).unwrap();
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&shards[0].0)
+                .unwrap();
+            file.set_len(offset + framed - 10).unwrap();
+            let mut reads = reader_indexed(mmap, &shards[0].0, index);
+            let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
+                panic!("no error (mmap {mmap})");
+            };
+            assert_eq!((e.path.as_str(), e.offset), (shards[0].0.as_str(), offset));
+            let want = ErrorKind::Truncated {
+                part: RecordPart::Payload,
+                have: 94,
+                need: 100,
+            };
+            assert_eq!(e.kind, want, "mmap {mmap}");
+            // Its number in the shard, from the index.
+            assert_eq!(e.index, Some(6));
+        }
     }
 
     #[test]
     fn a_shard_rewritten_since_it_was_indexed_is_an_error_naming_both_lengths() {
+        for mmap in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let shards = shards(dir.path());
+            let mut raw = unread_batch(&shards, &[(0, 0), (0, 1), (0, 2)]);
+            // Rewritten: record 1 is 20 bytes longer, the file no shorter.
+            let mut w = RecordWriter::create(&shards[0].0, Compression::None).unwrap();
+            for i in 0..8 {
+                let mut r = record(0, i);
+                if i == 1 {
+                    r.extend([7; 20]);
+                }
+                w.write_record(&r).unwrap();
+            }
+            w.finish().unwrap();
+            let mut reads = reader_indexed(mmap, &shards[0].0, shards[0].1.clone());
+            let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
+                panic!("no error (mmap {mmap})");
+            };
+            let (offset, _) = shards[0].1.record(1).unwrap();
+            assert_eq!(
+                (e.path.as_str(), e.offset, e.index),
+                (shards[0].0.as_str(), offset, Some(1))
+            );
+            assert_eq!(
+                e.kind,
+                ErrorKind::IndexMismatch {
+                    indexed: 100,
+                    found: 120
+                },
+                "mmap {mmap}"
+            );
+            assert!(
+                e.to_string().contains("changed since it was indexed"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn with_mmap_a_worker_reads_views_of_its_own_map_of_each_shard() {
         let dir = tempfile::tempdir().unwrap();
         let shards = shards(dir.path());
-        let mut raw = unread_batch(&shards, &[(0, 0), (0, 1), (0, 2)]);
-        // Rewritten: record 1 is 20 bytes longer, the file no shorter.
-        let mut w = RecordWriter::create(&shards[0].0, Compression::None).unwrap();
-        for i in 0..8 {
-            let mut r = record(0, i);
-            if i == 1 {
-                r.extend([7; 20]);
-            }
-            w.write_record(&r).unwrap();
-        }
-        w.finish().unwrap();
-        let index = Arc::new(shards[0].1.clone());
-        let mut reads = WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
-            indexes: Some(Arc::new(HashMap::from([(shards[0].0.clone(), index)]))),
-        });
-        let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
-            panic!("no error");
-        };
-        let (offset, _) = shards[0].1.record(1).unwrap();
+        let mut reads = reader_indexed(true, &shards[0].0, shards[0].1.clone());
+        let wanted = [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)];
+        let mut raw = unread_batch(&shards, &wanted);
+        reads.read(&mut raw).unwrap();
+        let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
+        assert_eq!(raw.records, want);
+        // Records lie where their shard's map puts them: as far apart as in
+        // the file, batch after batch (a read copies each batch's records
+        // to the front of the worker's buffer).
+        let first = raw.records[0].as_ptr() as u64;
+        let later = |raw: &RawBatch| raw.records[0].as_ptr() as u64 - first;
+        let mut raw = unread_batch(&shards, &[(0, 5)]);
+        reads.read(&mut raw).unwrap();
+        assert_eq!(raw.records[0].as_ref(), record(0, 5));
+        let (at0, _) = shards[0].1.record(0).unwrap();
+        let (at5, _) = shards[0].1.record(5).unwrap();
+        assert_eq!(later(&raw), at5 - at0);
+        // One map per shard, kept: the same shard's next batch is a view
+        // of the same map.
         assert_eq!(
-            (e.path.as_str(), e.offset, e.index),
-            (shards[0].0.as_str(), offset, Some(1))
+            reads.maps.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
+            [1, 0]
         );
-        assert_eq!(
-            e.kind,
-            ErrorKind::IndexMismatch {
-                indexed: 100,
-                found: 120
-            }
-        );
-        assert!(
-            e.to_string().contains("changed since it was indexed"),
-            "{e}"
-        );
+        assert!(reads.buf.is_empty() && reads.files.is_empty());
     }
 
     #[test]

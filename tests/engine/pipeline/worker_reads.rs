@@ -1,7 +1,8 @@
 //! `Pipeline::worker_reads`: the workers read the records through the
 //! shards' indexes (built in memory, or read from `index_dir`), and the
 //! pipeline gives the same batches and the same states as when its shard
-//! threads read them, across a restore either way; a record corrupted
+//! threads read them (by `pread`, or with `mmap` as views of each
+//! worker's own maps), across a restore either way; a record corrupted
 //! after it was indexed is the same error; a GZIP shard is read by its
 //! shard thread; the words that need a record's bytes first are refused.
 
@@ -80,6 +81,13 @@ fn the_same_batches_and_states_as_the_shard_threads_give() {
     let (workers, end) = run(&pipeline(&files).worker_reads(), 7);
     assert!(end.is_none());
     assert_eq!(workers, read);
+    // With `mmap`, each worker reads views of its own maps instead.
+    let mapped = || pipeline(&files).read_options(ReadOptions::default().mmap(true));
+    let (mapped_workers, end) = run(&mapped().worker_reads(), 7);
+    assert!(end.is_none());
+    assert_eq!(mapped_workers, read);
+    let (rest, _) = run(&mapped().worker_reads().resume_from(&read[9].1), 7);
+    assert_eq!(rest, read[10..]);
     // A state of either resumes the other, exactly.
     for cut in [0, 5, 18, 30] {
         let state = &read[cut].1;
