@@ -391,8 +391,15 @@ impl WorkerReads {
         let mut chunks = Vec::with_capacity(runs.len());
         for run in runs {
             let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
-            let map = recent(&mut self.maps, run.file, || map_shard(url))?;
             let end = run.offset + run.len as u64;
+            let mut map = recent(&mut self.maps, run.file, || map_shard(url))?.clone();
+            if end > map.len() as u64 {
+                // Mapped when the shard was shorter (it grew since): map it
+                // again, as it is now.
+                map = map_shard(url)?;
+                self.maps.pop();
+                self.maps.push((run.file, map.clone()));
+            }
             if end > map.len() as u64 {
                 // Cut short before it was mapped.
                 let len = map.len() as u64;
@@ -668,6 +675,31 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn with_mmap_a_shard_that_grew_since_it_was_mapped_is_mapped_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("growing.tfrecord");
+        let write = |n: usize| {
+            let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+            for i in 0..n {
+                w.write_record(&record(0, i)).unwrap();
+            }
+            w.finish().unwrap();
+            let url = path.display().to_string();
+            let index = build(&url, &BuildOptions::default()).unwrap();
+            (url, index)
+        };
+        let shard = [write(4)];
+        let mut reads = reader_indexed(true, &shard[0].0, shard[0].1.clone());
+        let mut raw = unread_batch(&shard, &[(0, 3)]);
+        reads.read(&mut raw).unwrap();
+        let shard = [write(8)];
+        let mut raw = unread_batch(&shard, &[(0, 3), (0, 6)]);
+        reads.read(&mut raw).unwrap();
+        assert_eq!(raw.records, [record(0, 3), record(0, 6)]);
+        assert_eq!(reads.maps.len(), 1);
     }
 
     #[test]
