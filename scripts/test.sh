@@ -64,11 +64,15 @@ PYVENV=.venv-python
 # so the gs://, s3://, az:// tests run (python/tests/stores.py).
 echo "test.sh: the Beam transform (at ${SECONDS} s)"
 BEAMVENV=.venv-beam
+# Beam's DirectRunner leaves an empty temporary folder or two behind for every pipeline it
+# runs (its job server's): they go into a folder of this run's own, removed when it ends.
+BEAM_TMP="$(mktemp -d "${TMPDIR:-/tmp}/infeed-beam-tests.XXXXXX")"
+trap 'rm -rf "$BEAM_TMP"; bash scripts/emulators.sh stop' EXIT
 (
     cd python
     VIRTUAL_ENV="$(cd .. && pwd)/$BEAMVENV" CARGO_TARGET_DIR="$(cd .. && pwd)/target" \
         "../$BEAMVENV/bin/maturin" develop --quiet
-    INFEED_CLI="$(cd .. && pwd)/target/debug/infeed" \
+    INFEED_CLI="$(cd .. && pwd)/target/debug/infeed" TMPDIR="$BEAM_TMP" \
         "../$BEAMVENV/bin/python" -m pytest -q -p no:logging tests/test_beam.py
 )
 echo "test.sh: done (at ${SECONDS} s)"

@@ -9,8 +9,9 @@
 //! before the worker reads ([`Item::unread`](crate::pipeline::item::Item)). The
 //! worker that assembles a batch reads its unread records itself
 //! ([`WorkerReads`]), one `pread` per run of neighbours into a buffer of
-//! its own that it reuses, and checks their framing and both CRCs there as
-//! a shard reader would, so the bytes come in once, hot, where they are
+//! its own that it reuses (with [`ReadOptions::mmap`], a view of its own
+//! map of the shard instead), and checks their framing and both CRCs there
+//! as a shard reader would, so the bytes come in once, hot, where they are
 //! parsed. A compressed or cloud shard is read by its shard thread as
 //! usual.
 
@@ -159,7 +160,9 @@ impl<'a> UnreadShard<'a> {
     }
 }
 
-/// Maps the local shard `url` whole, to cut views of its long records from.
+/// Maps the local shard `url` whole: to cut views of its long records
+/// from ([`UnreadShard`]), or, with [`ReadOptions::mmap`], a worker's map
+/// that it reads its records through ([`WorkerReads`]).
 fn map_shard(url: &str) -> Result<Bytes, RecordError> {
     let path = url.strip_prefix("file://").unwrap_or(url);
     let io = |e: std::io::Error| RecordError::new(url, 0, ErrorKind::from_io(e));
@@ -167,10 +170,12 @@ fn map_shard(url: &str) -> Result<Bytes, RecordError> {
     if file.metadata().map_err(io)?.len() == 0 {
         return Ok(Bytes::new());
     }
-    // SAFETY: read-only, and alive as long as the `Bytes` over it. Nothing
-    // reads through it: its views only carry each record's length to the
-    // worker, which reads the record from the file (so a shard cut short
-    // meanwhile is an error there, never a fault).
+    // SAFETY: read-only, and alive as long as the `Bytes` over it. An
+    // `UnreadShard`'s map is never read through: its views only carry each
+    // record's length to the worker, which reads the record from the file
+    // (so a shard cut short meanwhile is an error there, never a fault). A
+    // worker's map under `ReadOptions::mmap` is read, and a shard cut short
+    // while mapped faults (SIGBUS) when read: the contract `mmap` opts into.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
     Ok(Bytes::from_owner(map))
 }
@@ -217,7 +222,7 @@ fn recent<T, E>(
 /// `pread`, or as one view of the worker's map of the shard).
 struct Run {
     file: u32,
-    /// Where its bytes start in the shard, and in the buffer.
+    /// Where its bytes start in the shard, and in the `pread` buffer.
     offset: u64,
     at: usize,
     len: usize,
@@ -238,15 +243,17 @@ pub(crate) struct ReadChecks {
 /// A worker's reader of unread records: the shards it has open, and the
 /// buffer it reads each batch into (taken back once the batch is made);
 /// or, with [`ReadOptions::mmap`], its own maps of the shards, which its
-/// records are views of (no copy: img +13% pinned, +20% on 2 cores; lm
-/// +1%). Its own: a map shared by the workers would have its reference
+/// records are views of (no copy: img +13–19% pinned, +8–20% on 2 cores;
+/// lm +1%). Its own: a map shared by the workers would have its reference
 /// count raised and lowered by every core for every record.
 pub(crate) struct WorkerReads {
     checks: ReadOptions,
     indexes: Option<Indexes>,
     /// Its open shards by file number, the most recently read last.
     files: Vec<(u32, std::fs::File)>,
-    /// Its maps of shards by file number, likewise (`mmap` only).
+    /// Its maps of shards by file number, likewise, at most as many (`mmap`
+    /// only): each holds its shard's page tables, and a job may read
+    /// thousands of shards.
     maps: Vec<(u32, Bytes)>,
     buf: Vec<u8>,
     /// The buffer as the last batch's records slice it.
@@ -392,11 +399,23 @@ impl WorkerReads {
         for run in runs {
             let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
             let end = run.offset + run.len as u64;
-            let mut map = recent(&mut self.maps, run.file, || map_shard(url))?.clone();
-            if end > map.len() as u64 {
+            // A failure to map is the run's, as a failed `pread` is.
+            let at_run = |mut e: RecordError| {
+                e.offset = run.offset;
+                e
+            };
+            let mut fresh = false;
+            let make = || {
+                fresh = true;
+                map_shard(url)
+            };
+            let mut map = recent(&mut self.maps, run.file, make)
+                .map_err(at_run)?
+                .clone();
+            if end > map.len() as u64 && !fresh {
                 // Mapped when the shard was shorter (it grew since): map it
                 // again, as it is now.
-                map = map_shard(url)?;
+                map = map_shard(url).map_err(at_run)?;
                 self.maps.pop();
                 self.maps.push((run.file, map.clone()));
             }
@@ -412,8 +431,8 @@ impl WorkerReads {
     }
 
     /// The error for `run` of a shard now `len` bytes long: at the first
-    /// record of the run it ends in (`otherwise` if none does), with its
-    /// number in the shard.
+    /// record of the run it ends in, with its number in the shard
+    /// (`otherwise` if none does: a `pread` that failed for another reason).
     fn cut_in(
         &self,
         raw: &RawBatch,
@@ -673,6 +692,26 @@ mod tests {
             assert!(
                 e.to_string().contains("changed since it was indexed"),
                 "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_shard_gone_since_it_was_indexed_is_an_error_at_its_run_either_way() {
+        for mmap in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let shards = shards(dir.path());
+            let mut raw = unread_batch(&shards, &[(0, 3), (0, 4)]);
+            std::fs::remove_file(&shards[0].0).unwrap();
+            let mut reads = reader_indexed(mmap, &shards[0].0, shards[0].1.clone());
+            let Err(PipelineError::Record(e)) = reads.read(&mut raw) else {
+                panic!("no error (mmap {mmap})");
+            };
+            let (offset, _) = shards[0].1.record(3).unwrap();
+            assert_eq!((e.path.as_str(), e.offset), (shards[0].0.as_str(), offset));
+            assert!(
+                matches!(&e.kind, ErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound),
+                "mmap {mmap}: {e}"
             );
         }
     }
