@@ -327,8 +327,10 @@ class Pipeline:
         through the shards' indexes (:func:`infeed.build_index`, found as
         :meth:`index_dir` says; a shard without one is indexed in memory
         first), so each record's bytes are read, checked and assembled on
-        one core. The same records in the same order; plain local shards
-        only (others are read as usual). A corrupt record ends the run at
+        one core (with ``read_options(mmap=True)``, as views of each
+        worker's own map of the shard, no copy). The same records in the
+        same order; plain local shards only (others are read as usual).
+        A corrupt record ends the run at
         its batch. A shuffle buffer then holds records unread (a few dozen
         bytes each, not the record). Refused with record filters and maps,
         buckets, packing, padding to a shape several hosts share, a mixture,

@@ -136,17 +136,18 @@ def test_build_index_then_global_shuffle_reads_every_record_once(tmp_path: Path)
         assert sorted(mask.tolist()) == want
     # Worker reads through the same indexes: the batches and states of the
     # shard threads' reading.
-    def lm(worker_reads: bool) -> infeed.Pipeline:
+    # With mmap, each worker takes its records from its own map of the shard.
+    def lm(worker_reads: bool, mmap: bool = False) -> infeed.Pipeline:
         p = infeed.Pipeline.from_files([LM]).index_dir(tmp_path / "idx")
         if worker_reads:
-            p = p.worker_reads()
+            p = p.worker_reads().read_options(mmap=mmap)
         return p.parse({"input_ids": infeed.VarLen("int64")}).max_length(512).batch(32)
 
-    read, workers = iter(lm(False)), iter(lm(True))
+    read, workers, mapped = iter(lm(False)), iter(lm(True)), iter(lm(True, mmap=True))
     for _ in range(8):
-        a, b = next(read), next(workers)
-        assert a["input_ids"].tolist() == b["input_ids"].tolist()
-        assert read.get_state() == workers.get_state()
+        a, b, c = next(read), next(workers), next(mapped)
+        assert a["input_ids"].tolist() == b["input_ids"].tolist() == c["input_ids"].tolist()
+        assert read.get_state() == workers.get_state() == mapped.get_state()
     # A stale index is refused by name.
     stale = tmp_path / "stale"
     stale.mkdir()
