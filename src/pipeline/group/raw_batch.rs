@@ -76,13 +76,16 @@ impl RawBatch {
     /// File and byte offset of record `i` of the batch.
     pub fn origin(&self, i: usize) -> (&str, u64) {
         match self.provenance.get(i) {
-            Some(&(file, offset)) => (
-                self.files.get(file as usize).map_or("?", |s| s.as_str()),
-                offset,
-            ),
+            Some(&(file, offset)) => (file_name(&self.files, file), offset),
             None => ("?", 0),
         }
     }
+}
+
+/// The path of file `file` of the host's `files` (as a raw batch's
+/// provenance numbers them), `?` for a number it has not.
+pub(crate) fn file_name(files: &[String], file: u32) -> &str {
+    files.get(file as usize).map_or("?", String::as_str)
 }
 
 /// The places of the unread records among `items` (see [`RawBatch::unread`]).

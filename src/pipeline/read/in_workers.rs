@@ -22,7 +22,7 @@ use bytes::Bytes;
 
 use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::group::raw_batch::RawBatch;
+use crate::pipeline::group::raw_batch::{RawBatch, file_name};
 use crate::record::{
     Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, RecordPart,
     parse_header,
@@ -315,7 +315,7 @@ impl WorkerReads {
             self.pread(raw, &order, &runs, at)?
         };
         for (run, chunk) in runs.iter().zip(chunks) {
-            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let url = file_name(&raw.files, run.file);
             let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
             deframer.push(chunk.clone());
             for &i in &order[run.first..run.end] {
@@ -370,7 +370,7 @@ impl WorkerReads {
             buf.resize(at, 0);
         }
         for run in runs {
-            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let url = file_name(&raw.files, run.file);
             let io = |e: std::io::Error| RecordError::new(url, run.offset, ErrorKind::from_io(e));
             let file = self.open(run.file, url).map_err(io)?;
             if let Err(e) = read_at(file, &mut buf[run.at..run.at + run.len], run.offset) {
@@ -397,24 +397,20 @@ impl WorkerReads {
     ) -> Result<Vec<Bytes>, PipelineError> {
         let mut chunks = Vec::with_capacity(runs.len());
         for run in runs {
-            let url = raw.files.get(run.file as usize).map_or("?", String::as_str);
+            let url = file_name(&raw.files, run.file);
             let end = run.offset + run.len as u64;
             // A failure to map is the run's, as a failed `pread` is.
             let at_run = |mut e: RecordError| {
                 e.offset = run.offset;
                 e
             };
-            let mut fresh = false;
-            let make = || {
-                fresh = true;
-                map_shard(url)
-            };
-            let mut map = recent(&mut self.maps, run.file, make)
+            let mut map = recent(&mut self.maps, run.file, || map_shard(url))
                 .map_err(at_run)?
                 .clone();
-            if end > map.len() as u64 && !fresh {
+            if end > map.len() as u64 {
                 // Mapped when the shard was shorter (it grew since): map it
-                // again, as it is now.
+                // again, as it is now (a shard cut short is mapped twice on
+                // its way to the error below).
                 map = map_shard(url).map_err(at_run)?;
                 self.maps.pop();
                 self.maps.push((run.file, map.clone()));
