@@ -85,8 +85,8 @@ def _check_processes_agree(pipeline: Pipeline, host: Iterator) -> None:
             "same step (per process [shapes digest, schedule digest]: "
             f"{every.tolist()}); give every process the same files, spec, padding and "
             "batch settings, differing only in shard(index, count) and seed (and not in seed "
-            "either with equal_batches over buckets of their own sizes, pack or filters, "
-            "whose batch counts every process finds by running every host's grouping)"
+            "either with equal_batches over buckets (pad_to_multiple_of included), pack or "
+            "filters, whose batch counts every process finds by running every host's grouping)"
         )
 
 

@@ -471,11 +471,13 @@ class Pipeline:
     def equal_batches(self, how: str) -> Pipeline:
         """Every host of :meth:`shard` emits the same number of batches over a
         finite run: ``"drop"`` (as many as the poorest host) or ``"pad"``
-        (as many as the richest; the others add fully masked batches), for
-        every grouping. Where the count depends on the records (buckets with
-        batch sizes of their own, ``pack``, ``filter_rows``) every process
-        finds it by running every host's grouping once, so every process
-        must give the same ``seed`` (docs/many-hosts.md)."""
+        (as many as the richest; the others add fully masked batches; every
+        record is delivered, a last partial batch kept whatever
+        ``drop_remainder`` says), for every grouping. Where the count depends
+        on the records (buckets, also those ``pad_to_multiple_of`` schedules
+        across hosts, ``pack``, ``filter_rows``) every process finds it by
+        running every host's grouping once, so every process must give the
+        same ``seed`` (docs/many-hosts.md)."""
         return self._with("equal_batches", how)
 
     # Parsing and batching ------------------------------------------------

@@ -172,7 +172,7 @@ def test_two_jax_processes_build_global_batches_from_both_hosts():
     assert [out.split()[-2:] for out in outs] == [["steps", "10"], ["steps", "10"]]
 
 
-# n processes, each its own seed, shapes that depend on the lengths: every
+# n processes (each its own seed unless `{seed}` gives one), shapes that depend on the lengths: every
 # process records the shapes of each step's global arrays, all-gathers a digest
 # of them, and (when the digests agree) checks that the global arrays of the
 # first steps hold every host's rows, recomputing each host's batches locally.
@@ -191,7 +191,7 @@ N, ME, CHECKED = {n}, {pid}, 3
 SPEC = "input_ids:var_len:int64,attention_mask:var_len:int64"
 
 def host(i):
-    return (infeed.Pipeline.from_files({files!r}).shard(i, N).seed(100 + i)
+    return (infeed.Pipeline.from_files({files!r}).shard(i, N).seed({seed})
             .shuffle_files().interleave(2).shuffle(64){tail})
 
 def first_batches(i):
@@ -226,10 +226,13 @@ print("RESULT", json.dumps(dict(shapes=shapes, every=every.tolist(), checked=che
 LM_FILES = [str(LM), str(LM) + ".gz"]  # the same records, twice: 512 a pass
 
 
-def agreeing_shapes(n: int, tail: str, steps: int | None) -> list[list]:
-    """Runs MANY_HOSTS on ``n`` processes; asserts they saw the same shapes at
-    every step and checked each other's rows; returns the shapes."""
-    outs = run_jax_processes(MANY_HOSTS, n, files=LM_FILES, tail=tail, steps=steps)
+def agreeing_shapes(n: int, tail: str, steps: int | None, seed: str = "100 + i") -> list[list]:
+    """Runs MANY_HOSTS on ``n`` processes, host ``i`` seeded by ``seed`` (an
+    expression of ``i``); asserts they saw the same shapes at every step and
+    checked each other's rows; returns the shapes."""
+    outs = run_jax_processes(
+        MANY_HOSTS, n, files=LM_FILES, tail=tail, steps=steps, seed=seed
+    )
     results = [json.loads(out.split("RESULT", 1)[1]) for out in outs]
     runs = [r["shapes"] for r in results]
     counts = [len(r) for r in runs]
@@ -256,13 +259,14 @@ def widths(shapes: list[list]) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_jax_processes_agree_on_padded_shapes_at_every_step(n):
-    # 2n passes, 256 records per host a pass, 8 a batch: 128 equal steps; the
-    # last 64 take the longest bucket, so the first 64 follow the schedule.
+    # 2n passes, 256 records per host a pass, 8 a batch: 128 equal steps; from
+    # the step where the first host's input ends, each takes the longest
+    # bucket. The count comes from running every host's grouping: one seed.
     tail = (
         '.repeat(2 * N).equal_batches("drop").parse(SPEC).pad_to_multiple_of(64)'
         '.max_length(512).cast("int32").batch(8, drop_remainder=True)'
     )
-    shapes = widths(agreeing_shapes(n, tail, steps=None))
+    shapes = widths(agreeing_shapes(n, tail, steps=None, seed="7"))
     assert len(shapes) == 128
     assert {rows for rows, _ in shapes} == {8 * n}
     lengths = {length for _, length in shapes}

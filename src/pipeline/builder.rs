@@ -519,11 +519,13 @@ impl Pipeline {
     /// grouping. Where each batch takes a fixed number of records it counts
     /// the records of every shard when the pipeline is built (from
     /// `infeed convert`'s manifests, else a read of the whole dataset);
-    /// where it does not (`filter`, `filter_rows`, buckets with batch sizes
-    /// of their own, `pack`) every host runs each host's record chain and
-    /// grouping once on lengths alone, exactly as the run will: a pass over
-    /// the whole dataset before the first batch. With `repeat(None)` no host
-    /// runs dry and it does nothing.
+    /// where it does not (`filter`, `filter_rows`, buckets, scheduled
+    /// across hosts or with batch sizes of their own, `pack`) every host
+    /// runs each host's record chain and grouping once on lengths alone,
+    /// exactly as the run will: a pass over the whole dataset before the
+    /// first batch, and every host must give the same seed. `Pad` keeps
+    /// every host's last, partly filled batch whatever `drop_remainder`
+    /// says. With `repeat(None)` no host runs dry and it does nothing.
     pub fn equal_batches(mut self, how: EqualBatches) -> Self {
         self.s.equal_batches = Some(how);
         self

@@ -1,8 +1,9 @@
 //! Equal batch counts ([`Pipeline::equal_batches`](super::Pipeline::equal_batches)):
 //! how many batches every logical stream, so every host, emits in a finite
 //! run. Where each batch takes a fixed number of records, the records'
-//! counts say it ([`from_counts`]). Where it does not — buckets with batch
-//! sizes of their own, packing, `filter_rows` — every host runs each
+//! counts say it ([`from_counts`]). Where it does not — buckets (scheduled
+//! across hosts too: a step is cut only when its bucket fills), packing,
+//! `filter_rows` — every host runs each
 //! stream's record chain and grouping once on lengths alone
 //! ([`from_grouping`]): the very code the run uses, so the count is exact,
 //! at the cost of one pass over the data before the first batch (as a count
@@ -10,11 +11,14 @@
 
 use std::sync::Arc;
 
+use crate::batch::Bucketer;
+
 use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
-use super::group::grouping::RecordWork;
+use super::group::grouping::{Grouping, RecordWork};
 use super::group::raw_batch::{Layout, RawBatch};
+use super::group::schedule::Schedule;
 use super::item::Item;
 use super::ops::stream_chain::StreamChain;
 use super::settings::{EqualBatches, RecordSettings};
@@ -22,33 +26,42 @@ use super::settings::{EqualBatches, RecordSettings};
 /// Records a stream's grouping simulation hands to the prefilter at once.
 const CHUNK: usize = 256;
 
+/// How a finite run with equal batch counts ends: the batches every
+/// stream emits and, with scheduled buckets, the step from which every
+/// step takes the last bucket (the schedule's tail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EqualEnd {
+    pub batches: u64,
+    pub tail_from: Option<u64>,
+}
+
 /// How many batches every stream emits when the counts of records do not
 /// say: each of the `streams` streams (`open(s)`: its chain, or a host's
 /// mixture, and its files) is run once through its grouping (`record`: one
-/// stream's), as the run
-/// will, counting its batches; the poorest stream's count (`Drop`) or the
-/// richest's (`Pad`) is everyone's.
+/// stream's), as the run will, counting its batches; the poorest stream's
+/// count (`Drop`) or the richest's (`Pad`) is everyone's. Scheduled buckets
+/// end as [`scheduled_end`] says.
 pub(crate) fn from_grouping(
     p: &RecordSettings,
     streams: u64,
     record: &RecordWork,
     open: impl Fn(u64) -> Result<(StreamChain, Vec<String>), PipelineError> + Sync,
-) -> Result<Option<u64>, PipelineError> {
+) -> Result<Option<EqualEnd>, PipelineError> {
     let Some(how) = p.equal_batches else {
         return Ok(None);
     };
     let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut counts = Vec::with_capacity(streams as usize);
+    let mut runs = Vec::with_capacity(streams as usize);
     let indexes: Vec<u64> = (0..streams).collect();
     for chunk in indexes.chunks(parallel) {
-        let found: Vec<Result<u64, PipelineError>> = std::thread::scope(|scope| {
+        let found: Vec<Result<StreamRun, PipelineError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
                 .map(|&s| {
                     let open = &open;
                     scope.spawn(move || {
                         let (chain, files) = open(s)?;
-                        stream_batches(chain, files, record)
+                        stream_run(chain, files, record)
                     })
                 })
                 .collect();
@@ -60,29 +73,86 @@ pub(crate) fn from_grouping(
                 })
                 .collect()
         });
-        for n in found {
-            counts.push(n?);
+        for run in found {
+            runs.push(run?);
         }
     }
-    Ok(Some(match how {
-        EqualBatches::Drop => counts.iter().copied().min().unwrap_or(0),
-        EqualBatches::Pad => counts.iter().copied().max().unwrap_or(0),
+    if let Grouping::Scheduled {
+        bucketer,
+        schedule: Some(schedule),
+        ..
+    } = &record.grouping
+    {
+        return Ok(Some(scheduled_end(how, &runs, schedule, bucketer)));
+    }
+    let totals = runs.iter().map(|r| r.total);
+    let batches = match how {
+        EqualBatches::Drop => totals.min(),
+        EqualBatches::Pad => totals.max(),
+    };
+    Ok(Some(EqualEnd {
+        batches: batches.unwrap_or(0),
+        tail_from: None,
     }))
 }
 
-/// The batches one stream emits: its records measured (or prefiltered)
-/// and grouped exactly as on its record thread.
-fn stream_batches(
+/// Where a run of scheduled buckets with a fixed batch count ends.
+///
+/// A stream's steps are full while its input flows: a step is cut only
+/// when its bucket's queue and the shorter ones hold its batch. Once a
+/// stream's input ends, the records still waiting (thousands on lm: those
+/// no step's bucket has called for yet) could only leave in steps whose
+/// bucket fits them, and counting steps from records alone lost them at the
+/// last step. So the tail, where every step takes the last bucket (any
+/// record fits it), begins at the step where the first stream's input
+/// ends: from there every stream's steps are full until its records run
+/// out. Every stream then emits exactly `tail + ceil(rest / last size)`
+/// batches holding all its records (`rest`: its records after the full
+/// steps before the tail), and `Drop` leaves out less than one batch of
+/// the last bucket a stream, plus what a richer stream holds more.
+fn scheduled_end(
+    how: EqualBatches,
+    runs: &[StreamRun],
+    schedule: &Schedule,
+    bucketer: &Bucketer<Item>,
+) -> EqualEnd {
+    let tail = runs.iter().map(|r| r.cut).min().unwrap_or(0);
+    let last = bucketer.num_buckets() - 1;
+    // The records of the steps before the tail: full on every stream.
+    let before: u64 = (0..tail)
+        .map(|t| bucketer.batch_size(schedule.bucket(t).min(last)) as u64)
+        .sum();
+    let size = bucketer.batch_size(last).max(1) as u64;
+    let rest = runs.iter().map(|r| r.records.saturating_sub(before));
+    let after = match how {
+        EqualBatches::Drop => rest.map(|r| r / size).min(),
+        EqualBatches::Pad => rest.map(|r| r.div_ceil(size)).max(),
+    };
+    EqualEnd {
+        batches: tail + after.unwrap_or(0),
+        tail_from: Some(tail),
+    }
+}
+
+/// One stream's run through its grouping: the batches cut while its input
+/// flowed, all it emits, and the records grouped.
+struct StreamRun {
+    cut: u64,
+    total: u64,
+    records: u64,
+}
+
+/// One stream's records measured (or prefiltered) and grouped exactly as
+/// on its record thread.
+fn stream_run(
     mut chain: StreamChain,
     files: Vec<String>,
     record: &RecordWork,
-) -> Result<u64, PipelineError> {
+) -> Result<StreamRun, PipelineError> {
     let files = Arc::new(files);
-    // A run with a fixed batch count groups its remainder by the schedule:
-    // count it so.
     let mut grouper = Grouper::new(&record.grouping, 0, true);
     let mut out = Vec::new();
-    let mut batches = 0u64;
+    let (mut cut, mut records) = (0u64, 0u64);
     let named = |mut e: PipelineError, file: u32| {
         if let PipelineError::Batch { path, .. }
         | PipelineError::Parse { path, .. }
@@ -122,17 +192,23 @@ fn stream_batches(
         for (item, len) in items.into_iter().zip(lengths) {
             let Some(len) = len else { continue };
             let file = item.file;
+            records += 1;
             grouper
                 .push(item, len, 0, &mut out)
                 .map_err(|e| named(e, file))?;
-            batches += out.len() as u64;
+            cut += out.len() as u64;
             out.clear();
         }
     }
+    let mut total = cut;
     while grouper.finish_one().is_some() {
-        batches += 1;
+        total += 1;
     }
-    Ok(batches)
+    Ok(StreamRun {
+        cut,
+        total,
+        records,
+    })
 }
 
 /// How many batches every stream emits when each takes `batch_size`
@@ -141,7 +217,6 @@ pub(crate) fn from_counts(
     p: &RecordSettings,
     streams: u64,
     batch_size: usize,
-    drop_remainder: bool,
 ) -> Result<Option<u64>, PipelineError> {
     let Some(how) = p.equal_batches else {
         return Ok(None);
@@ -167,7 +242,7 @@ pub(crate) fn from_counts(
                     .sum()
             })
             .collect();
-        return Ok(Some(equal_count(how, &per_host, b, drop_remainder)));
+        return Ok(Some(equal_count(how, &per_host, b)));
     }
     let counts = match &p.record_counts {
         Some(known) => known.clone(),
@@ -189,14 +264,16 @@ pub(crate) fn from_counts(
             per_epoch(records) * epochs
         })
         .collect();
-    Ok(Some(equal_count(how, &per_host, b, drop_remainder)))
+    Ok(Some(equal_count(how, &per_host, b)))
 }
 
-/// The batch count every stream emits, from each stream's records.
-fn equal_count(how: EqualBatches, per_host: &[u64], b: u64, drop_remainder: bool) -> u64 {
+/// The batch count every stream emits, from each stream's records: the
+/// poorest stream's full batches (`Drop`), or as many as the richest
+/// stream's records fill, its last batch partly (`Pad`, which keeps every
+/// remainder).
+fn equal_count(how: EqualBatches, per_host: &[u64], b: u64) -> u64 {
     match how {
         EqualBatches::Drop => per_host.iter().map(|r| r / b).min().unwrap_or(0),
-        EqualBatches::Pad if drop_remainder => per_host.iter().map(|r| r / b).max().unwrap_or(0),
         EqualBatches::Pad => per_host.iter().map(|r| r.div_ceil(b)).max().unwrap_or(0),
     }
 }

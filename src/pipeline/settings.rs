@@ -32,7 +32,8 @@ pub enum EqualBatches {
     /// Every host stops after as many full batches as the poorest host has.
     Drop,
     /// Every host emits as many batches as the richest host (a last partial
-    /// batch is kept); hosts that run out send fully masked padding batches
+    /// batch is kept, whatever `drop_remainder` says: every record is
+    /// delivered); hosts that run out send fully masked padding batches
     /// (`real_rows == 0`).
     Pad,
 }

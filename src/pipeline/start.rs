@@ -7,16 +7,16 @@ use std::sync::Arc;
 
 use super::batches::{Batches, ExecConfig};
 use super::checkpoint::{self, Decoded, Snapshot, StreamNode, StreamSnapshot};
-use super::equal;
+use super::equal::{self, EqualEnd};
 use super::error::{PipelineError, StateError};
 use super::group::grouping::{Grouping, MeasureFn, PrefilterFn, RecordWork};
 use super::group::raw_batch::{BatchFn, Layout, RawBatch};
-use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule, TAIL_STEPS};
+use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule};
 use super::item::Item;
 use super::limits;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
-use super::settings::RecordSettings;
+use super::settings::{EqualBatches, RecordSettings};
 use super::skip_steps::SkipSteps;
 use super::stats::StageStats;
 use super::threads::record_thread::RecordThread;
@@ -119,13 +119,26 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
-    let counted = count_by_records(p, &job, &record)?;
-    if let Some(schedule) = plan_schedule(p, &record, counted)? {
+    if p.equal_batches == Some(EqualBatches::Pad) {
+        // `Pad` delivers every record: a host's last, partly filled batch
+        // is kept (masked rows), whatever drop_remainder says.
         for grouping in [&mut record.grouping, &mut host_grouping] {
-            if let Grouping::Scheduled { schedule: s, .. } = grouping {
-                *s = Some(schedule.clone());
-            }
+            grouping.keep_remainder();
         }
+    }
+    let counted = count_by_records(p, &job, &record)?;
+    let schedule = plan_schedule(p, &record)?;
+    set_schedule(&mut [&mut record.grouping, &mut host_grouping], &schedule);
+    let ended = match counted {
+        Some(batches) => Some(EqualEnd {
+            batches,
+            tail_from: None,
+        }),
+        None => count_by_grouping(p, &job, &record)?,
+    };
+    if let (Some(schedule), Some(tail)) = (&schedule, ended.and_then(|e| e.tail_from)) {
+        let tailed = Some(Arc::new((**schedule).clone().with_tail_from(tail)));
+        set_schedule(&mut [&mut record.grouping, &mut host_grouping], &tailed);
     }
     let mut shape_schedule = shape_schedule(&host_grouping);
     if p.ops.global_shuffle.on && job.streams > 1 {
@@ -133,21 +146,17 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
         let key = [shape_schedule.to_le_bytes(), p.seed.to_le_bytes()].concat();
         shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
     }
-    let total_batches = match counted {
-        Some(n) => Some(n),
-        None => {
-            let total = count_by_grouping(p, &job, &record)?;
-            if total.is_some() {
-                // Counted with this host's seed for every stream: hosts
-                // seeded differently would count differently, so the count
-                // is part of what hosts compare at the start.
-                let mut key = shape_schedule.to_le_bytes().to_vec();
-                key.extend_from_slice(&total.unwrap_or(u64::MAX).to_le_bytes());
-                shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
-            }
-            total
-        }
-    };
+    if counted.is_none()
+        && let Some(ended) = ended
+    {
+        // Counted with this host's seed for every stream: hosts seeded
+        // differently would count differently, so the count is part of what
+        // hosts compare at the start.
+        let mut key = shape_schedule.to_le_bytes().to_vec();
+        key.extend_from_slice(&ended.batches.to_le_bytes());
+        shape_schedule = xxhash_rust::xxh3::xxh3_64(&key);
+    }
+    let total_batches = ended.map(|e| e.batches);
     let decoded = decode_state(p, &job)?;
     let skip = SkipSteps::new(&p.skip_steps)?;
     let skip = match &decoded {
@@ -305,20 +314,12 @@ fn count_by_records(
     match &record.grouping {
         // A mixture's batches are not its files' records: counted by grouping.
         _ if p.mixture.is_some() => Ok(None),
-        Grouping::Rows {
-            batch_size,
-            drop_remainder,
-        } if record.prefilter.is_none() => {
-            equal::from_counts(p, job.streams, *batch_size, *drop_remainder)
+        Grouping::Rows { batch_size, .. } if record.prefilter.is_none() => {
+            equal::from_counts(p, job.streams, *batch_size)
         }
-        Grouping::Scheduled {
-            bucketer,
-            drop_remainder,
-            ..
-        } if !record.parsed_ops.contains('f') => match one_batch_size(bucketer) {
-            Some(batch_size) => equal::from_counts(p, job.streams, batch_size, *drop_remainder),
-            None => Ok(None),
-        },
+        // Scheduled buckets cut a step only when its bucket fills: how
+        // many steps the records take depends on their lengths and order
+        // (`equal::from_grouping`).
         _ => Ok(None),
     }
 }
@@ -419,12 +420,11 @@ fn measure_token_weights(p: &mut RecordSettings, record: &RecordWork) -> Result<
 }
 
 /// The bucket schedule every host shares, for scheduled buckets: from a
-/// sample of lengths every host reads alike, with the tail of a run whose
-/// batch count is known.
+/// sample of lengths every host reads alike (a run with equal batch counts
+/// adds its tail when they are counted).
 fn plan_schedule(
     p: &RecordSettings,
     record: &RecordWork,
-    counted: Option<u64>,
 ) -> Result<Option<Arc<Schedule>>, PipelineError> {
     let Grouping::Scheduled { bucketer, .. } = &record.grouping else {
         return Ok(None);
@@ -434,11 +434,21 @@ fn plan_schedule(
     let sizes: Vec<usize> = (0..bucketer.num_buckets())
         .map(|b| bucketer.batch_size(b))
         .collect();
-    let mut planned = Schedule::new(shared_seed(&p.files), &counts, &sizes);
-    if let Some(total) = counted {
-        planned = planned.with_tail_from(total.saturating_sub(TAIL_STEPS));
+    Ok(Some(Arc::new(Schedule::new(
+        shared_seed(&p.files),
+        &counts,
+        &sizes,
+    ))))
+}
+
+/// Puts `schedule` into the scheduled groupings among `groupings`.
+fn set_schedule(groupings: &mut [&mut Grouping], schedule: &Option<Arc<Schedule>>) {
+    let Some(schedule) = schedule else { return };
+    for grouping in groupings.iter_mut() {
+        if let Grouping::Scheduled { schedule: s, .. } = &mut **grouping {
+            *s = Some(schedule.clone());
+        }
     }
-    Ok(Some(Arc::new(planned)))
 }
 
 /// Equal batch counts by running every stream's grouping once (a finite
@@ -447,7 +457,7 @@ fn count_by_grouping(
     p: &RecordSettings,
     job: &Job,
     record: &RecordWork,
-) -> Result<Option<u64>, PipelineError> {
+) -> Result<Option<EqualEnd>, PipelineError> {
     let finite = match &p.mixture {
         Some(mix) => mix.finite(),
         None => !p.ops.epochs.endless(),
@@ -521,14 +531,6 @@ fn shape_schedule(grouping: &Grouping) -> u64 {
     );
     let bytes: Vec<u8> = key.iter().flat_map(|v| v.to_le_bytes()).collect();
     xxhash_rust::xxh3::xxh3_64(&bytes)
-}
-
-/// The batch size of every bucket, when they all have the same.
-fn one_batch_size<T>(bucketer: &Bucketer<T>) -> Option<usize> {
-    let first = bucketer.batch_size(0);
-    (1..bucketer.num_buckets())
-        .all(|b| bucketer.batch_size(b) == first)
-        .then_some(first)
 }
 
 /// A seed every host derives alike: from the names of all the pipeline's

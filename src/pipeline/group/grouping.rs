@@ -57,6 +57,16 @@ pub(crate) enum Grouping {
 }
 
 impl Grouping {
+    /// Keeps every partly filled batch (`drop_remainder` off).
+    pub fn keep_remainder(&mut self) {
+        match self {
+            Grouping::Rows { drop_remainder, .. }
+            | Grouping::Bucket { drop_remainder, .. }
+            | Grouping::Scheduled { drop_remainder, .. }
+            | Grouping::Pack { drop_remainder, .. } => *drop_remainder = false,
+        }
+    }
+
     /// The grouping of one of `per_host` logical streams that share a
     /// host's batches: each takes `1/per_host` of every batch's rows.
     pub fn per_stream(&self, per_host: usize) -> Result<Grouping, PipelineError> {

@@ -23,9 +23,11 @@
 //! share. Independent random draws (as the first version had) let each
 //! queue's length wander like a random walk of about a batch per step: on
 //! lm, host 0 of 2, ~15 000 records waited in the queues, each copied out
-//! of its chunk and listed in the state after every batch. With a fixed batch count (equal batches), the last
-//! [`TAIL_STEPS`] steps all take the last bucket, so the records still
-//! waiting near the end fit whatever their length.
+//! of its chunk and listed in the state after every batch. With a fixed
+//! batch count (equal batches), every step from the tail on takes the last
+//! bucket, so the records still waiting near the end fit whatever their
+//! length; the tail begins where the first stream's input ends
+//! (`equal.rs`, `scheduled_end`).
 //!
 //! Checkpoint: the step is the number of batches delivered; the waiting
 //! records are the replay list, queue by queue, fed back *quietly* (no
@@ -37,9 +39,6 @@ use crate::pipeline::rng::{CounterRng, domain};
 /// Extra share of steps given to the last bucket, which any record fits:
 /// it drains long records that arrived faster than their share.
 const LAST_BUCKET_EXTRA: f64 = 1.0 / 32.0;
-
-/// With a fixed batch count, the last steps that all take the last bucket.
-pub(crate) const TAIL_STEPS: u64 = 64;
 
 /// Records read from the shared sample, per file and in all, to estimate
 /// how records spread over the buckets.

@@ -45,11 +45,15 @@ fn padded_equal(
     equal: Option<EqualBatches>,
 ) -> ParsedPipeline {
     let mut p = Pipeline::from_files(files.to_vec()).unwrap();
+    // Each host its own seed, but one for all with equal batch counts: those
+    // of scheduled buckets come from running every host's grouping.
+    let mut seed = 100 + index;
     if let Some(how) = equal {
         p = p.equal_batches(how);
+        seed = 7;
     }
     p.shard(index, hosts)
-        .seed(100 + index)
+        .seed(seed)
         .shuffle_files()
         .interleave(2, 1)
         .shuffle(16)

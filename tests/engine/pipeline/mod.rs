@@ -5,6 +5,7 @@ mod checkpoint;
 mod cpu_budget;
 mod dense_direct;
 mod elastic;
+mod equal_batches;
 mod global_shuffle;
 mod grouping;
 mod host_shard;
