@@ -18,6 +18,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("ConvertOptions::format", "--format"),
     ("ConvertOptions::task_index", "--task-index"),
     ("ConvertOptions::num_tasks", "--num-tasks"),
+    ("ConvertOptions::threads", "--threads"),
     ("ConvertOptions::null_omit", "--nulls omit"),
     ("ConvertOptions::prefix", "--prefix"),
     ("ConvertOptions::tfds", "--tfds"),

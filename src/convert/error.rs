@@ -163,6 +163,14 @@ pub enum ConvertError {
     /// Contradictory or invalid options.
     #[error("{0}")]
     Options(String),
+    /// The system refused a thread (too many threads, no memory).
+    #[error("cannot start a {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// The spawn's error.
+        source: std::io::Error,
+    },
 }
 
 impl From<BadRecord> for ConvertError {

@@ -710,6 +710,16 @@ fn check_options(opts: &ConvertOptions) -> Result<(), ConvertError> {
     {
         return fail("ConvertOptions::prefix must be a plain, non-hidden file name prefix");
     }
+    // A thread each, and two channel slots a thread: bounded as a
+    // pipeline's workers are, so that no typo'd count aborts on an
+    // allocation or overflows a capacity.
+    let max = crate::pipeline::limits::MAX_THREADS;
+    if opts.threads as u64 > max {
+        return Err(ConvertError::Options(format!(
+            "ConvertOptions::threads is {}: at most {max}",
+            opts.threads
+        )));
+    }
     Ok(())
 }
 
@@ -1097,6 +1107,7 @@ pub fn convert(
         progress: Arc::new(AtomicU64::new(0)),
     };
 
+    let spawned = |what: &'static str| move |source| ConvertError::Thread { what, source };
     let (read_result, written) = std::thread::scope(|s| {
         let (work_tx, work_rx) = sync_channel::<(u64, Chunk)>(threads * 2);
         let work_rx = Arc::new(Mutex::new(work_rx));
@@ -1105,24 +1116,34 @@ pub fn convert(
             let work_rx = work_rx.clone();
             let res_tx = res_tx.clone();
             let shared = &shared;
-            s.spawn(move || {
-                let mut st = WorkerState::default();
-                loop {
-                    let msg = match work_rx.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((seq, chunk)) = msg else { return };
-                    let result = shared.process(chunk, &mut st);
-                    if res_tx.send((seq, result)).is_err() {
-                        return;
+            // A refused thread returns at once: the workers started end
+            // when `work_tx` goes.
+            std::thread::Builder::new()
+                .name("infeed-convert".into())
+                .spawn_scoped(s, move || {
+                    let mut st = WorkerState::default();
+                    loop {
+                        let msg = match work_rx.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((seq, chunk)) = msg else { return };
+                        let result = shared.process(chunk, &mut st);
+                        if res_tx.send((seq, result)).is_err() {
+                            return;
+                        }
                     }
-                }
-            });
+                })
+                .map_err(spawned("worker"))?;
         }
         drop(work_rx);
         drop(res_tx);
-        let writer_thread = s.spawn(move || writer_loop(res_rx, writer, progress, input_total));
+        let writer_thread = std::thread::Builder::new()
+            .name("infeed-convert-writer".into())
+            .spawn_scoped(s, move || {
+                writer_loop(res_rx, writer, progress, input_total)
+            })
+            .map_err(spawned("writer"))?;
         let mut seq = 0u64;
         let read_result = reader.read(&plan, &mut |chunk| {
             let ok = work_tx.send((seq, chunk)).is_ok();
@@ -1133,8 +1154,8 @@ pub fn convert(
         let written = writer_thread
             .join()
             .unwrap_or_else(|_| Err(ConvertError::Options("the writer thread panicked".into())));
-        (read_result, written)
-    });
+        Ok::<_, ConvertError>((read_result, written))
+    })?;
     let written = written?;
     if let Err(e) = read_result {
         for c in &written.closed {

@@ -134,6 +134,80 @@ fn absurd_sizes_are_clean_errors_or_correct_runs() {
     assert!(errors >= 40, "{errors} errors");
 }
 
+/// `infeed convert`'s sizes likewise: every numeric flag given each absurd
+/// value converts the sample correctly or ends in one line from infeed —
+/// never an abort on an allocation or a panic on a capacity.
+#[test]
+fn convert_absurd_sizes_are_clean_errors_or_correct_runs() {
+    let values = [
+        "0",
+        "4294967296",
+        "1000000000000",
+        "1099511627776",
+        "9223372036854775807",
+        "18446744073709551615",
+    ];
+    let tokenizer = ["--tokenizer", "testdata/tokenizer/tokenizer.json"];
+    let flags: &[(&str, &[&str])] = &[
+        ("threads", &[]),
+        ("infer-records", &[]),
+        ("shard-size", &[]),
+        ("records-per-shard", &[]),
+        ("task-index", &[]),
+        ("num-tasks", &[]),
+        ("max-length", &tokenizer),
+        ("group-to", &tokenizer),
+        (
+            "group-block",
+            &[tokenizer[0], tokenizer[1], "--group-to", "16"],
+        ),
+    ];
+    let mut errors = 0;
+    for &(flag, extra) in flags {
+        for value in values {
+            let out = tempfile::tempdir().unwrap();
+            let mut args: Vec<String> = ["convert", "testdata/convert/sample.jsonl", "-o"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.push(out.path().join("out").display().to_string());
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args.extend([format!("--{flag}"), value.to_owned()]);
+            let (code, stderr) = limited(&args);
+            let case = format!("convert --{flag} {value}");
+            assert!(code.is_some(), "{case}: killed by a signal: {stderr}");
+            assert!(
+                !stderr.contains("panicked") && !stderr.contains("memory allocation"),
+                "{case}: {stderr}"
+            );
+            if code != Some(0) {
+                errors += 1;
+                let line = stderr.lines().last().unwrap_or_default();
+                assert!(
+                    line.starts_with("infeed: ") || line.contains("--help"),
+                    "{case}: {stderr}"
+                );
+            }
+        }
+    }
+    assert!(errors >= 15, "{errors} errors");
+    // The thread count is bounded as a pipeline's workers are, by name.
+    let out = tempfile::tempdir().unwrap();
+    let (code, stderr) = limited(&[
+        "convert".into(),
+        "testdata/convert/sample.jsonl".into(),
+        "-o".into(),
+        out.path().join("out").display().to_string(),
+        "--threads".into(),
+        "4294967296".into(),
+    ]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr.trim_end(),
+        "infeed: --threads is 4294967296: at most 1024"
+    );
+}
+
 #[test]
 fn a_limit_names_the_setting_the_value_and_the_limit() {
     let (code, stderr) = limited(&[
