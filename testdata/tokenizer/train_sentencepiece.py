@@ -3,7 +3,9 @@ spm-unigram.model (unigram, NFKC, as T5's) and spm-bpe.model (BPE with byte
 fallback and digits split, as Llama's and Gemma's).
 
 Nothing is downloaded: the models are trained from scratch on the committed
-text. Also writes expected-spm.jsonl: for each line of corpus.txt, the ids
+text, with paths relative to this folder (a model keeps its trainer's
+options, the input path among them), so a rerun anywhere writes the same
+bytes. Also writes expected-spm.jsonl: for each line of corpus.txt, the ids
 the Python `sentencepiece` package gives with each model (bos and eos
 added), so the Rust tests check that infeed's tokenization is the same.
 
@@ -31,14 +33,15 @@ MODELS = {
 
 
 def main():
-    corpus = os.path.join(HERE, "corpus.txt")
+    os.chdir(HERE)
+    corpus = "corpus.txt"
     with open(corpus, encoding="utf-8") as f:
         lines = f.read().splitlines()
     rows = [{"text": line} for line in lines]
     for name, options in MODELS.items():
         spm.SentencePieceTrainer.train(
             input=corpus,
-            model_prefix=os.path.join(HERE, name),
+            model_prefix=name,
             num_threads=1,
             bos_id=1,
             eos_id=2,
@@ -48,11 +51,11 @@ def main():
             minloglevel=2,
             **options,
         )
-        os.remove(os.path.join(HERE, name + ".vocab"))
-        sp = spm.SentencePieceProcessor(model_file=os.path.join(HERE, name + ".model"))
+        os.remove(name + ".vocab")
+        sp = spm.SentencePieceProcessor(model_file=name + ".model")
         for row in rows:
             row[name] = sp.encode(row["text"], add_bos=True, add_eos=True)
-    with open(os.path.join(HERE, "expected-spm.jsonl"), "w", encoding="utf-8") as out:
+    with open("expected-spm.jsonl", "w", encoding="utf-8") as out:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
