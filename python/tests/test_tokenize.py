@@ -20,7 +20,11 @@ tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
 
 TOKENIZER = TESTDATA / "tokenizer" / "tokenizer.json"
-MODELS = [TESTDATA / "tokenizer" / "spm-unigram.model", TESTDATA / "tokenizer" / "spm-bpe.model"]
+MODELS = [
+    TESTDATA / "tokenizer" / "spm-unigram.model",
+    TESTDATA / "tokenizer" / "spm-bpe.model",
+    TESTDATA / "tokenizer" / "spm-runs.model",
+]
 MODULES = ["json", "csv", "argparse", "string", "textwrap", "difflib", "email", "collections"]
 
 
@@ -78,6 +82,27 @@ def test_sentencepiece_models_give_the_sentencepiece_packages_ids(text_file, mod
     assert got[: len(lines)] == want
     # Pieces the model never saw: unknown (unigram) or bytes (the BPE model's fallback).
     assert any(reference.unk_id() in w or max(w) < 260 for w in want)
+
+
+def test_runs_of_one_character_split_as_the_sentencepiece_package_splits_them(tmp_path):
+    """spm-runs has `w` and `ww`, `4` and `44`, ...: a run of one character
+    splits into pieces of equal total score two ways (`w ww`, `ww w`), and
+    the float sums of the scores before the run decide which, so each line of
+    the module docs before a URL, a digit run or a rule is a new draw."""
+    model = TESTDATA / "tokenizer" / "spm-runs.model"
+    reference = spm.SentencePieceProcessor(model_file=str(model))
+    docs = [line for line in foreign_texts() if line.strip()][:60]
+    runs = ["('www.python.org'", "http://www.python.org/", "4" * 10, "=" * 10, "-" * 30]
+    texts = [f"{doc} {run}" for doc in docs for run in runs]
+    path = tmp_path / "runs.tfrecord"
+    write_tfrecord(path, [example({"text": [text.encode()]}) for text in texts])
+    want = [reference.encode(text, add_eos=True) for text in texts]
+    got = token_rows(tokenized(path, model))
+    assert got[: len(texts)] == want
+    # The texts draw the tie both ways.
+    w, ww = reference.piece_to_id("w"), reference.piece_to_id("ww")
+    pairs = {pair for ids in want for pair in zip(ids, ids[1:], strict=False)}
+    assert (w, ww) in pairs and (ww, w) in pairs
 
 
 def test_tokenize_then_pack_fills_rows_with_every_token(text_file):

@@ -32,7 +32,13 @@ fn ids(v: &Value) -> Vec<i64> {
 
 /// corpus.txt's lines as records of one `text` feature, in one file.
 fn corpus_file(dir: &std::path::Path) -> (String, Vec<String>) {
-    let lines: Vec<String> = expected("expected.jsonl")
+    texts_file(dir, "expected.jsonl")
+}
+
+/// The texts of `expected` (a file of testdata/tokenizer/) as records of one
+/// `text` feature, in one file.
+fn texts_file(dir: &std::path::Path, expected_file: &str) -> (String, Vec<String>) {
+    let lines: Vec<String> = expected(expected_file)
         .iter()
         .map(|r| r["text"].as_str().unwrap().to_owned())
         .collect();
@@ -58,8 +64,13 @@ fn tokenized(file: &str, tokenizer: &str, bos: bool, eos: bool) -> ParsedPipelin
 
 /// Every real row's ids (the mask's 1s), in order.
 fn token_rows(p: ParsedPipeline) -> Vec<Vec<i64>> {
+    token_rows_up_to(p, 128)
+}
+
+/// As [`token_rows`], rows of up to `max_length` ids.
+fn token_rows_up_to(p: ParsedPipeline, max_length: usize) -> Vec<Vec<i64>> {
     let mut out = Vec::new();
-    for batch in p.max_length(128).batch(7, false).build().unwrap() {
+    for batch in p.max_length(max_length).batch(7, false).build().unwrap() {
         let batch = batch.unwrap();
         let ids = batch["text"].values::<i32>().unwrap();
         let mask = batch["text_mask"].values::<i32>().unwrap();
@@ -99,23 +110,27 @@ fn a_tokenizer_json_gives_the_tokenizers_packages_ids() {
 #[cfg(feature = "sentencepiece")]
 #[test]
 fn sentencepiece_models_give_the_sentencepiece_packages_ids() {
+    // corpus.txt's lines, then texts with runs of one character (URLs,
+    // digits, rules of `=`), alone and in documents of several lines, which
+    // spm-runs splits into pieces of equal total score two ways.
     let dir = tempfile::tempdir().unwrap();
-    let (file, _) = corpus_file(dir.path());
+    let (file, _) = texts_file(dir.path(), "expected-spm.jsonl");
     let rows = expected("expected-spm.jsonl");
-    for model in ["spm-unigram", "spm-bpe"] {
+    assert!(rows.len() > 40, "{} rows", rows.len());
+    for model in ["spm-unigram", "spm-bpe", "spm-runs"] {
         let tokenizer = testdata(&format!("tokenizer/{model}.model"))
             .display()
             .to_string();
-        // expected-spm.jsonl: encode(line, add_bos=True, add_eos=True).
+        // expected-spm.jsonl: encode(text, add_bos=True, add_eos=True).
         let want: Vec<Vec<i64>> = rows.iter().map(|r| ids(&r[model])).collect();
         assert_eq!(
-            token_rows(tokenized(&file, &tokenizer, true, true)),
+            token_rows_up_to(tokenized(&file, &tokenizer, true, true), 512),
             want,
             "{model}"
         );
         let plain: Vec<Vec<i64>> = want.iter().map(|w| w[1..w.len() - 1].to_vec()).collect();
         assert_eq!(
-            token_rows(tokenized(&file, &tokenizer, false, false)),
+            token_rows_up_to(tokenized(&file, &tokenizer, false, false), 512),
             plain,
             "{model}"
         );
