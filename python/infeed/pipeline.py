@@ -803,7 +803,12 @@ class Iterator:
         ``consumer_wait`` (seconds ``next`` waited), ``workers``, ``ready``
         (batches waiting), and per stage (``read``, ``shuffle``, ``batch``)
         ``records``, ``bytes``, ``busy``, ``wait``, ``skipped_records``,
-        ``skipped_bytes``, ``retries``; empty once closed."""
+        ``skipped_bytes``, ``retries``; and ``record_account``: what became of
+        the records this host took in, ``read``, ``delivered`` and
+        ``left_out`` by cause (``dropped``, ``sliced``, ``skipped_steps``,
+        ``filtered``, ``corrupt``, ``empty``, ``mixture_end``; for a run read
+        to its end, read = delivered + all left out: docs/many-hosts.md);
+        empty once closed."""
         return dict(self._batches.figures())
 
     def positions(self) -> list[Any]:

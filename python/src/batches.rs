@@ -223,7 +223,10 @@ impl Batches {
     /// `batches`, `consumer_wait`, `workers`, `ready` (batches waiting for
     /// the consumer), and per stage (`read`, `shuffle`, `batch`) a dict of
     /// `records`, `bytes`, `busy`, `wait`, `skipped_records`,
-    /// `skipped_bytes`, `retries`; empty once closed.
+    /// `skipped_bytes`, `retries`; and `record_account`, what became of
+    /// the records this host took in: `read`, `delivered` and `left_out`
+    /// by cause (`dropped`, `sliced`, `skipped_steps`, `filtered`,
+    /// `corrupt`, `empty`, `mixture_end`); empty once closed.
     fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
         let Some(stats) = lock(&self.inner).as_ref().map(|b| b.stats()) else {
@@ -254,6 +257,25 @@ impl Batches {
             stage.set_item("retries", f.retries)?;
             dict.set_item(name, stage)?;
         }
+        let a = &stats.records;
+        let l = &a.left_out;
+        let left_out = PyDict::new(py);
+        for (cause, n) in [
+            ("dropped", l.dropped),
+            ("sliced", l.sliced),
+            ("skipped_steps", l.skipped_steps),
+            ("filtered", l.filtered),
+            ("corrupt", l.corrupt),
+            ("empty", l.empty),
+            ("mixture_end", l.mixture_end),
+        ] {
+            left_out.set_item(cause, n)?;
+        }
+        let account = PyDict::new(py);
+        account.set_item("read", a.read)?;
+        account.set_item("delivered", a.delivered)?;
+        account.set_item("left_out", left_out)?;
+        dict.set_item("record_account", account)?;
         Ok(dict)
     }
 

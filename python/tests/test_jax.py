@@ -172,10 +172,11 @@ def test_two_jax_processes_build_global_batches_from_both_hosts():
     assert [out.split()[-2:] for out in outs] == [["steps", "10"], ["steps", "10"]]
 
 
-# n processes (each its own seed unless `{seed}` gives one), shapes that depend on the lengths: every
-# process records the shapes of each step's global arrays, all-gathers a digest
-# of them, and (when the digests agree) checks that the global arrays of the
-# first steps hold every host's rows, recomputing each host's batches locally.
+# n processes (each its own seed unless `{seed}` gives one), shapes that depend
+# on the lengths: every process records the shapes of each step's global arrays,
+# all-gathers a digest of them, and (when the digests agree) checks that the
+# global arrays of the first steps hold every host's rows, recomputing each
+# host's batches locally.
 # `{tail}` ends the pipeline; `{steps}` caps the steps (None: to the end).
 MANY_HOSTS = """
 import itertools, json, zlib

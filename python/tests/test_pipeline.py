@@ -277,6 +277,41 @@ def test_shard_and_equal_batches():
     counts = [sum(1 for _ in host(i)) for i in range(3)]
     # 256 records over 3 hosts: 86, 85, 85 -> 8 full batches each
     assert counts == [8, 8, 8]
+    # Each host's record account: what it read is delivered or left out.
+    for i in range(3):
+        with host(i).iter() as it:
+            batches = sum(1 for _ in it)
+            account = it.figures()["record_account"]
+        assert batches == 8
+        assert account["delivered"] == 80
+        assert account["read"] == 80 + sum(account["left_out"].values())
+        assert set(account["left_out"]) == {
+            "dropped", "sliced", "skipped_steps", "filtered", "corrupt", "empty", "mixture_end"
+        }
+
+
+def test_pad_delivers_every_record_across_hosts():
+    def host(i):
+        return (
+            infeed.Pipeline.from_files([LM])
+            .shard(i, 3)
+            .seed(2)
+            .equal_batches("pad")
+            .parse(LM_SPEC)
+            .pad_to_multiple_of(64)
+            .max_length(512)
+            .batch(10, drop_remainder=True)
+        )
+
+    read = delivered = 0
+    for i in range(3):
+        with host(i).iter() as it:
+            rows = sum(int(b["input_ids_mask"].any(axis=1).sum()) for b in it)
+            account = it.figures()["record_account"]
+        assert account["delivered"] == rows
+        read += account["read"]
+        delivered += account["delivered"]
+    assert (read, delivered) == (256, 256)
 
 
 def test_builder_is_immutable():

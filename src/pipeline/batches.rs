@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
+use super::accounting::RecordAccount;
 use super::checkpoint::{self, Snapshot};
 use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
@@ -18,13 +19,13 @@ use super::ops::mix;
 use super::read::again::record_index;
 use super::read::in_workers::{Indexes, ReadChecks};
 use super::skip_steps::SkipSteps;
-use super::stats::{StageFigures, StageStats};
+use super::stats::{StageFigures, StageStats, StreamCounters};
 use super::threads::affinity::CpuAffinity;
 use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
 use super::threads::streams::{self as streams_thread, StreamInput};
 use super::threads::window::{self, Entry, Exit};
-use super::threads::workers::{self as worker_threads, Delivery};
+use super::threads::workers::{self as worker_threads, Delivery, Made, Outcome};
 use crate::batch::{Provenance, RecordPosition};
 
 /// How the execution is set up.
@@ -65,6 +66,9 @@ pub struct PipelineStats {
     /// From start to the first batch handed to the consumer.
     pub first_batch_ns: Option<u64>,
     pub batches: u64,
+    /// What became of the records this host's streams took in: delivered,
+    /// or left out and why (docs/many-hosts.md, "Counting records").
+    pub records: RecordAccount,
 }
 
 impl PipelineStats {
@@ -104,17 +108,18 @@ impl PipelineStats {
 
 /// The running pipeline: a blocking iterator of batches.
 pub struct Batches<T> {
-    rx: Option<Receiver<Delivery<T>>>,
+    rx: Option<Receiver<Delivery<Made<T>>>>,
     /// Out of order, waiting for an earlier batch: fewer than the window's
     /// places ([`window_places`]).
-    pending: BTreeMap<u64, Result<(T, Arc<Snapshot>), PipelineError>>,
+    pending: BTreeMap<u64, Outcome<Made<T>>>,
     /// Gives a place back for each batch delivered or left out.
     window: Option<Exit>,
     next_seq: u64,
     last_state: Option<Arc<Snapshot>>,
     threads: Vec<JoinHandle<()>>,
-    read_stats: Arc<StageStats>,
-    stream_stats: Arc<StageStats>,
+    /// The shard readers' and record threads' stages, and the record
+    /// account (the consumer counts what it delivers and leaves out).
+    counters: StreamCounters,
     batch_stats: Arc<StageStats>,
     consumer_wait_ns: u64,
     started: Instant,
@@ -183,8 +188,7 @@ impl<T: Send + 'static> Batches<T> {
         records: Vec<RecordThread>,
         files: Vec<Vec<String>>,
         initial_state: Snapshot,
-        read_stats: Arc<StageStats>,
-        stream_stats: Arc<StageStats>,
+        counters: StreamCounters,
         cfg: ExecConfig,
         work: BatchFn<T>,
         batch_stats: Arc<StageStats>,
@@ -200,14 +204,14 @@ impl<T: Send + 'static> Batches<T> {
         let depth = raw_depth(workers, &cfg.indexes);
         let out_depth = prefetch.max(1) + workers;
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(depth);
-        let (out_tx, out_rx) = bounded::<Delivery<T>>(out_depth);
+        let (out_tx, out_rx) = bounded::<Delivery<Made<T>>>(out_depth);
         let (raw_tx, window) = window::window(raw_tx, window_places(depth, workers, out_depth));
         let mut threads = Vec::with_capacity(workers + records.len() + 1);
         match <[RecordThread; 1]>::try_from(records) {
             Ok([records]) => threads.push(record_thread::spawn(
                 records,
                 raw_tx,
-                stream_stats.clone(),
+                counters.stream.clone(),
                 cfg.affinity.clone(),
             )),
             Err(records) => {
@@ -220,7 +224,7 @@ impl<T: Send + 'static> Batches<T> {
                     let thread = record_thread::spawn(
                         records,
                         Entry::open(tx),
-                        stream_stats.clone(),
+                        counters.stream.clone(),
                         cfg.affinity.clone(),
                     );
                     inputs.push(StreamInput {
@@ -259,8 +263,7 @@ impl<T: Send + 'static> Batches<T> {
             next_seq: 0,
             last_state: Some(initial_state),
             threads,
-            read_stats,
-            stream_stats,
+            counters,
             batch_stats,
             consumer_wait_ns: 0,
             started: Instant::now(),
@@ -329,13 +332,14 @@ impl<T: Send + 'static> Batches<T> {
                 match result {
                     // A step the run leaves out: counted, its state kept,
                     // the batch given back.
-                    Ok((batch, state))
+                    Ok((made, state))
                         if self.skip.contains(self.batches_before + self.next_seq) =>
                     {
                         self.last_state = Some(state);
                         self.next_seq += 1;
                         self.leave_window();
-                        self.recycle(batch);
+                        made.tally.count(&self.counters.accounts, true);
+                        self.recycle(made.batch);
                         continue;
                     }
                     result => break Some((self.next_seq, result)),
@@ -366,7 +370,7 @@ impl<T: Send + 'static> Batches<T> {
     }
 
     /// Hands over a received batch (or the end, or an error).
-    fn deliver(&mut self, result: Option<Delivery<T>>) -> Result<Option<T>, PipelineError> {
+    fn deliver(&mut self, result: Option<Delivery<Made<T>>>) -> Result<Option<T>, PipelineError> {
         match result {
             None => match self.finish() {
                 // A thread that panicked (in a user's map or filter) closed
@@ -381,7 +385,8 @@ impl<T: Send + 'static> Batches<T> {
                         .map(|(index, compression)| RecordIndex { index, compression })
                 }))
             }
-            Some((seq, Ok((batch, state)))) => {
+            Some((seq, Ok((Made { batch, tally }, state)))) => {
+                tally.count(&self.counters.accounts, false);
                 self.leave_window();
                 self.delivered_ahead.insert(seq);
                 self.states_ahead.insert(seq, state);
@@ -468,8 +473,8 @@ impl<T: Send + 'static> Batches<T> {
     /// Per-stage figures so far.
     pub fn stats(&self) -> PipelineStats {
         PipelineStats {
-            read: self.read_stats.figures(),
-            shuffle: self.stream_stats.figures(),
+            read: self.counters.read.figures(),
+            shuffle: self.counters.stream.figures(),
             batch: self.batch_stats.figures(),
             consumer_wait_ns: self.consumer_wait_ns,
             elapsed_ns: self.started.elapsed().as_nanos() as u64,
@@ -477,6 +482,10 @@ impl<T: Send + 'static> Batches<T> {
             ready: self.pending.len() + self.rx.as_ref().map_or(0, Receiver::len),
             first_batch_ns: self.first_batch_ns,
             batches: self.next_seq,
+            records: self
+                .counters
+                .accounts
+                .account(self.counters.read.figures().skipped_records),
         }
     }
 

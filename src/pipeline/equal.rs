@@ -181,6 +181,7 @@ fn stream_run(
                 .collect::<Result<_, _>>()?,
             (None, Some(prefilter)) => prefilter(&RawBatch {
                 number: 0,
+                starts: 0,
                 records: items.iter().map(|i| i.data.clone()).collect(),
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),

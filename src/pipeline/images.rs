@@ -141,6 +141,7 @@ impl ImageStage {
                     };
                     tracing::warn!(error = %error, "infeed: skipping a record whose image does not decode");
                     skips.add_skipped(1, data.len() as u64);
+                    crate::pipeline::accounting::leave_out_here();
                     let at = skipped.partition_point(|&r| r < row);
                     skipped.insert(at, row);
                 }

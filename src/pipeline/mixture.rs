@@ -11,7 +11,7 @@ use super::ops::chain::RecordChain;
 use super::ops::mix::{MixChain, MixChoice, MixConfig, Source};
 use super::rng::{CounterRng, domain};
 use super::settings::{MixSettings, RecordSettings, stream_identity};
-use super::stats::StageStats;
+use super::stats::StreamCounters;
 
 /// The mixture `mix` of pipeline `p` as logical stream `stream.0` of
 /// `stream.1` runs it (not started), grouped as `record` says, and its
@@ -27,8 +27,7 @@ pub(crate) fn build(
     mix: &MixSettings,
     stream: (u64, u64),
     record: &RecordWork,
-    read_stats: &Arc<StageStats>,
-    stream_stats: &Arc<StageStats>,
+    counters: &StreamCounters,
 ) -> Result<(MixChain, Vec<String>), PipelineError> {
     let refuse = |what: &str| Err(PipelineError::Config(format!("a mixture {what}")));
     if !p.ops.given().is_empty() {
@@ -103,7 +102,7 @@ pub(crate) fn build(
             let n = s.host.map_or(1, |(_, n)| n);
             s.stream_config(index, n, record.scan.as_ref())
         };
-        let chain = RecordChain::new(&cfg, read_stats.clone(), stream_stats.clone())?;
+        let chain = RecordChain::new(&cfg, counters)?;
         // A source's fingerprint: its chain's, grouped by nothing (the
         // mixture's own covers the grouping).
         let mut id = Identity::default();

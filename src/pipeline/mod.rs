@@ -86,6 +86,7 @@
 //! record, streams and worker threads pin themselves to its cores as they
 //! start, and the threads they start inherit the mask.
 
+mod accounting;
 mod async_iter;
 mod batches;
 mod batching;
@@ -116,6 +117,7 @@ mod stats;
 mod threads;
 mod tokenize;
 
+pub use accounting::{LeftOut, RecordAccount};
 pub use async_iter::BatchStream;
 pub use batches::{Batches, PipelineStats};
 pub use builder::{ParsedPipeline, Pipeline};

@@ -4,8 +4,6 @@
 //! chain started or restored from the stream's node of a state. The run
 //! and the batch count of `equal_batches` open streams the same way.
 
-use std::sync::Arc;
-
 use super::checkpoint::{Identity, StreamNode};
 use super::error::PipelineError;
 use super::group::grouping::RecordWork;
@@ -14,7 +12,7 @@ use super::mixture;
 use super::ops::chain::RecordChain;
 use super::ops::stream_chain::StreamChain;
 use super::settings::{RecordSettings, stream_identity};
-use super::stats::StageStats;
+use super::stats::StreamCounters;
 
 /// Opens the logical streams of one job.
 pub(crate) struct Opener<'a> {
@@ -24,8 +22,7 @@ pub(crate) struct Opener<'a> {
     /// One stream's work: its grouping (its share of the rows) and how it
     /// measures records.
     pub record: &'a RecordWork,
-    pub read_stats: Arc<StageStats>,
-    pub stream_stats: Arc<StageStats>,
+    pub counters: StreamCounters,
 }
 
 /// A logical stream's chain, started or restored, with what its state
@@ -104,8 +101,7 @@ impl Opener<'_> {
                 let cfg = self
                     .p
                     .stream_config(index, self.streams, self.record.scan.as_ref());
-                let chain =
-                    RecordChain::new(&cfg, self.read_stats.clone(), self.stream_stats.clone())?;
+                let chain = RecordChain::new(&cfg, &self.counters)?;
                 let files = chain.files().to_vec();
                 Ok((StreamChain::One(chain), files))
             }
@@ -115,8 +111,7 @@ impl Opener<'_> {
                     mix,
                     (index, self.streams),
                     self.record,
-                    &self.read_stats,
-                    &self.stream_stats,
+                    &self.counters,
                 )?;
                 Ok((StreamChain::Mix(chain), files))
             }
@@ -139,6 +134,8 @@ impl Opener<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::batch::Bucketer;
     use crate::pipeline::group::grouping::Grouping;
@@ -210,8 +207,7 @@ mod tests {
                 place: (0, 1),
                 job_seed: self.seed,
             };
-            let stats = Arc::new(StageStats::default());
-            let chain = RecordChain::new(&cfg, stats.clone(), stats).unwrap();
+            let chain = RecordChain::new(&cfg, &StreamCounters::default()).unwrap();
             let mut id = Identity::default();
             chain.identity(&mut id);
             self.work.identity(&mut id);

@@ -10,7 +10,6 @@
 //! are planned again from its parts by the packer's rule on lengths.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use crossbeam_channel::bounded;
 
@@ -21,7 +20,7 @@ use super::group::grouping::{Grouping, RecordWork};
 use super::group::raw_batch::{Layout, RawBatch};
 use super::settings::RecordSettings;
 use super::start::plan;
-use super::stats::StageStats;
+use super::stats::StreamCounters;
 use super::threads::record_thread;
 use super::threads::window::Entry;
 
@@ -48,8 +47,9 @@ pub(crate) fn records_of(
         return Ok(BTreeMap::new());
     };
     let streams = planned.job.streams;
-    let stats = Arc::new(StageStats::default());
-    let threads = planned.open(0..streams, &stats, &stats)?.threads;
+    let counters = StreamCounters::default();
+    let stats = counters.stream.clone();
+    let threads = planned.open(0..streams, &counters)?.threads;
     let grouping = planned.record.grouping.clone();
     let mut out: BTreeMap<u64, Vec<Vec<RowRecords>>> = steps
         .iter()

@@ -18,7 +18,7 @@ use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
 use super::settings::{EqualBatches, RecordSettings};
 use super::skip_steps::SkipSteps;
-use super::stats::StageStats;
+use super::stats::{StageStats, StreamCounters};
 use super::threads::record_thread::RecordThread;
 use crate::batch::Bucketer;
 use crate::record::CorruptPolicy;
@@ -45,8 +45,7 @@ pub(crate) fn start<T: Send + 'static>(
     batch_stats: Arc<StageStats>,
 ) -> Result<Batches<T>, PipelineError> {
     let mut planned = plan(p, record)?;
-    let read_stats = Arc::new(StageStats::default());
-    let stream_stats = Arc::new(StageStats::default());
+    let counters = StreamCounters::default();
     let job = &planned.job;
     let mine = job.first..job.first + job.per_host;
     let affinity = planned.p.affinity.clone();
@@ -60,7 +59,7 @@ pub(crate) fn start<T: Send + 'static>(
         threads,
         files: host_files,
         initial,
-    } = affinity.while_pinned(|| planned.open(mine, &read_stats, &stream_stats))?;
+    } = affinity.while_pinned(|| planned.open(mine, &counters))?;
     let p = &planned.p;
     let exec = ExecConfig {
         workers: p.workers,
@@ -76,8 +75,7 @@ pub(crate) fn start<T: Send + 'static>(
         threads,
         host_files,
         initial,
-        read_stats,
-        stream_stats,
+        counters,
         exec,
         work,
         batch_stats,
@@ -200,16 +198,14 @@ impl Planned {
     pub fn open(
         &mut self,
         streams: std::ops::Range<u64>,
-        read_stats: &Arc<StageStats>,
-        stream_stats: &Arc<StageStats>,
+        counters: &StreamCounters,
     ) -> Result<OpenedStreams, PipelineError> {
         let (p, job, record, resume) = (&self.p, &self.job, &self.record, self.resume);
         let opener = Opener {
             p,
             streams: job.streams,
             record,
-            read_stats: read_stats.clone(),
-            stream_stats: stream_stats.clone(),
+            counters: counters.clone(),
         };
         let mut threads = Vec::with_capacity(streams.clone().count());
         let mut initial = Snapshot::default();
@@ -251,6 +247,9 @@ impl Planned {
                     .map(|n| n.saturating_sub(resume.batches_before)),
                 stream: index,
                 fingerprint,
+                accounts: counters.accounts.clone(),
+                taken: 0,
+                prefiltered: 0,
             });
             files_of.push(files);
         }
@@ -465,13 +464,12 @@ fn count_by_grouping(
     if p.equal_batches.is_none() || !finite {
         return Ok(None);
     }
-    let stats = Arc::new(StageStats::default());
+    // Counted apart: the simulation's records are not the run's.
     let opener = Opener {
         p,
         streams: job.streams,
         record,
-        read_stats: stats.clone(),
-        stream_stats: stats,
+        counters: StreamCounters::default(),
     };
     equal::from_grouping(p, job.streams, record, |s| {
         let opened = opener.open(s, None, Resume::default())?;
@@ -591,6 +589,7 @@ fn sample_lengths(
                 files: Arc::new(p.files.clone()),
                 layout: Layout::Rows,
                 number: 0,
+                starts: 0,
             })
             .unwrap_or_default(),
             (None, None) => Vec::new(),

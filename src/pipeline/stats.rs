@@ -1,7 +1,20 @@
 //! Per-stage counters: records, bytes, busy and waiting time.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
+
+use super::accounting::Accounts;
+
+/// What a logical stream's chain counts into: its shard readers' stage,
+/// the record thread's stage and the host's record account (a run shares
+/// them among its streams; a count by grouping has its own).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StreamCounters {
+    pub read: Arc<StageStats>,
+    pub stream: Arc<StageStats>,
+    pub accounts: Arc<Accounts>,
+}
 
 /// Counters of one pipeline stage, shared by its threads.
 #[derive(Debug, Default)]

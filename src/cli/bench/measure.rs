@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use infeed::pipeline::{Batches, PipelineStats, StageFigures};
+use infeed::pipeline::{Batches, PipelineStats, RecordAccount, StageFigures};
 use serde_json::{Value, json};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -85,6 +85,7 @@ pub(super) fn measure<T: Measured + Send + 'static>(
         "records_per_epoch": (finished && args.epochs > 0 && args.state_in.is_none())
             .then(|| stats.read.records / args.epochs),
         "output_bytes": output_bytes,
+        "record_account": account_json(&stats.records),
         "shapes": shapes
             .iter()
             .filter_map(|s| serde_json::from_str::<Value>(s).ok())
@@ -103,6 +104,26 @@ pub(super) fn measure<T: Measured + Send + 'static>(
         );
     }
     Ok(report)
+}
+
+/// What became of the records this host took in (docs/many-hosts.md,
+/// "Counting records").
+fn account_json(a: &RecordAccount) -> Value {
+    let l = &a.left_out;
+    json!({
+        "read": a.read,
+        "delivered": a.delivered,
+        "left_out": {
+            "dropped": l.dropped,
+            "sliced": l.sliced,
+            "skipped_steps": l.skipped_steps,
+            "filtered": l.filtered,
+            "corrupt": l.corrupt,
+            "empty": l.empty,
+            "mixture_end": l.mixture_end,
+        },
+        "balanced": a.balanced(),
+    })
 }
 
 fn stage_json(f: &StageFigures) -> Value {

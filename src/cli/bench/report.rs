@@ -149,6 +149,27 @@ pub fn summary(report: &Value) -> String {
     if let Some(digest) = report["digest"].as_str() {
         let _ = writeln!(s, "  digest       {digest}");
     }
+    let account = &report["record_account"];
+    if let Some(read) = account["read"].as_f64() {
+        // Each cause left out, where any is.
+        let causes: Vec<String> = account["left_out"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, n)| n.as_f64().unwrap_or(0.0) > 0.0)
+            .map(|(cause, n)| format!("{cause} {}", thousands(n.as_f64().unwrap_or(0.0))))
+            .collect();
+        let left_out = match causes.is_empty() {
+            true => String::new(),
+            false => format!(", left out: {}", causes.join(", ")),
+        };
+        let _ = writeln!(
+            s,
+            "  records      read {}, delivered {}{left_out}",
+            thousands(read),
+            thousands(num(&account["delivered"]))
+        );
+    }
     if let Some(sources) = report["sources"].as_array() {
         // Records taken from each source of a mixture, and their share.
         let total: f64 = sources.iter().filter_map(|x| x["records"].as_f64()).sum();

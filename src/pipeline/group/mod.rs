@@ -135,6 +135,14 @@ impl Grouper {
         }
     }
 
+    /// Records it left out for having no values (packing).
+    pub fn empties(&self) -> u64 {
+        match self {
+            Grouper::Pack(g) => g.empties,
+            _ => 0,
+        }
+    }
+
     /// An empty batch for a host past its records that must reach its
     /// batch count.
     pub fn empty(&mut self) -> Emitted {

@@ -26,6 +26,8 @@ pub(crate) struct PackGrouper {
     batch_size: usize,
     /// The open batch: records and the part of each it holds.
     current: Vec<(Item, Range<usize>)>,
+    /// Records with no values to pack, left out.
+    pub empties: u64,
 }
 
 impl PackGrouper {
@@ -45,6 +47,7 @@ impl PackGrouper {
             drop_remainder,
             batch_size,
             current: Vec::new(),
+            empties: 0,
         }
     }
 
@@ -83,6 +86,7 @@ impl PackGrouper {
         }
         // Empty sequences take no room (the packer leaves them out).
         if keep == 0 {
+            self.empties += 1;
             return Ok(());
         }
         let item = compact(item);

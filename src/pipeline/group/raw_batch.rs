@@ -58,6 +58,10 @@ pub struct RawBatch {
     /// restore (0 for chunks that are not batches): with the row, it keys
     /// a record's random image crop, the same at any thread count.
     pub(crate) number: u64,
+    /// The records whose first piece is in this batch: all but one a
+    /// packed record cut over from the batch before (for the record
+    /// account, `accounting.rs`).
+    pub(crate) starts: usize,
 }
 
 impl RawBatch {

@@ -21,7 +21,7 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::Item;
 use crate::pipeline::read::again::Reread;
 use crate::pipeline::read::in_workers::WorkerReadsSettings;
-use crate::pipeline::stats::StageStats;
+use crate::pipeline::stats::StreamCounters;
 
 use super::epochs::{Epochs, EpochsSettings};
 use super::global_shuffle::{GlobalShuffle, GlobalShuffleSettings};
@@ -206,11 +206,9 @@ pub(crate) struct RecordChain {
 impl RecordChain {
     /// The chain of `cfg`, not started: nothing is read until
     /// [`start`](Self::start) or [`restore`](Self::restore).
-    pub fn new(
-        cfg: &ChainConfig,
-        read_stats: Arc<StageStats>,
-        stats: Arc<StageStats>,
-    ) -> Result<Self, PipelineError> {
+    pub fn new(cfg: &ChainConfig, counters: &StreamCounters) -> Result<Self, PipelineError> {
+        let (read_stats, stats) = (counters.read.clone(), counters.stream.clone());
+        let accounts = &counters.accounts;
         let ops = &cfg.ops;
         ops.check()?;
         let input = if ops.global_shuffle.on {
@@ -234,8 +232,8 @@ impl RecordChain {
             ))
         };
         let shard = RecordShard::new(input, cfg.record_shard);
-        let skip_take = SkipTake::new(shard, &ops.skip_take);
-        let map = RecordMapOp::new(skip_take, &ops.record_map);
+        let skip_take = SkipTake::new(shard, &ops.skip_take, accounts.clone());
+        let map = RecordMapOp::new(skip_take, &ops.record_map, accounts.clone());
         let epochs = Epochs::new(map, ops.epochs, stats.clone());
         let shuffle = Shuffle::new(epochs, ops.shuffle, cfg.seed, stats);
         let then = ops.record_map.map.clone().map(|map| {
@@ -302,6 +300,11 @@ impl RecordChain {
         self.reread.read(positions)
     }
 
+    /// Records taken in and not yet passed on (its shuffle buffer's).
+    pub fn held(&self) -> u64 {
+        self.ops.held()
+    }
+
     /// The chain's files (its records' file indexes point here).
     pub fn files(&self) -> &[String] {
         &self.reread.files
@@ -362,8 +365,7 @@ mod tests {
             place: (0, 1),
             job_seed: 7,
         };
-        let stats = || Arc::new(StageStats::default());
-        let mut chain = RecordChain::new(&cfg, stats(), stats()).unwrap();
+        let mut chain = RecordChain::new(&cfg, &StreamCounters::default()).unwrap();
         match state {
             None => chain.start(),
             Some(nodes) => chain

@@ -516,6 +516,11 @@ impl MixChain {
         self.rows = host_rows(&counts, batch, self.cfg.batch, self.cfg.host);
     }
 
+    /// Records its sources took in and hold (their shuffle buffers').
+    pub fn held(&self) -> u64 {
+        self.sources.iter().map(|s| s.chain.held()).sum()
+    }
+
     /// Reads records at mixture file indexes again, each from its source,
     /// in the given order.
     pub fn read_again(&self, positions: &[(u32, u64)]) -> Result<Vec<Item>, PipelineError> {

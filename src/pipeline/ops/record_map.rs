@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::pipeline::accounting::Accounts;
 use crate::pipeline::checkpoint::{Identity, SavedParts};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, UNMEASURED};
@@ -31,14 +32,17 @@ pub(crate) struct RecordMapOp<I> {
     input: I,
     filter: Option<RecordFilter>,
     map: Option<RecordMap>,
+    /// Counts the records the filter drops.
+    accounts: Arc<Accounts>,
 }
 
 impl<I: EpochInput> RecordMapOp<I> {
-    pub fn new(input: I, settings: &RecordMapSettings) -> Self {
+    pub fn new(input: I, settings: &RecordMapSettings, accounts: Arc<Accounts>) -> Self {
         RecordMapOp {
             input,
             filter: settings.filter.clone(),
             map: settings.map.clone(),
+            accounts,
         }
     }
 }
@@ -66,6 +70,7 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
             if let Some(filter) = &self.filter
                 && !filter(&item.data)
             {
+                self.accounts.filtered(1);
                 continue;
             }
             return Ok(Some(apply_map(self.map.as_ref(), item)));

@@ -204,6 +204,11 @@ impl<I: EpochInput> Shuffle<I> {
         Ok(())
     }
 
+    /// Records in the buffer (taken in, not yet out).
+    pub fn held(&self) -> u64 {
+        self.buffer.len() as u64
+    }
+
     /// The seed and the buffer; whether the buffer spans epochs goes into
     /// the epochs' field, after them.
     pub fn identity(&self, id: &mut Identity) {

@@ -1,7 +1,12 @@
 //! Skip and take, per epoch: drops the first `skip` records of each epoch
 //! and ends the epoch after `take` more (its files are not read further).
-//! Its state: the records that reached it this epoch.
+//! Its state: the records that reached it this epoch. It is where a
+//! host's records are taken in (`accounting.rs`): it counts each one that
+//! reaches it, and those it drops.
 
+use std::sync::Arc;
+
+use crate::pipeline::accounting::Accounts;
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::Item;
@@ -33,15 +38,17 @@ pub(crate) struct SkipTake<I> {
     take: Option<u64>,
     /// Records that passed the record shard this epoch.
     passed: u64,
+    accounts: Arc<Accounts>,
 }
 
 impl<I: EpochInput> SkipTake<I> {
-    pub fn new(input: I, settings: &SkipTakeSettings) -> Self {
+    pub fn new(input: I, settings: &SkipTakeSettings, accounts: Arc<Accounts>) -> Self {
         SkipTake {
             input,
             skip: settings.skip,
             take: settings.take,
             passed: 0,
+            accounts,
         }
     }
 }
@@ -55,11 +62,14 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
             };
             let passed = self.passed;
             self.passed += 1;
+            self.accounts.read(1);
             if passed < self.skip {
+                self.accounts.sliced(1);
                 continue;
             }
             if self.take.is_some_and(|take| passed - self.skip >= take) {
                 // The epoch ends here: stop reading its files.
+                self.accounts.sliced(1);
                 self.input.stop();
                 return Ok(None);
             }
@@ -84,7 +94,9 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
         });
         let before = out.len();
         self.input.next_run(out, max)?;
-        self.passed += (out.len() - before) as u64;
+        let n = (out.len() - before) as u64;
+        self.passed += n;
+        self.accounts.read(n);
         Ok(())
     }
 

@@ -81,4 +81,12 @@ impl StreamChain {
             StreamChain::Mix(m) => m.read_again(positions),
         }
     }
+
+    /// Records taken in and held, not yet passed on (shuffle buffers).
+    pub fn held(&self) -> u64 {
+        match self {
+            StreamChain::One(c) => c.held(),
+            StreamChain::Mix(m) => m.held(),
+        }
+    }
 }

@@ -517,6 +517,7 @@ mod tests {
             files: Arc::new(shards.iter().map(|(p, _)| p.clone()).collect()),
             layout: Layout::Rows,
             number: 0,
+            starts: 0,
         };
         for &(f, i) in wanted {
             let (offset, framed) = shards[f].1.record(i).unwrap();
@@ -834,6 +835,7 @@ mod tests {
             files: Arc::new(vec![url.clone()]),
             layout: Layout::Rows,
             number: 0,
+            starts: 0,
         };
         reader().read(&mut raw).unwrap();
         assert_eq!(raw.records, records);

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::pipeline::accounting::Accounts;
 use crate::pipeline::checkpoint::{SavedParts, Snapshot, StreamSnapshot};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Emitted;
@@ -70,6 +71,13 @@ pub(crate) struct RecordThread {
     /// part of the state).
     pub stream: u32,
     pub fingerprint: u32,
+    /// The host's record account: this thread counts the records it takes
+    /// from the chain and never sends (`finish_accounts`).
+    pub accounts: Arc<Accounts>,
+    /// Records taken: from the chain, and a restore's waiting records.
+    pub taken: u64,
+    /// Records `filter_rows` (the prefilter) left out.
+    pub prefiltered: u64,
 }
 
 /// A chunk of records out for prefiltering.
@@ -90,7 +98,9 @@ impl RecordThread {
         if let Some(e) = self.ahead_error.take() {
             return Err(e);
         }
-        Ok(self.chain.next_item()?.map(|item| (item, 0)))
+        let item = self.chain.next_item()?;
+        self.taken += u64::from(item.is_some());
+        Ok(item.map(|item| (item, 0)))
     }
 
     /// With lengths to measure: pulls the record after the current one now
@@ -105,6 +115,7 @@ impl RecordThread {
         }
         match self.chain.next_item() {
             Ok(Some(item)) => {
+                self.taken += 1;
                 // A record measured already is not read here.
                 if item.measured().is_none() {
                     prefetch(&item.data[..item.data.len().min(AHEAD_BYTES)]);
@@ -148,7 +159,14 @@ impl RecordThread {
             limit: self.limit,
             stream: self.stream,
             fingerprint: self.fingerprint,
+            fresh: 0,
+            carried: false,
         };
+        // A restore's records are taken in again: those waiting in the
+        // grouping, and those its chain holds (shuffle buffers).
+        let restored = self.replay.len() as u64;
+        self.taken = restored;
+        self.accounts.read(restored + self.chain.held());
         let result = self.refill(&mut grouper, &mut sender).and_then(|flow| {
             match (flow, self.prefilter.clone()) {
                 (Flow::Stop, _) => Ok(Flow::Stop),
@@ -159,7 +177,12 @@ impl RecordThread {
             }
         });
         let error = match result {
-            Ok(Flow::Stop) => return,
+            Ok(Flow::Stop) => {
+                if sender.full() {
+                    self.finish_accounts(&grouper, &sender);
+                }
+                return;
+            }
             Ok(Flow::Go) => None,
             Err(e) => Some(e),
         };
@@ -168,6 +191,9 @@ impl RecordThread {
         let state = Arc::new(self.chain.state());
         while let Some(group) = grouper.finish_one() {
             if sender.send(group, &state, Vec::new()) == Flow::Stop {
+                if sender.full() {
+                    self.finish_accounts(&grouper, &sender);
+                }
                 return;
             }
         }
@@ -180,9 +206,31 @@ impl RecordThread {
                     }
                 }
             }
+            self.finish_accounts(&grouper, &sender);
         }
         if let Some(e) = error {
             let _ = tx.send((sender.seq, Err(e)));
+        }
+    }
+
+    /// Counts what this thread took and never sent, at the end of its
+    /// input or at its batch count (`equal_batches`): records its grouping
+    /// dropped or held, those pulled ahead or out for prefiltering, and
+    /// what the chain still holds (at the count, dropped; at the end, only
+    /// a mixture's sources hold any). Not called when the consumer went
+    /// away: that run was not read to its end.
+    fn finish_accounts(&self, grouper: &Grouper, sender: &GroupSender<'_>) {
+        let at_count = sender.full();
+        let empty = grouper.empties();
+        let placed = sender.fresh + self.prefiltered + empty;
+        let never_sent = self.taken.saturating_sub(placed);
+        let held = self.chain.held();
+        self.accounts.empty(empty);
+        if at_count {
+            self.accounts.dropped(never_sent + held);
+        } else {
+            self.accounts.dropped(never_sent);
+            self.accounts.mixture_end(held);
         }
     }
 
@@ -216,6 +264,7 @@ impl RecordThread {
                 files: self.files.clone(),
                 layout: Layout::Rows,
                 number: 0,
+                starts: 0,
             })?,
             (None, None) => vec![Some(0); items.len()],
         };
@@ -224,12 +273,15 @@ impl RecordThread {
         for (item, len) in items.into_iter().zip(lengths) {
             // Records a parsed filter dropped never wait: `None` is not
             // expected here, and such a record is left out as it was then.
-            if let Some(len) = len {
-                let file = item.file;
-                grouper
-                    .push(item, len, 0, &mut out)
-                    .map_err(|e| self.locate(e, file))?;
-            }
+            let Some(len) = len else {
+                self.prefiltered += 1;
+                self.accounts.filtered(1);
+                continue;
+            };
+            let file = item.file;
+            grouper
+                .push(item, len, 0, &mut out)
+                .map_err(|e| self.locate(e, file))?;
         }
         grouper.set_quiet(false, &mut out);
         let state = Arc::new(self.chain.state());
@@ -266,8 +318,14 @@ impl RecordThread {
                     && self.ahead_error.is_none()
                     && let Some(rows) = grouper.rows()
                 {
-                    let chain = &mut self.chain;
-                    if !rows.push_run(|items, max| chain.next_run(items, max), &mut out)? {
+                    let (chain, taken) = (&mut self.chain, &mut self.taken);
+                    let run = |items: &mut Vec<Item>, max| {
+                        let before = items.len();
+                        let pulled = chain.next_run(items, max);
+                        *taken += (items.len() - before) as u64;
+                        pulled
+                    };
+                    if !rows.push_run(run, &mut out)? {
                         break true;
                     }
                     if !out.is_empty() {
@@ -369,6 +427,7 @@ impl RecordThread {
                     files: self.files.clone(),
                     layout: Layout::Rows,
                     number: 0,
+                    starts: 0,
                 };
                 let chunk = Chunk {
                     items,
@@ -396,7 +455,11 @@ impl RecordThread {
                 if sender.full() {
                     return Ok(Flow::Stop);
                 }
-                let Some(len) = verdict else { continue };
+                let Some(len) = verdict else {
+                    self.prefiltered += 1;
+                    self.accounts.filtered(1);
+                    continue;
+                };
                 let file = item.file;
                 grouper
                     .push(item, len, skip, &mut out)
@@ -436,6 +499,11 @@ struct GroupSender<'a> {
     limit: Option<u64>,
     stream: u32,
     fingerprint: u32,
+    /// Records whose first piece went out in a sent group.
+    fresh: u64,
+    /// The last group sent cut a record that the next goes on with
+    /// (packing): that record is not fresh there.
+    carried: bool,
 }
 
 impl GroupSender<'_> {
@@ -454,6 +522,8 @@ impl GroupSender<'_> {
         } else {
             0
         };
+        let starts = group.items.len() - usize::from(self.carried && !group.items.is_empty());
+        let carries = group.replay_skip > 0;
         let mut replay = group.replay;
         replay.extend(queued);
         let snapshot = Snapshot {
@@ -491,6 +561,7 @@ impl GroupSender<'_> {
             files: self.files.clone(),
             layout: group.layout,
             number: self.first + self.seq,
+            starts,
         };
         if self
             .tx
@@ -500,6 +571,8 @@ impl GroupSender<'_> {
             return Flow::Stop;
         }
         self.seq += 1;
+        self.fresh += starts as u64;
+        self.carried = carries;
         Flow::Go
     }
 }

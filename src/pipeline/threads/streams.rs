@@ -117,8 +117,10 @@ fn join(
         unread: Vec::new(),
         files: files.clone(),
         layout: Layout::Rows,
+        starts: 0,
     });
     let records_before = batch.records.len();
+    batch.starts += raw.starts;
     batch
         .unread
         .extend(raw.unread.iter().map(|&i| i + records_before as u32));

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::pipeline::accounting::{self, BatchTally};
 use crate::pipeline::checkpoint::Snapshot;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{BatchFn, RawBatch};
@@ -18,14 +19,23 @@ use crate::pipeline::stats::StageStats;
 
 use super::affinity::CpuAffinity;
 
+/// A batch (or error) with the pipeline's state after it.
+pub(crate) type Outcome<T> = Result<(T, Arc<Snapshot>), PipelineError>;
+
 /// A numbered batch (or error) with the pipeline's state after it.
-pub(crate) type Delivery<T> = (u64, Result<(T, Arc<Snapshot>), PipelineError>);
+pub(crate) type Delivery<T> = (u64, Outcome<T>);
+
+/// A batch a worker made, and what it holds (for the record account).
+pub(crate) struct Made<T> {
+    pub batch: T,
+    pub tally: BatchTally,
+}
 
 /// Starts `workers` worker threads.
 pub(crate) fn spawn<T: Send + 'static>(
     workers: usize,
     rx: &Receiver<Delivery<RawBatch>>,
-    tx: &Sender<Delivery<T>>,
+    tx: &Sender<Delivery<Made<T>>>,
     work: &BatchFn<T>,
     stats: &Arc<StageStats>,
     affinity: &CpuAffinity,
@@ -49,7 +59,7 @@ pub(crate) fn spawn<T: Send + 'static>(
 
 fn run_worker<T>(
     rx: &Receiver<Delivery<RawBatch>>,
-    tx: &Sender<Delivery<T>>,
+    tx: &Sender<Delivery<Made<T>>>,
     work: &(dyn Fn(RawBatch) -> Result<T, PipelineError> + Send + Sync),
     stats: &StageStats,
     mut reads: WorkerReads,
@@ -61,15 +71,19 @@ fn run_worker<T>(
             let _span =
                 tracing::trace_span!("infeed.batch", step = raw.number, records = n).entered();
             let bytes: usize = raw.records.iter().map(Bytes::len).sum();
+            let records = raw.starts as u64;
+            accounting::take_left_out_here();
             // A panic in a user's function (map_batch) must become an error
             // in its place: a lost batch would leave the consumer waiting.
             let batch = catch_panic(|| {
                 reads.read(&mut raw)?;
                 work(raw)
             })?;
+            let left_out = accounting::take_left_out_here();
             stats.add_records(n);
             stats.add_bytes(bytes as u64);
-            Ok((batch, state))
+            let tally = BatchTally { records, left_out };
+            Ok((Made { batch, tally }, state))
         });
         if tx.send((seq, result)).is_err() {
             return;

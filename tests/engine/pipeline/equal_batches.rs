@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use infeed::batch::{Batch, BatchShape, PackStrategy};
-use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
+use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline, RecordAccount};
 use proptest::prelude::*;
 
 use super::grouping::{self, lm_record};
@@ -98,15 +98,29 @@ impl Case {
         parsed.drop_remainder(self.drop_remainder)
     }
 
-    /// Every host's batches, to the end.
+    /// Every host's batches, to the end, and its record account (which
+    /// must balance: every record it read delivered or left out).
     fn run(&self, files: &[String]) -> Vec<Vec<Batch>> {
+        self.run_counted(files)
+            .into_iter()
+            .map(|(b, _)| b)
+            .collect()
+    }
+
+    fn run_counted(&self, files: &[String]) -> Vec<(Vec<Batch>, RecordAccount)> {
         (0..self.hosts)
             .map(|i| {
-                self.pipeline(files, i)
+                let mut batches = self
+                    .pipeline(files, i)
                     .build()
-                    .unwrap_or_else(|e| panic!("{self:?}: host {i}: {e}"))
-                    .map(|b| b.unwrap_or_else(|e| panic!("{self:?}: host {i}: {e}")))
-                    .collect()
+                    .unwrap_or_else(|e| panic!("{self:?}: host {i}: {e}"));
+                let mut out = Vec::new();
+                while let Some(b) = batches.next_batch().transpose() {
+                    out.push(b.unwrap_or_else(|e| panic!("{self:?}: host {i}: {e}")));
+                }
+                let account = batches.stats().records;
+                assert!(account.balanced(), "{self:?}: host {i}: {account:?}");
+                (out, account)
             })
             .collect()
     }
@@ -208,7 +222,15 @@ fn check(case: &Case, files: &[String], lens: &[Vec<usize>]) -> usize {
         how: EqualBatches::Pad,
         ..case.clone()
     };
-    let padded = pad.run(files);
+    let counted = pad.run_counted(files);
+    // Pad delivers every record: the hosts' reads and deliveries are the
+    // input, epochs times.
+    let input: u64 = lens.iter().map(|l| l.len() as u64).sum::<u64>() * case.epochs;
+    let read: u64 = counted.iter().map(|(_, a)| a.read).sum();
+    let delivered: u64 = counted.iter().map(|(_, a)| a.delivered).sum();
+    let empty: u64 = counted.iter().map(|(_, a)| a.left_out.empty).sum();
+    assert_eq!((read, delivered + empty), (input, input), "{pad:?}");
+    let padded: Vec<Vec<Batch>> = counted.into_iter().map(|(b, _)| b).collect();
     let n = padded[0].len();
     for (i, host) in padded.iter().enumerate() {
         assert_eq!(host.len(), n, "{pad:?}: host {i}'s batch count");

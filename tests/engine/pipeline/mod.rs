@@ -1,5 +1,6 @@
 //! The pipeline on local files: records, parsing, grouping, checkpoints.
 
+mod accounting;
 mod bucket;
 mod checkpoint;
 mod cpu_budget;

@@ -318,6 +318,13 @@ fn under_the_skip_policy_a_corrupt_image_leaves_its_record_out_and_counts_it() {
         (stats.batch.skipped_records, stats.batch.skipped_bytes),
         (2, bytes)
     );
+    // The record account: six read, four delivered, two left out as corrupt.
+    let account = stats.records;
+    assert_eq!(
+        (account.read, account.delivered, account.left_out.corrupt),
+        (6, 4, 2)
+    );
+    assert!(account.balanced(), "{account:?}");
 
     // Columns: the two good records of each batch.
     let columns = Pipeline::from_files([path])

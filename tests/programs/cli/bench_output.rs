@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::run::{infeed, infeed_ok};
+use crate::support::run::{bench_json, infeed, infeed_ok};
 
 const ARGS: [&str; 8] = [
     "bench",
@@ -72,6 +72,7 @@ fn the_default_is_the_readable_summary_of_the_same_run() {
             "peak",
             "CPU",
             "digest",
+            "records",
             "stage",
             "read",
             "shuffle",
@@ -89,6 +90,70 @@ fn the_default_is_the_readable_summary_of_the_same_run() {
         "{text}"
     );
     assert!(lines.contains(&"  workers      2"), "{text}");
+    assert!(
+        lines.contains(&"  records      read 256, delivered 256"),
+        "{text}"
+    );
+}
+
+/// The record account in `--json`, per host: on 1 to 4 hosts of the
+/// padded recipe with equal batches, every host balances; under `pad` the
+/// hosts read and deliver the input (both files: 512 records), under
+/// `drop` they deliver the same number of full batches and count what they
+/// held as dropped.
+#[test]
+fn the_hosts_record_accounts_add_up_to_the_input() {
+    for hosts in 1..=4u64 {
+        for how in ["pad", "drop"] {
+            let (mut read, mut delivered, mut batches) = (0, 0, Vec::new());
+            for i in 0..hosts {
+                let shard = format!("{i}/{hosts}");
+                let report = bench_json(&[
+                    "bench",
+                    "testdata/lm-sample.tfrecord",
+                    "testdata/lm-sample.tfrecord.gz",
+                    "--spec",
+                    "input_ids:var_len:int64",
+                    "--pad-to-multiple-of",
+                    "64",
+                    "--max-length",
+                    "512",
+                    "--batch",
+                    "16",
+                    "--shard",
+                    &shard,
+                    "--seed",
+                    "3",
+                    "--shuffle",
+                    "32",
+                    "--equal-batches",
+                    how,
+                ]);
+                let account = &report["record_account"];
+                assert_eq!(account["balanced"], true, "{how}, {shard}: {account}");
+                let left_out = account["left_out"].as_object().unwrap();
+                let others: u64 = left_out
+                    .iter()
+                    .filter(|(cause, _)| *cause != "dropped")
+                    .map(|(_, n)| n.as_u64().unwrap())
+                    .sum();
+                assert_eq!(others, 0, "{how}, {shard}: {account}");
+                read += account["read"].as_u64().unwrap();
+                delivered += account["delivered"].as_u64().unwrap();
+                assert_eq!(report["records"], account["delivered"], "{how}, {shard}");
+                batches.push(report["batches"].as_u64().unwrap());
+            }
+            assert!(batches.iter().all(|&b| b == batches[0]), "{batches:?}");
+            match how {
+                "pad" => assert_eq!((read, delivered), (512, 512), "{hosts} hosts"),
+                _ => {
+                    // Full batches only, less than one a host short.
+                    assert_eq!(delivered, hosts * batches[0] * 16, "{hosts} hosts");
+                    assert!(512 - delivered < hosts * 16, "{hosts} hosts: {delivered}");
+                }
+            }
+        }
+    }
 }
 
 #[test]
