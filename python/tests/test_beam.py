@@ -127,13 +127,15 @@ def output(dir: Path) -> tuple[collections.Counter[bytes], dict[str, Any]]:
         assert (dir / shard["name"]).stat().st_size == shard["bytes"]
         got.update(recs)
     assert sum(got.values()) == manifest["records"]
-    # Each shard's index beside it, found and true to the shard.
+    # Each shard's index in .infeed-index beside it (out of reach of shard
+    # globs), found and true to the shard.
     for shard in manifest["shards"]:
         source = _infeed.RecordSource([str(dir / shard["name"])])
         assert len(source) == shard["records"], shard
-    listed = {s["name"] for s in manifest["shards"]} | {manifest_path.name}
-    listed |= {s["name"] + ".index" for s in manifest["shards"]}
+    listed = {s["name"] for s in manifest["shards"]} | {manifest_path.name, ".infeed-index"}
     assert sorted(p.name for p in dir.iterdir()) == sorted(listed), "no stray file"
+    indexes = {s["name"] + ".index" for s in manifest["shards"]}
+    assert sorted(p.name for p in (dir / ".infeed-index").iterdir()) == sorted(indexes)
     return got, manifest
 
 
@@ -279,9 +281,7 @@ def test_a_tfds_directory_tfds_and_infeed_open(tmp_path: Path) -> None:
     info = json.loads((out / "dataset_info.json").read_text())
     lengths = {s["name"]: sum(int(x) for x in s["shardLengths"]) for s in info["splits"]}
     assert lengths == {"train": N, "test": 40}
-    names = sorted(
-        p.name for p in out.glob("beam_ds-train.tfrecord-*") if not p.name.endswith(".index")
-    )
+    names = sorted(p.name for p in out.glob("beam_ds-train.tfrecord-*"))
     assert names[0] == f"beam_ds-train.tfrecord-00000-of-{len(names):05d}"
     files = _infeed.tfds_files(str(out), "train[:50%]+test")
     assert files, "the split string selects shards"
@@ -758,8 +758,8 @@ def remote_output(url: str) -> tuple[collections.Counter[bytes], dict[str, Any]]
         recs = frames(data)
         assert len(recs) == shard["records"], shard
         assert len(data) == shard["bytes"], shard
-        # Its index beside it (list_files passes over index files).
-        assert stores.get(f"{url}/{shard['name']}.index")[:4] == b"INFX", shard
+        # Its index in .infeed-index beside it (no `*` reaches it there).
+        assert stores.get(f"{url}/.infeed-index/{shard['name']}.index")[:4] == b"INFX", shard
         got.update(recs)
     assert sum(got.values()) == manifest["records"]
     listed = {f"{url}/{s['name']}" for s in manifest["shards"]} | {f"{url}/train.manifest.json"}
