@@ -7,8 +7,10 @@ TFDS directory that tfds and ``Pipeline.from_tfds`` open, and tokenization
 full records, dropping only a remainder). ``infeed.beam.ConvertFiles``
 (file paths in, Rust reading them): the CLI's records on the same JSONL, CSV
 and text files, tokenized or not, whole or split into byte ranges, and a
-retried bundle leaving each once. Both transforms reading from and writing
-to gs://, s3:// and az:// on the storage emulators (stores.py).
+retried bundle leaving each once. Beam's own ReadFromTFRecord reading the
+output of both and of the CLI by a glob of the folder (``OUT/*.tfrecord*``).
+Both transforms reading from and writing to gs://, s3:// and az:// on the
+storage emulators (stores.py).
 
 Runs in .venv-beam (scripts/test.sh, with the emulators' environment);
 skipped where apache-beam is missing, the cloud test where the emulators
@@ -177,6 +179,61 @@ def test_multiprocess_output_equals_the_clis(tmp_path: Path, kind: str) -> None:
     pipeline = infeed.Pipeline.from_glob(str(beam_dir / "*.tfrecord"))
     (batch,) = list(pipeline.parse({"id": infeed.FixedLen([], "int64")}).batch(N))
     assert sorted(batch["id"].tolist()) == list(range(N))
+
+
+def payloads(dir: Path, compression: str) -> list[bytes]:
+    """Every record of the shards ``dir``'s manifest lists, decompressed
+    here (Python's gzip and zlib)."""
+    import gzip
+    import zlib
+
+    (manifest_path,) = dir.glob("*.manifest.json")
+    out: list[bytes] = []
+    for shard in json.loads(manifest_path.read_text())["shards"]:
+        data = (dir / shard["name"]).read_bytes()
+        if compression == "gzip":
+            data = gzip.decompress(data)
+        elif compression == "zlib":
+            data = zlib.decompress(data)
+        out.extend(frames(data))
+    return out
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "zlib"])
+def test_beams_read_from_tfrecord_reads_the_output_by_a_glob(
+    tmp_path: Path, compression: str
+) -> None:
+    """Beam's ``ReadFromTFRecord("OUT/*.tfrecord*")`` (a Beam user's glob of
+    a folder of shards) reads every record of ``infeed convert``'s output
+    (from JSONL and Parquet) and of ``WriteTFRecords``': the glob takes the
+    shards and nothing else (their indexes are in ``OUT/.infeed-index``)."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.testing.util import assert_that, equal_to
+
+    inputs = write_inputs(tmp_path)
+    dirs = []
+    for kind in ["jsonl", "parquet"]:
+        out = tmp_path / f"cli-{kind}"
+        flags = [a for f in features_of(kind) for a in ("--feature", f)]
+        cli([str(inputs[kind]), "-o", str(out), "--records-per-shard", "70",
+             "--compression", compression, *flags])
+        dirs.append(out)
+    out = tmp_path / "beam"
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(rows()) | WriteTFRecords(
+            str(out), features=FEATURES, records_per_shard=70, compression=compression
+        )
+    dirs.append(out)
+    # Beam tells GZIP by the name (.gz); ZLIB's .zz it does not know, and its
+    # DEFLATE is zlib's format.
+    kind = CompressionTypes.DEFLATE if compression == "zlib" else CompressionTypes.AUTO
+    for out in dirs:
+        assert (out / ".infeed-index").is_dir(), out
+        want = payloads(out, compression)
+        assert len(want) == N
+        with beam.Pipeline() as p:
+            got = p | beam.io.ReadFromTFRecord(f"{out}/*.tfrecord*", compression_type=kind)
+            assert_that(got, equal_to(want))
 
 
 def test_inferred_schema_matches_the_clis(tmp_path: Path) -> None:
