@@ -1,9 +1,11 @@
 """Read a TFRecord file with TensorFlow and print each record as one JSON line.
 
-Usage: python scripts/tf_read.py FILE none|gzip|zlib [--sequence]
+Usage: python scripts/tf_read.py FILE none|gzip|zlib [--sequence] [--glob]
 
 The file is read by ``tf.data.TFRecordDataset(FILE, compression_type=...)`` (TensorFlow's
-own framing, CRC checks and decompression) and each record is decoded by TensorFlow's
+own framing, CRC checks and decompression); with ``--glob``, FILE is a pattern and every
+file ``tf.io.gfile.glob(FILE)`` gives is read, in sorted order, as a TensorFlow user
+reads a folder of shards (so a file the glob takes that is no shard fails) and each record is decoded by TensorFlow's
 protobuf as a ``tf.train.Example`` (or, with ``--sequence``, a ``tf.train.SequenceExample``).
 The output is the format of ``infeed cat`` and of testdata/*.json: one object per record
 keyed by feature name (keys sorted), each value tagged by its type
@@ -70,9 +72,13 @@ def main():
     ap.add_argument("file")
     ap.add_argument("compression", choices=sorted(COMPRESSION))
     ap.add_argument("--sequence", action="store_true", help="records are SequenceExamples")
+    ap.add_argument("--glob", action="store_true", help="FILE is a tf.io.gfile.glob pattern")
     args = ap.parse_args()
     convert = sequence_json if args.sequence else example_json
-    ds = tf.data.TFRecordDataset(args.file, compression_type=COMPRESSION[args.compression])
+    files = sorted(tf.io.gfile.glob(args.file)) if args.glob else args.file
+    if args.glob:
+        print(f"tf_read.py: {args.file}: {len(files)} files: {files}", file=sys.stderr)
+    ds = tf.data.TFRecordDataset(files, compression_type=COMPRESSION[args.compression])
     out = sys.stdout
     try:
         for payload in ds.as_numpy_iterator():

@@ -39,7 +39,8 @@ class TFRecordSource(_infeed.RecordSource):
 
     ``files``: a glob or a list of shards; record ``i`` is the ``i``-th of
     them all, in order. ``index``: the folder of the shards' indexes
-    (default: beside each shard; a shard without one is indexed in memory
+    (default: ``.infeed-index`` beside the shards, or beside each shard as
+    versions before wrote them; a shard without one is indexed in memory
     when the source opens, and a line on standard error says so). ``spec``:
     parse each record into a dict name → numpy array (a variable-length
     feature as its values, a fixed-length one in its shape, bytes as an

@@ -318,8 +318,9 @@ class Pipeline:
 
     def index_dir(self, dir: str | os.PathLike[str]) -> Pipeline:
         """Where the shards' indexes are (a folder or a gs://, s3://, az://
-        prefix, as :func:`infeed.build_index` wrote them); default: beside
-        each shard."""
+        prefix, as :func:`infeed.build_index` wrote them); default: the
+        folder ``.infeed-index`` beside the shards (or, for an index written
+        by a version before it, beside each shard)."""
         return self._with("index_dir", os.fspath(dir))
 
     def worker_reads(self) -> Pipeline:

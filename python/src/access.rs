@@ -31,7 +31,8 @@ fn index_error(py: Python<'_>, e: infeed::index::IndexError) -> PyErr {
 #[pymethods]
 impl RecordSource {
     /// The records of `files`, in order, through their indexes in
-    /// `index_dir` (`None`: beside each shard; a shard without one is
+    /// `index_dir` (`None`: `.infeed-index` beside the shards, else beside
+    /// each shard as versions before wrote them; a shard without one is
     /// indexed in memory, and a line on standard error says so); parsed by
     /// `spec` (a spec string or entries) when given.
     #[new]
@@ -194,7 +195,8 @@ fn row_of<'py>(py: Python<'py>, column: &Column, row: usize) -> PyResult<Bound<'
     array.call_method1("reshape", (shape,))
 }
 
-/// Builds each shard's index and writes it beside the shard or into
+/// Builds each shard's index and writes it to `.infeed-index` beside the
+/// shard or into
 /// `output` (a folder or gs://, s3://, az:// prefix); `(shard, index,
 /// records)` per shard.
 #[pyfunction]
@@ -230,7 +232,8 @@ pub fn build_index(
 }
 
 /// The record index in its file of each `(file, offset)` position (as a
-/// batch's positions name them), from each file's index (beside it, or in
+/// batch's positions name them), from each file's index (in `.infeed-index`
+/// beside it, or beside it as versions before wrote it, or in
 /// `index_dir`; built in memory by reading the file where there is none);
 /// `None` for a position no record starts at.
 #[pyfunction]

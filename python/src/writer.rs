@@ -548,8 +548,8 @@ pub fn finalize(
         task_index: 0,
         num_tasks: 1,
         tfds,
-        // The shards' indexes beside them: what random access and
-        // `global_shuffle` read (docs/random-access.md).
+        // The shards' indexes, in `.infeed-index` beside them: what random
+        // access and `global_shuffle` read (docs/random-access.md).
         index: true,
     };
     let closed: Vec<Closed> = closed

@@ -7,8 +7,10 @@ TFDS directory that tfds and ``Pipeline.from_tfds`` open, and tokenization
 full records, dropping only a remainder). ``infeed.beam.ConvertFiles``
 (file paths in, Rust reading them): the CLI's records on the same JSONL, CSV
 and text files, tokenized or not, whole or split into byte ranges, and a
-retried bundle leaving each once. Both transforms reading from and writing
-to gs://, s3:// and az:// on the storage emulators (stores.py).
+retried bundle leaving each once. Beam's own ReadFromTFRecord reading the
+output of both and of the CLI by a glob of the folder (``OUT/*.tfrecord*``).
+Both transforms reading from and writing to gs://, s3:// and az:// on the
+storage emulators (stores.py).
 
 Runs in .venv-beam (scripts/test.sh, with the emulators' environment);
 skipped where apache-beam is missing, the cloud test where the emulators
@@ -127,13 +129,15 @@ def output(dir: Path) -> tuple[collections.Counter[bytes], dict[str, Any]]:
         assert (dir / shard["name"]).stat().st_size == shard["bytes"]
         got.update(recs)
     assert sum(got.values()) == manifest["records"]
-    # Each shard's index beside it, found and true to the shard.
+    # Each shard's index in .infeed-index beside it (out of reach of shard
+    # globs), found and true to the shard.
     for shard in manifest["shards"]:
         source = _infeed.RecordSource([str(dir / shard["name"])])
         assert len(source) == shard["records"], shard
-    listed = {s["name"] for s in manifest["shards"]} | {manifest_path.name}
-    listed |= {s["name"] + ".index" for s in manifest["shards"]}
+    listed = {s["name"] for s in manifest["shards"]} | {manifest_path.name, ".infeed-index"}
     assert sorted(p.name for p in dir.iterdir()) == sorted(listed), "no stray file"
+    indexes = {s["name"] + ".index" for s in manifest["shards"]}
+    assert sorted(p.name for p in (dir / ".infeed-index").iterdir()) == sorted(indexes)
     return got, manifest
 
 
@@ -175,6 +179,61 @@ def test_multiprocess_output_equals_the_clis(tmp_path: Path, kind: str) -> None:
     pipeline = infeed.Pipeline.from_glob(str(beam_dir / "*.tfrecord"))
     (batch,) = list(pipeline.parse({"id": infeed.FixedLen([], "int64")}).batch(N))
     assert sorted(batch["id"].tolist()) == list(range(N))
+
+
+def payloads(dir: Path, compression: str) -> list[bytes]:
+    """Every record of the shards ``dir``'s manifest lists, decompressed
+    here (Python's gzip and zlib)."""
+    import gzip
+    import zlib
+
+    (manifest_path,) = dir.glob("*.manifest.json")
+    out: list[bytes] = []
+    for shard in json.loads(manifest_path.read_text())["shards"]:
+        data = (dir / shard["name"]).read_bytes()
+        if compression == "gzip":
+            data = gzip.decompress(data)
+        elif compression == "zlib":
+            data = zlib.decompress(data)
+        out.extend(frames(data))
+    return out
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "zlib"])
+def test_beams_read_from_tfrecord_reads_the_output_by_a_glob(
+    tmp_path: Path, compression: str
+) -> None:
+    """Beam's ``ReadFromTFRecord("OUT/*.tfrecord*")`` (a Beam user's glob of
+    a folder of shards) reads every record of ``infeed convert``'s output
+    (from JSONL and Parquet) and of ``WriteTFRecords``': the glob takes the
+    shards and nothing else (their indexes are in ``OUT/.infeed-index``)."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.testing.util import assert_that, equal_to
+
+    inputs = write_inputs(tmp_path)
+    dirs = []
+    for kind in ["jsonl", "parquet"]:
+        out = tmp_path / f"cli-{kind}"
+        flags = [a for f in features_of(kind) for a in ("--feature", f)]
+        cli([str(inputs[kind]), "-o", str(out), "--records-per-shard", "70",
+             "--compression", compression, *flags])
+        dirs.append(out)
+    out = tmp_path / "beam"
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(rows()) | WriteTFRecords(
+            str(out), features=FEATURES, records_per_shard=70, compression=compression
+        )
+    dirs.append(out)
+    # Beam tells GZIP by the name (.gz); ZLIB's .zz it does not know, and its
+    # DEFLATE is zlib's format.
+    kind = CompressionTypes.DEFLATE if compression == "zlib" else CompressionTypes.AUTO
+    for out in dirs:
+        assert (out / ".infeed-index").is_dir(), out
+        want = payloads(out, compression)
+        assert len(want) == N
+        with beam.Pipeline() as p:
+            got = p | beam.io.ReadFromTFRecord(f"{out}/*.tfrecord*", compression_type=kind)
+            assert_that(got, equal_to(want))
 
 
 def test_inferred_schema_matches_the_clis(tmp_path: Path) -> None:
@@ -279,9 +338,7 @@ def test_a_tfds_directory_tfds_and_infeed_open(tmp_path: Path) -> None:
     info = json.loads((out / "dataset_info.json").read_text())
     lengths = {s["name"]: sum(int(x) for x in s["shardLengths"]) for s in info["splits"]}
     assert lengths == {"train": N, "test": 40}
-    names = sorted(
-        p.name for p in out.glob("beam_ds-train.tfrecord-*") if not p.name.endswith(".index")
-    )
+    names = sorted(p.name for p in out.glob("beam_ds-train.tfrecord-*"))
     assert names[0] == f"beam_ds-train.tfrecord-00000-of-{len(names):05d}"
     files = _infeed.tfds_files(str(out), "train[:50%]+test")
     assert files, "the split string selects shards"
@@ -758,8 +815,8 @@ def remote_output(url: str) -> tuple[collections.Counter[bytes], dict[str, Any]]
         recs = frames(data)
         assert len(recs) == shard["records"], shard
         assert len(data) == shard["bytes"], shard
-        # Its index beside it (list_files passes over index files).
-        assert stores.get(f"{url}/{shard['name']}.index")[:4] == b"INFX", shard
+        # Its index in .infeed-index beside it (no `*` reaches it there).
+        assert stores.get(f"{url}/.infeed-index/{shard['name']}.index")[:4] == b"INFX", shard
         got.update(recs)
     assert sum(got.values()) == manifest["records"]
     listed = {f"{url}/{s['name']}" for s in manifest["shards"]} | {f"{url}/train.manifest.json"}

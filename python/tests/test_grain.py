@@ -153,7 +153,9 @@ def test_build_index_then_global_shuffle_reads_every_record_once(tmp_path: Path)
     stale.mkdir()
     copy = stale / "lm-sample.tfrecord"
     copy.write_bytes(Path(LM).read_bytes())
-    infeed.build_index([str(copy)])
+    # By default into .infeed-index beside the shard, out of its glob's way.
+    ((_, index, _),) = infeed.build_index([str(copy)])
+    assert index == str(stale / ".infeed-index" / "lm-sample.tfrecord.index")
     with copy.open("ab") as f:
         f.write(Path(LM).read_bytes()[:916])
     with pytest.raises(infeed.ShardIndexError, match="stale index") as e:

@@ -107,8 +107,9 @@ pub struct ConvertArgs {
     /// Worker threads (default: one per available core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
-    /// Write no index beside the shards (by default each shard's index,
-    /// SHARD.index, is written: what random access and --global-shuffle read).
+    /// Write no index of the shards (by default each shard's index is written
+    /// to .infeed-index/SHARD.index beside the shards, where no shard glob
+    /// reaches it: what random access and --global-shuffle read).
     #[arg(long)]
     no_index: bool,
     /// No progress bar or progress lines.

@@ -1,8 +1,10 @@
 //! `infeed index`: each shard's index, for random access and global
 //! shuffle (`infeed::index`): every record's offset and length, what
 //! identifies the shard, and for GZIP/ZLIB shards inflate access points.
-//! Written beside each shard (`SHARD.index`) or into `--output`, a local
-//! folder or a gs://, s3://, az:// prefix.
+//! Written into the hidden folder beside the shards
+//! (`.infeed-index/SHARD.index`, where other readers' shard globs do not
+//! reach) or into `--output`, a local folder or a gs://, s3://, az://
+//! prefix.
 //!
 //! `--dali` writes NVIDIA DALI's `tfrecord2idx` files instead: one line
 //! per record, `OFFSET LENGTH\n` in decimal, where OFFSET is the byte
@@ -14,7 +16,7 @@
 use std::io::Write;
 
 use clap::Args;
-use infeed::index::{BuildOptions, build, index_url, save};
+use infeed::index::{BuildOptions, INDEX_DIR, build, index_url, save};
 use infeed::record::Compression;
 
 use super::{CliError, InputArgs};
@@ -23,9 +25,9 @@ use super::{CliError, InputArgs};
 pub struct IndexArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// Folder or bucket prefix for the index files (default: beside each
-    /// shard). Each is named after its shard with `.index` appended
-    /// (`.idx` with --dali).
+    /// Folder or bucket prefix for the index files (default: the folder
+    /// .infeed-index beside each shard). Each is named after its shard with
+    /// `.index` appended (`.idx` with --dali).
     #[arg(long, short)]
     output: Option<String>,
     /// Output between access points of a GZIP or ZLIB shard, in bytes: any
@@ -105,7 +107,8 @@ fn index_one(
     }
 }
 
-/// Where a DALI index goes: beside the shard, or in `dir` (local).
+/// Where a DALI index goes: in the folder `.infeed-index` beside the shard
+/// (as infeed's own, out of reach of shard globs), or in `dir` (local).
 fn dali_path(shard: &str, dir: Option<&str>) -> Result<String, CliError> {
     if shard.contains("://") && dir.is_none() {
         return Err(CliError::Message(format!(
@@ -114,7 +117,10 @@ fn dali_path(shard: &str, dir: Option<&str>) -> Result<String, CliError> {
     }
     let name = shard.rsplit('/').next().unwrap_or(shard);
     Ok(match dir {
-        None => format!("{shard}.idx"),
+        None => format!(
+            "{}{INDEX_DIR}/{name}.idx",
+            &shard[..shard.len() - name.len()]
+        ),
         Some(dir) => format!("{}/{name}.idx", dir.trim_end_matches('/')),
     })
 }

@@ -154,7 +154,7 @@ impl RowWriter {
             }
         };
         // Each shard's index is written with it (what random access and
-        // `global_shuffle` read), committed beside it.
+        // `global_shuffle` read), committed into `.infeed-index` beside it.
         let writer = ShardWriter::new(sink, attempt_stem(stem, attempt), compression, limit, true);
         Ok(RowWriter {
             writer: Some(writer),
@@ -441,22 +441,28 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         files.sort();
-        // Each shard with its index, and the manifest.
-        let mut want: Vec<String> = names
-            .iter()
-            .flat_map(|n| [n.to_string(), format!("{n}.index")])
-            .collect();
-        want.push(manifest_name("train"));
+        // The shards, their indexes' folder, and the manifest.
+        let mut want: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        want.push(crate::index::INDEX_DIR.to_string());
+        want.push(manifest_name(&layout));
         want.sort();
         assert_eq!(files, want, "no temporary file of any attempt is left");
-        let manifest = std::fs::read(dir.path().join(manifest_name("train"))).unwrap();
+        // Each shard's index in the folder, and nothing else.
+        let mut indexes: Vec<String> = std::fs::read_dir(dir.path().join(crate::index::INDEX_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        indexes.sort();
+        let want: Vec<String> = names.iter().map(|n| format!("{n}.index")).collect();
+        assert_eq!(indexes, want);
+        let manifest = std::fs::read(dir.path().join(manifest_name(&layout))).unwrap();
 
         // The runner runs the finalize again (it failed after the renames):
         // the same shards and manifest, nothing lost.
         let again = finalize(sink.as_ref(), &layout, &schema, &closed, Value::Null).unwrap();
         assert_eq!(again.shards, done.shards);
         assert_eq!(
-            std::fs::read(dir.path().join(manifest_name("train"))).unwrap(),
+            std::fs::read(dir.path().join(manifest_name(&layout))).unwrap(),
             manifest
         );
         // A shard that is not what the attempt wrote is not taken for it.

@@ -30,7 +30,8 @@ pub struct OutputLayout {
     pub num_tasks: usize,
     /// Write a TFDS directory's JSON files too.
     pub tfds: Option<TfdsTarget>,
-    /// Write each shard's index beside it (`crate::index`).
+    /// Write each shard's index, into the `.infeed-index` folder beside the
+    /// shards (`crate::index`).
     pub index: bool,
 }
 
@@ -46,9 +47,34 @@ pub struct Committed {
     pub removed: Vec<String>,
 }
 
-/// The manifest's name for a task stem.
-pub(super) fn manifest_name(stem: &str) -> String {
+/// The manifest's name: `{stem}.manifest.json`; for one task of many,
+/// `{prefix}.taskIIIII.manifest.json`, which the glob of its shards
+/// (`{prefix}-*`) does not match, as `{prefix}-taskIIIII.manifest.json`
+/// (the name before) did.
+pub(super) fn manifest_name(layout: &OutputLayout) -> String {
+    let task = format!("-task{:05}", layout.task_index);
+    match layout.stem.strip_suffix(&task) {
+        Some(prefix) if layout.num_tasks > 1 => {
+            format!("{prefix}.task{:05}.manifest.json", layout.task_index)
+        }
+        _ => stem_manifest_name(&layout.stem),
+    }
+}
+
+/// `{stem}.manifest.json`: the manifest's name ([`manifest_name`]), but for
+/// one task of many, whose manifest versions before named so.
+fn stem_manifest_name(stem: &str) -> String {
     format!("{stem}.manifest.json")
+}
+
+/// The indexes a shard named `name` may have in the sink: where it is
+/// written ([`crate::index::index_name`]), and beside the shard, where
+/// versions before wrote it.
+fn index_names(name: &str) -> [String; 2] {
+    [
+        crate::index::index_name(name),
+        format!("{name}{}", crate::index::SUFFIX),
+    ]
 }
 
 /// Renames `closed` (in this order) to their final names, writes the
@@ -84,14 +110,22 @@ pub(super) fn commit(
                 return Err(ConvertError::output(sink.location(&name), e));
             }
         }
+        let [index, beside] = index_names(&name);
         if layout.index {
-            let index = format!("{name}{}", crate::index::SUFFIX);
             if let Err(e) = sink.commit(&shard::index_temp(&c.temp), &index)
                 && !(moved && e.kind() == std::io::ErrorKind::NotFound)
             {
                 return Err(ConvertError::output(sink.location(&index), e));
             }
+        } else {
+            // An index of an earlier run's shard of this name is stale now.
+            sink.remove(&index)
+                .map_err(|e| ConvertError::output(sink.location(&index), e))?;
         }
+        // So is one an earlier version wrote beside the shard, where other
+        // readers' shard globs take it for a shard.
+        sink.remove(&beside)
+            .map_err(|e| ConvertError::output(sink.location(&beside), e))?;
         shards.push(CommittedShard {
             name,
             records: c.records,
@@ -99,13 +133,20 @@ pub(super) fn commit(
             crc32c: c.crc32c,
         });
     }
-    let manifest = manifest_name(&layout.stem);
+    let manifest = manifest_name(layout);
     let doc = manifest_json(layout, schema, &shards, input);
     let mut text =
         serde_json::to_vec_pretty(&doc).map_err(|e| ConvertError::output(&manifest, e.into()))?;
     text.push(b'\n');
     sink.put(&manifest, &text)
         .map_err(|e| ConvertError::output(sink.location(&manifest), e))?;
+    // A manifest of this task under the name before would vouch for shards
+    // beside this one's.
+    let before = stem_manifest_name(&layout.stem);
+    if before != manifest {
+        sink.remove(&before)
+            .map_err(|e| ConvertError::output(sink.location(&before), e))?;
+    }
     if let Some(target) = &layout.tfds {
         tfds_out::write_tfds_files(sink, target, schema, &shards)?;
     }
@@ -126,9 +167,10 @@ pub(super) fn commit(
             sink.remove(&name)
                 .map_err(|e| ConvertError::output(sink.location(&name), e))?;
             // Its index, if it had one, describes a shard that is gone.
-            let index = format!("{name}{}", crate::index::SUFFIX);
-            sink.remove(&index)
-                .map_err(|e| ConvertError::output(sink.location(&index), e))?;
+            for index in index_names(&name) {
+                sink.remove(&index)
+                    .map_err(|e| ConvertError::output(sink.location(&index), e))?;
+            }
             removed.push(name);
         }
     }

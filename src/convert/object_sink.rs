@@ -55,7 +55,7 @@ impl ObjectSink {
     }
 
     fn path(&self, name: &str) -> io::Result<Path> {
-        if name.is_empty() || name.contains('/') {
+        if !super::sink::valid_name(name) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{name:?} is not a plain object name"),

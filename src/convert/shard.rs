@@ -195,7 +195,8 @@ pub(crate) struct ShardWriter {
     stem: String,
     compression: Compression,
     limit: ShardLimit,
-    /// Write each shard's index (under a temporary name beside it).
+    /// Write each shard's index (under a temporary name beside it; committed
+    /// into `.infeed-index`).
     index: bool,
     open: Option<Open>,
     closed: Vec<Closed>,

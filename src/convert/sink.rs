@@ -4,10 +4,15 @@
 //! store), so a crashed or retried task never leaves a half-written shard
 //! under a final name. [`LocalSink`] writes to a local folder; a cloud sink
 //! (gs://, s3://, az://) implements the same trait.
+//!
+//! A name is a file name, or a folder's and a file's
+//! (`.infeed-index/train-00000-of-00004.tfrecord.index`: shards' indexes go
+//! one level down, out of reach of other readers' shard globs).
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// An object being written; bytes are durable once [`ShardWrite::close`] returns.
 pub trait ShardWrite: Write + Send {
@@ -15,7 +20,9 @@ pub trait ShardWrite: Write + Send {
     fn close(self: Box<Self>) -> io::Result<()>;
 }
 
-/// A place for shards: a folder or a bucket prefix.
+/// A place for shards: a folder or a bucket prefix. A name is a file's, or
+/// a folder's and a file's (`.infeed-index/SHARD.index`: the folder is made
+/// when something is written or committed into it).
 pub trait ShardSink: Send + Sync {
     /// Starts writing the object `name` (replacing any object of that name).
     /// Used for temporary names only; see [`ShardSink::commit`].
@@ -28,7 +35,10 @@ pub trait ShardSink: Send + Sync {
     fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
     /// Writes a small object atomically (the manifest).
     fn put(&self, name: &str, data: &[u8]) -> io::Result<()> {
-        let temp = format!(".{name}.tmp");
+        let temp = match name.rsplit_once('/') {
+            Some((dir, file)) => format!("{dir}/.{file}.tmp"),
+            None => format!(".{name}.tmp"),
+        };
         let mut w = self.create(&temp)?;
         w.write_all(data)?;
         w.close()?;
@@ -51,10 +61,23 @@ pub trait ShardSink: Send + Sync {
     }
 }
 
+/// Whether `name` is a plain name (`a.tfrecord`) or a folder's and a plain
+/// name (`.infeed-index/a.tfrecord.index`): nothing that climbs out.
+pub(super) fn valid_name(name: &str) -> bool {
+    let plain =
+        |part: &str| !(part.is_empty() || part == "." || part == ".." || part.contains('\\'));
+    match name.split_once('/') {
+        None => plain(name),
+        Some((dir, file)) => plain(dir) && plain(file) && !file.contains('/'),
+    }
+}
+
 /// A local folder (created if missing).
 #[derive(Clone, Debug)]
 pub(super) struct LocalSink {
     dir: PathBuf,
+    /// The folders below `dir` something was committed into (synced with it).
+    folders: Arc<Mutex<Vec<PathBuf>>>,
 }
 
 impl LocalSink {
@@ -62,22 +85,33 @@ impl LocalSink {
     pub(super) fn new(dir: impl AsRef<Path>) -> io::Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir)?;
-        Ok(LocalSink { dir })
+        Ok(LocalSink {
+            dir,
+            folders: Arc::default(),
+        })
     }
 
     fn path(&self, name: &str) -> io::Result<PathBuf> {
-        if name.is_empty()
-            || name.contains('/')
-            || name.contains('\\')
-            || name == "."
-            || name == ".."
-        {
+        if !valid_name(name) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("{name:?} is not a plain file name"),
             ));
         }
         Ok(self.dir.join(name))
+    }
+
+    /// The path of `name`, its folder made if it is one below `dir`.
+    fn path_in_folder(&self, name: &str) -> io::Result<PathBuf> {
+        let path = self.path(name)?;
+        if let Some(folder) = path.parent().filter(|&p| p != self.dir) {
+            fs::create_dir_all(folder)?;
+            let mut folders = self.folders.lock().unwrap_or_else(|e| e.into_inner());
+            if !folders.iter().any(|f| f == folder) {
+                folders.push(folder.to_path_buf());
+            }
+        }
+        Ok(path)
     }
 }
 
@@ -106,14 +140,14 @@ impl ShardWrite for LocalWrite {
 
 impl ShardSink for LocalSink {
     fn create(&self, name: &str) -> io::Result<Box<dyn ShardWrite>> {
-        let file = File::create(self.path(name)?)?;
+        let file = File::create(self.path_in_folder(name)?)?;
         Ok(Box::new(LocalWrite {
             file: BufWriter::with_capacity(1 << 20, file),
         }))
     }
 
     fn commit(&self, temp: &str, name: &str) -> io::Result<()> {
-        fs::rename(self.path(temp)?, self.path(name)?)
+        fs::rename(self.path(temp)?, self.path_in_folder(name)?)
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
@@ -151,6 +185,14 @@ impl ShardSink for LocalSink {
     }
 
     fn sync(&self) -> io::Result<()> {
+        let folders = self
+            .folders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for folder in folders {
+            File::open(folder)?.sync_all()?;
+        }
         File::open(&self.dir)?.sync_all()
     }
 }
@@ -181,6 +223,15 @@ mod tests {
         sink.remove("a.rec").expect("remove");
         sink.remove("a.rec").expect("remove missing is fine");
         assert!(sink.create("../x").is_err());
+        assert!(sink.create("a/../x").is_err());
+        assert!(sink.create("a/b/c").is_err());
+        // One folder down: made when first written into.
+        sink.put(".idx/a.rec.index", b"i").expect("put in a folder");
+        assert_eq!(
+            fs::read(dir.path().join("out/.idx/a.rec.index")).expect("read"),
+            b"i"
+        );
+        assert_eq!(sink.list("").expect("list"), vec!["m.json".to_string()]);
         sink.sync().expect("sync");
     }
 }

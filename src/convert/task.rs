@@ -92,8 +92,9 @@ pub struct ConvertOptions {
     /// Write a TensorFlow Datasets directory (this split of this dataset)
     /// instead of plain shards: TFDS names, `features.json`, `dataset_info.json`.
     pub tfds: Option<TfdsTarget>,
-    /// Write each shard's index beside it (`SHARD.index`, what random
-    /// access and `global_shuffle` read; default on).
+    /// Write each shard's index (`.infeed-index/SHARD.index` beside the
+    /// shards, out of reach of their globs: what random access and
+    /// `global_shuffle` read; default on).
     pub index: bool,
 }
 
@@ -124,7 +125,7 @@ impl Default for ConvertOptions {
 }
 
 impl ConvertOptions {
-    /// Sets [`index`](Self::index): write each shard's index beside it.
+    /// Sets [`index`](Self::index): write each shard's index.
     pub fn index(mut self, index: bool) -> Self {
         self.index = index;
         self

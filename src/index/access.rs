@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 use super::error::IndexError;
 use super::format::ShardIndex;
-use super::location::{IndexOptions, index_url, load_or_build};
+use super::location::{Found, IndexOptions, index_url, load_or_build};
 use super::zran::inflate_from;
 use crate::record::{Compression, Deframer, ErrorKind, ReadOptions, Record, RecordError};
 use crate::source::{ReadStats, ShardInfo, SourceError, SourceOptions, Store, io_runtime};
@@ -106,12 +106,22 @@ impl RandomAccess {
     /// `opts.index` says, each checked against its shard; built by reading
     /// the shard where there is none).
     pub fn open(shards: &[String], opts: &AccessOptions) -> Result<RandomAccess, IndexError> {
-        let found = load_or_build(shards, &opts.index)?;
-        Ok(Self::with_indexes(
-            shards,
-            found.into_iter().map(|(idx, _)| idx).collect(),
-            opts,
-        ))
+        let (indexes, places): (Vec<_>, Vec<_>) = load_or_build(shards, &opts.index)?
+            .into_iter()
+            .map(|(idx, how)| match how {
+                Found::Loaded { index } => (idx, Some(index)),
+                Found::Built => (idx, None),
+            })
+            .unzip();
+        let mut access = Self::with_indexes(shards, indexes, opts);
+        // Messages name the file an index was read from (beside its shard,
+        // where an earlier version wrote it, is one place it may be).
+        for (shard, place) in access.shards.iter_mut().zip(places) {
+            if let Some(index) = place {
+                shard.index_url = index;
+            }
+        }
+        Ok(access)
     }
 
     /// The same, with indexes had already (one per shard, in order).

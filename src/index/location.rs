@@ -1,7 +1,17 @@
-//! Where a shard's index lives, and reading and writing it there: beside
-//! the shard (`train-00000.tfrecord.gz.index`) or, since buckets are often
-//! read-only, in a folder of its own (`gs://my-indexes/train-00000.tfrecord.gz.index`),
-//! local or gs://, s3://, az://.
+//! Where a shard's index lives, and reading and writing it there: by
+//! default in a hidden folder beside the shard
+//! (`out/.infeed-index/train-00000.tfrecord.gz.index`), or, since buckets
+//! are often read-only, in a folder of the user's
+//! (`gs://my-indexes/train-00000.tfrecord.gz.index`), local or gs://, s3://,
+//! az://. An index written beside its shard (`SHARD.index`, where versions
+//! before the hidden folder put it) is still found.
+//!
+//! Why a folder of its own: other readers' shard globs
+//! (`tf.io.gfile.glob("out/*.tfrecord*")`, Beam's `ReadFromTFRecord`, the
+//! `tfrecord` package and crate) take every file the pattern matches, and
+//! `train-00000.tfrecord.gz.index` matches `*.tfrecord*`, `*-of-*` and
+//! `train-*` alike; no wildcard of theirs matches `/`, so a file one folder
+//! down is out of their reach (docs/random-access.md).
 
 use std::sync::Arc;
 
@@ -15,11 +25,41 @@ use crate::source::{ReadStats, SourceError, SourceOptions, Store, io_runtime};
 /// matches one).
 pub const SUFFIX: &str = crate::source::INDEX_SUFFIX;
 
-/// The index of `shard`: beside it, or in `dir` under the shard's file name.
+/// The folder, beside the shards, their indexes go into by default: hidden,
+/// and one level down, so no shard glob reaches it.
+pub const INDEX_DIR: &str = ".infeed-index";
+
+/// The default index of the shard named `name`, relative to the shard's
+/// folder: `.infeed-index/NAME.index`.
+pub fn index_name(name: &str) -> String {
+    format!("{INDEX_DIR}/{name}{SUFFIX}")
+}
+
+/// Where the index of `shard` is written: in `dir` under the shard's file
+/// name, or by default in the folder [`INDEX_DIR`] beside the shard.
 pub fn index_url(shard: &str, dir: Option<&str>) -> String {
     match dir {
-        None => format!("{shard}{SUFFIX}"),
+        None => {
+            let name = file_name(shard);
+            let folder = &shard[..shard.len() - name.len()];
+            format!("{folder}{}", index_name(name))
+        }
         Some(dir) => format!("{}/{}{SUFFIX}", dir.trim_end_matches('/'), file_name(shard)),
+    }
+}
+
+/// Where an index beside its shard is: `SHARD.index`, the default place of
+/// versions before [`INDEX_DIR`] (still read where the default place has none).
+pub fn beside_url(shard: &str) -> String {
+    format!("{shard}{SUFFIX}")
+}
+
+/// Where the index of `shard` is looked for, in order: in `dir`; or in the
+/// default place ([`index_url`]), then beside the shard ([`beside_url`]).
+pub fn index_urls(shard: &str, dir: Option<&str>) -> Vec<String> {
+    match dir {
+        Some(_) => vec![index_url(shard, dir)],
+        None => vec![index_url(shard, None), beside_url(shard)],
     }
 }
 
@@ -114,23 +154,25 @@ pub fn save(idx: &ShardIndex, index: &str, source: &SourceOptions) -> Result<(),
 /// Where a pipeline or reader finds its shards' indexes.
 #[derive(Clone, Debug, Default)]
 pub struct IndexOptions {
-    /// The folder of the index files; `None`: beside each shard.
+    /// The folder of the index files; `None`: each shard's own
+    /// `.infeed-index` folder (or, where that has none, beside the shard).
     pub dir: Option<String>,
     /// How a missing index is built (in memory, by scanning the shard).
     pub build: BuildOptions,
 }
 
 /// How a shard's index was had.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Found {
-    /// Read from its file.
-    Loaded,
+    /// Read from its file, at `index`.
+    Loaded { index: String },
     /// None there: built by reading the shard.
     Built,
 }
 
 /// The index of every shard, in order: each read from where `opts` says
-/// (checked against its shard), or, where there is none, built in memory by
+/// ([`index_urls`]: the first place that has one; checked against its
+/// shard), or, where there is none, built in memory by
 /// reading the shard (a log line says so: it reads the whole shard). A few
 /// are read at once.
 pub fn load_or_build(
@@ -166,15 +208,21 @@ pub fn load_or_build(
 }
 
 fn one(shard: &str, opts: &IndexOptions) -> Result<(Arc<ShardIndex>, Found), IndexError> {
-    let index = index_url(shard, opts.dir.as_deref());
-    match load(shard, &index, &opts.build.source) {
-        Ok(idx) => Ok((Arc::new(idx), Found::Loaded)),
-        Err(IndexError::Missing { .. }) => {
-            log_build(shard, &index);
-            Ok((Arc::new(build(shard, &opts.build)?), Found::Built))
+    let places = index_urls(shard, opts.dir.as_deref());
+    for index in &places {
+        match load(shard, index, &opts.build.source) {
+            Ok(idx) => {
+                let found = Found::Loaded {
+                    index: index.clone(),
+                };
+                return Ok((Arc::new(idx), found));
+            }
+            Err(IndexError::Missing { .. }) => {}
+            Err(e) => return Err(e),
         }
-        Err(e) => Err(e),
     }
+    log_build(shard, &places[0]);
+    Ok((Arc::new(build(shard, &opts.build)?), Found::Built))
 }
 
 /// Says, on standard error, that a missing index is built by reading its

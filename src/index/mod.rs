@@ -5,7 +5,8 @@
 //!   identifies the shard, and for GZIP/ZLIB shards inflate access points
 //!   ([`zran`]) — checking every record's CRCs as it goes.
 //! - [`ShardIndex`] (`format.rs`): the index in memory and as a file.
-//! - `location.rs`: where index files live (beside the shards, or in a
+//! - `location.rs`: where index files live (a hidden `.infeed-index` folder
+//!   beside the shards, beside each shard as earlier versions put them, or in a
 //!   folder of their own, local or in a bucket), and a stale or foreign one
 //!   refused ([`ShardId::check`]).
 //! - [`RandomAccess`] (`access.rs`): records by their index in a list of
@@ -29,4 +30,7 @@ pub use build::{BuildOptions, DEFAULT_SPAN, IndexBuilder, build};
 pub use error::IndexError;
 pub use format::{FORMAT_VERSION, ShardIndex};
 pub use identity::{ShardId, Version, current};
-pub use location::{Found, IndexOptions, SUFFIX, index_url, load, load_or_build, save};
+pub use location::{
+    Found, INDEX_DIR, IndexOptions, SUFFIX, beside_url, index_name, index_url, index_urls, load,
+    load_or_build, save,
+};

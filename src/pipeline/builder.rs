@@ -413,8 +413,9 @@ impl Pipeline {
     }
 
     /// Where the shards' indexes are (a local folder or a gs://, s3://,
-    /// az:// prefix, as `infeed index --output` wrote them); default:
-    /// beside each shard.
+    /// az:// prefix, as `infeed index --output` wrote them); default: the
+    /// folder `.infeed-index` beside the shards (or, for an index written
+    /// by a version before it, beside each shard).
     pub fn index_dir(mut self, dir: &str) -> Self {
         self.s.ops.global_shuffle.index_dir = Some(dir.to_owned());
         self

@@ -151,7 +151,8 @@ async fn list_one(
             .await?;
             if last {
                 for (key, size) in level.objects {
-                    // A shard's index beside it is no shard, whatever the
+                    // A shard's index beside it (where versions before
+                    // `.infeed-index` wrote it) is no shard, whatever the
                     // glob (`train-*` matches `train-00000.tfrecord.index`).
                     let name = last_segment(&key);
                     if pat.matches(name) && !name.ends_with(INDEX_SUFFIX) {

@@ -163,7 +163,8 @@ pub struct BenchArgs {
     /// object stores).
     #[arg(long, value_name = "BYTES")]
     global_shuffle_blocks: Option<u64>,
-    /// Where the shards' indexes are (default: beside each shard).
+    /// Where the shards' indexes are (default: the folder .infeed-index
+    /// beside the shards, else beside each shard).
     #[arg(long, value_name = "DIR")]
     index_dir: Option<String>,
     /// Each worker reads its batches' records itself, through the shards'

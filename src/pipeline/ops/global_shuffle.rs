@@ -53,7 +53,8 @@ pub(crate) struct GlobalShuffleSettings {
     pub block_bytes: u64,
     /// Block mode: blocks read and shuffled together.
     pub window: u64,
-    /// Where the shards' indexes are (`None`: beside each shard).
+    /// Where the shards' indexes are (`None`: `.infeed-index` beside the
+    /// shards, else beside each shard: `crate::index::index_urls`).
     pub index_dir: Option<String>,
     /// The dataset, once its indexes are read ([`prepare`](Self::prepare)).
     pub data: Option<Arc<Dataset>>,

@@ -51,8 +51,8 @@ pub(crate) struct WorkerReadsSettings {
 
 impl WorkerReadsSettings {
     /// Reads (or builds, saying so) the index of every plain local shard
-    /// of `files` once for the whole pipeline, from `dir` (`None`: beside
-    /// each shard). Cloud and compressed shards get none: their shard
+    /// of `files` once for the whole pipeline, from `dir` (`None`:
+    /// `.infeed-index` beside the shards, else beside each shard). Cloud and compressed shards get none: their shard
     /// threads read them.
     pub fn prepare(
         &mut self,

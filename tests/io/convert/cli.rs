@@ -58,6 +58,11 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
+/// The files in `dir`'s index folder (`.infeed-index`), sorted by name.
+pub fn indexes(dir: &Path) -> Vec<String> {
+    listing(&dir.join(".infeed-index"))
+}
+
 /// Shard files in `dir`, sorted by name.
 pub fn shards(dir: &Path) -> Vec<PathBuf> {
     listing(dir)
@@ -132,14 +137,19 @@ fn jsonl_round_trips_through_cat_exactly() {
         ),
         "{stdout}"
     );
-    // Each shard with its index (what random access reads).
+    // The shard, the manifest, and the shard's index (what random access
+    // reads) in a folder of its own, where no glob of shards reaches it.
     assert_eq!(
         listing(out.path()),
         vec![
+            ".infeed-index",
             "train-00000-of-00001.tfrecord",
-            "train-00000-of-00001.tfrecord.index",
             "train.manifest.json"
         ]
+    );
+    assert_eq!(
+        indexes(out.path()),
+        vec!["train-00000-of-00001.tfrecord.index"]
     );
     assert_eq!(cat(&shards(out.path())), sample_expected());
 }
@@ -344,13 +354,19 @@ fn naming_tf_and_hf_with_records_per_shard_and_shard_size() {
     assert_eq!(
         listing(out.path()),
         vec![
+            ".infeed-index",
             "train-00000-of-00003.tfrecord",
-            "train-00000-of-00003.tfrecord.index",
             "train-00001-of-00003.tfrecord",
-            "train-00001-of-00003.tfrecord.index",
             "train-00002-of-00003.tfrecord",
-            "train-00002-of-00003.tfrecord.index",
             "train.manifest.json"
+        ]
+    );
+    assert_eq!(
+        indexes(out.path()),
+        vec![
+            "train-00000-of-00003.tfrecord.index",
+            "train-00001-of-00003.tfrecord.index",
+            "train-00002-of-00003.tfrecord.index",
         ]
     );
     check_manifest(out.path(), "train.manifest.json");
@@ -372,13 +388,19 @@ fn naming_tf_and_hf_with_records_per_shard_and_shard_size() {
     assert_eq!(
         listing(out.path()),
         vec![
+            ".infeed-index",
             "wiki-0-2.tfrecord",
-            "wiki-0-2.tfrecord.index",
             "wiki-1-2.tfrecord",
-            "wiki-1-2.tfrecord.index",
             "wiki-2-1.tfrecord",
-            "wiki-2-1.tfrecord.index",
             "wiki.manifest.json"
+        ]
+    );
+    assert_eq!(
+        indexes(out.path()),
+        vec![
+            "wiki-0-2.tfrecord.index",
+            "wiki-1-2.tfrecord.index",
+            "wiki-2-1.tfrecord.index",
         ]
     );
     let m = check_manifest(out.path(), "wiki.manifest.json");
@@ -541,8 +563,9 @@ fn tokenization_groups_blocks_into_fixed_chunks_dropping_remainders() {
             .all(|g| int_list(g, "attention_mask") == vec![1; 16])
     );
     assert_eq!(
-        listing(out.path())[0],
-        format!("dataset-0-{}.tfrecord", want.len())
+        shards(out.path())[0],
+        out.path()
+            .join(format!("dataset-0-{}.tfrecord", want.len()))
     );
 }
 
@@ -571,7 +594,7 @@ fn tokenizing_a_jsonl_column_keeps_the_other_columns() {
 fn union_of_tasks(dir: &Path, stem: &str, tasks: usize) -> Vec<Value> {
     let mut all = Vec::new();
     for t in 0..tasks {
-        let m = check_manifest(dir, &format!("{stem}-task{t:05}.manifest.json"));
+        let m = check_manifest(dir, &format!("{stem}.task{t:05}.manifest.json"));
         let files: Vec<PathBuf> = m["shards"]
             .as_array()
             .expect("shards")
@@ -605,6 +628,35 @@ fn task_split_union_equals_single_task_by_records_and_by_files() {
     }
     assert_eq!(union_of_tasks(split.path(), "train", 4), whole);
     assert!(listing(split.path()).contains(&"train-task00003-00000-of-00001.tfrecord".to_string()));
+    // The shards' glob `train-*` (other readers take all it matches) finds
+    // the shards and nothing else: the manifests are `train.taskIIIII...`.
+    let globbed: Vec<String> = listing(split.path())
+        .into_iter()
+        .filter(|n| n.starts_with("train-"))
+        .collect();
+    assert_eq!(globbed.len(), 4, "{globbed:?}");
+    assert!(
+        globbed.iter().all(|n| n.ends_with(".tfrecord")),
+        "{globbed:?}"
+    );
+
+    // A rerun of a task where a version before named its manifest
+    // `train-task00001.manifest.json`: that one goes (it vouched for the
+    // shards this run replaces).
+    let old = split.path().join("train-task00001.manifest.json");
+    std::fs::copy(split.path().join("train.task00001.manifest.json"), &old).expect("copy");
+    convert(
+        split.path(),
+        &[
+            "testdata/tokenizer/corpus.txt",
+            "--task-index",
+            "1",
+            "--num-tasks",
+            "4",
+        ],
+    );
+    assert!(!old.exists());
+    assert_eq!(union_of_tasks(split.path(), "train", 4), whole);
 
     // Grouping: tasks take whole blocks, so the grouped output is the same too.
     let tok = [
@@ -651,7 +703,7 @@ fn task_split_union_equals_single_task_by_records_and_by_files() {
         );
     }
     assert_eq!(union_of_tasks(split.path(), "train", 2), whole);
-    let m = manifest(split.path(), "train-task00000.manifest.json");
+    let m = manifest(split.path(), "train.task00000.manifest.json");
     assert_eq!(m["input"]["files"].as_array().expect("files").len(), 2);
 }
 
@@ -670,6 +722,19 @@ fn rerun_replaces_shards_and_never_duplicates() {
     // Leftovers of a crashed run: a temporary shard and a shard of another layout.
     std::fs::write(out.path().join(".train-00009.tmp"), b"partial").expect("write");
     std::fs::write(out.path().join("train-00007-of-00009.tfrecord"), b"stale").expect("write");
+    std::fs::write(
+        out.path()
+            .join(".infeed-index/train-00007-of-00009.tfrecord.index"),
+        b"stale",
+    )
+    .expect("write");
+    // An index a version before `.infeed-index` wrote beside a shard this run
+    // writes again: stale, and in the way of other readers' globs.
+    std::fs::write(
+        out.path().join("train-00000-of-00005.tfrecord.index"),
+        b"old",
+    )
+    .expect("write");
     std::fs::write(out.path().join("unrelated.txt"), b"keep me").expect("write");
     let stdout = convert(
         out.path(),
@@ -686,6 +751,8 @@ fn rerun_replaces_shards_and_never_duplicates() {
     assert_eq!(first, again);
     assert!(listing(out.path()).contains(&"unrelated.txt".to_string()));
     assert!(!listing(out.path()).iter().any(|n| n.ends_with(".tmp")));
+    assert!(!listing(out.path()).iter().any(|n| n.ends_with(".index")));
+    assert_eq!(indexes(out.path()).len(), 5, "{:?}", indexes(out.path()));
     // A rerun with another layout replaces the old shards.
     convert(
         out.path(),
@@ -694,14 +761,21 @@ fn rerun_replaces_shards_and_never_duplicates() {
     assert_eq!(
         listing(out.path()),
         vec![
+            ".infeed-index",
             "train-00000-of-00003.tfrecord",
-            "train-00000-of-00003.tfrecord.index",
             "train-00001-of-00003.tfrecord",
-            "train-00001-of-00003.tfrecord.index",
             "train-00002-of-00003.tfrecord",
-            "train-00002-of-00003.tfrecord.index",
             "train.manifest.json",
             "unrelated.txt"
+        ]
+    );
+    // The old layout's indexes went with its shards.
+    assert_eq!(
+        indexes(out.path()),
+        vec![
+            "train-00000-of-00003.tfrecord.index",
+            "train-00001-of-00003.tfrecord.index",
+            "train-00002-of-00003.tfrecord.index",
         ]
     );
     assert_eq!(cat(&shards(out.path())), sample_expected());

@@ -119,12 +119,12 @@ fn converts_into_any_sink_and_commits_by_name() {
     assert_eq!(
         names(&mem),
         vec![
+            ".infeed-index/train-00000-of-00003.tfrecord.index",
+            ".infeed-index/train-00001-of-00003.tfrecord.index",
+            ".infeed-index/train-00002-of-00003.tfrecord.index",
             "train-00000-of-00003.tfrecord",
-            "train-00000-of-00003.tfrecord.index",
             "train-00001-of-00003.tfrecord",
-            "train-00001-of-00003.tfrecord.index",
             "train-00002-of-00003.tfrecord",
-            "train-00002-of-00003.tfrecord.index",
             "train.manifest.json"
         ]
     );

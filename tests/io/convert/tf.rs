@@ -95,3 +95,66 @@ fn tensorflow_reads_converted_shards_exactly() {
         assert!(total > 0);
     }
 }
+
+/// What a TensorFlow user writes for a folder of shards,
+/// `tf.data.TFRecordDataset(tf.io.gfile.glob("out/*.tfrecord*"))`, reads
+/// `infeed convert`'s output exactly: the glob takes the shards and nothing
+/// else convert writes (indexes, manifests), plain, GZIP and ZLIB; and
+/// `*-of-*` and `train-*` of the output of several tasks likewise.
+#[test]
+#[ignore = "needs TensorFlow: run scripts/test.sh"]
+fn tensorflow_reads_converted_output_through_a_glob_of_the_folder() {
+    let python = std::env::var("INFEED_PYTHON").expect("INFEED_PYTHON: a python with tensorflow");
+    let sample = "testdata/convert/sample.jsonl";
+    let cases: &[(&[&[&str]], &str, &str)] = &[
+        (
+            &[&[sample, "--records-per-shard", "2"]],
+            "none",
+            "*.tfrecord*",
+        ),
+        (
+            &[&[sample, "--records-per-shard", "2", "--compression", "gzip"]],
+            "gzip",
+            "*.tfrecord*",
+        ),
+        (&[&[sample, "--compression", "zlib"]], "zlib", "*.tfrecord*"),
+        (
+            &[&[sample, "--records-per-shard", "2", "--compression", "gzip"]],
+            "gzip",
+            "*-of-*",
+        ),
+        (
+            &[
+                &[sample, "--task-index", "0", "--num-tasks", "2"],
+                &[sample, "--task-index", "1", "--num-tasks", "2"],
+            ],
+            "none",
+            "train-*",
+        ),
+    ];
+    for (runs, compression, pattern) in cases {
+        let out = tempfile::tempdir().expect("tempdir");
+        for args in *runs {
+            let mut convert = Command::new(env!("CARGO_BIN_EXE_infeed"));
+            convert
+                .arg("convert")
+                .args(*args)
+                .arg("-q")
+                .arg("--output")
+                .arg(out.path());
+            run(&mut convert);
+        }
+        let files = shards(out.path());
+        let ours = values(&run(Command::new(env!("CARGO_BIN_EXE_infeed"))
+            .arg("cat")
+            .args(&files)));
+        assert_eq!(ours.len(), 5, "{runs:?}");
+        let glob = format!("{}/{pattern}", out.path().display());
+        let tf = values(&run(Command::new(&python)
+            .arg("scripts/tf_read.py")
+            .arg(&glob)
+            .arg(compression)
+            .arg("--glob")));
+        assert_eq!(tf, ours, "{glob} after {runs:?}");
+    }
+}

@@ -59,17 +59,29 @@ fn two_splits_from_two_runs_read_with_counts_known() {
     assert_eq!(
         names,
         [
+            ".infeed-index",
             "dataset_info.json",
             "features.json",
             "sample_ds-test.manifest.json",
             "sample_ds-test.tfrecord-00000-of-00002",
-            "sample_ds-test.tfrecord-00000-of-00002.index",
             "sample_ds-test.tfrecord-00001-of-00002",
-            "sample_ds-test.tfrecord-00001-of-00002.index",
             "sample_ds-train.manifest.json",
             "sample_ds-train.tfrecord-00000-of-00002",
-            "sample_ds-train.tfrecord-00000-of-00002.index",
             "sample_ds-train.tfrecord-00001-of-00002",
+        ]
+    );
+    // The shards' indexes, in a folder of their own.
+    let mut indexes: Vec<String> = std::fs::read_dir(dir.join(".infeed-index"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    indexes.sort();
+    assert_eq!(
+        indexes,
+        [
+            "sample_ds-test.tfrecord-00000-of-00002.index",
+            "sample_ds-test.tfrecord-00001-of-00002.index",
+            "sample_ds-train.tfrecord-00000-of-00002.index",
             "sample_ds-train.tfrecord-00001-of-00002.index",
         ]
     );

@@ -1,6 +1,7 @@
 //! `infeed index`: infeed's indexes of the TensorFlow-written files in
-//! testdata/ (plain, GZIP, ZLIB), beside them or in a folder; read back
-//! through the library, they give every record as sequential reading does.
+//! testdata/ (plain, GZIP, ZLIB), in the `.infeed-index` folder beside them
+//! or in a folder of the user's; read back through the library, they give
+//! every record as sequential reading does.
 
 use infeed::index::{AccessOptions, IndexOptions, RandomAccess, load};
 
@@ -88,4 +89,72 @@ fn index_of_a_corrupt_shard_names_the_record() {
         ),
         "{stderr}"
     );
+}
+
+/// By default an index goes into `.infeed-index` beside its shard (a DALI
+/// index too), where no glob of the shards reaches it; a pipeline's reader
+/// finds it there.
+#[test]
+fn index_writes_into_a_hidden_folder_beside_the_shards_by_default() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["examples.tfrecord", "examples.tfrecord.gz"] {
+        std::fs::copy(repo.join("testdata").join(name), dir.path().join(name)).unwrap();
+    }
+    let glob = format!("{}/examples.tfrecord*", dir.path().display());
+    let out = infeed_in(repo, &["index", &glob]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let want = read_file(repo.join("testdata/examples.tfrecord"));
+    let d = dir.path().display();
+    assert_eq!(
+        stdout,
+        format!(
+            "{d}/examples.tfrecord\t{d}/.infeed-index/examples.tfrecord.index\t{n}\n\
+             {d}/examples.tfrecord.gz\t{d}/.infeed-index/examples.tfrecord.gz.index\t{n}\n",
+            n = want.len()
+        )
+    );
+    let out = infeed_in(
+        repo,
+        &["index", "--dali", &format!("{d}/examples.tfrecord")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dir.path()
+            .join(".infeed-index/examples.tfrecord.idx")
+            .exists()
+    );
+    // Beside the shards: the shards alone.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [".infeed-index", "examples.tfrecord", "examples.tfrecord.gz"]
+    );
+    let shards: Vec<String> = ["examples.tfrecord", "examples.tfrecord.gz"]
+        .iter()
+        .map(|n| format!("{d}/{n}"))
+        .collect();
+    let found = infeed::index::load_or_build(&shards, &IndexOptions::default()).unwrap();
+    for (shard, (idx, how)) in shards.iter().zip(found) {
+        assert_eq!(idx.len(), want.len() as u64);
+        assert_eq!(
+            how,
+            infeed::index::Found::Loaded {
+                index: infeed::index::index_url(shard, None)
+            }
+        );
+    }
 }

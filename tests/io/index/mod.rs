@@ -1,6 +1,8 @@
 //! Indexes and random access (`infeed::index`): a shard's index built in
-//! one pass (plain, GZIP, ZLIB, several GZIP members), saved beside the
-//! shard or in a folder of its own and loaded back; records read through it
+//! one pass (plain, GZIP, ZLIB, several GZIP members), saved in the
+//! `.infeed-index` folder beside the shard or in a folder of the user's and
+//! loaded back, and one beside the shard (where versions before wrote it)
+//! still found; records read through it
 //! one at a time and many at once equal sequential reading; a stale,
 //! foreign, cut or damaged index, an index out of range and an access point
 //! that does not inflate are typed errors naming the shard and the index.
@@ -8,8 +10,8 @@
 use std::sync::Arc;
 
 use infeed::index::{
-    AccessOptions, BuildOptions, IndexError, IndexOptions, RandomAccess, ShardIndex, build,
-    index_url, load, save,
+    AccessOptions, BuildOptions, Found, IndexError, IndexOptions, RandomAccess, ShardIndex,
+    beside_url, build, index_url, load, load_or_build, save,
 };
 use infeed::record::Compression;
 use proptest::prelude::*;
@@ -152,11 +154,25 @@ fn an_index_saved_beside_its_shard_or_in_a_folder_loads_back() {
     let files = shards(dir.path(), &[50, 70], Compression::Gzip);
     let idx = build(&files[0], &BuildOptions::default()).unwrap();
     assert_eq!(idx.len(), 50);
-    let beside = index_url(&files[0], None);
+    // By default in a hidden folder beside the shards: no glob of shards
+    // (infeed's, TensorFlow's, Beam's) reaches one level down.
+    let default = index_url(&files[0], None);
+    assert_eq!(
+        default,
+        format!(
+            "{}/.infeed-index/part-0.tfrecord.gz.index",
+            dir.path().display()
+        )
+    );
+    save(&idx, &default, &Default::default()).unwrap();
+    assert_eq!(load(&files[0], &default, &Default::default()).unwrap(), idx);
+    let found = load_or_build(&files[..1], &IndexOptions::default()).unwrap();
+    assert_eq!(found[0].1, Found::Loaded { index: default });
+    // A glob of the shards passes over an index beside them (where versions
+    // before `.infeed-index` wrote it).
+    let beside = beside_url(&files[0]);
     assert_eq!(beside, format!("{}.index", files[0]));
     save(&idx, &beside, &Default::default()).unwrap();
-    assert_eq!(load(&files[0], &beside, &Default::default()).unwrap(), idx);
-    // A glob of the shards passes over the index beside them.
     let listed = infeed::source::list_shards_blocking(
         &format!("{}/part-*", dir.path().display()),
         &Default::default(),
@@ -287,11 +303,61 @@ fn an_index_out_of_range_or_a_point_that_does_not_inflate_is_an_error() {
     );
     assert!(
         err.to_string().starts_with(&format!(
-            "{}: access point 2 of its index {}.index does not inflate",
-            files[0], files[0]
+            "{}: access point 2 of its index {} does not inflate",
+            files[0],
+            index_url(&files[0], None)
         )),
         "{err}"
     );
+}
+
+/// An index a version before `.infeed-index` wrote beside its shard
+/// (`SHARD.index`) is still found, and read (not built again), where the
+/// folder has none; where both are, the folder's is read.
+#[test]
+fn an_index_beside_its_shard_as_versions_before_wrote_it_is_still_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = shards(dir.path(), &[30, 40], Compression::Gzip);
+    for f in &files {
+        let idx = build(f, &BuildOptions::default()).unwrap();
+        save(&idx, &beside_url(f), &Default::default()).unwrap();
+    }
+    let found = load_or_build(&files, &IndexOptions::default()).unwrap();
+    for (f, (idx, how)) in files.iter().zip(&found) {
+        assert_eq!(
+            how,
+            &Found::Loaded {
+                index: format!("{f}.index")
+            }
+        );
+        assert_eq!(**idx, build(f, &BuildOptions::default()).unwrap());
+    }
+    let access = RandomAccess::open(&files, &AccessOptions::default()).unwrap();
+    assert_eq!(access.len(), 70);
+    assert_eq!(access.get(69).unwrap().1.data.to_vec(), record(1, 39));
+    // It is checked as any: another shard's index there is refused by name.
+    let other = build(&files[1], &BuildOptions::default()).unwrap();
+    save(&other, &beside_url(&files[0]), &Default::default()).unwrap();
+    let Err(err) = RandomAccess::open(&files, &AccessOptions::default()) else {
+        panic!("another shard's index was taken");
+    };
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}.index: an index of", files[0])),
+        "{err}"
+    );
+    // An index in the folder comes first: the foreign one beside is not read.
+    let idx = build(&files[0], &BuildOptions::default()).unwrap();
+    save(&idx, &index_url(&files[0], None), &Default::default()).unwrap();
+    let access = RandomAccess::open(&files, &AccessOptions::default()).unwrap();
+    assert_eq!(access.get(29).unwrap().1.data.to_vec(), record(0, 29));
+    // Through an explicit folder, only that folder is looked in.
+    let opts = IndexOptions {
+        dir: Some(dir.path().join("elsewhere").display().to_string()),
+        ..IndexOptions::default()
+    };
+    let found = load_or_build(&files, &opts).unwrap();
+    assert!(found.iter().all(|(_, how)| *how == Found::Built));
 }
 
 #[test]
