@@ -17,7 +17,7 @@ use infeed::batch::{Batch, BatchShape, PackStrategy};
 use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline, RecordAccount};
 use proptest::prelude::*;
 
-use super::grouping::{self, lm_record};
+use super::grouping::{self, lm_record, values};
 use crate::support::tfrecord::write_file;
 
 /// How a case's records are grouped.
@@ -147,24 +147,6 @@ fn lengths(per_file: &[usize], lo: usize, hi: usize, seed: u64) -> Vec<Vec<usize
 
 fn shapes(batches: &[Batch]) -> Vec<BatchShape> {
     batches.iter().map(Batch::shape).collect()
-}
-
-/// Every real value of `ids` (mask 1), with how often it came: a record
-/// cut over rows or batches (concat-split) counts once per value.
-fn values(batches: &[Batch]) -> BTreeMap<i64, usize> {
-    let mut seen = BTreeMap::new();
-    for b in batches {
-        let ids = grouping::rows(b, "ids");
-        let mask = grouping::rows(b, "ids_mask");
-        for (r, m) in ids.iter().zip(&mask) {
-            for (&v, &m) in r.iter().zip(m) {
-                if m == 1 {
-                    *seen.entry(v).or_default() += 1;
-                }
-            }
-        }
-    }
-    seen
 }
 
 /// The records of real rows by position (file, offset), with how often

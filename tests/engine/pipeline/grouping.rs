@@ -110,6 +110,22 @@ pub fn real_rows(batch: &Batch) -> Vec<Vec<i64>> {
         .collect()
 }
 
+/// Every real value of `ids` (mask 1), with how often it came: a record
+/// cut over rows or batches (packing) counts once per value.
+pub fn values(batches: &[Batch]) -> std::collections::BTreeMap<i64, usize> {
+    let mut seen = std::collections::BTreeMap::new();
+    for b in batches {
+        for (r, m) in rows(b, "ids").iter().zip(&rows(b, "ids_mask")) {
+            for (&v, &m) in r.iter().zip(m) {
+                if m == 1 {
+                    *seen.entry(v).or_default() += 1;
+                }
+            }
+        }
+    }
+    seen
+}
+
 /// Every batch's digest, to the end.
 pub fn digests(batches: Batches<Batch>) -> Vec<u64> {
     batches.map(|b| b.unwrap().digest()).collect()

@@ -11,7 +11,7 @@ use infeed::batch::{Batch, BatchShape, PackStrategy};
 use infeed::pipeline::{EqualBatches, ParsedPipeline, Pipeline};
 use proptest::prelude::*;
 
-use super::grouping::{self, id_of, real_rows};
+use super::grouping::{self, id_of, real_rows, values};
 use crate::support::tfrecord::{offsets, write_file};
 
 /// Lengths in 1..=96 (the bound) from a fixed generator: `files` files of `per_file`.
@@ -232,23 +232,6 @@ fn uncounted(
             .batch(4, false),
         _ => parsed.fixed_length(96).batch(4, false),
     }
-}
-
-/// Every real value of `ids` (mask 1), with how often it came.
-fn values(batches: &[Batch]) -> BTreeMap<i64, usize> {
-    let mut seen = BTreeMap::new();
-    for b in batches {
-        let ids = grouping::rows(b, "ids");
-        let mask = grouping::rows(b, "ids_mask");
-        for (r, m) in ids.iter().zip(&mask) {
-            for (&v, &m) in r.iter().zip(m) {
-                if m == 1 {
-                    *seen.entry(v).or_default() += 1;
-                }
-            }
-        }
-    }
-    seen
 }
 
 #[test]

@@ -27,6 +27,16 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `infeed convert ARGS -q --output OUT`, which must succeed.
+fn convert_into(out: &Path, args: &[&str]) {
+    run(Command::new(env!("CARGO_BIN_EXE_infeed"))
+        .arg("convert")
+        .args(args)
+        .arg("-q")
+        .arg("--output")
+        .arg(out));
+}
+
 fn values(text: &str) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).expect("json"))
@@ -69,14 +79,7 @@ fn tensorflow_reads_converted_shards_exactly() {
     ];
     for (args, compression) in cases {
         let out = tempfile::tempdir().expect("tempdir");
-        let mut convert = Command::new(env!("CARGO_BIN_EXE_infeed"));
-        convert
-            .arg("convert")
-            .args(*args)
-            .arg("-q")
-            .arg("--output")
-            .arg(out.path());
-        run(&mut convert);
+        convert_into(out.path(), args);
         let files = shards(out.path());
         assert!(!files.is_empty(), "{args:?}");
         let mut total = 0;
@@ -135,14 +138,7 @@ fn tensorflow_reads_converted_output_through_a_glob_of_the_folder() {
     for (runs, compression, pattern) in cases {
         let out = tempfile::tempdir().expect("tempdir");
         for args in *runs {
-            let mut convert = Command::new(env!("CARGO_BIN_EXE_infeed"));
-            convert
-                .arg("convert")
-                .args(*args)
-                .arg("-q")
-                .arg("--output")
-                .arg(out.path());
-            run(&mut convert);
+            convert_into(out.path(), args);
         }
         let files = shards(out.path());
         let ours = values(&run(Command::new(env!("CARGO_BIN_EXE_infeed"))

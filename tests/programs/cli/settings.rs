@@ -45,6 +45,19 @@ fn limited(args: &[String]) -> (Option<i32>, String) {
     }
 }
 
+/// Runs `infeed ARGS…` under the memory limit: it must end by itself,
+/// never by a signal, a panic or a failed allocation; its standard error
+/// when it refused (a non-zero exit), `None` when it ran.
+fn refused(args: &[String], case: &str) -> Option<String> {
+    let (code, stderr) = limited(args);
+    assert!(code.is_some(), "{case}: killed by a signal: {stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("memory allocation"),
+        "{case}: {stderr}"
+    );
+    (code != Some(0)).then_some(stderr)
+}
+
 #[test]
 fn absurd_sizes_are_clean_errors_or_correct_runs() {
     let values = [
@@ -110,14 +123,8 @@ fn absurd_sizes_are_clean_errors_or_correct_runs() {
                 args.extend(["--max-length".into(), "512".into()]);
             }
             args.extend([format!("--{flag}"), value.clone()]);
-            let (code, stderr) = limited(&args);
             let case = format!("--{flag} {value}");
-            assert!(code.is_some(), "{case}: killed by a signal: {stderr}");
-            assert!(
-                !stderr.contains("panicked") && !stderr.contains("memory allocation"),
-                "{case}: {stderr}"
-            );
-            if code != Some(0) {
+            if let Some(stderr) = refused(&args, &case) {
                 errors += 1;
                 let line = stderr.lines().last().unwrap_or_default();
                 // One line, from infeed, naming the value (or, for 0, what
@@ -173,14 +180,8 @@ fn convert_absurd_sizes_are_clean_errors_or_correct_runs() {
             args.push(out.path().join("out").display().to_string());
             args.extend(extra.iter().map(|s| s.to_string()));
             args.extend([format!("--{flag}"), value.to_owned()]);
-            let (code, stderr) = limited(&args);
             let case = format!("convert --{flag} {value}");
-            assert!(code.is_some(), "{case}: killed by a signal: {stderr}");
-            assert!(
-                !stderr.contains("panicked") && !stderr.contains("memory allocation"),
-                "{case}: {stderr}"
-            );
-            if code != Some(0) {
+            if let Some(stderr) = refused(&args, &case) {
                 errors += 1;
                 let line = stderr.lines().last().unwrap_or_default();
                 assert!(
