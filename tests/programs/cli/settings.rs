@@ -45,6 +45,16 @@ fn limited(args: &[String]) -> (Option<i32>, String) {
     }
 }
 
+/// Sizes a typo gives: 0, 2^32, 10^12, 2^40, 2^63 − 1 and 2^64 − 1.
+const ABSURD: [&str; 6] = [
+    "0",
+    "4294967296",
+    "1000000000000",
+    "1099511627776",
+    "9223372036854775807",
+    "18446744073709551615",
+];
+
 /// Runs `infeed ARGS…` under the memory limit: it must end by itself,
 /// never by a signal, a panic or a failed allocation; its standard error
 /// when it refused (a non-zero exit), `None` when it ran.
@@ -60,14 +70,6 @@ fn refused(args: &[String], case: &str) -> Option<String> {
 
 #[test]
 fn absurd_sizes_are_clean_errors_or_correct_runs() {
-    let values = [
-        "0",
-        "4294967296",
-        "1000000000000",
-        "1099511627776",
-        "9223372036854775807",
-        "18446744073709551615",
-    ];
     // Each flag with what it needs beside it.
     let flags: &[(&str, &[&str])] = &[
         ("batch", &[]),
@@ -109,7 +111,7 @@ fn absurd_sizes_are_clean_errors_or_correct_runs() {
     ];
     let mut errors = 0;
     for &(flag, extra) in flags {
-        for value in values {
+        for value in ABSURD {
             let value = match flag {
                 "bucket-batch-sizes" => format!("{value},8"),
                 _ => value.to_owned(),
@@ -146,14 +148,6 @@ fn absurd_sizes_are_clean_errors_or_correct_runs() {
 /// never an abort on an allocation or a panic on a capacity.
 #[test]
 fn convert_absurd_sizes_are_clean_errors_or_correct_runs() {
-    let values = [
-        "0",
-        "4294967296",
-        "1000000000000",
-        "1099511627776",
-        "9223372036854775807",
-        "18446744073709551615",
-    ];
     let tokenizer = ["--tokenizer", "testdata/tokenizer/tokenizer.json"];
     let flags: &[(&str, &[&str])] = &[
         ("threads", &[]),
@@ -171,7 +165,7 @@ fn convert_absurd_sizes_are_clean_errors_or_correct_runs() {
     ];
     let mut errors = 0;
     for &(flag, extra) in flags {
-        for value in values {
+        for value in ABSURD {
             let out = tempfile::tempdir().unwrap();
             let mut args: Vec<String> = ["convert", "testdata/convert/sample.jsonl", "-o"]
                 .iter()
