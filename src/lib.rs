@@ -53,6 +53,7 @@ pub mod index;
 #[doc(hidden)]
 pub mod kernels;
 pub mod pipeline;
+mod fill;
 mod prefetch;
 pub mod record;
 pub mod source;

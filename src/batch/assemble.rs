@@ -161,7 +161,7 @@ impl<'a> Dst<'a> {
     pub(crate) fn fill(&mut self, at: usize, n: usize, value: Fill) {
         fn go<T: FromFill>(d: &mut [T], at: usize, n: usize, v: Fill) {
             if let Some(s) = d.get_mut(at..at + n) {
-                super::fill::fill(s, T::from_fill(v));
+                crate::fill::fill(s, T::from_fill(v));
             }
         }
         match self {

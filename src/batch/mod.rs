@@ -22,7 +22,6 @@ mod bytes_column;
 mod direct;
 mod direct_dense;
 mod dtype;
-mod fill;
 mod pack;
 mod placement;
 mod plan;
@@ -40,7 +39,6 @@ pub(crate) use buffer::PAGE_ALIGNED_FROM;
 pub use buffer::{ALIGN, AlignedBuf, BufferPool, PoolConfig, PoolStats};
 pub use bytes_column::BytesColumn;
 pub use dtype::{Bf16, Element, TensorType};
-pub(crate) use fill::fill;
 pub use pack::{Overflow, POSITIONS, PackPlan, Packer, SEGMENT_IDS, kept_span};
 pub use placement::{PackRule, PackStrategy, Placement, RowPlanner};
 pub use plan::{

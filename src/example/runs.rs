@@ -145,7 +145,7 @@ impl PackedRuns {
             };
             if decoded == Some(total) {
                 counts.push(total);
-                crate::batch::fill(&mut row[total..], pad);
+                crate::fill::fill(&mut row[total..], pad);
                 done(r, total);
                 continue;
             }
