@@ -47,13 +47,13 @@ pub mod batch;
 #[cfg(feature = "encode")]
 pub mod convert;
 pub mod example;
+mod fill;
 #[cfg(feature = "images")]
 pub mod image;
 pub mod index;
 #[doc(hidden)]
 pub mod kernels;
 pub mod pipeline;
-mod fill;
 mod prefetch;
 pub mod record;
 pub mod source;

@@ -472,8 +472,10 @@ impl<T: Send + 'static> Batches<T> {
 
     /// Per-stage figures so far.
     pub fn stats(&self) -> PipelineStats {
+        let read = self.counters.read.figures();
         PipelineStats {
-            read: self.counters.read.figures(),
+            records: self.counters.accounts.account(read.skipped_records),
+            read,
             shuffle: self.counters.stream.figures(),
             batch: self.batch_stats.figures(),
             consumer_wait_ns: self.consumer_wait_ns,
@@ -482,10 +484,6 @@ impl<T: Send + 'static> Batches<T> {
             ready: self.pending.len() + self.rx.as_ref().map_or(0, Receiver::len),
             first_batch_ns: self.first_batch_ns,
             batches: self.next_seq,
-            records: self
-                .counters
-                .accounts
-                .account(self.counters.read.figures().skipped_records),
         }
     }
 

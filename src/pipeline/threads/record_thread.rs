@@ -178,9 +178,7 @@ impl RecordThread {
         });
         let error = match result {
             Ok(Flow::Stop) => {
-                if sender.full() {
-                    self.finish_accounts(&grouper, &sender);
-                }
+                self.finish_accounts_at_count(&grouper, &sender);
                 return;
             }
             Ok(Flow::Go) => None,
@@ -191,9 +189,7 @@ impl RecordThread {
         let state = Arc::new(self.chain.state());
         while let Some(group) = grouper.finish_one() {
             if sender.send(group, &state, Vec::new()) == Flow::Stop {
-                if sender.full() {
-                    self.finish_accounts(&grouper, &sender);
-                }
+                self.finish_accounts_at_count(&grouper, &sender);
                 return;
             }
         }
@@ -210,6 +206,20 @@ impl RecordThread {
         }
         if let Some(e) = error {
             let _ = tx.send((sender.seq, Err(e)));
+        }
+    }
+
+    /// A record `filter_rows` left out.
+    fn filtered_out(&mut self) {
+        self.prefiltered += 1;
+        self.accounts.filtered(1);
+    }
+
+    /// After a stop: the accounts, when the batch count stopped it (not
+    /// the consumer going away).
+    fn finish_accounts_at_count(&self, grouper: &Grouper, sender: &GroupSender<'_>) {
+        if sender.full() {
+            self.finish_accounts(grouper, sender);
         }
     }
 
@@ -274,8 +284,7 @@ impl RecordThread {
             // Records a parsed filter dropped never wait: `None` is not
             // expected here, and such a record is left out as it was then.
             let Some(len) = len else {
-                self.prefiltered += 1;
-                self.accounts.filtered(1);
+                self.filtered_out();
                 continue;
             };
             let file = item.file;
@@ -456,8 +465,7 @@ impl RecordThread {
                     return Ok(Flow::Stop);
                 }
                 let Some(len) = verdict else {
-                    self.prefiltered += 1;
-                    self.accounts.filtered(1);
+                    self.filtered_out();
                     continue;
                 };
                 let file = item.file;
