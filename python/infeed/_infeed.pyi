@@ -1,15 +1,14 @@
 """Types of ``infeed._infeed``, the Rust half of the package (python/src/*.rs).
 
-A pipeline crosses into it as its files and its steps: ``(name, args)`` in
-the words of the Rust builder, as :class:`infeed.Pipeline` records them.
+A pipeline crosses into it as its description (the engine's
+``infeed::pipeline::Description``) in JSON, as :class:`infeed.Pipeline`
+keeps it.
 """
 
 from collections.abc import Sequence
 from typing import Any, Final, final
 
 import numpy.typing as npt
-
-_Step = tuple[str, tuple[Any, ...]]
 
 # The alignment, in bytes, of every buffer a batch's arrays view.
 ALIGN: Final[int]
@@ -20,16 +19,21 @@ __version__: Final[str]
 def list_files(pattern: str) -> list[str]:
     """The files a glob matches (local paths or gs://, s3://, az:// URLs), sorted."""
 
+def describe(description: str) -> str:
+    """The description (JSON) checked, with its defaults filled in; a bad
+    value raises ``SpecError`` naming its place."""
+
+def files_of(description: str) -> list[str]:
+    """The files the described pipeline reads, before host sharding."""
+
 def merge_states(states: Sequence[bytes]) -> bytes:
     """The states of several hosts of one job, taken at the same step, merged
     into one that any host of the job on another host count restores from."""
 
 def records_of(
-    files: Sequence[str],
-    steps: list[_Step],
+    description: str,
     wanted: list[int],
     state: bytes | None = None,
-    tfds: tuple[str, str] | None = None,
 ) -> dict[int, list[list[tuple[str, int]]]]:
     """The records of global steps ``wanted``: per step, per global row, the
     ``(file, offset)`` of its records."""
@@ -48,12 +52,9 @@ def limit_of(
     """What limits a pipeline over a stretch: its word, the busiest stage and
     the share behind it (the engine's rule)."""
 
-def shapes(
-    files: Sequence[str], steps: list[_Step], tfds: tuple[str, str] | None = None
-) -> list[list[tuple[str, str, list[int]]]]:
-    """Every batch shape the steps can emit: a list of lists of
-    ``(name, numpy dtype name, shape)``. With ``tfds`` (``(dir, split)``)
-    the pipeline reads that TFDS split instead of ``files``."""
+def shapes(description: str) -> list[list[tuple[str, str, list[int]]]]:
+    """Every batch shape the described pipeline can emit: a list of lists of
+    ``(name, numpy dtype name, shape)``."""
 
 def tfds_files(dir: str, split: str) -> list[str]:
     """The files a TFDS split string selects in the dataset directory, in
@@ -89,15 +90,11 @@ class Batches:
     """A running pipeline (:class:`infeed.Iterator` wraps it)."""
 
     def __init__(
-        self,
-        files: Sequence[str],
-        steps: list[_Step],
-        state: bytes | None = None,
-        tfds: tuple[str, str] | None = None,
+        self, description: str, state: bytes | None = None, digests: bool = False
     ) -> None:
-        """Starts the pipeline the steps describe over ``files`` (or the TFDS
-        split ``tfds``: ``(dir, split)``), from ``state`` (bytes from
-        :meth:`state`) when given."""
+        """Starts the pipeline ``description`` (JSON) describes, from
+        ``state`` (bytes from :meth:`state`) when given; with ``digests``,
+        takes each batch's digest."""
     def next(self) -> dict[str, npt.NDArray[Any]] | None:
         """The next batch as a dict name -> numpy array, or ``None`` at the end."""
     def state(self) -> bytes:
@@ -108,6 +105,9 @@ class Batches:
     def shape_schedule(self) -> int:
         """A digest of the schedule by which batches take their shapes when
         hosts must agree on them (0 when each batch's shape is its own)."""
+    @property
+    def digest(self) -> str | None:
+        """The last batch's digest, as ``infeed bench --digests`` lists it."""
     @property
     def real_rows(self) -> int | None:
         """Rows of the last batch that hold data (the rest are padding rows)."""
@@ -212,7 +212,7 @@ class RecordSource:
     """Records of shards by their index (``infeed.grain.TFRecordSource``)."""
 
     def __new__(
-        cls, files: Sequence[str], index_dir: str | None = None, spec: Any = None
+        cls, files: Sequence[str], index_dir: str | None = None, spec: str | None = None
     ) -> RecordSource: ...
     def __len__(self) -> int: ...
     def __getitem__(self, index: int) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from infeed import _infeed
 from infeed.index import build_index, files_of
-from infeed.pipeline import Iterator, Pipeline, Spec, spec_entries
+from infeed.pipeline import Iterator, Pipeline, Spec, _features, _json, spec_entries
 
 try:  # Grain is needed only for IterDataset.
     import grain as _grain
@@ -59,8 +59,8 @@ class TFRecordSource(_infeed.RecordSource):
     ) -> TFRecordSource:
         listed = files_of(files)
         index_dir = None if index is None else os.fspath(index)
-        entries = None if spec is None else spec_entries(spec)
-        self = cast(TFRecordSource, super().__new__(cls, listed, index_dir, entries))
+        features = None if spec is None else _json(_features(spec_entries(spec)))
+        self = cast(TFRecordSource, super().__new__(cls, listed, index_dir, features))
         self._args = (listed, index_dir, spec)
         return self
 

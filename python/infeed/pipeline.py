@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,10 +15,10 @@ from infeed import _infeed
 from infeed.errors import MapError, SpecError
 
 Batch = dict[str, np.ndarray]
-# One step of a pipeline as the extension replays it: (name, args), the name
-# being the builder method's (and the Rust builder's) word.
-Step = tuple[str, tuple[Any, ...]]
-# A feature of a spec as the extension takes it: (name, kind, dtype, shape, default).
+# A pipeline's description (the engine's `infeed::pipeline::Description`):
+# plain JSON data, handed to the engine in one call.
+Description = dict[str, Any]
+# A feature of a spec: (name, kind, dtype, shape, default).
 SpecEntry = tuple[str, str, str, list[int], list[Any] | None]
 
 
@@ -107,6 +109,43 @@ class Image:
 Spec = Mapping[str, VarLen | FixedLen | Image] | str
 
 
+def _json(description: Any) -> str:
+    """A description (or a part of one) as the engine takes it: JSON, with
+    numpy's numbers and paths as their plain values."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        raise TypeError(f"{type(value).__name__} {value!r} is not a setting's value")
+
+    return json.dumps(description, default=plain)
+
+
+def _feature(entry: SpecEntry) -> dict[str, Any]:
+    """A spec entry as a description's feature."""
+    name, kind, dtype, shape, default = entry
+    if kind == "image":
+        # The image's text form rides in the dtype slot.
+        return {"name": name, "kind": "image", "image": dtype}
+    feature: dict[str, Any] = {"name": name, "kind": kind, "dtype": dtype}
+    if kind == "fixed_len":
+        feature["shape"] = list(shape)
+    if default is not None:
+        feature["default"] = [
+            v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v for v in default
+        ]
+    return feature
+
+
+def _features(spec: str | list[SpecEntry]) -> str | list[dict[str, Any]]:
+    """A spec (its text form, or entries) as a description's features."""
+    return spec if isinstance(spec, str) else [_feature(e) for e in spec]
+
+
 def spec_entries(spec: Spec) -> str | list[SpecEntry]:
     """A spec as the engine takes it: the string as it is, a dict as its
     entries (a feature of any other type is a TypeError naming it)."""
@@ -137,31 +176,59 @@ class Pipeline:
 
     def __init__(
         self,
+        description: Description,
         files: Sequence[str],
-        steps: tuple[Step, ...] = (),
         maps: tuple[Callable[[Batch], Batch], ...] = (),
         tfds: tuple[str, str] | None = None,
     ) -> None:
+        self._description = description
         self._files = list(files)
-        self._steps = tuple(steps)
         self._maps = tuple(maps)
-        # (dataset directory, split string) of a pipeline from from_tfds: the
-        # engine reads the split itself (its record ranges and counts).
+        # (dataset directory, split string) of a pipeline from from_tfds, for
+        # parse() without a spec.
         self._tfds = tfds
 
     # Sources -------------------------------------------------------------
+
+    @classmethod
+    def _over(cls, source: dict[str, Any], files: Sequence[str], **kw: Any) -> Pipeline:
+        return cls({"version": 1, "source": source}, files, **kw)
 
     @classmethod
     def from_glob(cls, pattern: str | os.PathLike[str]) -> Pipeline:
         """The shards matching a glob (``*``, ``?``, ``[…]``) of local paths or
         gs://, s3://, az:// URLs, in sorted order; a comma separates several
         patterns. Raises :class:`infeed.SourceError` when nothing matches."""
-        return cls(_infeed.list_files(os.fspath(pattern)))
+        pattern = os.fspath(pattern)
+        return cls._over({"glob": pattern}, _infeed.list_files(pattern))
 
     @classmethod
     def from_files(cls, files: Iterable[str | os.PathLike[str]]) -> Pipeline:
         """These files, read in this order (before any shuffle)."""
-        return cls([os.fspath(f) for f in files])
+        paths = [os.fspath(f) for f in files]
+        return cls._over({"files": paths}, paths)
+
+    @classmethod
+    def from_description(cls, description: Description | str | os.PathLike[str]) -> Pipeline:
+        """The pipeline a description gives: a dict (as :meth:`describe`
+        returns it), or a JSON file's path (as ``infeed bench
+        --print-pipeline`` writes it, and ``infeed bench --pipeline`` runs
+        it). The same description gives the same batches here, in Rust
+        (``ParsedPipeline::from_description``) and on the command line."""
+        if not isinstance(description, dict):
+            with open(description, encoding="utf-8") as f:
+                description = json.load(f)
+        checked = json.loads(_infeed.describe(_json(description)))
+        tfds = checked["source"].get("tfds")
+        where = None if tfds is None else (tfds["dir"], tfds["split"])
+        return cls(checked, _infeed.files_of(_json(checked)), tfds=where)
+
+    def describe(self) -> Description:
+        """The pipeline as one value, checked and with its defaults filled
+        in: plain data (JSON's), what :meth:`from_description` and ``infeed
+        bench --pipeline`` take. :meth:`map_batch` functions are Python run
+        on the delivered batches and are not part of it."""
+        return json.loads(_infeed.describe(_json(self._description)))
 
     @classmethod
     def mix(
@@ -212,7 +279,7 @@ class Pipeline:
         for name, p in sources.items():
             if p._maps:
                 raise ValueError(f"mix: source {name!r} has map_batch: put it on the mixture")
-            parts.append((name, p._files, list(p._steps), p._tfds))
+            parts.append({"name": name, "pipeline": p._description})
         points = []
         for at, point in schedule:
             if set(point) != set(sources):
@@ -221,10 +288,19 @@ class Pipeline:
                     f"{sorted(sources)}: give one weight per source"
                 )
             points.append((at, [float(point[n]) for n in sources]))
-        args = (parts, [float(weights[n]) for n in sources], by, on_exhausted)
-        step = ("mix", (*args, points, bool(interpolate), records_per_step, bool(by_tokens)))
+        mix: dict[str, Any] = {
+            "sources": parts,
+            "weights": [float(weights[n]) for n in sources],
+            "by": by,
+            "on_exhausted": on_exhausted,
+            "schedule": points,
+            "interpolate": bool(interpolate),
+            "by_tokens": bool(by_tokens),
+        }
+        if records_per_step is not None:
+            mix["records_per_step"] = records_per_step
         files = [f for p in sources.values() for f in p._files]
-        return cls(files, (step,))
+        return cls._over({"mix": mix}, files)
 
     @classmethod
     def from_tfds(cls, dir: str | os.PathLike[str], split: str = "train") -> Pipeline:
@@ -238,15 +314,34 @@ class Pipeline:
         missing split (naming the dataset's), a file format other than
         TFRecord or bad JSON."""
         dir = os.fspath(dir)
-        return cls(_infeed.tfds_files(dir, split), tfds=(dir, split))
+        source = {"tfds": {"dir": dir, "split": split}}
+        return cls._over(source, _infeed.tfds_files(dir, split), tfds=(dir, split))
 
     @property
     def files(self) -> list[str]:
         """The files the pipeline reads, before host sharding."""
         return list(self._files)
 
-    def _with(self, name: str, *args: Any) -> Pipeline:
-        return Pipeline(self._files, self._steps + ((name, tuple(args)),), self._maps, self._tfds)
+    def _changed(self, change: Callable[[Description], None]) -> Pipeline:
+        """A new pipeline: this one's description, changed."""
+        description = copy.deepcopy(self._description)
+        change(description)
+        # The engine reads it now, so that a bad value is refused by the
+        # call that gives it (the one check, the engine's).
+        _infeed.describe(_json(description))
+        return Pipeline(description, self._files, self._maps, self._tfds)
+
+    def _record(self, step: str, **fields: Any) -> Pipeline:
+        """Pushes a step on serialized records."""
+        return self._changed(lambda d: d.setdefault("records", []).append({step: fields}))
+
+    def _batches(self, step: str, **fields: Any) -> Pipeline:
+        """Pushes a step that makes batches."""
+        return self._changed(lambda d: d.setdefault("batches", []).append({step: fields}))
+
+    def _option(self, **fields: Any) -> Pipeline:
+        """Sets options of the run."""
+        return self._changed(lambda d: d.setdefault("options", {}).update(fields))
 
     # Record-level steps --------------------------------------------------
 
@@ -254,7 +349,7 @@ class Pipeline:
         """The seed of every random choice (file order, shuffle buffer).
         Under record-level ``shard`` the file order comes instead from a seed
         all hosts share, so hosts may be seeded differently."""
-        return self._with("seed", int(seed))
+        return self._option(seed=seed)
 
     def shard(self, index: int, count: int) -> Pipeline:
         """Reads only host ``index`` of ``count``'s part: every ``count``-th
@@ -268,7 +363,7 @@ class Pipeline:
         (``pad_to_multiple_of`` with ``max_length``, ``bucket_by_length``) are
         the same on every host at every step: the length buckets follow a
         schedule all hosts compute alike (docs/many-hosts.md)."""
-        return self._with("shard", int(index), int(count))
+        return self._option(shard=[index, count])
 
     def streams(self, count: int) -> Pipeline:
         """Splits the data into ``count`` logical streams, fixed for the life
@@ -283,24 +378,24 @@ class Pipeline:
         (:func:`infeed.merge_states`; ``infeed.orbax`` does it), restore on
         any such count. Without it a job has one stream per process and
         restores on the same process count only (docs/many-hosts.md)."""
-        return self._with("streams", int(count))
+        return self._option(streams=count)
 
     def shuffle_files(self) -> Pipeline:
         """Shuffles the file order, anew each epoch."""
-        return self._with("shuffle_files")
+        return self._record("shuffle_files")
 
     def interleave(self, cycle_length: int, block_length: int = 1) -> Pipeline:
         """Reads ``cycle_length`` files at once, ``block_length`` records from
         each in turn."""
-        return self._with("interleave", int(cycle_length), int(block_length))
+        return self._record("interleave", cycle_length=cycle_length, block_length=block_length)
 
     def skip(self, n: int) -> Pipeline:
         """Skips the first ``n`` records of each epoch."""
-        return self._with("skip", int(n))
+        return self._record("skip", records=n)
 
     def take(self, n: int) -> Pipeline:
         """Keeps at most ``n`` records of each epoch."""
-        return self._with("take", int(n))
+        return self._record("take", records=n)
 
     def global_shuffle(self, block_bytes: int | None = None) -> Pipeline:
         """Reads each epoch's records in a permutation of every record of the
@@ -313,15 +408,15 @@ class Pipeline:
         and shuffled eight at a time (large reads, for gs://, s3://, az://).
         Takes the place of :meth:`shuffle_files` and :meth:`interleave`."""
         if block_bytes is None:
-            return self._with("global_shuffle")
-        return self._with("global_shuffle_blocks", int(block_bytes))
+            return self._record("global_shuffle")
+        return self._record("global_shuffle", block_bytes=block_bytes)
 
     def index_dir(self, dir: str | os.PathLike[str]) -> Pipeline:
         """Where the shards' indexes are (a folder or a gs://, s3://, az://
         prefix, as :func:`infeed.build_index` wrote them); default: the
         folder ``.infeed-index`` beside the shards (or, for an index written
         by a version before it, beside each shard)."""
-        return self._with("index_dir", os.fspath(dir))
+        return self._option(index_dir=os.fspath(dir))
 
     def worker_reads(self) -> Pipeline:
         """Has the worker that assembles a batch read its records itself,
@@ -336,16 +431,16 @@ class Pipeline:
         bytes each, not the record). Refused with record filters and maps,
         buckets, packing, padding to a shape several hosts share, a mixture,
         skipping corrupt records and the global shuffle."""
-        return self._with("worker_reads")
+        return self._option(worker_reads=True)
 
     def shuffle(self, buffer_size: int) -> Pipeline:
         """Shuffles records through a buffer of ``buffer_size`` serialized
         records."""
-        return self._with("shuffle", int(buffer_size))
+        return self._record("shuffle", buffer=buffer_size)
 
     def repeat(self, epochs: int | None = None) -> Pipeline:
         """Reads the data ``epochs`` times (``None``: forever)."""
-        return self._with("repeat", None if epochs is None else int(epochs))
+        return self._record("repeat", epochs=epochs)
 
     def read_options(
         self,
@@ -364,14 +459,15 @@ class Pipeline:
         mapped pages rather than copies; but a file truncated or rewritten in
         place while read kills the process with SIGBUS, so only for shards
         nothing rewrites meanwhile)."""
-        return self._with(
-            "read_options",
-            compression,
-            bool(verify_crc),
-            bool(skip_corrupt),
-            max_record_size,
-            bool(mmap),
-        )
+        read: dict[str, Any] = {
+            "compression": compression,
+            "verify_crc": verify_crc,
+            "on_corrupt": "skip" if skip_corrupt else "fail",
+            "mmap": mmap,
+        }
+        if max_record_size is not None:
+            read["max_record_size"] = max_record_size
+        return self._option(read=read)
 
     def source_options(
         self,
@@ -408,57 +504,37 @@ class Pipeline:
         (not Python's ``logging``). A bad value raises
         :class:`infeed.SpecError` here."""
 
-        def count(name: str, value: int | None, least: int) -> int | None:
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise SpecError(
-                    f"source_options: {name} must be an integer >= {least}, got {value!r}"
-                )
-            return value
-
-        def seconds(name: str, value: float | None) -> float | None:
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise SpecError(f"source_options: {name} must be seconds, got {value!r}")
-            if not value >= 0 or value == float("inf"):
-                raise SpecError(
-                    f"source_options: {name} must be finite seconds >= 0, got {value!r}"
-                )
-            return float(value)
-
-        return self._with(
-            "source_options",
-            count("max_retries", max_retries, 0),
-            seconds("retry_timeout", retry_timeout),
-            seconds("request_timeout", request_timeout),
-            seconds("retry_backoff", retry_backoff),
-            seconds("max_backoff", max_backoff),
-            count("chunk_size", chunk_size, 1),
-            count("readahead", readahead, 1),
-            None if retry_unknown_errors is None else bool(retry_unknown_errors),
-        )
+        given = {
+            "max_retries": max_retries,
+            "retry_timeout": retry_timeout,
+            "request_timeout": request_timeout,
+            "retry_backoff": retry_backoff,
+            "max_backoff": max_backoff,
+            "chunk_size": chunk_size,
+            "readahead": readahead,
+            "retry_unknown_errors": retry_unknown_errors,
+        }
+        return self._option(source={k: v for k, v in given.items() if v is not None})
 
     def threads(self, n: int) -> Pipeline:
         """Worker threads that parse and assemble batches (default: one per
         core). The batches do not depend on it."""
-        return self._with("threads", int(n))
+        return self._option(threads=n)
 
     def cpu_affinity(self, cores: Iterable[int]) -> Pipeline:
         """Keeps the pipeline's threads on these cores (a CPU budget: the
         training step's threads keep the rest). Without :meth:`threads`, one
         worker per core given. Cores the process may not run on are refused
         when the pipeline starts; the batches do not depend on it."""
-        return self._with("cpu_affinity", [int(c) for c in cores])
+        return self._option(cpu_affinity=list(cores))
 
     def prefetch(self, batches: int) -> Pipeline:
         """Batches prepared ahead of the consumer (default 2)."""
-        return self._with("prefetch", int(batches))
+        return self._option(prefetch=batches)
 
     def unordered(self) -> Pipeline:
         """Delivers each batch as soon as a worker finishes it, not in order."""
-        return self._with("unordered")
+        return self._option(unordered=True)
 
     def skip_steps(self, ranges: Iterable[tuple[int, int]]) -> Pipeline:
         """Leaves out the global batches of steps ``a`` to ``b - 1`` for each
@@ -467,7 +543,10 @@ class Pipeline:
         with the next ones (typically with a restored state, past a loss
         spike). The ranges are part of the state, so a later restore keeps
         leaving them out. Their records are still read, not delivered."""
-        return self._with("skip_steps", [(int(a), int(b)) for a, b in ranges])
+        given = [[a, b] for a, b in ranges]
+        return self._changed(
+            lambda d: d.setdefault("options", {}).setdefault("skip_steps", []).extend(given)
+        )
 
     def equal_batches(self, how: str) -> Pipeline:
         """Every host of :meth:`shard` emits the same number of batches over a
@@ -479,7 +558,7 @@ class Pipeline:
         across hosts, ``pack``, ``filter_rows``) every process finds it by
         running every host's grouping once, so every process must give the
         same ``seed`` (docs/many-hosts.md)."""
-        return self._with("equal_batches", how)
+        return self._option(equal_batches=how)
 
     # Parsing and batching ------------------------------------------------
 
@@ -505,10 +584,12 @@ class Pipeline:
         program takes numbers); a variable-length one is padded like the
         others, with ``b""``, and its ``<name>_mask`` is a numeric array."""
         if spec is None:
-            return self._with("parse", self._tfds_entries(features))
-        if features is not None:
+            entries: str | list[SpecEntry] = self._tfds_entries(features)
+        elif features is not None:
             raise TypeError("parse: give a spec or features=, not both")
-        return self._with("parse", spec_entries(spec))
+        else:
+            entries = spec_entries(spec)
+        return self._changed(lambda d: d.update(parse={"features": _features(entries)}))
 
     def _tfds_entries(self, features: Sequence[str] | None) -> list[SpecEntry]:
         """The dataset's own spec, or the part of it ``features`` names; an
@@ -546,29 +627,29 @@ class Pipeline:
         last, smaller batch is dropped with ``drop_remainder``, else padded
         with fully masked rows (the iterator's ``real_rows`` says how many
         are real)."""
-        return self._with("batch", int(batch_size), bool(drop_remainder))
+        return self._batches("batch", size=batch_size, drop_remainder=drop_remainder)
 
     def drop_remainder(self, drop: bool = True) -> Pipeline:
         """Whether partial last batches (of each bucket) are dropped."""
-        return self._with("drop_remainder", bool(drop))
+        return self._batches("drop_remainder", drop=drop)
 
     def pad_to_multiple_of(self, n: int) -> Pipeline:
         """Pads variable-length features to the longest row of the batch,
         rounded up to a multiple of ``n``; ``<name>_mask`` marks real values."""
-        return self._with("pad_to_multiple_of", int(n))
+        return self._batches("pad_to_multiple_of", multiple=n)
 
     def max_length(self, length: int) -> Pipeline:
         """Caps the padded length; longer rows follow :meth:`truncation`."""
-        return self._with("max_length", int(length))
+        return self._batches("max_length", length=length)
 
     def fixed_length(self, length: int) -> Pipeline:
         """Pads (or truncates) every variable-length feature to ``length``."""
-        return self._with("fixed_length", int(length))
+        return self._batches("fixed_length", length=length)
 
     def truncation(self, policy: str) -> Pipeline:
         """A row longer than the cap: ``"error"`` (default), ``"keep_start"``
         or ``"keep_end"``."""
-        return self._with("truncation", policy)
+        return self._batches("truncation", policy=policy)
 
     def masks(self, dtype: Any) -> Pipeline:
         """The dtype of every ``<name>_mask``: ``"auto"`` (default: the
@@ -576,22 +657,22 @@ class Pipeline:
         of an int64 mask), ``"int32"``, ``"int64"``, ``"float32"``, or
         ``None`` / ``"none"`` for no masks (an lm's ``attention_mask`` already
         is the mask of ``input_ids``). Part of the state's fingerprint."""
-        return self._with("masks", _mask_name(dtype))
+        return self._batches("masks", mask=_mask_name(dtype))
 
     def mask(self, name: str, dtype: Any) -> Pipeline:
         """The mask of variable-length feature ``name`` only, over
         :meth:`masks` (same words), e.g. ``mask("input_ids", None)``."""
-        return self._with("mask", name, _mask_name(dtype))
+        return self._batches("mask", feature=name, mask=_mask_name(dtype))
 
     def cast(self, dtype: Any) -> Pipeline:
         """Casts every integer feature to ``dtype`` (``"int32"``; an overflow
         is an error)."""
-        return self._with("cast", _dtype_name(dtype))
+        return self._batches("cast", dtype=_dtype_name(dtype))
 
     def decode_raw(self, name: str, shape: Sequence[int]) -> Pipeline:
         """Decodes fixed-length bytes feature ``name`` as raw uint8 of
         ``shape`` per record (e.g. an image of ``[32, 32, 3]``)."""
-        return self._with("decode_raw", name, [int(d) for d in shape])
+        return self._batches("decode_raw", feature=name, shape=list(shape))
 
     def normalize(
         self,
@@ -607,7 +688,9 @@ class Pipeline:
         ``ml_dtypes.bfloat16``, JAX's)."""
         means = [float(m) for m in np.atleast_1d(np.asarray(mean, dtype=np.float64))]
         stds = [float(s) for s in np.atleast_1d(np.asarray(std, dtype=np.float64))]
-        return self._with("normalize", name, means, stds, _dtype_name(dtype))
+        return self._batches(
+            "normalize", feature=name, mean=means, std=stds, dtype=_dtype_name(dtype)
+        )
 
     def bucket_by_length(
         self, feature: str, boundaries: Sequence[int], batch_sizes: Sequence[int]
@@ -615,11 +698,11 @@ class Pipeline:
         """Groups records by the length of ``feature``: bucket ``i`` takes
         lengths up to ``boundaries[i]``, ``batch_sizes[i]`` rows a batch, one
         shape per bucket (leave out :meth:`batch`)."""
-        return self._with(
+        return self._batches(
             "bucket_by_length",
-            feature,
-            [int(b) for b in boundaries],
-            [int(b) for b in batch_sizes],
+            feature=feature,
+            boundaries=list(boundaries),
+            batch_sizes=list(batch_sizes),
         )
 
     def tokenize(
@@ -643,8 +726,12 @@ class Pipeline:
         sequence). A tokenizer that does not load, or lacks a token asked
         for, raises ``TokenizerError`` (``path``); a feature that is not text
         ``SpecError``."""
-        return self._with(
-            "tokenize", str(feature), os.fspath(tokenizer), bool(add_bos), bool(add_eos)
+        return self._batches(
+            "tokenize",
+            feature=feature,
+            tokenizer=os.fspath(tokenizer),
+            add_bos=add_bos,
+            add_eos=add_eos,
         )
 
     def pack(
@@ -661,7 +748,11 @@ class Pipeline:
         into the next row: no padding; each piece its own segment, positions
         from 0). ``max_segments`` caps the sequences (or pieces) of a row.
         Every strategy restores exactly and moves between host counts."""
-        return self._with("pack", int(row_length), str(strategy), max_segments)
+        packed = self._batches("pack", row_length=row_length)
+        packed = packed._batches("pack_strategy", strategy=strategy)
+        if max_segments is None:
+            return packed
+        return packed._batches("pack_max_segments", segments=max_segments)
 
     def inputs_targets(self, feature: str, bos: int = 0) -> Pipeline:
         """Next-token ``inputs`` and ``targets`` of the integer token feature
@@ -672,12 +763,12 @@ class Pipeline:
         convention). With them ``targets_mask`` (1 on a real target) and
         ``segment_ids`` and ``positions`` (which a padded batch gets here);
         ``feature`` and its mask leave the batch."""
-        return self._with("inputs_targets", str(feature), int(bos))
+        return self._batches("inputs_targets", feature=feature, bos=bos)
 
     def pack_overflow(self, policy: str) -> Pipeline:
         """A record longer than a packed row: ``"error"`` (default),
         ``"keep_start"``, ``"keep_end"`` or ``"split"``."""
-        return self._with("pack_overflow", policy)
+        return self._batches("pack_overflow", overflow=policy)
 
     def map_batch(self, fn: Callable[[Batch], Batch]) -> Pipeline:
         """Applies ``fn`` (dict name → numpy array in, dict out) to every
@@ -691,7 +782,7 @@ class Pipeline:
         """
         if not callable(fn):
             raise TypeError("map_batch needs a callable")
-        return Pipeline(self._files, self._steps, self._maps + (fn,), self._tfds)
+        return Pipeline(self._description, self._files, self._maps + (fn,), self._tfds)
 
     # Running ---------------------------------------------------------------
 
@@ -700,12 +791,10 @@ class Pipeline:
         dict name → (shape, numpy dtype) per shape."""
         return [
             {name: (tuple(shape), np.dtype(dtype)) for name, dtype, shape in tensors}
-            for tensors in _infeed.shapes(self._files, list(self._steps), self._tfds)
+            for tensors in _infeed.shapes(_json(self._description))
         ]
 
-    def records_of(
-        self, steps: Iterable[int], state: bytes | None = None
-    ) -> dict[int, list[Any]]:
+    def records_of(self, steps: Iterable[int], state: bytes | None = None) -> dict[int, list[Any]]:
         """The records of the global steps ``steps``: ``{step: rows}``, every
         process's rows of the job in global-batch order (process 0's first),
         each row a ``(file, offset)`` tuple, ``None`` for padding, a list of
@@ -714,10 +803,8 @@ class Pipeline:
         process's), from ``state`` (merged states of every process, or one
         process's when each runs one stream) or the start, by running the
         record ops and grouping up to the last step, nothing parsed."""
-        found = _infeed.records_of(
-            self._files, list(self._steps), [int(s) for s in steps], state, self._tfds
-        )
-        packed = any(name == "pack" for name, _ in self._steps)
+        found = _infeed.records_of(_json(self._description), list(steps), state)
+        packed = any("pack" in b for b in self._description.get("batches", []))
 
         def row(records: list[tuple[str, int]]) -> Any:
             if not records:
@@ -726,20 +813,18 @@ class Pipeline:
 
         return {step: [row(r) for r in rows] for step, rows in found.items()}
 
-    def iter(self, state: bytes | None = None) -> Iterator:
+    def iter(self, state: bytes | None = None, *, digests: bool = False) -> Iterator:
         """Starts the pipeline; from ``state`` (from
-        :meth:`Iterator.get_state` of the same pipeline) when given."""
-        return Iterator(self, state)
+        :meth:`Iterator.get_state` of the same pipeline) when given. With
+        ``digests``, each batch's digest is taken (:attr:`Iterator.digest`;
+        it reads every byte of the batch)."""
+        return Iterator(self, state, digests=digests)
 
     def __iter__(self) -> Iterator:
         return self.iter()
 
     def __repr__(self) -> str:
-        steps = ".".join(f"{name}{args!r}" for name, args in self._steps)
-        source = f"{len(self._files)} files"
-        if self._tfds is not None:
-            source = f"tfds {self._tfds[0]!r} split {self._tfds[1]!r}"
-        return f"Pipeline({source}).{steps}"
+        return f"Pipeline({_json(self._description)})"
 
 
 def _mapped(fn: Callable[[Batch], Batch], out: object) -> Batch:
@@ -770,13 +855,13 @@ class Iterator:
     its threads.
     """
 
-    def __init__(self, pipeline: Pipeline, state: bytes | None = None) -> None:
+    def __init__(
+        self, pipeline: Pipeline, state: bytes | None = None, *, digests: bool = False
+    ) -> None:
         self._pipeline = pipeline
+        self._digests = digests
         self._batches = _infeed.Batches(
-            pipeline._files,
-            list(pipeline._steps),
-            None if state is None else bytes(state),
-            pipeline._tfds,
+            _json(pipeline._description), None if state is None else bytes(state), digests
         )
 
     def __iter__(self) -> Iterator:
@@ -793,6 +878,13 @@ class Iterator:
     @property
     def pipeline(self) -> Pipeline:
         return self._pipeline
+
+    @property
+    def digest(self) -> str | None:
+        """The last batch's digest, as ``infeed bench --digests`` lists it
+        (the engine's batch, before :meth:`Pipeline.map_batch` functions);
+        ``None`` unless the iterator was started with ``digests=True``."""
+        return self._batches.digest
 
     @property
     def real_rows(self) -> int | None:
@@ -852,9 +944,7 @@ class Iterator:
     def set_state(self, state: bytes) -> None:
         """Continues from ``state`` (from :meth:`get_state` of an iterator of
         the same pipeline)."""
-        batches = _infeed.Batches(
-            self._pipeline._files, list(self._pipeline._steps), bytes(state), self._pipeline._tfds
-        )
+        batches = _infeed.Batches(_json(self._pipeline._description), bytes(state), self._digests)
         self._batches.close()
         self._batches = batches
 

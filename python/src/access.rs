@@ -34,14 +34,14 @@ impl RecordSource {
     /// `index_dir` (`None`: `.infeed-index` beside the shards, else beside
     /// each shard as versions before wrote them; a shard without one is
     /// indexed in memory, and a line on standard error says so); parsed by
-    /// `spec` (a spec string or entries) when given.
+    /// `spec` (the features of a description, as JSON) when given.
     #[new]
     #[pyo3(signature = (files, index_dir = None, spec = None))]
     fn new(
         py: Python<'_>,
         files: Vec<String>,
         index_dir: Option<String>,
-        spec: Option<&Bound<'_, PyAny>>,
+        spec: Option<&str>,
     ) -> PyResult<Self> {
         let spec = spec.map(|s| feature_spec(py, s)).transpose()?;
         let opts = AccessOptions {

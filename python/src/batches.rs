@@ -9,6 +9,7 @@ use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{Element, PyArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::{build, errors};
 
@@ -70,6 +71,10 @@ pub struct Batches {
     /// The state when the pipeline was closed (its threads are gone).
     closed_state: Mutex<Option<Vec<u8>>>,
     real_rows: Mutex<Option<usize>>,
+    /// Whether each batch's digest is taken (it reads every byte of it).
+    digests: bool,
+    /// The last batch's digest, as `infeed bench --digests` lists it.
+    digest: Mutex<Option<String>>,
     /// The last batch's rows and where they came from.
     provenance: Mutex<Option<(usize, Provenance)>>,
 }
@@ -80,18 +85,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[pymethods]
 impl Batches {
-    /// Starts the pipeline the steps describe over `files`, from `state`
-    /// (bytes from `state()`) when given.
+    /// Starts the pipeline `description` (JSON) describes, from `state`
+    /// (bytes from `state()`) when given; with `digests`, takes each
+    /// batch's digest (`digest`).
     #[new]
-    #[pyo3(signature = (files, steps, state = None, tfds = None))]
+    #[pyo3(signature = (description, state = None, digests = false))]
     fn new(
         py: Python<'_>,
-        files: Vec<String>,
-        steps: &Bound<'_, PyList>,
+        description: &str,
         state: Option<Vec<u8>>,
-        tfds: Option<(String, String)>,
+        digests: bool,
     ) -> PyResult<Self> {
-        let pipeline = build::build(py, files, tfds, steps, state.as_deref())?;
+        let pipeline = build::build(py, description, state.as_deref())?;
         let batches = py
             .detach(|| pipeline.build())
             .map_err(|e| errors::to_py(py, e))?;
@@ -99,6 +104,8 @@ impl Batches {
             inner: Mutex::new(Some(batches)),
             closed_state: Mutex::new(None),
             real_rows: Mutex::new(None),
+            digests,
+            digest: Mutex::new(None),
             provenance: Mutex::new(None),
         })
     }
@@ -120,6 +127,12 @@ impl Batches {
             }
         };
         *lock(&self.real_rows) = Some(batch.real_rows);
+        if self.digests {
+            // The bench hashes each batch's digest once more (xxh3 of its
+            // 8 bytes): the same text here.
+            let digest = xxh3_64(&batch.digest().to_le_bytes());
+            *lock(&self.digest) = Some(format!("{digest:016x}"));
+        }
         *lock(&self.provenance) = Some((batch.rows(), batch.provenance));
         let dict = PyDict::new(py);
         for (name, tensor) in batch.tensors {
@@ -183,6 +196,13 @@ impl Batches {
             }
         }
         Ok(out)
+    }
+
+    /// The last batch's digest (taken with `digests`), as `infeed bench
+    /// --digests` lists it.
+    #[getter]
+    fn digest(&self) -> Option<String> {
+        lock(&self.digest).clone()
     }
 
     /// Rows of the last batch that hold data (the rest are padding rows).

@@ -40,19 +40,6 @@ pub fn spec(py: Python<'_>, message: String) -> PyErr {
     raise(py, "SpecError", message, Fields::default())
 }
 
-/// Like [`spec`], naming the feature (or spec item) at fault.
-pub fn spec_at(py: Python<'_>, message: String, feature: Option<String>) -> PyErr {
-    raise(
-        py,
-        "SpecError",
-        message,
-        Fields {
-            feature,
-            ..Fields::default()
-        },
-    )
-}
-
 /// A state that cannot be used.
 pub fn state(py: Python<'_>, message: String) -> PyErr {
     raise(py, "StateError", message, Fields::default())
@@ -176,9 +163,17 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
                 ..Fields::default()
             },
         ),
-        PipelineError::Bucket(_) | PipelineError::Config(_) | PipelineError::Setting(_) => {
-            ("SpecError", Fields::default())
-        }
+        PipelineError::Spec { feature, .. } => (
+            "SpecError",
+            Fields {
+                feature: feature.clone(),
+                ..Fields::default()
+            },
+        ),
+        PipelineError::Bucket(_)
+        | PipelineError::Config(_)
+        | PipelineError::Description(_)
+        | PipelineError::Setting(_) => ("SpecError", Fields::default()),
         PipelineError::BadState(_) => ("StateError", Fields::default()),
         PipelineError::Index(e) => (
             "ShardIndexError",

@@ -1,11 +1,12 @@
 //! `infeed._infeed`: the Rust half of the Python package.
 //!
-//! The Python side (`infeed/pipeline.py`) keeps a pipeline as a list of
-//! steps, `(name, args)` in the words of the Rust builder; this module
-//! replays them into a [`ParsedPipeline`](infeed::pipeline::ParsedPipeline)
-//! (`build.rs`), runs it without the GIL and hands out each batch as numpy
-//! arrays over the pipeline's pooled buffers (`batches.rs`). Errors become
-//! the exceptions of `infeed.errors` with their fields (`errors.rs`).
+//! The Python side (`infeed/pipeline.py`) keeps a pipeline as the engine's
+//! description (`infeed::pipeline::Description`, plain data); this module
+//! reads it, as JSON, into a
+//! [`ParsedPipeline`](infeed::pipeline::ParsedPipeline) (`build.rs`), runs
+//! it without the GIL and hands out each batch as numpy arrays over the
+//! pipeline's pooled buffers (`batches.rs`). Errors become the exceptions of
+//! `infeed.errors` with their fields (`errors.rs`).
 
 mod access;
 mod batches;
@@ -15,7 +16,6 @@ mod errors;
 mod writer;
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
 
 /// The files a glob matches (local paths or gs://, s3://, az:// URLs), sorted.
 #[pyfunction]
@@ -68,20 +68,34 @@ fn tfds_spec(py: Python<'_>, dir: &str) -> PyResult<Vec<(SpecEntry, String)>> {
         .collect())
 }
 
+/// The description in `json`, checked, with its defaults filled in (JSON);
+/// an error names the place of a bad value.
+#[pyfunction]
+fn describe(py: Python<'_>, json: &str) -> PyResult<String> {
+    Ok(build::description(py, json)?.to_json())
+}
+
+/// The files the description's pipeline reads, before host sharding (a
+/// glob listed, a TFDS split read).
+#[pyfunction]
+fn files_of(py: Python<'_>, json: &str) -> PyResult<Vec<String>> {
+    let mut d = build::description(py, json)?;
+    // Its record-level part: the files come from there.
+    d.parse = None;
+    d.batches.clear();
+    py.detach(|| infeed::pipeline::Pipeline::from_description(&d))
+        .map(|p| p.files().to_vec())
+        .map_err(|e| errors::to_py(py, e))
+}
+
 /// One tensor of a batch shape: `(name, numpy dtype name, shape)`.
 type TensorShape = (String, &'static str, Vec<usize>);
 
-/// Every batch shape the steps can emit: a list of lists of
+/// Every batch shape the described pipeline can emit: a list of lists of
 /// `(name, dtype, shape)`.
 #[pyfunction]
-#[pyo3(signature = (files, steps, tfds = None))]
-fn shapes(
-    py: Python<'_>,
-    files: Vec<String>,
-    steps: &Bound<'_, PyList>,
-    tfds: Option<(String, String)>,
-) -> PyResult<Vec<Vec<TensorShape>>> {
-    let pipeline = build::build(py, files, tfds, steps, None)?;
+fn shapes(py: Python<'_>, description: &str) -> PyResult<Vec<Vec<TensorShape>>> {
+    let pipeline = build::build(py, description, None)?;
     let shapes = py
         .detach(|| pipeline.shapes())
         .map_err(|e| errors::to_py(py, e))?;
@@ -128,16 +142,14 @@ fn limit_of(
 /// The records of the global steps `wanted` (`Pipeline.records_of`): per
 /// step, per global row, the `(file, offset)` of its records.
 #[pyfunction]
-#[pyo3(signature = (files, steps, wanted, state = None, tfds = None))]
+#[pyo3(signature = (description, wanted, state = None))]
 fn records_of(
     py: Python<'_>,
-    files: Vec<String>,
-    steps: &Bound<'_, PyList>,
+    description: &str,
     wanted: Vec<u64>,
     state: Option<Vec<u8>>,
-    tfds: Option<(String, String)>,
 ) -> PyResult<std::collections::BTreeMap<u64, Vec<infeed::pipeline::RowRecords>>> {
-    let pipeline = build::build(py, files, tfds, steps, state.as_deref())?;
+    let pipeline = build::build(py, description, state.as_deref())?;
     py.detach(|| pipeline.records_of(&wanted))
         .map_err(|e| errors::to_py(py, e))
 }
@@ -155,6 +167,8 @@ fn merge_states(py: Python<'_>, states: Vec<Vec<u8>>) -> PyResult<Vec<u8>> {
 #[pymodule]
 fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(describe, m)?)?;
+    m.add_function(wrap_pyfunction!(files_of, m)?)?;
     m.add_function(wrap_pyfunction!(shapes, m)?)?;
     m.add_function(wrap_pyfunction!(records_of, m)?)?;
     m.add_function(wrap_pyfunction!(limit_of, m)?)?;

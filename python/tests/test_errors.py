@@ -157,11 +157,30 @@ NUMERIC = [
 ]
 
 
+# Where each setting of NUMERIC sits in the description (what its errors name).
+PLACE = {
+    "batch": ".batch.size",
+    "shuffle": ".shuffle.buffer",
+    "prefetch": "options.prefetch",
+    "threads": "options.threads",
+    "interleave": ".interleave.cycle_length",
+    "skip": ".skip.records",
+    "take": ".take.records",
+    "repeat": ".repeat.epochs",
+    "seed": "options.seed",
+    "streams": "options.streams",
+    "max_length": ".max_length.length",
+    "fixed_length": ".fixed_length.length",
+    "pad_to_multiple_of": ".pad_to_multiple_of.multiple",
+    "pack": ".pack.row_length",
+}
+
+
 @pytest.mark.parametrize("step", NUMERIC)
 def test_a_negative_number_is_a_spec_error_naming_the_setting(step: str) -> None:
     with pytest.raises(infeed.SpecError) as e:
         _lm(step, -1).shapes()
-    assert "-1 is negative" in str(e.value), str(e.value)
+    assert PLACE[step] in str(e.value) and "`-1`" in str(e.value), str(e.value)
 
 
 def test_absurd_sizes_are_clean_errors_or_correct_runs() -> None:
@@ -173,7 +192,7 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
 sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
 import infeed
-from test_errors import _lm, NUMERIC
+from test_errors import _lm, NUMERIC, PLACE
 outcomes = []
 for step in NUMERIC:
     for value in [0, 2**32, 10**12, 2**40, 2**63 - 1, 2**64 - 1, 2**64]:
@@ -183,7 +202,12 @@ for step in NUMERIC:
                 next(it, None)
             outcomes.append(f"{{step}}={{value}}: ran")
         except infeed.SpecError as e:
-            named = str(value) in str(e) or (value == 0 and "at least 1" in str(e))
+            named = (
+                str(value) in str(e)
+                or (value == 0 and "at least 1" in str(e))
+                # Past 2**64 - 1: not a whole number the description holds.
+                or (value == 2**64 and PLACE[step] in str(e))
+            )
             assert named, (step, value, str(e))
             outcomes.append(f"{{step}}={{value}}: {{type(e).__name__}}")
 print("\\n".join(outcomes))
@@ -232,6 +256,6 @@ def test_words_take_either_spelling_and_an_unknown_word_lists_them() -> None:
     assert first("keep-start") == first("keep_start") != first("keep_end")
     with pytest.raises(infeed.SpecError) as e:
         first("keep")
-    assert str(e.value) == 'truncation "keep": expected error, keep_start or keep_end'
+    assert str(e.value).endswith('truncation "keep": expected error, keep_start or keep_end')
     with pytest.raises(infeed.SpecError, match='equal_batches "all": expected drop or pad'):
         infeed.Pipeline.from_files([LM]).equal_batches("all").parse(LM_SPEC).batch(2).shapes()

@@ -15,23 +15,24 @@ pub enum TensorType {
     BF16,
 }
 
+impl crate::words::Words for TensorType {
+    const SETTING: &'static str = "dtype";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["int64", "i64"], TensorType::I64),
+        (&["int32", "i32"], TensorType::I32),
+        (&["float32", "f32", "float"], TensorType::F32),
+        (&["uint8", "u8"], TensorType::U8),
+        (&["bfloat16", "bf16"], TensorType::BF16),
+    ];
+}
+
 impl std::str::FromStr for TensorType {
     type Err = crate::words::UnknownWord;
 
     /// numpy's names (`int64`, `int32`, `float32`, `uint8`, `bfloat16`) or
     /// the short ones (`i64`, `i32`, `f32`, `u8`, `bf16`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "dtype",
-            s,
-            &[
-                (&["int64", "i64"], TensorType::I64),
-                (&["int32", "i32"], TensorType::I32),
-                (&["float32", "f32", "float"], TensorType::F32),
-                (&["uint8", "u8"], TensorType::U8),
-                (&["bfloat16", "bf16"], TensorType::BF16),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 

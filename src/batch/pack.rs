@@ -35,21 +35,22 @@ pub enum Overflow {
     Split,
 }
 
+impl crate::words::Words for Overflow {
+    const SETTING: &'static str = "pack_overflow";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["error"], Overflow::Error),
+        (&["keep_start"], Overflow::KeepStart),
+        (&["keep_end"], Overflow::KeepEnd),
+        (&["split"], Overflow::Split),
+    ];
+}
+
 impl std::str::FromStr for Overflow {
     type Err = crate::words::UnknownWord;
 
     /// `error`, `keep_start`, `keep_end` or `split`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "pack_overflow",
-            s,
-            &[
-                (&["error"], Overflow::Error),
-                (&["keep_start"], Overflow::KeepStart),
-                (&["keep_end"], Overflow::KeepEnd),
-                (&["split"], Overflow::Split),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 

@@ -20,20 +20,21 @@ pub enum PackStrategy {
     ConcatSplit,
 }
 
+impl crate::words::Words for PackStrategy {
+    const SETTING: &'static str = "pack_strategy";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["first_fit"], PackStrategy::FirstFit),
+        (&["best_fit"], PackStrategy::BestFit),
+        (&["concat_split"], PackStrategy::ConcatSplit),
+    ];
+}
+
 impl std::str::FromStr for PackStrategy {
     type Err = crate::words::UnknownWord;
 
     /// `first_fit`, `best_fit` or `concat_split`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "pack_strategy",
-            s,
-            &[
-                (&["first_fit"], PackStrategy::FirstFit),
-                (&["best_fit"], PackStrategy::BestFit),
-                (&["concat_split"], PackStrategy::ConcatSplit),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 

@@ -119,14 +119,7 @@ enum CliError {
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
-    let argv = match bench::expand_config(std::env::args_os().collect()) {
-        Ok(argv) => argv,
-        Err(e) => {
-            eprintln!("infeed: {e}");
-            return 2;
-        }
-    };
-    let cli = Cli::parse_from(argv);
+    let cli = Cli::parse();
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result = match &cli.command {

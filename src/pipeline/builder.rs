@@ -8,6 +8,9 @@ use bytes::Bytes;
 
 use super::batches::Batches;
 use super::batching::{Batching, ParsedSettings};
+use super::description::{
+    BatchStep, Callable, Description, Mix, MixSource, Output, Parse, RecordStep, Source,
+};
 use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::raw_batch::{BatchFn, RawBatch};
@@ -40,10 +43,20 @@ use super::ops::mix_schedule::MixSchedule;
 use super::settings::MixSettings;
 
 /// A description of an input pipeline; `build` starts it.
+///
+/// Each word pushes a step onto its [`Description`]
+/// ([`describe`](Self::describe)) and applies it to the settings the engine
+/// starts from; [`from_description`](Self::from_description) makes the same
+/// pipeline from the value.
 #[derive(Clone)]
 pub struct Pipeline {
     pub(crate) s: RecordSettings,
+    d: Description,
 }
+
+/// The name a step of user code has in a description when a Rust closure
+/// gave it: such a description runs only where the closure is.
+const RUST_CLOSURE: &str = "rust closure";
 
 impl Pipeline {
     /// A pipeline over these files, read in this order (before any shuffle).
@@ -55,7 +68,11 @@ impl Pipeline {
             return Err(PipelineError::NoFiles("(an empty list)".into()));
         }
         let source = files.join(",");
-        Ok(Self::with_files(source, files))
+        Ok(Self::with_files(
+            source,
+            files.clone(),
+            Source::Files(files),
+        ))
     }
 
     /// A mixture of record-level pipelines in set proportions: each source
@@ -74,8 +91,8 @@ impl Pipeline {
         sources: impl IntoIterator<Item = (S, Pipeline)>,
         weights: &[f64],
     ) -> Result<Self, PipelineError> {
-        let sources: Vec<(String, RecordSettings)> =
-            sources.into_iter().map(|(n, p)| (n.into(), p.s)).collect();
+        let sources: Vec<(String, Pipeline)> =
+            sources.into_iter().map(|(n, p)| (n.into(), p)).collect();
         let bad = |m: String| Err(PipelineError::Config(format!("mix: {m}")));
         if sources.is_empty() {
             return bad("no source".into());
@@ -85,6 +102,12 @@ impl Pipeline {
                 "{} weights for {} sources",
                 weights.len(),
                 sources.len()
+            ));
+        }
+        if let Some((name, p)) = sources.iter().find(|(_, p)| p.d.parse.is_some()) {
+            return bad(format!(
+                "source {name:?} parses its records ({}); a source takes record-level steps only",
+                p.s.source
             ));
         }
         if let Some(w) = weights.iter().find(|w| !w.is_finite() || **w <= 0.0) {
@@ -100,17 +123,33 @@ impl Pipeline {
         }
         let files: Vec<String> = sources
             .iter()
-            .flat_map(|(_, s)| s.files.iter().cloned())
+            .flat_map(|(_, p)| p.s.files.iter().cloned())
             .collect();
         let label = sources
             .iter()
-            .map(|(n, s)| format!("{n}={}", s.source))
+            .map(|(n, p)| format!("{n}={}", p.s.source))
             .collect::<Vec<_>>()
             .join(";");
-        let mut p = Self::with_files(format!("mix({label})"), files);
-        p.s.workers = sources[0].1.workers;
+        let described = Mix {
+            sources: sources
+                .iter()
+                .map(|(name, p)| MixSource {
+                    name: name.clone(),
+                    pipeline: p.d.clone(),
+                })
+                .collect(),
+            weights: weights.to_vec(),
+            by: MixChoice::Random,
+            on_exhausted: OnExhausted::Stop,
+            schedule: Vec::new(),
+            interpolate: false,
+            records_per_step: None,
+            by_tokens: false,
+        };
+        let mut p = Self::with_files(format!("mix({label})"), files, Source::Mix(described));
+        p.s.workers = sources[0].1.s.workers;
         p.s.mixture = Some(Arc::new(MixSettings {
-            sources,
+            sources: sources.into_iter().map(|(n, p)| (n, p.s)).collect(),
             weights: weights.to_vec(),
             choice: MixChoice::Random,
             on_exhausted: OnExhausted::Stop,
@@ -125,20 +164,20 @@ impl Pipeline {
     /// How a mixture picks the source of each record: a random draw by
     /// weight (the default), or stratified so that every batch holds each
     /// source's share (see [`MixChoice`]).
-    pub fn mix_by(mut self, choice: MixChoice) -> Self {
-        if let Some(m) = self.s.mixture.as_mut() {
-            Arc::make_mut(m).choice = choice;
-        }
-        self
+    pub fn mix_by(self, choice: MixChoice) -> Self {
+        self.mixture(|m, d| {
+            m.choice = choice;
+            d.by = choice;
+        })
     }
 
     /// What a mixture does when a source runs out: stop (the default),
     /// drop the source and renormalize the others' weights, or fail.
-    pub fn on_exhausted(mut self, policy: OnExhausted) -> Self {
-        if let Some(m) = self.s.mixture.as_mut() {
-            Arc::make_mut(m).on_exhausted = policy;
-        }
-        self
+    pub fn on_exhausted(self, policy: OnExhausted) -> Self {
+        self.mixture(|m, d| {
+            m.on_exhausted = policy;
+            d.on_exhausted = policy;
+        })
     }
 
     /// A mixture's weights on a schedule: from step `points[i].0` on, the
@@ -152,14 +191,15 @@ impl Pipeline {
     /// packed or bucketed batches take varying counts, so they need
     /// [`mix_records_per_step`](Self::mix_records_per_step). Checked when
     /// the pipeline is built.
-    pub fn mix_schedule(mut self, points: &[(u64, Vec<f64>)], interpolate: bool) -> Self {
-        if let Some(m) = self.s.mixture.as_mut() {
-            Arc::make_mut(m).schedule = Some(MixSchedule {
+    pub fn mix_schedule(self, points: &[(u64, Vec<f64>)], interpolate: bool) -> Self {
+        self.mixture(|m, d| {
+            m.schedule = Some(MixSchedule {
                 points: points.to_vec(),
                 interpolate,
             });
-        }
-        self
+            d.schedule = points.to_vec();
+            d.interpolate = interpolate;
+        })
     }
 
     /// With `by_tokens`, a mixture's weights (and its schedule's) count
@@ -169,20 +209,29 @@ impl Pipeline {
     /// measured when the pipeline starts on a sample every host reads alike
     /// (the first records of a few files of each source), so the token
     /// shares hold in expectation, as record shares do under random draws.
-    pub fn mix_by_tokens(mut self, by_tokens: bool) -> Self {
-        if let Some(m) = self.s.mixture.as_mut() {
-            Arc::make_mut(m).by_tokens = by_tokens;
-        }
-        self
+    pub fn mix_by_tokens(self, by_tokens: bool) -> Self {
+        self.mixture(|m, d| {
+            m.by_tokens = by_tokens;
+            d.by_tokens = by_tokens;
+        })
     }
 
     /// The records drawn on a host that make one step of a
     /// [`mix_schedule`](Self::mix_schedule) (default: the rows of a host's
     /// batch under plain `batch`; needed with `pack` or buckets, e.g. the
     /// documents a packed batch holds on average).
-    pub fn mix_records_per_step(mut self, records: u64) -> Self {
-        if let Some(m) = self.s.mixture.as_mut() {
-            Arc::make_mut(m).records_per_step = Some(records);
+    pub fn mix_records_per_step(self, records: u64) -> Self {
+        self.mixture(|m, d| {
+            m.records_per_step = Some(records);
+            d.records_per_step = Some(records);
+        })
+    }
+
+    /// Changes a mixture's settings and its description alike (nothing,
+    /// on a pipeline that is not a mixture).
+    fn mixture(mut self, f: impl FnOnce(&mut MixSettings, &mut Mix)) -> Self {
+        if let (Some(m), Source::Mix(d)) = (self.s.mixture.as_mut(), &mut self.d.source) {
+            f(Arc::make_mut(m), d);
         }
         self
     }
@@ -207,7 +256,8 @@ impl Pipeline {
         if files.is_empty() {
             return Err(PipelineError::NoFiles(pattern.to_owned()));
         }
-        Ok(Self::with_files(pattern.to_owned(), files).source_options(source))
+        let described = Source::Glob(pattern.to_owned());
+        Ok(Self::with_files(pattern.to_owned(), files, described).source_options(source))
     }
 
     /// A pipeline over a split of a prepared TensorFlow Datasets directory
@@ -234,8 +284,13 @@ impl Pipeline {
         let dataset = TfdsDataset::open_with(dir, &source)?;
         let shards = dataset.select(split)?;
         let files = shards.iter().map(|s| s.url.clone()).collect();
+        let described = Source::Tfds {
+            dir: dir.to_owned(),
+            split: split.to_owned(),
+        };
         let mut pipeline =
-            Self::with_files(format!("{}[{split}]", dataset.dir()), files).source_options(source);
+            Self::with_files(format!("{}[{split}]", dataset.dir()), files, described)
+                .source_options(source);
         if shards.iter().any(|s| s.range.is_some()) {
             pipeline.s.ranges = shards
                 .iter()
@@ -269,8 +324,9 @@ impl Pipeline {
         self.s.tfds.as_deref()
     }
 
-    fn with_files(source: String, files: Vec<String>) -> Self {
+    fn with_files(source: String, files: Vec<String>, described: Source) -> Self {
         Pipeline {
+            d: Description::new(described),
             s: RecordSettings {
                 source,
                 files,
@@ -300,6 +356,7 @@ impl Pipeline {
     /// record sharding (see [`shard`](Self::shard)) the file order ignores
     /// it, so hosts may be seeded differently.
     pub fn seed(mut self, seed: u64) -> Self {
+        self.d.options.seed = seed;
         self.s.seed = seed;
         self
     }
@@ -318,6 +375,7 @@ impl Pipeline {
     /// gives every host the same shapes at every step: its length buckets
     /// follow a schedule all hosts compute alike (docs/many-hosts.md).
     pub fn shard(mut self, index: u64, count: u64) -> Self {
+        self.d.options.shard = Some((index, count));
         self.s.host = Some((index, count));
         self
     }
@@ -336,39 +394,39 @@ impl Pipeline {
     /// host count only. Shapes follow the shared schedule whenever `count >
     /// 1` (see docs/many-hosts.md).
     pub fn streams(mut self, count: u64) -> Self {
+        self.d.options.streams = Some(count);
         self.s.streams = Some(count);
         self
     }
 
     /// Shuffles the file order, anew each epoch.
-    pub fn shuffle_files(mut self) -> Self {
-        self.s.ops.interleave.shuffle_files = true;
-        self
+    pub fn shuffle_files(self) -> Self {
+        self.step(RecordStep::ShuffleFiles {})
     }
 
     /// Reads `cycle_length` files at once, `block_length` records from each
     /// in turn.
-    pub fn interleave(mut self, cycle_length: usize, block_length: usize) -> Self {
-        self.s.ops.interleave.cycle_length = cycle_length.max(1);
-        self.s.ops.interleave.block_length = block_length.max(1);
-        self
+    pub fn interleave(self, cycle_length: usize, block_length: usize) -> Self {
+        self.step(RecordStep::Interleave {
+            cycle_length,
+            block_length,
+        })
     }
 
     /// Skips the first `n` records of each epoch.
-    pub fn skip(mut self, n: u64) -> Self {
-        self.s.ops.skip_take.skip = n;
-        self
+    pub fn skip(self, n: u64) -> Self {
+        self.step(RecordStep::Skip { records: n })
     }
 
     /// Keeps at most `n` records of each epoch.
-    pub fn take(mut self, n: u64) -> Self {
-        self.s.ops.skip_take.take = Some(n);
-        self
+    pub fn take(self, n: u64) -> Self {
+        self.step(RecordStep::Take { records: n })
     }
 
     /// Keeps only the serialized records for which `keep` is true.
     pub fn filter(mut self, keep: impl Fn(&[u8]) -> bool + Send + Sync + 'static) -> Self {
         self.s.ops.record_map.filter = Some(Arc::new(keep));
+        self.d.records.push(RecordStep::Filter(rust_closure()));
         self
     }
 
@@ -376,6 +434,7 @@ impl Pipeline {
     /// deterministic (a restore applies it again).
     pub fn map(mut self, f: impl Fn(Bytes) -> Bytes + Send + Sync + 'static) -> Self {
         self.s.ops.record_map.map = Some(Arc::new(f));
+        self.d.records.push(RecordStep::Map(rust_closure()));
         self
     }
 
@@ -391,11 +450,8 @@ impl Pipeline {
     /// [`interleave`](Self::interleave); a buffer [`shuffle`](Self::shuffle)
     /// may still follow. Each record is a random read: for object stores,
     /// [`global_shuffle_blocks`](Self::global_shuffle_blocks).
-    pub fn global_shuffle(mut self) -> Self {
-        let g = &mut self.s.ops.global_shuffle;
-        g.on = true;
-        g.block_bytes = 0;
-        self
+    pub fn global_shuffle(self) -> Self {
+        self.step(RecordStep::GlobalShuffle { block_bytes: None })
     }
 
     /// [`global_shuffle`](Self::global_shuffle) by blocks: the records of
@@ -404,12 +460,10 @@ impl Pipeline {
     /// records shuffled among them — reads stay large (for gs://, s3://,
     /// az://) at the cost of a less thorough shuffle (docs/random-access.md
     /// measures both).
-    pub fn global_shuffle_blocks(mut self, block_bytes: u64) -> Self {
-        let g = &mut self.s.ops.global_shuffle;
-        g.on = true;
-        g.block_bytes = block_bytes.max(1);
-        g.window = global_shuffle::DEFAULT_WINDOW;
-        self
+    pub fn global_shuffle_blocks(self, block_bytes: u64) -> Self {
+        self.step(RecordStep::GlobalShuffle {
+            block_bytes: Some(block_bytes),
+        })
     }
 
     /// Where the shards' indexes are (a local folder or a gs://, s3://,
@@ -417,6 +471,7 @@ impl Pipeline {
     /// folder `.infeed-index` beside the shards (or, for an index written
     /// by a version before it, beside each shard).
     pub fn index_dir(mut self, dir: &str) -> Self {
+        self.d.options.index_dir = Some(dir.to_owned());
         self.s.ops.global_shuffle.index_dir = Some(dir.to_owned());
         self
     }
@@ -446,27 +501,24 @@ impl Pipeline {
     /// `on_corrupt(Skip)` and the global shuffle (which reads through the
     /// indexes already).
     pub fn worker_reads(mut self) -> Self {
+        self.d.options.worker_reads = true;
         self.s.ops.worker_reads.on = true;
         self
     }
 
     /// Shuffles records through a buffer of `buffer` records.
-    pub fn shuffle(mut self, buffer: usize) -> Self {
-        self.s.ops.shuffle = ShuffleSettings {
-            buffer,
-            across_epochs: self.s.ops.epochs.repeat.is_some(),
-        };
-        self
+    pub fn shuffle(self, buffer: usize) -> Self {
+        self.step(RecordStep::Shuffle { buffer })
     }
 
     /// Reads the data `epochs` times (`None`: forever).
-    pub fn repeat(mut self, epochs: Option<u64>) -> Self {
-        self.s.ops.epochs.repeat = Some(epochs);
-        self
+    pub fn repeat(self, epochs: Option<u64>) -> Self {
+        self.step(RecordStep::Repeat { epochs })
     }
 
     /// How shard files are read (compression, CRC checks, corrupt records).
     pub fn read_options(mut self, read: ReadOptions) -> Self {
+        self.d.options.read = read.clone();
         self.s.read = read;
         self
     }
@@ -481,6 +533,7 @@ impl Pipeline {
     /// for good reaches the consumer as [`PipelineError::Source`], naming
     /// the shard and the byte.
     pub fn source_options(mut self, source: SourceOptions) -> Self {
+        self.d.options.source = source.clone();
         self.s.source_options = source;
         self
     }
@@ -488,6 +541,7 @@ impl Pipeline {
     /// Worker threads that parse and assemble batches (default: one per core
     /// the process may run on, or per core of [`cpu_affinity`](Self::cpu_affinity)).
     pub fn threads(mut self, workers: usize) -> Self {
+        self.d.options.threads = Some(workers);
         self.s.workers = workers.max(1);
         self.s.workers_given = true;
         self
@@ -502,6 +556,8 @@ impl Pipeline {
     /// waiting) is shared by the process and not pinned by this. Output is
     /// the same under any budget.
     pub fn cpu_affinity(mut self, cores: impl IntoIterator<Item = usize>) -> Self {
+        let cores: Vec<usize> = cores.into_iter().collect();
+        self.d.options.cpu_affinity = Some(cores.clone());
         self.s.affinity = CpuAffinity::of(cores);
         if !self.s.workers_given {
             self.s.workers = self.s.affinity.cores().map_or(1, |c| c.len().max(1));
@@ -511,6 +567,7 @@ impl Pipeline {
 
     /// Batches prepared ahead of the consumer (default 2).
     pub fn prefetch(mut self, batches: usize) -> Self {
+        self.d.options.prefetch = batches;
         self.s.prefetch = batches.max(1);
         self
     }
@@ -528,6 +585,7 @@ impl Pipeline {
     /// every host's last, partly filled batch whatever `drop_remainder`
     /// says. With `repeat(None)` no host runs dry and it does nothing.
     pub fn equal_batches(mut self, how: EqualBatches) -> Self {
+        self.d.options.equal_batches = Some(how);
         self.s.equal_batches = Some(how);
         self
     }
@@ -538,6 +596,7 @@ impl Pipeline {
     /// ([`Batches::batches_delivered`] counts those): a restore repeats
     /// the few batches delivered ahead of a slower one, and loses none.
     pub fn unordered(mut self) -> Self {
+        self.d.options.unordered = true;
         self.s.unordered = true;
         self
     }
@@ -560,7 +619,147 @@ impl Pipeline {
     /// left out are still read and assembled (the run must pass their
     /// records to stay exact), not delivered.
     pub fn skip_steps(mut self, ranges: &[(u64, u64)]) -> Self {
+        self.d.options.skip_steps.extend_from_slice(ranges);
         self.s.skip_steps.extend_from_slice(ranges);
+        self
+    }
+
+    /// The pipeline as one value: its source, steps and options (see
+    /// [`Description`]). A Rust closure (`filter`, `map`) is named in it
+    /// as such, and the description runs only where the closure is.
+    pub fn describe(&self) -> Description {
+        self.d.clone()
+    }
+
+    /// The record-level pipeline `d` describes (a mixture's source, or
+    /// the record-level part of a pipeline that parses: see
+    /// [`ParsedPipeline::from_description`]). A glob is listed, a TFDS
+    /// split read, here. An error names the step: a description of a later
+    /// version, one that parses or makes batches, or user code it only
+    /// names.
+    pub fn from_description(d: &Description) -> Result<Self, PipelineError> {
+        d.check_version()?;
+        if d.parse.is_some() || !d.batches.is_empty() {
+            return Err(PipelineError::Description(
+                "it parses or makes batches: a record-level pipeline takes neither \
+                 (ParsedPipeline::from_description runs it whole)"
+                    .into(),
+            ));
+        }
+        Self::records_of_description(d)
+    }
+
+    /// The record-level part of `d`: its source, options and record steps.
+    fn records_of_description(d: &Description) -> Result<Self, PipelineError> {
+        let o = &d.options;
+        let mut p = match &d.source {
+            Source::Files(files) => Self::from_files(files.iter().cloned())?,
+            Source::Glob(pattern) => Self::from_glob_with(pattern, o.source.clone())?,
+            Source::Tfds { dir, split } => Self::from_tfds_with(dir, split, o.source.clone())?,
+            Source::Mix(mix) => {
+                let source = |s: &MixSource| {
+                    if s.pipeline.parse.is_some() || !s.pipeline.batches.is_empty() {
+                        return Err(PipelineError::Config(format!(
+                            "mix: source {:?} parses or makes batches; a source takes \
+                             record-level steps only (parse, padding and batching go on the \
+                             mixture)",
+                            s.name
+                        )));
+                    }
+                    Ok((s.name.clone(), Self::from_description(&s.pipeline)?))
+                };
+                let sources = mix
+                    .sources
+                    .iter()
+                    .map(source)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut p = Self::mix(sources, &mix.weights)?
+                    .mix_by(mix.by)
+                    .on_exhausted(mix.on_exhausted)
+                    .mix_by_tokens(mix.by_tokens);
+                if !mix.schedule.is_empty() {
+                    p = p.mix_schedule(&mix.schedule, mix.interpolate);
+                }
+                if let Some(records) = mix.records_per_step {
+                    p = p.mix_records_per_step(records);
+                }
+                p
+            }
+        };
+        p = p
+            .read_options(o.read.clone())
+            .source_options(o.source.clone())
+            .seed(o.seed)
+            .prefetch(o.prefetch)
+            .skip_steps(&o.skip_steps);
+        if let Some((index, count)) = o.shard {
+            p = p.shard(index, count);
+        }
+        if let Some(count) = o.streams {
+            p = p.streams(count);
+        }
+        if let Some(cores) = &o.cpu_affinity {
+            p = p.cpu_affinity(cores.iter().copied());
+        }
+        if let Some(threads) = o.threads {
+            p = p.threads(threads);
+        }
+        if o.unordered {
+            p = p.unordered();
+        }
+        if let Some(how) = o.equal_batches {
+            p = p.equal_batches(how);
+        }
+        if let Some(dir) = &o.index_dir {
+            p = p.index_dir(dir);
+        }
+        if o.worker_reads {
+            p = p.worker_reads();
+        }
+        for step in &d.records {
+            if let RecordStep::Filter(c) | RecordStep::Map(c) = step {
+                return Err(user_code(c));
+            }
+            p = p.step(step.clone());
+        }
+        Ok(p)
+    }
+
+    /// Applies a record step to the settings and pushes it onto the
+    /// description: each step's meaning, in one place.
+    fn step(mut self, step: RecordStep) -> Self {
+        let ops = &mut self.s.ops;
+        match &step {
+            RecordStep::ShuffleFiles {} => ops.interleave.shuffle_files = true,
+            RecordStep::Interleave {
+                cycle_length,
+                block_length,
+            } => {
+                ops.interleave.cycle_length = (*cycle_length).max(1);
+                ops.interleave.block_length = (*block_length).max(1);
+            }
+            RecordStep::Skip { records } => ops.skip_take.skip = *records,
+            RecordStep::Take { records } => ops.skip_take.take = Some(*records),
+            // User code: applied by `filter` and `map`, which hold it.
+            RecordStep::Filter(_) | RecordStep::Map(_) => {}
+            RecordStep::GlobalShuffle { block_bytes } => {
+                let g = &mut ops.global_shuffle;
+                g.on = true;
+                g.block_bytes = 0;
+                if let Some(bytes) = block_bytes {
+                    g.block_bytes = (*bytes).max(1);
+                    g.window = global_shuffle::DEFAULT_WINDOW;
+                }
+            }
+            RecordStep::Shuffle { buffer } => {
+                ops.shuffle = ShuffleSettings {
+                    buffer: *buffer,
+                    across_epochs: ops.epochs.repeat.is_some(),
+                }
+            }
+            RecordStep::Repeat { epochs } => ops.epochs.repeat = Some(*epochs),
+        }
+        self.d.records.push(step);
         self
     }
 
@@ -602,6 +801,22 @@ impl Pipeline {
     }
 }
 
+/// A step of user code named in a description run without it.
+fn user_code(c: &Callable) -> PipelineError {
+    PipelineError::Description(format!(
+        "a step runs user code ({:?}), which a description names but does not hold: \
+         run it where the code is (the builder that made it)",
+        c.callable
+    ))
+}
+
+/// How a description names a Rust closure.
+fn rust_closure() -> Callable {
+    Callable {
+        callable: RUST_CLOSURE.into(),
+    }
+}
+
 /// A pipeline that parses its records by a feature spec and assembles
 /// static-shape batches.
 #[derive(Clone)]
@@ -612,7 +827,8 @@ pub struct ParsedPipeline {
 
 impl Pipeline {
     /// Parses each batch of records by `spec`.
-    pub fn parse(self, spec: FeatureSpec) -> ParsedPipeline {
+    pub fn parse(mut self, spec: FeatureSpec) -> ParsedPipeline {
+        self.d.parse = Some(Parse::of(&spec));
         ParsedPipeline {
             pipeline: self,
             p: ParsedSettings {
@@ -652,6 +868,7 @@ impl Pipeline {
     /// context columns, then the lists' (steps as row splits).
     pub fn parse_sequence(self, spec: SequenceSpec) -> ParsedPipeline {
         let mut parsed = self.parse(spec.context().clone());
+        parsed.pipeline.d.parse = Some(Parse::of_sequence(&spec));
         parsed.p.sequence = Some(spec);
         parsed
     }
@@ -662,47 +879,42 @@ impl ParsedPipeline {
     /// last, smaller batch is dropped with `drop_remainder`; otherwise it
     /// keeps the static shape, filled with fully masked padding rows
     /// ([`Batch::real_rows`] says how many are real).
-    pub fn batch(mut self, batch_size: usize, drop_remainder: bool) -> Self {
-        self.p.batch_size = Some(batch_size);
-        self.p.drop_remainder = drop_remainder;
-        self
+    pub fn batch(self, batch_size: usize, drop_remainder: bool) -> Self {
+        self.step(BatchStep::Batch {
+            size: batch_size,
+            drop_remainder,
+        })
     }
 
     /// Whether the last, partial batch (of each bucket, with
     /// [`bucket_by_length`](Self::bucket_by_length)) is dropped rather than
     /// padded with masked rows.
-    pub fn drop_remainder(mut self, drop: bool) -> Self {
-        self.p.drop_remainder = drop;
-        self
-    }
-
-    fn length(mut self, f: impl FnOnce(LengthPolicy) -> LengthPolicy) -> Self {
-        self.p.length = Some(f(self.p.length.take().unwrap_or_default()));
-        self
+    pub fn drop_remainder(self, drop: bool) -> Self {
+        self.step(BatchStep::DropRemainder { drop })
     }
 
     /// Pads every variable-length feature of a batch to the longest row,
     /// rounded up to a multiple of `n`; a `<name>_mask` marks real values.
     /// With buckets, each bucket's length is rounded up to a multiple of `n`.
     pub fn pad_to_multiple_of(self, n: usize) -> Self {
-        self.length(|l| l.pad_to_multiple_of(n))
+        self.step(BatchStep::PadToMultipleOf { multiple: n })
     }
 
     /// Caps the padded length at `len`; longer rows follow the truncation
     /// policy (default: an error naming the record). With buckets, the last
     /// bucket is padded to `len`.
     pub fn max_length(self, len: usize) -> Self {
-        self.length(|l| l.max_length(len))
+        self.step(BatchStep::MaxLength { length: len })
     }
 
     /// Pads (or truncates) every variable-length feature to exactly `len`.
     pub fn fixed_length(self, len: usize) -> Self {
-        self.length(|l| l.fixed_length(len))
+        self.step(BatchStep::FixedLength { length: len })
     }
 
     /// What to do with a row longer than the length cap.
     pub fn truncation(self, truncation: Truncation) -> Self {
-        self.length(|l| l.truncation(truncation))
+        self.step(BatchStep::Truncation { policy: truncation })
     }
 
     /// The type of every `<name>_mask` (padded and packed features), or
@@ -711,31 +923,29 @@ impl ParsedPipeline {
     /// writes one byte per position (numpy's and JAX's bool layout), 1/8 of
     /// an i64 mask; see [`MaskType`] for what suits XLA. Part of the
     /// checkpoint's fingerprint: a state saved with other masks is refused.
-    pub fn masks(mut self, mask: MaskType) -> Self {
-        self.p.masks = Some(mask);
-        self
+    pub fn masks(self, mask: MaskType) -> Self {
+        self.step(BatchStep::Masks { mask })
     }
 
     /// The mask of one variable-length `feature`, over
     /// [`masks`](Self::masks): e.g. `.mask("input_ids", MaskType::None)`
     /// where `attention_mask` already marks the real tokens. A fixed-length
     /// or unknown feature is an error when the pipeline is built.
-    pub fn mask(mut self, feature: &str, mask: MaskType) -> Self {
-        self.p.mask_of.push((feature.to_owned(), mask));
-        self
+    pub fn mask(self, feature: &str, mask: MaskType) -> Self {
+        let feature = feature.to_owned();
+        self.step(BatchStep::Mask { feature, mask })
     }
 
     /// Casts every integer feature to `dtype` (an overflow is an error).
-    pub fn cast(mut self, dtype: TensorType) -> Self {
-        self.p.cast = Some(dtype);
-        self
+    pub fn cast(self, dtype: TensorType) -> Self {
+        self.step(BatchStep::Cast { dtype })
     }
 
     /// Decodes a fixed-length bytes feature as raw u8 of `shape` per record
     /// (e.g. an image of `[32, 32, 3]`).
-    pub fn decode_raw(mut self, feature: &str, shape: &[usize]) -> Self {
-        self.p.decode.push((feature.to_owned(), shape.to_vec()));
-        self
+    pub fn decode_raw(self, feature: &str, shape: &[usize]) -> Self {
+        let (feature, shape) = (feature.to_owned(), shape.to_vec());
+        self.step(BatchStep::DecodeRaw { feature, shape })
     }
 
     /// Emits `feature` (an image, or a fixed-length numeric feature) as
@@ -751,21 +961,13 @@ impl ParsedPipeline {
     /// [`TensorType::F32`] or [`TensorType::BF16`] (computed in f32, then
     /// rounded to nearest even: half the bytes for a device that computes
     /// in bfloat16 anyway).
-    pub fn normalize_to(
-        mut self,
-        feature: &str,
-        mean: &[f32],
-        std: &[f32],
-        dtype: TensorType,
-    ) -> Self {
-        self.p.normalize.retain(|n| n.feature != feature);
-        self.p.normalize.push(Normalize {
+    pub fn normalize_to(self, feature: &str, mean: &[f32], std: &[f32], dtype: TensorType) -> Self {
+        self.step(BatchStep::Normalize {
             feature: feature.to_owned(),
             mean: mean.to_vec(),
             std: std.to_vec(),
             dtype,
-        });
-        self
+        })
     }
 
     /// Makes next-token [`INPUTS`](super::INPUTS) and
@@ -780,12 +982,9 @@ impl ParsedPipeline {
     /// here. `feature` and its mask leave the batch. Checked when the
     /// pipeline is built ([`PipelineError::Config`]: not integer tokens, no
     /// packing and the mask turned off, a name taken).
-    pub fn inputs_targets(mut self, feature: &str, bos: i64) -> Self {
-        self.p.inputs_targets = Some(InputsTargets {
-            feature: feature.to_owned(),
-            bos,
-        });
-        self
+    pub fn inputs_targets(self, feature: &str, bos: i64) -> Self {
+        let feature = feature.to_owned();
+        self.step(BatchStep::InputsTargets { feature, bos })
     }
 
     /// Groups records by the length of `feature` (tf.data's
@@ -806,17 +1005,16 @@ impl ParsedPipeline {
     /// [`drop_remainder`](Self::drop_remainder)). Leave out
     /// [`batch`](Self::batch): the buckets set the batch sizes.
     pub fn bucket_by_length(
-        mut self,
+        self,
         feature: &str,
         boundaries: &[usize],
         batch_sizes: &[usize],
     ) -> Self {
-        self.p.batching = Batching::Bucket {
+        self.step(BatchStep::BucketByLength {
             feature: feature.to_owned(),
             boundaries: boundaries.to_vec(),
             batch_sizes: batch_sizes.to_vec(),
-        };
-        self
+        })
     }
 
     /// Packs the variable-length features of each record end to end into
@@ -830,7 +1028,7 @@ impl ParsedPipeline {
     /// `attention_mask`); the spec may hold no fixed-length feature. With
     /// `drop_remainder` the last, partly filled batch is dropped.
     pub fn pack(self, row_length: usize) -> Self {
-        self.packing(|length, _, _| *length = row_length)
+        self.step(BatchStep::Pack { row_length })
     }
 
     /// What [`pack`](Self::pack) does with a record longer than a row
@@ -838,7 +1036,7 @@ impl ParsedPipeline {
     /// [`PackStrategy::ConcatSplit`], which cuts records at row ends
     /// anyway, `Error` splits).
     pub fn pack_overflow(self, overflow: Overflow) -> Self {
-        self.packing(|_, o, _| *o = overflow)
+        self.step(BatchStep::PackOverflow { overflow })
     }
 
     /// How [`pack`](Self::pack) chooses rows (default
@@ -847,18 +1045,18 @@ impl ParsedPipeline {
     /// row ends, leaving no padding). Every strategy restores exactly and
     /// moves between host counts as first fit does.
     pub fn pack_strategy(self, strategy: PackStrategy) -> Self {
-        self.packing(|_, _, rule| rule.strategy = strategy)
+        self.step(BatchStep::PackStrategy { strategy })
     }
 
     /// At most `segments` sequences (or pieces of one) in a packed row
     /// (0 is refused when the pipeline is built).
     pub fn pack_max_segments(self, segments: usize) -> Self {
-        self.packing(|_, _, rule| rule.max_segments = Some(segments))
+        self.step(BatchStep::PackMaxSegments { segments })
     }
 
     /// Changes the pack settings (a packing of row length 0, refused when
     /// built, if [`pack`](Self::pack) was not called).
-    fn packing(mut self, f: impl FnOnce(&mut usize, &mut Overflow, &mut PackRule)) -> Self {
+    fn packing(&mut self, f: impl FnOnce(&mut usize, &mut Overflow, &mut PackRule)) {
         let (mut row_length, mut overflow, mut rule) = match self.p.batching {
             Batching::Pack {
                 row_length,
@@ -873,6 +1071,129 @@ impl ParsedPipeline {
             overflow,
             rule,
         };
+    }
+
+    /// Applies a batch step to the settings and pushes it onto the
+    /// description: each step's meaning, in one place.
+    fn step(mut self, step: BatchStep) -> Self {
+        let p = &mut self.p;
+        let length = |p: &mut ParsedSettings, f: &dyn Fn(LengthPolicy) -> LengthPolicy| {
+            p.length = Some(f(p.length.take().unwrap_or_default()));
+        };
+        match &step {
+            BatchStep::Batch {
+                size,
+                drop_remainder,
+            } => {
+                p.batch_size = Some(*size);
+                p.drop_remainder = *drop_remainder;
+            }
+            BatchStep::DropRemainder { drop } => p.drop_remainder = *drop,
+            BatchStep::PadToMultipleOf { multiple } => {
+                length(p, &|l| l.pad_to_multiple_of(*multiple))
+            }
+            BatchStep::MaxLength { length: n } => length(p, &|l| l.max_length(*n)),
+            BatchStep::FixedLength { length: n } => length(p, &|l| l.fixed_length(*n)),
+            BatchStep::Truncation { policy } => length(p, &|l| l.truncation(*policy)),
+            BatchStep::Masks { mask } => p.masks = Some(*mask),
+            BatchStep::Mask { feature, mask } => p.mask_of.push((feature.clone(), *mask)),
+            BatchStep::Cast { dtype } => p.cast = Some(*dtype),
+            BatchStep::DecodeRaw { feature, shape } => {
+                p.decode.push((feature.clone(), shape.clone()))
+            }
+            BatchStep::Normalize {
+                feature,
+                mean,
+                std,
+                dtype,
+            } => {
+                p.normalize.retain(|n| n.feature != *feature);
+                p.normalize.push(Normalize {
+                    feature: feature.clone(),
+                    mean: mean.clone(),
+                    std: std.clone(),
+                    dtype: *dtype,
+                });
+            }
+            BatchStep::InputsTargets { feature, bos } => {
+                p.inputs_targets = Some(InputsTargets {
+                    feature: feature.clone(),
+                    bos: *bos,
+                })
+            }
+            BatchStep::BucketByLength {
+                feature,
+                boundaries,
+                batch_sizes,
+            } => {
+                p.batching = Batching::Bucket {
+                    feature: feature.clone(),
+                    boundaries: boundaries.clone(),
+                    batch_sizes: batch_sizes.clone(),
+                }
+            }
+            BatchStep::Pack { row_length } => self.packing(|length, _, _| *length = *row_length),
+            BatchStep::PackOverflow { overflow } => self.packing(|_, o, _| *o = *overflow),
+            BatchStep::PackStrategy { strategy } => {
+                self.packing(|_, _, rule| rule.strategy = *strategy)
+            }
+            BatchStep::PackMaxSegments { segments } => {
+                self.packing(|_, _, rule| rule.max_segments = Some(*segments))
+            }
+            BatchStep::Tokenize {
+                feature,
+                tokenizer,
+                add_bos,
+                add_eos,
+            } => {
+                let op = TokenizeOp::new(feature, tokenizer, *add_bos, *add_eos);
+                p.ops.push(ParsedOp::Tokenize(Arc::new(op)));
+            }
+            // User code: applied by `map_batch` and `filter_rows`, which hold it.
+            BatchStep::MapBatch(_) | BatchStep::FilterRows(_) => {}
+        }
+        self.pipeline.d.batches.push(step);
+        self
+    }
+
+    /// The pipeline `d` describes, whole (see
+    /// [`Pipeline::from_description`]): it must parse.
+    pub fn from_description(d: &Description) -> Result<Self, PipelineError> {
+        d.check_version()?;
+        let Some(parse) = &d.parse else {
+            return Err(PipelineError::Description(
+                "it has no parse: a ParsedPipeline parses its records (Pipeline::from_description \
+                 runs a record-level one)"
+                    .into(),
+            ));
+        };
+        let (spec, sequence) = parse.specs()?;
+        let records = Pipeline::records_of_description(d)?;
+        let mut p = match sequence {
+            Some(sequence) => records.parse_sequence(sequence),
+            None => records.parse(spec),
+        };
+        for step in &d.batches {
+            if let BatchStep::MapBatch(c) | BatchStep::FilterRows(c) = step {
+                return Err(user_code(c));
+            }
+            p = p.step(step.clone());
+        }
+        p.pipeline.d.output = d.output;
+        Ok(p)
+    }
+
+    /// The pipeline as one value (see [`Pipeline::describe`]).
+    pub fn describe(&self) -> Description {
+        self.pipeline.d.clone()
+    }
+
+    /// What a face that runs this pipeline's description delivers
+    /// ([`Output`]; default tensors): the command line follows it, the
+    /// Python package delivers tensors only. In Rust, [`build`](Self::build)
+    /// and [`build_columns`](Self::build_columns) choose for themselves.
+    pub fn output(mut self, output: Output) -> Self {
+        self.pipeline.d.output = output;
         self
     }
 
@@ -886,6 +1207,10 @@ impl ParsedPipeline {
         f: impl Fn(ParsedBatch) -> Result<ParsedBatch, MapError> + Send + Sync + 'static,
     ) -> Self {
         self.p.ops.push(ParsedOp::Map(Arc::new(f)));
+        self.pipeline
+            .d
+            .batches
+            .push(BatchStep::MapBatch(rust_closure()));
         self
     }
 
@@ -901,16 +1226,13 @@ impl ParsedPipeline {
     /// [`TokenizerError`](crate::text::TokenizerError) at build. Runs on the
     /// workers with the parsed ops, in builder order; part of the
     /// checkpoint's fingerprint (by the tokenizer's bytes, not its path).
-    pub fn tokenize(
-        mut self,
-        feature: &str,
-        tokenizer: &str,
-        add_bos: bool,
-        add_eos: bool,
-    ) -> Self {
-        let op = TokenizeOp::new(feature, tokenizer, add_bos, add_eos);
-        self.p.ops.push(ParsedOp::Tokenize(Arc::new(op)));
-        self
+    pub fn tokenize(self, feature: &str, tokenizer: &str, add_bos: bool, add_eos: bool) -> Self {
+        self.step(BatchStep::Tokenize {
+            feature: feature.to_owned(),
+            tokenizer: tokenizer.to_owned(),
+            add_bos,
+            add_eos,
+        })
     }
 
     /// Reads the tokenizers of the tokenize ops (once: clones share them).
@@ -933,6 +1255,10 @@ impl ParsedPipeline {
         keep: impl Fn(&ParsedBatch, usize) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.p.ops.push(ParsedOp::Filter(Arc::new(keep)));
+        self.pipeline
+            .d
+            .batches
+            .push(BatchStep::FilterRows(rust_closure()));
         self
     }
 

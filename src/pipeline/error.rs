@@ -98,6 +98,18 @@ pub enum PipelineError {
     /// The pipeline was described inconsistently.
     #[error("invalid pipeline: {0}")]
     Config(String),
+    /// A pipeline's description could not be read or run as it is (see
+    /// [`Description`](super::Description)): the place of a bad value, a
+    /// later version, user code it only names.
+    #[error("pipeline description: {0}")]
+    Description(String),
+    /// A description's feature spec that makes no spec: the feature (or the
+    /// item of the spec's text form) at fault.
+    #[error("pipeline description: parse: {message}")]
+    Spec {
+        message: String,
+        feature: Option<String>,
+    },
     /// A size setting is out of range (see `limits.rs`).
     #[error("invalid setting: {0}")]
     Setting(#[from] SettingError),

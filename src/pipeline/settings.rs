@@ -38,19 +38,20 @@ pub enum EqualBatches {
     Pad,
 }
 
+impl crate::words::Words for EqualBatches {
+    const SETTING: &'static str = "equal_batches";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["drop"], EqualBatches::Drop),
+        (&["pad"], EqualBatches::Pad),
+    ];
+}
+
 impl std::str::FromStr for EqualBatches {
     type Err = crate::words::UnknownWord;
 
     /// `drop` or `pad`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "equal_batches",
-            s,
-            &[
-                (&["drop"], EqualBatches::Drop),
-                (&["pad"], EqualBatches::Pad),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 
@@ -159,6 +160,8 @@ impl RecordSettings {
             self.read.chunk_size as u64,
             limits::MAX_CHUNK_BYTES,
         )?;
+        limits::positive("source chunk_size", self.source_options.chunk_size as u64)?;
+        limits::positive("readahead", self.source_options.readahead as u64)?;
         limits::at_most(
             "source chunk_size",
             self.source_options.chunk_size as u64,

@@ -20,6 +20,23 @@ pub enum CorruptPolicy {
     Skip,
 }
 
+impl crate::words::Words for CorruptPolicy {
+    const SETTING: &'static str = "on_corrupt";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["fail"], CorruptPolicy::Fail),
+        (&["skip"], CorruptPolicy::Skip),
+    ];
+}
+
+impl std::str::FromStr for CorruptPolicy {
+    type Err = crate::words::UnknownWord;
+
+    /// `fail` or `skip`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        crate::words::read(s)
+    }
+}
+
 /// How to read a TFRecord file.
 ///
 /// Built from [`ReadOptions::default`] and the setters, which keep working
@@ -34,11 +51,13 @@ pub enum CorruptPolicy {
 ///     .on_corrupt(CorruptPolicy::Skip);
 /// assert_eq!(opts.compression, Some(Compression::Gzip));
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ReadOptions {
     /// `None` detects the compression from the file name and first bytes
     /// ([`Compression::detect`]).
+    #[serde(with = "compression_word")]
     pub compression: Option<Compression>,
     /// Verify the masked CRC32C of each payload (default `true`). The CRC of
     /// the length is always checked: it costs nothing and guards every
@@ -49,6 +68,7 @@ pub struct ReadOptions {
     /// ([`super::ErrorKind::TooLarge`]) and are never allocated.
     pub max_record_size: u64,
     /// Fail on the first corrupt record, or skip corrupt regions.
+    #[serde(with = "crate::words::as_word")]
     pub on_corrupt: CorruptPolicy,
     /// Bytes per read from the source (and per piece of decompressed output).
     pub chunk_size: usize,
@@ -206,5 +226,29 @@ mod tests {
             r.events.last().map(|e| e.offset),
             Some(MAX_SKIP_EVENTS as u64 - 1)
         );
+    }
+}
+
+/// serde's form of [`ReadOptions::compression`]: `auto` (detected),
+/// `none`, `gzip` or `zlib`, read as [`Compression::parse`] reads them.
+mod compression_word {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    use super::Compression;
+
+    pub fn serialize<S: Serializer>(value: &Option<Compression>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            None => s.serialize_str("auto"),
+            Some(c) => s.collect_str(c),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Compression>, D::Error> {
+        let given = String::deserialize(d)?;
+        Compression::parse(&given).ok_or_else(|| {
+            D::Error::custom(format!(
+                "compression {given:?}: expected auto, none, gzip or zlib"
+            ))
+        })
     }
 }

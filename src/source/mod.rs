@@ -96,7 +96,8 @@ pub enum ShardVersion {
 ///     .request_timeout(Duration::from_secs(10));
 /// assert_eq!(opts.max_retries, 3);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SourceOptions {
     /// Bytes per range read and per chunk handed on (default 8 MiB): large
@@ -119,22 +120,64 @@ pub struct SourceOptions {
     /// end past it is not made, and the request fails with the last error.
     /// `None` (the default) sets no deadline: `max_retries` alone bounds
     /// the retries. Like object_store's `retry_timeout`.
+    #[serde(with = "seconds::optional")]
     pub retry_timeout: Option<Duration>,
     /// The first backoff (default 100 ms); it doubles per retry, with jitter,
     /// up to `max_backoff`. An answer with `Retry-After` (a 429 or 503, say)
     /// is waited out: the retry comes no sooner than it asks, up to 60 s.
+    #[serde(with = "seconds")]
     pub retry_backoff: Duration,
     /// The longest backoff (default 5 s).
+    #[serde(with = "seconds")]
     pub max_backoff: Duration,
     /// How long to wait for a response, and then for each piece of a
     /// response body, before calling the request stalled and retrying it
     /// (default 30 s). A slow transfer that keeps delivering is never cut.
+    #[serde(with = "seconds")]
     pub request_timeout: Duration,
     /// Retry failures that cannot be classified: no HTTP status, no known
     /// network error kind (default `false`: they fail at once, as an error
     /// retrying is not known to fix). 5xx, 408, 429, resets, timeouts and
     /// cut bodies are always retried.
     pub retry_unknown_errors: bool,
+}
+
+/// serde's form of a [`SourceOptions`] time: seconds, a number.
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(value.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let given = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(given).map_err(|_| {
+            D::Error::custom(format!("{given} is not a time: seconds, finite and >= 0"))
+        })
+    }
+
+    /// `None` as no value (`null`, or the key left out).
+    pub mod optional {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match value {
+                None => s.serialize_none(),
+                Some(d) => s.serialize_f64(d.as_secs_f64()),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            #[derive(Deserialize)]
+            struct Seconds(#[serde(with = "super")] Duration);
+            Ok(Option::<Seconds>::deserialize(d)?.map(|Seconds(s)| s))
+        }
+    }
 }
 
 impl Default for SourceOptions {

@@ -17,20 +17,21 @@ pub enum Truncation {
     KeepEnd,
 }
 
+impl crate::words::Words for Truncation {
+    const SETTING: &'static str = "truncation";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["error"], Truncation::Error),
+        (&["keep_start"], Truncation::KeepStart),
+        (&["keep_end"], Truncation::KeepEnd),
+    ];
+}
+
 impl std::str::FromStr for Truncation {
     type Err = crate::words::UnknownWord;
 
     /// `error`, `keep_start` or `keep_end`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "truncation",
-            s,
-            &[
-                (&["error"], Truncation::Error),
-                (&["keep_start"], Truncation::KeepStart),
-                (&["keep_end"], Truncation::KeepEnd),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 
@@ -86,24 +87,25 @@ impl std::fmt::Display for MaskType {
     }
 }
 
+impl crate::words::Words for MaskType {
+    const SETTING: &'static str = "mask type";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["auto"], MaskType::Auto),
+        (&["u8", "uint8", "bool"], MaskType::Type(TensorType::U8)),
+        (&["i32", "int32"], MaskType::Type(TensorType::I32)),
+        (&["i64", "int64"], MaskType::Type(TensorType::I64)),
+        (&["f32", "float32"], MaskType::Type(TensorType::F32)),
+        (&["none"], MaskType::None),
+    ];
+}
+
 impl std::str::FromStr for MaskType {
     type Err = crate::words::UnknownWord;
 
     /// `auto` (the feature's type), `u8` (`uint8`, `bool`: one byte 0/1), `i32`,
     /// `i64`, `f32`, or `none`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "mask type",
-            s,
-            &[
-                (&["auto"], MaskType::Auto),
-                (&["u8", "uint8", "bool"], MaskType::Type(TensorType::U8)),
-                (&["i32", "int32"], MaskType::Type(TensorType::I32)),
-                (&["i64", "int64"], MaskType::Type(TensorType::I64)),
-                (&["f32", "float32"], MaskType::Type(TensorType::F32)),
-                (&["none"], MaskType::None),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::cli::CliError;
 pub(super) fn measure<T: Measured + Send + 'static>(
     mut batches: Batches<T>,
     args: &BenchArgs,
+    epochs: Option<u64>,
 ) -> Result<Value, CliError> {
     let started = Instant::now();
     // CPU time counts from here, as the wall time does: not what the
@@ -82,8 +83,9 @@ pub(super) fn measure<T: Measured + Send + 'static>(
         "cpu_seconds": cpu_seconds,
         "workers": stats.workers,
         // Exact only for a whole run from the start.
-        "records_per_epoch": (finished && args.epochs > 0 && args.state_in.is_none())
-            .then(|| stats.read.records / args.epochs),
+        "records_per_epoch": epochs
+            .filter(|&e| finished && e > 0 && args.state_in.is_none())
+            .map(|e| stats.read.records / e),
         "output_bytes": output_bytes,
         "record_account": account_json(&stats.records),
         "shapes": shapes

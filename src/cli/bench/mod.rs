@@ -1,10 +1,11 @@
-//! `infeed bench`: run a pipeline described by flags, print a readable
-//! summary (`report.rs`) or, with `--json`, one JSON line.
+//! `infeed bench`: run a pipeline described by flags or by a description
+//! file (`--pipeline FILE`, JSON or TOML: `infeed::pipeline::Description`),
+//! print a readable summary (`report.rs`) or, with `--json`, one JSON line;
+//! `--print-pipeline` prints the description instead.
 //!
-//! `config.rs` expands `--config FILE` into flags, `flags.rs` parses the
-//! flags' values, `measure.rs` times the run and `measured.rs` says what it
-//! counts and hashes in each kind of batch; `xla.rs` feeds a program instead
-//! (`--program`, feature `xla`).
+//! `flags.rs` parses the flags' values, `measure.rs` times the run and
+//! `measured.rs` says what it counts and hashes in each kind of batch;
+//! `xla.rs` feeds a program instead (`--program`, feature `xla`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,13 +14,15 @@ use std::str::FromStr;
 use clap::Args;
 
 use infeed::batch::{MaskType, Overflow, PackStrategy, TensorType, Truncation};
-use infeed::pipeline::{EqualBatches, MixChoice, OnExhausted, Pipeline};
+use infeed::pipeline::description::{BatchStep, Output, RecordStep};
+use infeed::pipeline::{
+    Description, EqualBatches, MixChoice, OnExhausted, ParsedPipeline, Pipeline,
+};
 use infeed::record::{CorruptPolicy, ReadOptions};
 use infeed::spec::FeatureSpec;
 
 use super::{CliError, CompressionArg, parse_compression};
 
-mod config;
 mod flags;
 mod measure;
 mod measured;
@@ -27,7 +30,6 @@ mod report;
 #[cfg(feature = "xla")]
 mod xla;
 
-pub use config::expand_config;
 use flags::{
     parse_chunk_size, parse_decode, parse_mask, parse_mix, parse_mix_point, parse_normalize,
     parse_shard, parse_step_range, parse_tokenize,
@@ -35,69 +37,78 @@ use flags::{
 use measure::measure;
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("words").multiple(true)))]
 pub struct BenchArgs {
-    /// Files to read: paths or globs (quoted, or comma-separated); or the
-    /// `inputs` key of --config.
+    /// Files to read: paths or globs (quoted, or comma-separated).
+    #[arg(group = "words")]
     inputs: Vec<String>,
-    /// Read the pipeline from a TOML file whose keys are these flags' names
-    /// (`pad-to-multiple-of = 64`, `bucket-by = "input_ids"`,
-    /// `boundaries = [64, 128]`, `shuffle-files = true`, `inputs = [...]`);
-    /// flags given on the command line override it.
+    /// Run the pipeline this file describes (JSON, or TOML for a name
+    /// ending in .toml: the form --print-pipeline prints and the Python
+    /// package's Pipeline.describe() gives), instead of one described by
+    /// flags.
+    #[arg(long, value_name = "FILE", conflicts_with = "words")]
+    pipeline: Option<PathBuf>,
+    /// Print the pipeline's description (JSON) and run nothing.
     #[arg(long)]
+    print_pipeline: bool,
+    /// Removed: --pipeline FILE takes a whole pipeline (write one with
+    /// --print-pipeline).
+    #[arg(long, hide = true)]
     config: Option<PathBuf>,
     /// Features to parse, e.g. `input_ids:var_len:int32,label:fixed_len[1]:int64`;
     /// without it records are batched unparsed.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     spec: Option<FeatureSpec>,
     /// The one input is a prepared TFDS dataset directory; read this split
     /// of it (a TFDS split string: `train`, `train[:10%]`, `train[:50%]+test`).
-    #[arg(long, value_name = "SPLIT")]
+    #[arg(group = "words", long, value_name = "SPLIT")]
     tfds_split: Option<String>,
     /// Pad variable-length features to a multiple of N (static shapes).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     pad_to_multiple_of: Option<usize>,
     /// Cap padded lengths at N.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     max_length: Option<usize>,
     /// Pad or cut variable-length features to exactly N.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     fixed_length: Option<usize>,
     /// What to do with a row over the cap: error, keep-start or keep-end
     /// (or keep_start, keep_end).
-    #[arg(long, value_parser = Truncation::from_str)]
+    #[arg(group = "words", long, value_parser = Truncation::from_str)]
     truncation: Option<Truncation>,
     /// Cast integer features to this type: int64, int32, float32, uint8 or
     /// bfloat16 (or i64, i32, f32, u8, bf16).
-    #[arg(long, value_parser = TensorType::from_str)]
+    #[arg(group = "words", long, value_parser = TensorType::from_str)]
     cast: Option<TensorType>,
     /// Tokenize a text feature on the workers, as FEATURE:TOKENIZER (a
     /// tokenizer.json or a SentencePiece .model, a path or a gs://, s3://,
     /// az:// URL), e.g. text:tokenizer.json: it becomes variable-length
     /// int32 token ids (repeatable).
-    #[arg(long, value_parser = parse_tokenize)]
+    #[arg(group = "words", long, value_parser = parse_tokenize)]
     tokenize: Vec<(String, String)>,
     /// With --tokenize: put the tokenizer's beginning-of-sequence id first.
-    #[arg(long, requires = "tokenize")]
+    #[arg(group = "words", long, requires = "tokenize")]
     add_bos: bool,
     /// With --tokenize: no end-of-sequence id after each text (added by default).
-    #[arg(long, requires = "tokenize")]
+    #[arg(group = "words", long, requires = "tokenize")]
     no_eos: bool,
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
-    #[arg(long, value_parser = parse_decode)]
+    #[arg(group = "words", long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
     /// Emit a feature (an image, or fixed-length numbers) as float32
     /// `(x - MEAN) / STD`, as NAME:MEAN:STD; MEAN and STD are one number or
     /// one per channel (the last dimension), comma-separated, e.g.
     /// `image:123.675,116.28,103.53:58.395,57.12,57.375` (repeatable).
-    #[arg(long, value_parser = parse_normalize)]
+    #[arg(group = "words", long, value_parser = parse_normalize)]
     normalize: Vec<(String, Vec<f32>, Vec<f32>)>,
     /// Make next-token inputs and targets of this token feature after
     /// packing or padding (inputs shifted right within each segment, --bos
     /// first), with targets_mask, segment_ids and positions.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     inputs_targets: Option<String>,
     /// Each segment's first input under --inputs-targets.
     #[arg(
+        group = "words",
         long,
         default_value_t = 0,
         requires = "inputs_targets",
@@ -106,39 +117,39 @@ pub struct BenchArgs {
     bos: i64,
     /// Type of every `<name>_mask`: auto (the feature's type), u8 (or
     /// bool), i32, i64, f32, or none (no masks: lm's attention_mask is one).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     masks: Option<MaskType>,
     /// One feature's mask over --masks, e.g. input_ids:none (repeatable).
-    #[arg(long, value_parser = parse_mask)]
+    #[arg(group = "words", long, value_parser = parse_mask)]
     mask: Vec<(String, MaskType)>,
     /// Records per batch (with --pack: rows per batch).
-    #[arg(long, default_value_t = 256)]
+    #[arg(group = "words", long, default_value_t = 256)]
     batch: usize,
     /// Bucket records by the length of this variable-length feature; needs
     /// --boundaries, --bucket-batch-sizes and --max-length (the last
     /// bucket's length). --batch does not apply.
-    #[arg(long, requires_all = ["boundaries", "bucket_batch_sizes"], conflicts_with = "pack")]
+    #[arg(group = "words", long, requires_all = ["boundaries", "bucket_batch_sizes"], conflicts_with = "pack")]
     bucket_by: Option<String>,
     /// Longest length of each bucket but the last, increasing, e.g. 64,128,256.
-    #[arg(long, value_delimiter = ',', requires = "bucket_by")]
+    #[arg(group = "words", long, value_delimiter = ',', requires = "bucket_by")]
     boundaries: Vec<usize>,
     /// Rows per batch of each bucket: one more than --boundaries, e.g.
     /// 512,256,128,64.
-    #[arg(long, value_delimiter = ',', requires = "bucket_by")]
+    #[arg(group = "words", long, value_delimiter = ',', requires = "bucket_by")]
     bucket_batch_sizes: Vec<usize>,
     /// Pack the variable-length features into rows of N values, with
     /// segment_ids and positions (--batch rows per batch).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     pack: Option<usize>,
     /// A record longer than a --pack row: error, keep-start, keep-end or split.
-    #[arg(long, value_parser = Overflow::from_str, requires = "pack")]
+    #[arg(group = "words", long, value_parser = Overflow::from_str, requires = "pack")]
     pack_overflow: Option<Overflow>,
     /// How --pack chooses rows: first-fit (default), best-fit, or
     /// concat-split (records end to end, cut at row ends: no padding).
-    #[arg(long, value_parser = PackStrategy::from_str, requires = "pack")]
+    #[arg(group = "words", long, value_parser = PackStrategy::from_str, requires = "pack")]
     pack_strategy: Option<PackStrategy>,
     /// At most N sequences (or pieces of one) in a --pack row.
-    #[arg(long, requires = "pack")]
+    #[arg(group = "words", long, requires = "pack")]
     pack_max_segments: Option<usize>,
     /// Print the engine's spans to stderr as they close, with their busy
     /// and idle times: infeed.read (a shard block), infeed.group (the record
@@ -147,91 +158,91 @@ pub struct BenchArgs {
     #[arg(long)]
     trace: bool,
     /// Drop a last batch smaller than --batch.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     drop_remainder: bool,
     /// Shuffle buffer size in records (0: no shuffle).
-    #[arg(long, default_value_t = 0)]
+    #[arg(group = "words", long, default_value_t = 0)]
     shuffle: usize,
     /// Shuffle the file order each epoch.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     shuffle_files: bool,
     /// Read each epoch's records in a permutation of all of them, through
     /// the shards' indexes (`infeed index`; built in memory where missing).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     global_shuffle: bool,
     /// --global-shuffle by blocks of about this many bytes (large reads, for
     /// object stores).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(group = "words", long, value_name = "BYTES")]
     global_shuffle_blocks: Option<u64>,
     /// Where the shards' indexes are (default: the folder .infeed-index
     /// beside the shards, else beside each shard).
-    #[arg(long, value_name = "DIR")]
+    #[arg(group = "words", long, value_name = "DIR")]
     index_dir: Option<String>,
     /// Each worker reads its batches' records itself, through the shards'
     /// indexes (`Pipeline::worker_reads`; plain local shards).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     worker_reads: bool,
     /// Files read at once (interleave cycle length).
-    #[arg(long, default_value_t = 1)]
+    #[arg(group = "words", long, default_value_t = 1)]
     interleave: usize,
     /// Records taken from a file before moving to the next.
-    #[arg(long, default_value_t = 1)]
+    #[arg(group = "words", long, default_value_t = 1)]
     block: usize,
     /// Epochs to read; 0 means forever (stop with --batches or --seconds).
-    #[arg(long, default_value_t = 1)]
+    #[arg(group = "words", long, default_value_t = 1)]
     epochs: u64,
     /// This host's part, as INDEX/COUNT.
-    #[arg(long, value_parser = parse_shard)]
+    #[arg(group = "words", long, value_parser = parse_shard)]
     shard: Option<(u64, u64)>,
     /// A source of a mixture, as NAME:WEIGHT:GLOB (repeat it; the inputs are
     /// then left out). Every source takes the record-level flags (read,
     /// shard, file shuffle, interleave, shuffle, epochs), seeded apart.
-    #[arg(long, value_parser = parse_mix)]
+    #[arg(group = "words", long, value_parser = parse_mix)]
     mix: Vec<(String, f64, String)>,
     /// How a mixture picks each record's source: random or stratified.
-    #[arg(long, value_parser = MixChoice::from_str, default_value = "random")]
+    #[arg(group = "words", long, value_parser = MixChoice::from_str, default_value = "random")]
     mix_by: MixChoice,
     /// What a mixture does when a source runs out: stop, drop or fail.
-    #[arg(long, value_parser = OnExhausted::from_str, default_value = "stop")]
+    #[arg(group = "words", long, value_parser = OnExhausted::from_str, default_value = "stop")]
     on_exhausted: OnExhausted,
     /// The mixture's weights from a step on, as STEP:W1,W2,… (one weight per
     /// --mix source, in order; repeat it, steps increasing).
-    #[arg(long, value_parser = parse_mix_point, requires = "mix")]
+    #[arg(group = "words", long, value_parser = parse_mix_point, requires = "mix")]
     mix_schedule: Vec<(u64, Vec<f64>)>,
     /// Move the weights linearly between --mix-schedule points.
-    #[arg(long, requires = "mix_schedule")]
+    #[arg(group = "words", long, requires = "mix_schedule")]
     mix_interpolate: bool,
     /// Records a host draws per step of --mix-schedule (default: --batch
     /// under plain batching; needed with --pack or --bucket-by).
-    #[arg(long, requires = "mix_schedule")]
+    #[arg(group = "words", long, requires = "mix_schedule")]
     mix_records_per_step: Option<u64>,
     /// Mixture weights count tokens (the length --pack or --bucket-by
     /// measures), not records.
-    #[arg(long, requires = "mix")]
+    #[arg(group = "words", long, requires = "mix")]
     mix_by_tokens: bool,
     /// Make every host emit the same number of batches: drop or pad.
-    #[arg(long, value_parser = EqualBatches::from_str)]
+    #[arg(group = "words", long, value_parser = EqualBatches::from_str)]
     equal_batches: Option<EqualBatches>,
     /// Leave out the batches of steps A to B - 1, as A:B (comma-separated
     /// ranges, e.g. 1200:1300,4000:4010), numbered as an uninterrupted run
     /// numbers them; kept in --state-out.
-    #[arg(long, value_delimiter = ',', value_parser = parse_step_range)]
+    #[arg(group = "words", long, value_delimiter = ',', value_parser = parse_step_range)]
     skip_steps: Vec<(u64, u64)>,
     /// Seed of every random choice.
-    #[arg(long, default_value_t = 0)]
+    #[arg(group = "words", long, default_value_t = 0)]
     seed: u64,
     /// Worker threads (default: one per core, or per core of --cpu-affinity).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     threads: Option<usize>,
     /// Keep the pipeline's threads on these cores (comma-separated, e.g.
     /// 0,1): a CPU budget beside a training step.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(group = "words", long, value_delimiter = ',')]
     cpu_affinity: Vec<usize>,
     /// Deliver batches as workers finish them (the order then varies).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     unordered: bool,
     /// Batches prepared ahead.
-    #[arg(long, default_value_t = 2)]
+    #[arg(group = "words", long, default_value_t = 2)]
     prefetch: usize,
     /// Stop after this many batches.
     #[arg(long)]
@@ -240,19 +251,19 @@ pub struct BenchArgs {
     #[arg(long)]
     seconds: Option<f64>,
     /// Compression of the files: none, gzip, zlib or auto.
-    #[arg(long, default_value = "auto", value_parser = parse_compression)]
+    #[arg(group = "words", long, default_value = "auto", value_parser = parse_compression)]
     compression: CompressionArg,
     /// Skip corrupt records (counted) instead of failing.
-    #[arg(long)]
+    #[arg(group = "words", long)]
     skip_corrupt: bool,
     /// Map local files into memory instead of reading them into buffers:
     /// faster, but a file truncated or rewritten in place while read stops
     /// the process with SIGBUS (`ReadOptions::mmap`).
-    #[arg(long)]
+    #[arg(group = "words", long)]
     mmap: bool,
     /// Bytes per read from a file (and per piece of inflated output); with
     /// --mmap, the size of each mapped window.
-    #[arg(long, default_value_t = infeed::record::DEFAULT_CHUNK_SIZE, value_parser = parse_chunk_size)]
+    #[arg(group = "words", long, default_value_t = infeed::record::DEFAULT_CHUNK_SIZE, value_parser = parse_chunk_size)]
     chunk_size: usize,
     /// Skip hashing the batches (`digest` is then null): hashing runs on the
     /// consumer thread and costs ~10% pinned to one core.
@@ -338,13 +349,70 @@ pub fn run(args: &BenchArgs, out: &mut impl Write) -> Result<i32, CliError> {
     run_with(args, None, out)
 }
 
-/// Builds the pipeline the flags describe, then measures it, or lists the
-/// records of `records_of`'s steps.
+/// A pipeline ready to run, as the flags or a description file give it.
+enum Built {
+    /// Batches of serialized records (no parse): `batch` rows, the last
+    /// dropped when short with `drop_remainder`.
+    Raw {
+        pipeline: Box<Pipeline>,
+        batch: usize,
+        drop_remainder: bool,
+    },
+    Parsed(Box<ParsedPipeline>),
+}
+
+impl Built {
+    /// The description of the whole run.
+    fn describe(&self) -> Description {
+        match self {
+            Built::Raw {
+                pipeline,
+                batch,
+                drop_remainder,
+            } => {
+                let mut d = pipeline.describe();
+                d.batches.push(BatchStep::Batch {
+                    size: *batch,
+                    drop_remainder: *drop_remainder,
+                });
+                d
+            }
+            Built::Parsed(p) => p.describe(),
+        }
+    }
+
+    fn resume_from(self, state: &[u8]) -> Self {
+        match self {
+            Built::Raw {
+                pipeline,
+                batch,
+                drop_remainder,
+            } => Built::Raw {
+                pipeline: Box::new(pipeline.resume_from(state)),
+                batch,
+                drop_remainder,
+            },
+            Built::Parsed(p) => Built::Parsed(Box::new(p.resume_from(state))),
+        }
+    }
+}
+
+/// Builds the pipeline the flags or `--pipeline` describe, then measures
+/// it, prints its description, or lists the records of `records_of`'s
+/// steps.
 fn run_with(
     args: &BenchArgs,
     records_of: Option<&[u64]>,
     out: &mut impl Write,
 ) -> Result<i32, CliError> {
+    if args.config.is_some() {
+        return Err(CliError::Message(
+            "--config was removed: a pipeline file is now the pipeline's description, run \
+             with --pipeline FILE (JSON or TOML); --print-pipeline writes the one your flags \
+             describe"
+                .into(),
+        ));
+    }
     if args.trace {
         use tracing_subscriber::fmt::format::FmtSpan;
         // Ignored if a subscriber is already set (a second run in-process).
@@ -354,6 +422,134 @@ fn run_with(
             .with_span_events(FmtSpan::CLOSE)
             .try_init();
     }
+    let mut built = match &args.pipeline {
+        Some(path) => from_file(path)?,
+        None => from_flags(args)?,
+    };
+    let description = built.describe();
+    if args.print_pipeline {
+        out.write_all(description.to_json().as_bytes())?;
+        out.write_all(b"\n")?;
+        return Ok(0);
+    }
+    let epochs = epochs_of(&description);
+    if epochs == Some(None)
+        && args.batches.is_none()
+        && args.seconds.is_none()
+        && records_of.is_none()
+    {
+        return Err(CliError::Message(
+            "the pipeline repeats forever (--epochs 0): give --batches or --seconds".into(),
+        ));
+    }
+    if let Some(path) = &args.state_in {
+        built = built.resume_from(
+            &std::fs::read(path)
+                .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))?,
+        );
+    }
+    // Epochs of a whole run, for records per epoch: none when endless.
+    let epochs = epochs.unwrap_or(Some(1));
+    let report = match built {
+        Built::Raw { .. } if records_of.is_some() => {
+            return Err(CliError::Message(
+                "provenance needs --spec: it lists the rows of the batches the pipeline \
+                 assembles"
+                    .into(),
+            ));
+        }
+        Built::Raw {
+            pipeline,
+            batch,
+            drop_remainder,
+        } => measure(pipeline.build_raw(batch, drop_remainder)?, args, epochs)?,
+        Built::Parsed(parsed) => {
+            if let Some(steps) = records_of {
+                for (step, rows) in parsed.records_of(steps)? {
+                    let line = serde_json::json!({ "step": step, "rows": rows });
+                    serde_json::to_writer(&mut *out, &line).map_err(std::io::Error::from)?;
+                    out.write_all(b"\n")?;
+                }
+                return Ok(0);
+            }
+            #[cfg(feature = "xla")]
+            if let Some(program) = &args.program {
+                let inputs = args.program_inputs.as_deref();
+                return xla::run(*parsed, program, inputs, args.batches, out);
+            }
+            match description.output {
+                Output::Tensors => measure(parsed.build()?, args, epochs)?,
+                Output::Columns => measure(parsed.build_columns()?, args, epochs)?,
+            }
+        }
+    };
+    if args.json {
+        serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    } else {
+        out.write_all(report::summary(&report).as_bytes())?;
+    }
+    Ok(0)
+}
+
+/// The epochs the last `repeat` step reads (`Some(None)`: forever; `None`:
+/// no repeat, one epoch).
+fn epochs_of(d: &Description) -> Option<Option<u64>> {
+    d.records.iter().rev().find_map(|step| match step {
+        RecordStep::Repeat { epochs } => Some(*epochs),
+        _ => None,
+    })
+}
+
+/// The pipeline a description file describes: JSON, or TOML for a name
+/// ending in `.toml`.
+fn from_file(path: &std::path::Path) -> Result<Built, CliError> {
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| CliError::Message(format!("{shown}: {e}")))?;
+    let mut d = if path.extension().is_some_and(|e| e == "toml") {
+        let table = toml::de::Deserializer::parse(&text)
+            .map_err(|e| CliError::Message(format!("{shown}: {e}")))?;
+        let d: Description = serde_path_to_error::deserialize(table).map_err(|e| {
+            CliError::Message(format!(
+                "{shown}: pipeline description: {}",
+                infeed::pipeline::description::placed(&e)
+            ))
+        })?;
+        d.check_version()?;
+        d
+    } else {
+        Description::from_json(&text).map_err(|e| CliError::Message(format!("{shown}: {e}")))?
+    };
+    if d.parse.is_some() {
+        return Ok(Built::Parsed(Box::new(ParsedPipeline::from_description(
+            &d,
+        )?)));
+    }
+    let (batch, drop_remainder) = match d.batches.as_slice() {
+        [
+            BatchStep::Batch {
+                size,
+                drop_remainder,
+            },
+        ] => (*size, *drop_remainder),
+        _ => {
+            return Err(CliError::Message(format!(
+                "{shown}: a pipeline without parse makes batches of records: its batches \
+                 are one batch step"
+            )));
+        }
+    };
+    d.batches.clear();
+    Ok(Built::Raw {
+        pipeline: Box::new(Pipeline::from_description(&d)?),
+        batch,
+        drop_remainder,
+    })
+}
+
+/// The pipeline the flags describe.
+fn from_flags(args: &BenchArgs) -> Result<Built, CliError> {
     let read = ReadOptions::default()
         .compression(args.compression.0)
         .on_corrupt(if args.skip_corrupt {
@@ -366,7 +562,7 @@ fn run_with(
     let mut p = if args.mix.is_empty() {
         if args.inputs.is_empty() {
             return Err(CliError::Message(
-                "give the files to read (or an `inputs` key in --config)".into(),
+                "give the files to read (or a pipeline file: --pipeline FILE)".into(),
             ));
         }
         let p = match &args.tfds_split {
@@ -427,123 +623,84 @@ fn run_with(
     if let Some(threads) = args.threads {
         p = p.threads(threads);
     }
-    if let Some(path) = &args.state_in {
-        p = p.resume_from(
-            &std::fs::read(path)
-                .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))?,
-        );
-    }
-    if args.epochs == 0 && args.batches.is_none() && args.seconds.is_none() && records_of.is_none()
-    {
-        return Err(CliError::Message(
-            "--epochs 0 reads forever: give --batches or --seconds".into(),
-        ));
-    }
-    let report = match &args.spec {
-        None if records_of.is_some() => {
-            return Err(CliError::Message(
-                "provenance needs --spec: it lists the rows of the batches the pipeline \
-                 assembles"
-                    .into(),
-            ));
-        }
-        None if args.bucket_by.is_some() || args.pack.is_some() || !args.tokenize.is_empty() => {
+    let Some(spec) = &args.spec else {
+        if args.bucket_by.is_some() || args.pack.is_some() || !args.tokenize.is_empty() {
             return Err(CliError::Message(
                 "--bucket-by, --pack and --tokenize need --spec (they parse the records)".into(),
             ));
         }
-        None => measure(p.build_raw(args.batch, args.drop_remainder)?, args)?,
-        Some(spec) => {
-            let mut parsed = p.parse(spec.clone());
-            parsed = match (&args.bucket_by, args.pack) {
-                (Some(feature), _) => parsed
-                    .bucket_by_length(feature, &args.boundaries, &args.bucket_batch_sizes)
-                    .drop_remainder(args.drop_remainder),
-                (None, Some(row_length)) => {
-                    let mut packed = parsed
-                        .pack(row_length)
-                        .pack_overflow(args.pack_overflow.unwrap_or_default())
-                        .pack_strategy(args.pack_strategy.unwrap_or_default());
-                    if let Some(segments) = args.pack_max_segments {
-                        packed = packed.pack_max_segments(segments);
-                    }
-                    packed.batch(args.batch, args.drop_remainder)
-                }
-                (None, None) => parsed.batch(args.batch, args.drop_remainder),
-            };
-            // Every feature fixed-length and the remainder dropped: the
-            // batches are static as they are, so they come as the tensors a
-            // training step takes (as the Python package yields them), not
-            // as parsed columns.
-            let fixed = spec.features().iter().all(|f| f.fixed_count().is_some());
-            let static_shapes = (fixed && args.drop_remainder)
-                || args.bucket_by.is_some()
-                || args.pack.is_some()
-                || args.pad_to_multiple_of.is_some()
-                || args.max_length.is_some()
-                || args.fixed_length.is_some()
-                || args.cast.is_some()
-                || !args.decode_raw.is_empty()
-                || !args.normalize.is_empty()
-                || args.inputs_targets.is_some();
-            for (feature, tokenizer) in &args.tokenize {
-                parsed = parsed.tokenize(feature, tokenizer, args.add_bos, !args.no_eos);
-            }
-            if let Some(n) = args.pad_to_multiple_of {
-                parsed = parsed.pad_to_multiple_of(n);
-            }
-            if let Some(n) = args.max_length {
-                parsed = parsed.max_length(n);
-            }
-            if let Some(n) = args.fixed_length {
-                parsed = parsed.fixed_length(n);
-            }
-            if let Some(t) = args.truncation {
-                parsed = parsed.truncation(t);
-            }
-            if let Some(t) = args.cast {
-                parsed = parsed.cast(t);
-            }
-            for (name, shape) in &args.decode_raw {
-                parsed = parsed.decode_raw(name, shape);
-            }
-            if let Some(m) = args.masks {
-                parsed = parsed.masks(m);
-            }
-            for (name, m) in &args.mask {
-                parsed = parsed.mask(name, *m);
-            }
-            for (name, mean, std) in &args.normalize {
-                parsed = parsed.normalize(name, mean, std);
-            }
-            if let Some(feature) = &args.inputs_targets {
-                parsed = parsed.inputs_targets(feature, args.bos);
-            }
-            if let Some(steps) = records_of {
-                for (step, rows) in parsed.records_of(steps)? {
-                    let line = serde_json::json!({ "step": step, "rows": rows });
-                    serde_json::to_writer(&mut *out, &line).map_err(std::io::Error::from)?;
-                    out.write_all(b"\n")?;
-                }
-                return Ok(0);
-            }
-            #[cfg(feature = "xla")]
-            if let Some(program) = &args.program {
-                let inputs = args.program_inputs.as_deref();
-                return xla::run(parsed, program, inputs, args.batches, out);
-            }
-            if static_shapes {
-                measure(parsed.build()?, args)?
-            } else {
-                measure(parsed.build_columns()?, args)?
-            }
-        }
+        return Ok(Built::Raw {
+            pipeline: Box::new(p),
+            batch: args.batch,
+            drop_remainder: args.drop_remainder,
+        });
     };
-    if args.json {
-        serde_json::to_writer(&mut *out, &report).map_err(std::io::Error::from)?;
-        out.write_all(b"\n")?;
-    } else {
-        out.write_all(report::summary(&report).as_bytes())?;
+    let mut parsed = p.parse(spec.clone());
+    parsed = match (&args.bucket_by, args.pack) {
+        (Some(feature), _) => parsed
+            .bucket_by_length(feature, &args.boundaries, &args.bucket_batch_sizes)
+            .drop_remainder(args.drop_remainder),
+        (None, Some(row_length)) => {
+            let mut packed = parsed
+                .pack(row_length)
+                .pack_overflow(args.pack_overflow.unwrap_or_default())
+                .pack_strategy(args.pack_strategy.unwrap_or_default());
+            if let Some(segments) = args.pack_max_segments {
+                packed = packed.pack_max_segments(segments);
+            }
+            packed.batch(args.batch, args.drop_remainder)
+        }
+        (None, None) => parsed.batch(args.batch, args.drop_remainder),
+    };
+    // Every feature fixed-length and the remainder dropped: the batches
+    // are static as they are, so they come as the tensors a training step
+    // takes (as the Python package yields them), not as parsed columns.
+    let fixed = spec.features().iter().all(|f| f.fixed_count().is_some());
+    let static_shapes = (fixed && args.drop_remainder)
+        || args.bucket_by.is_some()
+        || args.pack.is_some()
+        || args.pad_to_multiple_of.is_some()
+        || args.max_length.is_some()
+        || args.fixed_length.is_some()
+        || args.cast.is_some()
+        || !args.decode_raw.is_empty()
+        || !args.normalize.is_empty()
+        || args.inputs_targets.is_some();
+    for (feature, tokenizer) in &args.tokenize {
+        parsed = parsed.tokenize(feature, tokenizer, args.add_bos, !args.no_eos);
     }
-    Ok(0)
+    if let Some(n) = args.pad_to_multiple_of {
+        parsed = parsed.pad_to_multiple_of(n);
+    }
+    if let Some(n) = args.max_length {
+        parsed = parsed.max_length(n);
+    }
+    if let Some(n) = args.fixed_length {
+        parsed = parsed.fixed_length(n);
+    }
+    if let Some(t) = args.truncation {
+        parsed = parsed.truncation(t);
+    }
+    if let Some(t) = args.cast {
+        parsed = parsed.cast(t);
+    }
+    for (name, shape) in &args.decode_raw {
+        parsed = parsed.decode_raw(name, shape);
+    }
+    if let Some(m) = args.masks {
+        parsed = parsed.masks(m);
+    }
+    for (name, m) in &args.mask {
+        parsed = parsed.mask(name, *m);
+    }
+    for (name, mean, std) in &args.normalize {
+        parsed = parsed.normalize(name, mean, std);
+    }
+    if let Some(feature) = &args.inputs_targets {
+        parsed = parsed.inputs_targets(feature, args.bos);
+    }
+    if !static_shapes {
+        parsed = parsed.output(Output::Columns);
+    }
+    Ok(Built::Parsed(Box::new(parsed)))
 }

@@ -42,19 +42,20 @@ pub enum MixChoice {
     Stratified,
 }
 
+impl crate::words::Words for MixChoice {
+    const SETTING: &'static str = "mix_by";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["random"], MixChoice::Random),
+        (&["stratified"], MixChoice::Stratified),
+    ];
+}
+
 impl std::str::FromStr for MixChoice {
     type Err = crate::words::UnknownWord;
 
     /// `random` or `stratified`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "mix_by",
-            s,
-            &[
-                (&["random"], MixChoice::Random),
-                (&["stratified"], MixChoice::Stratified),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 
@@ -71,20 +72,21 @@ pub enum OnExhausted {
     Fail,
 }
 
+impl crate::words::Words for OnExhausted {
+    const SETTING: &'static str = "on_exhausted";
+    const WORDS: &'static [crate::words::Word<Self>] = &[
+        (&["stop"], OnExhausted::Stop),
+        (&["drop"], OnExhausted::Drop),
+        (&["fail"], OnExhausted::Fail),
+    ];
+}
+
 impl std::str::FromStr for OnExhausted {
     type Err = crate::words::UnknownWord;
 
     /// `stop`, `drop` or `fail`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        crate::words::parse(
-            "on_exhausted",
-            s,
-            &[
-                (&["stop"], OnExhausted::Stop),
-                (&["drop"], OnExhausted::Drop),
-                (&["fail"], OnExhausted::Fail),
-            ],
-        )
+        crate::words::read(s)
     }
 }
 

@@ -5,6 +5,7 @@ mod bucket;
 mod checkpoint;
 mod cpu_budget;
 mod dense_direct;
+mod description;
 mod elastic;
 mod equal_batches;
 mod global_shuffle;

@@ -303,7 +303,7 @@ fn bench_names_a_bad_spec_and_a_forever_run_without_a_limit() {
     let output = infeed(&["bench", "testdata/lm-sample.tfrecord", "--epochs", "0"]);
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        stderr(&output).contains("reads forever"),
+        stderr(&output).contains("repeats forever"),
         "{}",
         stderr(&output)
     );

@@ -1,5 +1,5 @@
-//! `infeed bench` with bucketing and packing flags, and `--config FILE.toml`
-//! describing the same pipeline, overridden by flags.
+//! `infeed bench` with bucketing and packing flags, and `--pipeline FILE`
+//! (JSON or TOML) describing the same pipeline.
 
 use crate::support::run::{bench_json, infeed};
 
@@ -33,53 +33,50 @@ fn bucket_flags(sizes: &str, seed: &str) -> Vec<String> {
 }
 
 #[test]
-fn a_toml_config_runs_the_pipeline_its_flags_describe_and_flags_override_it() {
+fn a_pipeline_file_runs_the_pipeline_its_flags_describe() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("lm.toml");
+    let toml = dir.path().join("lm.toml");
+    // The bucketed lm pipeline, written by hand.
     std::fs::write(
-        &config,
+        &toml,
         format!(
-            r#"# The lm pipeline, bucketed.
-inputs = ["testdata/lm-sample.tfrecord"]
-spec = "{SPEC}"
-pad-to-multiple-of = 64
-max_length = 512          # underscores work too
-bucket-by = "input_ids"
-boundaries = [64, 128, 256]
-bucket-batch-sizes = [64, 32, 16, 8]
-shuffle = 100
-seed = 3
-digests = true
-drop-remainder = false
+            r#"version = 1
+source.files = ["testdata/lm-sample.tfrecord"]
+records = [
+    {{ interleave = {{ cycle_length = 1, block_length = 1 }} }},
+    {{ shuffle = {{ buffer = 100 }} }},
+    {{ repeat = {{ epochs = 1 }} }},
+]
+options.seed = 3
+parse.features = "{SPEC}"
+batches = [
+    {{ bucket_by_length = {{ feature = "input_ids", boundaries = [64, 128, 256], batch_sizes = [64, 32, 16, 8] }} }},
+    {{ drop_remainder = {{ drop = false }} }},
+    {{ pad_to_multiple_of = {{ multiple = 64 }} }},
+    {{ max_length = {{ length = 512 }} }},
+]
 "#
         ),
     )
     .unwrap();
-    let config = config.display().to_string();
-    let as_flags = |sizes: &str, seed: &str| {
-        let flags = bucket_flags(sizes, seed);
-        bench_json(&flags.iter().map(String::as_str).collect::<Vec<_>>())
-    };
-    let from_file = bench_json(&["bench", "--config", &config]);
-    let flags = as_flags("64,32,16,8", "3");
-    assert_eq!(from_file["digests"], flags["digests"]);
-    assert_eq!(from_file["records"], 256);
-    // Every record once: 256 records in batches of the buckets' sizes.
-    assert!(from_file["batches"].as_u64().unwrap() >= 4);
-    // Flags override the file: a list, a number, and the inputs.
-    let overridden = bench_json(&[
-        "bench",
-        "--config",
-        &config,
-        "--bucket-batch-sizes=4,4,4,4",
-        "--seed",
-        "4",
-        "testdata/lm-sample.tfrecord.gz",
-    ]);
-    let expected = as_flags("4,4,4,4", "4");
-    assert_eq!(overridden["digests"], expected["digests"]);
-    assert_ne!(overridden["digests"], from_file["digests"]);
-    assert_eq!(overridden["records"], 256);
+    let toml = toml.display().to_string();
+    let flags = bucket_flags("64,32,16,8", "3");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let from_flags = bench_json(&flags);
+    let from_toml = bench_json(&["bench", "--pipeline", &toml, "--digests"]);
+    assert_eq!(from_toml["digests"], from_flags["digests"]);
+    assert_eq!(from_toml["records"], 256);
+    assert!(from_toml["batches"].as_u64().unwrap() >= 4);
+    // What --print-pipeline writes runs as the flags did.
+    let printed = crate::support::run::infeed_ok(&[&flags[..], &["--print-pipeline"]].concat());
+    let json = dir.path().join("lm.json");
+    std::fs::write(&json, &printed).unwrap();
+    let json = json.display().to_string();
+    let from_json = bench_json(&["bench", "--pipeline", &json, "--digests"]);
+    assert_eq!(from_json["digests"], from_flags["digests"]);
+    // And prints itself back unchanged.
+    let again = crate::support::run::infeed_ok(&["bench", "--pipeline", &json, "--print-pipeline"]);
+    assert_eq!(again, printed);
 }
 
 #[test]
@@ -139,27 +136,54 @@ fn pack_flags_count_sequences_and_restore_exactly() {
 }
 
 #[test]
-fn bad_configs_and_flag_combinations_are_named() {
+fn bad_pipeline_files_and_flag_combinations_are_named() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.toml");
-    std::fs::write(
-        &bad,
-        "inputs = [\"testdata/lm-sample.tfrecord\"]\nbatchsize = 4\n",
-    )
-    .unwrap();
-    let output = infeed(&["bench", "--config", &bad.display().to_string()]);
-    assert_eq!(output.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert!(err.contains("key \"batchsize\": not a bench flag"), "{err}");
-    std::fs::write(&bad, "shuffle-files = 3\n").unwrap();
-    let output = infeed(&["bench", "--config", &bad.display().to_string()]);
+    let bad = dir.path().join("bad.json");
+    let stderr = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    // A bad value is named by its place.
+    let mut described = r#"{"version": 1, "source": {"files": ["testdata/lm-sample.tfrecord"]},
+        "records": [{"shuffle": {"buffer": -3}}]}"#;
+    std::fs::write(&bad, described).unwrap();
+    let output = infeed(&["bench", "--pipeline", &bad.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&output.stderr).contains("expected true or false"),
+        stderr(&output).contains("records[0].shuffle.buffer: invalid value: integer `-3`"),
         "{}",
-        String::from_utf8_lossy(&output.stderr)
+        stderr(&output)
     );
-    let output = infeed(&["bench", "--config", "/nonexistent/x.toml"]);
+    // A later version is refused by its number.
+    described = r#"{"version": 7, "source": {"files": ["testdata/lm-sample.tfrecord"]}}"#;
+    std::fs::write(&bad, described).unwrap();
+    let output = infeed(&["bench", "--pipeline", &bad.display().to_string()]);
+    assert!(
+        stderr(&output).contains("version 7: this infeed reads descriptions of versions 1 to 1"),
+        "{}",
+        stderr(&output)
+    );
+    let output = infeed(&["bench", "--pipeline", "/nonexistent/x.toml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("/nonexistent/x.toml"),
+        "{}",
+        stderr(&output)
+    );
+    // A file describes the whole pipeline: flags that describe one are refused.
+    let path = bad.display().to_string();
+    let output = infeed(&["bench", "--pipeline", &path, "--shuffle", "10"]);
     assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("cannot be used with"),
+        "{}",
+        stderr(&output)
+    );
+    // --config is gone, and says what took its place.
+    let output = infeed(&["bench", "--config", &path]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("--config was removed"),
+        "{}",
+        stderr(&output)
+    );
     // Bucketing needs a spec; boundaries must increase.
     let output = infeed(&["bench", "testdata/lm-sample.tfrecord", "--pack", "64"]);
     assert!(String::from_utf8_lossy(&output.stderr).contains("need --spec"));
@@ -360,4 +384,26 @@ fn digests(v: &serde_json::Value) -> Vec<String> {
         .iter()
         .map(|d| d.as_str().unwrap().to_owned())
         .collect()
+}
+
+/// testdata/pipelines/lm.json run by `infeed bench --pipeline` and made in
+/// Rust from the same file: the same batches (the Python package's test
+/// runs it a third way, python/tests/test_description.py).
+#[test]
+fn one_pipeline_file_gives_the_same_digests_on_the_command_line_and_in_rust() {
+    let file = "testdata/pipelines/lm.json";
+    let report = bench_json(&["bench", "--pipeline", file, "--digests"]);
+    let text = std::fs::read_to_string(crate::support::repo(file)).unwrap();
+    let d = infeed::pipeline::Description::from_json(&text).unwrap();
+    let p = infeed::pipeline::ParsedPipeline::from_description(&d).unwrap();
+    let in_rust: Vec<String> = p
+        .build()
+        .unwrap()
+        .map(|b| {
+            let digest = b.unwrap().digest().to_le_bytes();
+            format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&digest))
+        })
+        .collect();
+    assert_eq!(in_rust.len(), 24);
+    assert_eq!(report["digests"], serde_json::json!(in_rust));
 }

@@ -1,0 +1,100 @@
+"""A pipeline as one value: ``describe()`` gives the engine's description,
+``from_description`` makes the pipeline again, and one description file
+gives the same batches here, on the command line (``infeed bench
+--pipeline``) and in Rust (tests/programs/cli/bench_config.rs). Needs the
+``infeed`` binary (target/debug/infeed, or $INFEED_CLI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+from conftest import LM, LM_SPEC
+
+import infeed
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = os.environ.get("INFEED_CLI", str(ROOT / "target" / "debug" / "infeed"))
+FILE = "testdata/pipelines/lm.json"
+
+
+def cli_digests(path: str) -> list[str]:
+    """The per-batch digests ``infeed bench --pipeline PATH`` reports."""
+    done = subprocess.run(
+        [CLI, "bench", "--pipeline", path, "--json", "--digests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return list(json.loads(done.stdout)["digests"])
+
+
+def python_digests(pipeline: infeed.Pipeline) -> list[str]:
+    it = pipeline.iter(digests=True)
+    out = []
+    for _ in it:
+        assert it.digest is not None
+        out.append(it.digest)
+    return out
+
+
+def test_one_file_gives_the_same_batches_here_and_on_the_command_line(monkeypatch):
+    # The file names its shards relative to the repository, as the CLI runs it.
+    monkeypatch.chdir(ROOT)
+    here = python_digests(infeed.Pipeline.from_description(FILE))
+    assert len(here) == 24
+    assert here == cli_digests(FILE)
+
+
+def test_the_builder_describes_what_the_file_says(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    built = (
+        infeed.Pipeline.from_glob("testdata/lm-sample.tfrecord.gz")
+        .interleave(1)
+        .shuffle_files()
+        .shuffle(1000)
+        .repeat(3)
+        .seed(1)
+        .parse(LM_SPEC)
+        .batch(32, drop_remainder=False)
+        .pad_to_multiple_of(64)
+        .max_length(512)
+        .cast("int32")
+        .masks("uint8")
+        .mask("input_ids", None)
+    )
+    described = built.describe()
+    assert described == infeed.Pipeline.from_description(FILE).describe()
+    assert described["batches"][-1] == {"mask": {"feature": "input_ids", "mask": "none"}}
+    # Run from what describe() gives, the command line makes the same batches.
+    path = ROOT / "target" / "test-description.json"
+    path.write_text(json.dumps(described))
+    assert python_digests(built) == cli_digests(str(path))
+
+
+def test_a_description_is_checked_by_the_engine_naming_the_place():
+    with pytest.raises(infeed.SpecError, match=r"records\[0\]\.shuffle\.buffer: .*`-2`"):
+        infeed.Pipeline.from_files([LM]).shuffle(-2)
+    described = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).batch(2).describe()
+    described["version"] = 9
+    with pytest.raises(infeed.SpecError, match="version 9: this infeed reads descriptions"):
+        infeed.Pipeline.from_description(described)
+    described["version"] = 1
+    described["output"] = "columns"
+    with pytest.raises(infeed.SpecError, match="delivers static-shape tensors"):
+        iter(infeed.Pipeline.from_description(described))
+
+
+def test_digests_are_taken_only_when_asked():
+    p = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).max_length(512).batch(64)
+    it = iter(p)
+    next(it)
+    assert it.digest is None
+    first = p.iter(digests=True)
+    second = p.iter(digests=True)
+    next(first), next(second)
+    assert first.digest == second.digest and len(first.digest or "") == 16
