@@ -98,3 +98,13 @@ def test_digests_are_taken_only_when_asked():
     second = p.iter(digests=True)
     next(first), next(second)
     assert first.digest == second.digest and len(first.digest or "") == 16
+
+
+def test_the_engine_says_no_here_as_in_rust():
+    lm = infeed.Pipeline.from_files([LM])
+    with pytest.raises(infeed.SpecError, match="threads = 0: at least 1"):
+        iter(lm.threads(0).parse(LM_SPEC).max_length(512).batch(2))
+    with pytest.raises(infeed.SpecError, match="repeat = 0: at least 1 epoch"):
+        iter(lm.repeat(0).parse(LM_SPEC).max_length(512).batch(2))
+    with pytest.raises(infeed.SpecError, match="pack_overflow without pack"):
+        lm.parse(LM_SPEC).pack_overflow("split").batch(2).shapes()

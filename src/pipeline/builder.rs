@@ -52,6 +52,9 @@ use super::settings::MixSettings;
 pub struct Pipeline {
     pub(crate) s: RecordSettings,
     d: Description,
+    /// A word said where it means nothing (a mixture's word on a pipeline
+    /// that is not one): refused when the pipeline starts.
+    refused: Option<String>,
 }
 
 /// The name a step of user code has in a description when a Rust closure
@@ -165,7 +168,7 @@ impl Pipeline {
     /// weight (the default), or stratified so that every batch holds each
     /// source's share (see [`MixChoice`]).
     pub fn mix_by(self, choice: MixChoice) -> Self {
-        self.mixture(|m, d| {
+        self.mixture("mix_by", |m, d| {
             m.choice = choice;
             d.by = choice;
         })
@@ -174,7 +177,7 @@ impl Pipeline {
     /// What a mixture does when a source runs out: stop (the default),
     /// drop the source and renormalize the others' weights, or fail.
     pub fn on_exhausted(self, policy: OnExhausted) -> Self {
-        self.mixture(|m, d| {
+        self.mixture("on_exhausted", |m, d| {
             m.on_exhausted = policy;
             d.on_exhausted = policy;
         })
@@ -192,7 +195,7 @@ impl Pipeline {
     /// [`mix_records_per_step`](Self::mix_records_per_step). Checked when
     /// the pipeline is built.
     pub fn mix_schedule(self, points: &[(u64, Vec<f64>)], interpolate: bool) -> Self {
-        self.mixture(|m, d| {
+        self.mixture("mix_schedule", |m, d| {
             m.schedule = Some(MixSchedule {
                 points: points.to_vec(),
                 interpolate,
@@ -210,7 +213,7 @@ impl Pipeline {
     /// (the first records of a few files of each source), so the token
     /// shares hold in expectation, as record shares do under random draws.
     pub fn mix_by_tokens(self, by_tokens: bool) -> Self {
-        self.mixture(|m, d| {
+        self.mixture("mix_by_tokens", |m, d| {
             m.by_tokens = by_tokens;
             d.by_tokens = by_tokens;
         })
@@ -221,19 +224,33 @@ impl Pipeline {
     /// batch under plain `batch`; needed with `pack` or buckets, e.g. the
     /// documents a packed batch holds on average).
     pub fn mix_records_per_step(self, records: u64) -> Self {
-        self.mixture(|m, d| {
+        self.mixture("mix_records_per_step", |m, d| {
             m.records_per_step = Some(records);
             d.records_per_step = Some(records);
         })
     }
 
-    /// Changes a mixture's settings and its description alike (nothing,
-    /// on a pipeline that is not a mixture).
-    fn mixture(mut self, f: impl FnOnce(&mut MixSettings, &mut Mix)) -> Self {
-        if let (Some(m), Source::Mix(d)) = (self.s.mixture.as_mut(), &mut self.d.source) {
-            f(Arc::make_mut(m), d);
+    /// Changes a mixture's settings and its description alike; `word` on
+    /// a pipeline that is not a mixture is refused when it starts.
+    fn mixture(mut self, word: &str, f: impl FnOnce(&mut MixSettings, &mut Mix)) -> Self {
+        match (self.s.mixture.as_mut(), &mut self.d.source) {
+            (Some(m), Source::Mix(d)) => f(Arc::make_mut(m), d),
+            _ => {
+                self.refused.get_or_insert(format!(
+                    "{word} on a pipeline that is not a mixture (Pipeline::mix makes one)"
+                ));
+            }
         }
         self
+    }
+
+    /// What every start checks first: the description
+    /// ([`Description::validate`]) and the words refused where said.
+    fn check(&self) -> Result<(), PipelineError> {
+        if let Some(refused) = &self.refused {
+            return Err(PipelineError::Config(refused.clone()));
+        }
+        self.d.validate()
     }
 
     /// A pipeline over the shards matching a glob (`*`, `?`, `[…]`) of local
@@ -327,6 +344,7 @@ impl Pipeline {
     fn with_files(source: String, files: Vec<String>, described: Source) -> Self {
         Pipeline {
             d: Description::new(described),
+            refused: None,
             s: RecordSettings {
                 source,
                 files,
@@ -405,7 +423,9 @@ impl Pipeline {
     }
 
     /// Reads `cycle_length` files at once, `block_length` records from each
-    /// in turn.
+    /// in turn (each at least 1, checked when the pipeline starts; streams
+    /// per host × (`cycle_length` + 1) shard threads at most
+    /// [`MAX_SHARD_THREADS`](super::limits::MAX_SHARD_THREADS)).
     pub fn interleave(self, cycle_length: usize, block_length: usize) -> Self {
         self.step(RecordStep::Interleave {
             cycle_length,
@@ -459,7 +479,7 @@ impl Pipeline {
     /// permuted, each stream's blocks read eight at a time and their
     /// records shuffled among them — reads stay large (for gs://, s3://,
     /// az://) at the cost of a less thorough shuffle (docs/random-access.md
-    /// measures both).
+    /// measures both). `block_bytes` 0 is refused when the pipeline starts.
     pub fn global_shuffle_blocks(self, block_bytes: u64) -> Self {
         self.step(RecordStep::GlobalShuffle {
             block_bytes: Some(block_bytes),
@@ -511,7 +531,8 @@ impl Pipeline {
         self.step(RecordStep::Shuffle { buffer })
     }
 
-    /// Reads the data `epochs` times (`None`: forever).
+    /// Reads the data `epochs` times (`None`: forever; `Some(0)` is refused
+    /// when the pipeline starts).
     pub fn repeat(self, epochs: Option<u64>) -> Self {
         self.step(RecordStep::Repeat { epochs })
     }
@@ -539,7 +560,8 @@ impl Pipeline {
     }
 
     /// Worker threads that parse and assemble batches (default: one per core
-    /// the process may run on, or per core of [`cpu_affinity`](Self::cpu_affinity)).
+    /// the process may run on, or per core of [`cpu_affinity`](Self::cpu_affinity);
+    /// 0 is refused when the pipeline starts).
     pub fn threads(mut self, workers: usize) -> Self {
         self.d.options.threads = Some(workers);
         self.s.workers = workers.max(1);
@@ -565,7 +587,8 @@ impl Pipeline {
         self
     }
 
-    /// Batches prepared ahead of the consumer (default 2).
+    /// Batches prepared ahead of the consumer (default 2; 0 is refused when
+    /// the pipeline starts).
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.d.options.prefetch = batches;
         self.s.prefetch = batches.max(1);
@@ -771,6 +794,7 @@ impl Pipeline {
         drop_remainder: bool,
         work: BatchFn<T>,
     ) -> Result<Batches<T>, PipelineError> {
+        self.check()?;
         limits::positive("batch", batch_size as u64)?;
         limits::at_most("batch", batch_size as u64, limits::MAX_BATCH_ROWS)?;
         start(
@@ -1292,12 +1316,14 @@ impl ParsedPipeline {
     /// Every shape a batch of this pipeline can have, known before the
     /// first batch, so an XLA program can be compiled for each ahead of time.
     pub fn shapes(&self) -> Result<Vec<BatchShape>, PipelineError> {
+        self.pipeline.check()?;
         self.p.shapes(self.hosts())
     }
 
     /// Starts the pipeline: static-shape, 64-byte aligned batches whose
     /// buffers return to a pool when dropped.
     pub fn build(&self) -> Result<Batches<Batch>, PipelineError> {
+        self.pipeline.check()?;
         self.load_tokenizers()?;
         let stats = Arc::new(StageStats::default());
         let (grouping, work) = self.p.batches(
@@ -1326,6 +1352,7 @@ impl ParsedPipeline {
         &self,
         steps: &[u64],
     ) -> Result<std::collections::BTreeMap<u64, Vec<super::RowRecords>>, PipelineError> {
+        self.pipeline.check()?;
         self.load_tokenizers()?;
         let (record, _) = self.p.batches(self.hosts(), self.pipeline.s.seed, None)?;
         super::records_of::records_of(&self.pipeline.s, record, steps)
@@ -1344,6 +1371,7 @@ impl ParsedPipeline {
     /// [`Batches::recycle`] once done with it, and the next batches are
     /// parsed into its buffers instead of fresh memory.
     pub fn build_columns(&self) -> Result<Batches<ParsedBatch>, PipelineError> {
+        self.pipeline.check()?;
         self.load_tokenizers()?;
         let stats = Arc::new(StageStats::default());
         let skips = self.worker_skips(&stats);

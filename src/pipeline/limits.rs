@@ -24,6 +24,10 @@ pub const MAX_PREFETCH: u64 = 4096;
 pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
 /// Range reads in flight per shard.
 pub const MAX_READAHEAD: u64 = 256;
+/// Shard reader threads a host may run at once: each of its logical streams
+/// reads `interleave` files at once (and opens the next), each on a thread
+/// of its own, so the two settings are checked together.
+pub const MAX_SHARD_THREADS: u64 = 4096;
 
 /// `value` of `setting`, at most `max`.
 pub(crate) fn at_most(setting: &'static str, value: u64, max: u64) -> Result<(), SettingError> {

@@ -293,6 +293,18 @@ impl Job {
         let per_host = streams / hosts;
         // A record thread each.
         limits::at_most("streams per host", per_host, limits::MAX_THREADS)?;
+        // And each stream's shard readers: `interleave` open files and the
+        // next (a mixture's: every source's).
+        let readers = |s: &RecordSettings| s.ops.interleave.cycle_length as u64 + 1;
+        let per_stream = match &p.mixture {
+            Some(mix) => mix.sources.iter().map(|(_, s)| readers(s)).sum(),
+            None => readers(p),
+        };
+        limits::at_most(
+            "shard threads (streams per host × (interleave + 1))",
+            per_host.saturating_mul(per_stream),
+            limits::MAX_SHARD_THREADS,
+        )?;
         Ok(Job {
             host,
             hosts,

@@ -28,7 +28,8 @@ pub use spec_form::{
     Default as FeatureDefault, Feature, Features, Parse, SequenceFeature, SpecProblem,
 };
 
-use super::error::PipelineError;
+use super::error::{PipelineError, SettingError};
+use super::limits;
 use super::settings::EqualBatches;
 use super::{MixChoice, OnExhausted};
 use crate::batch::{MaskType, Overflow, PackStrategy, TensorType, Truncation};
@@ -357,6 +358,73 @@ impl Description {
         if let Source::Mix(mix) = &self.source {
             for s in &mix.sources {
                 s.pipeline.check_version()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what the description says before anything runs: every size
+    /// its own (`limits.rs`), a zero only where it means something (`shuffle
+    /// 0`: no shuffle), a modifier only with what it modifies; a mixture's
+    /// sources alike. Each face's pipeline is checked here when it starts,
+    /// with the same error.
+    pub fn validate(&self) -> Result<(), PipelineError> {
+        self.check_version()?;
+        let zero = |setting: &'static str, value: u64| limits::positive(setting, value);
+        for step in &self.records {
+            match step {
+                RecordStep::Interleave {
+                    cycle_length,
+                    block_length,
+                } => {
+                    zero("interleave cycle_length", *cycle_length as u64)?;
+                    zero("interleave block_length", *block_length as u64)?;
+                }
+                RecordStep::GlobalShuffle {
+                    block_bytes: Some(bytes),
+                } => zero("global_shuffle block_bytes", *bytes)?,
+                RecordStep::Repeat { epochs: Some(0) } => {
+                    return Err(SettingError {
+                        setting: "repeat",
+                        value: "0".into(),
+                        limit: "at least 1 epoch (none: forever)".into(),
+                    }
+                    .into());
+                }
+                _ => {}
+            }
+        }
+        let o = &self.options;
+        if let Some(threads) = o.threads {
+            zero("threads", threads as u64)?;
+        }
+        zero("prefetch", o.prefetch as u64)?;
+        let packs = self
+            .batches
+            .iter()
+            .any(|s| matches!(s, BatchStep::Pack { .. }));
+        for step in &self.batches {
+            let word = match step {
+                BatchStep::PackOverflow { .. } => "pack_overflow",
+                BatchStep::PackStrategy { .. } => "pack_strategy",
+                BatchStep::PackMaxSegments { .. } => "pack_max_segments",
+                _ => continue,
+            };
+            if !packs {
+                return Err(PipelineError::Config(format!(
+                    "{word} without pack: it says how pack(row_length) packs"
+                )));
+            }
+        }
+        let unparsed = |s: &&BatchStep| !matches!(s, BatchStep::Batch { .. });
+        if let (None, Some(step)) = (&self.parse, self.batches.iter().find(unparsed)) {
+            return Err(PipelineError::Description(format!(
+                "{step:?} without parse: a pipeline of serialized records only makes batches"
+            )));
+        }
+        if let Source::Mix(mix) = &self.source {
+            for s in &mix.sources {
+                s.pipeline.validate()?;
             }
         }
         Ok(())

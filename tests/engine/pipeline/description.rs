@@ -393,3 +393,93 @@ proptest! {
         prop_assert_eq!(Description::from_json(&d.to_json()).unwrap(), d);
     }
 }
+
+/// The error a pipeline's start gives, which must be one.
+fn start_error(p: &ParsedPipeline) -> PipelineError {
+    match p.build() {
+        Err(e) => e,
+        Ok(_) => panic!("{:?} started", p.describe()),
+    }
+}
+
+#[test]
+fn a_word_without_what_it_modifies_is_refused_when_the_pipeline_starts() {
+    let e = start_error(
+        &lm()
+            .mix_by(MixChoice::Stratified)
+            .parse(lm_spec())
+            .batch(2, true),
+    );
+    assert_eq!(
+        e.to_string(),
+        "invalid pipeline: mix_by on a pipeline that is not a mixture (Pipeline::mix makes one)"
+    );
+    let e = start_error(
+        &lm()
+            .parse(lm_spec())
+            .pack_overflow(Overflow::Split)
+            .batch(2, true),
+    );
+    assert_eq!(
+        e.to_string(),
+        "invalid pipeline: pack_overflow without pack: it says how pack(row_length) packs"
+    );
+    // Given before pack, a modifier is not refused.
+    let p = lm()
+        .parse(lm_spec())
+        .pack_overflow(Overflow::Split)
+        .pack(128)
+        .batch(2, true);
+    assert!(p.build().is_ok());
+}
+
+#[test]
+fn a_zero_is_refused_unless_it_means_something() {
+    let parsed = parsed_lm;
+    let refused = [
+        (lm().threads(0), "threads = 0: at least 1"),
+        (lm().prefetch(0), "prefetch = 0: at least 1"),
+        (
+            lm().interleave(0, 1),
+            "interleave cycle_length = 0: at least 1",
+        ),
+        (
+            lm().interleave(2, 0),
+            "interleave block_length = 0: at least 1",
+        ),
+        (
+            lm().global_shuffle_blocks(0),
+            "global_shuffle block_bytes = 0: at least 1",
+        ),
+        (
+            lm().repeat(Some(0)),
+            "repeat = 0: at least 1 epoch (none: forever)",
+        ),
+    ];
+    for (p, message) in refused {
+        let e = start_error(&parsed(p));
+        assert_eq!(e.to_string(), format!("invalid setting: {message}"));
+    }
+    // No shuffle: the records in file order.
+    let plain = parsed(lm());
+    assert_eq!(digests(&parsed(lm().shuffle(0)), 64), digests(&plain, 64));
+}
+
+/// `p` parsed into the lm's padded batches.
+fn parsed_lm(p: Pipeline) -> ParsedPipeline {
+    p.parse(lm_spec()).max_length(512).batch(64, true)
+}
+
+#[test]
+fn limits_that_multiply_are_checked_together() {
+    // 64 streams on one host, each reading 64 files at once and opening
+    // the next: 4 160 shard threads.
+    let e = start_error(&parsed_lm(lm().streams(64).interleave(64, 1)));
+    assert_eq!(
+        e.to_string(),
+        "invalid setting: shard threads (streams per host × (interleave + 1)) = 4160: at most 4096"
+    );
+    // Each alone is within its limit.
+    assert!(parsed_lm(lm().streams(64)).build().is_ok());
+    assert!(parsed_lm(lm().interleave(64, 1)).build().is_ok());
+}
