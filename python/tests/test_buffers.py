@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -200,17 +201,31 @@ def test_gil_is_released_while_waiting():
     assert int(out.split()[-1]) > 0
 
 
+def _os_sigint_handler() -> bytes:
+    """SIGINT's handler as the kernel has it (``sigaction``), not as
+    CPython's own table says: a library that installed a handler of its own
+    would change this, and not ``signal.getsignal``. On Linux the handler is
+    the struct's first field."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    old = ctypes.create_string_buffer(512)  # larger than any libc's struct sigaction
+    assert libc.sigaction(signal.SIGINT, None, old) == 0, ctypes.get_errno()
+    return old.raw[: ctypes.sizeof(ctypes.c_void_p)]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads struct sigaction's Linux layout")
 def test_sigint_handler_of_the_caller_still_works():
-    # infeed installs no signal handler: one the caller set is still there
-    # after a pipeline ran (whatever disposition the test run inherited).
+    # infeed installs no signal handler: the one the caller set is still the
+    # kernel's after a pipeline ran, and still Python's.
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     before = signal.signal(signal.SIGINT, handler)
     try:
+        installed = _os_sigint_handler()
         it = iter(lm_pipeline())
         next(it)
         it.close()
+        assert _os_sigint_handler() == installed
         assert signal.getsignal(signal.SIGINT) is handler
     finally:
         signal.signal(signal.SIGINT, before)

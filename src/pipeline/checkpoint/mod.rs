@@ -57,15 +57,17 @@
 //! # Fingerprint
 //!
 //! A stream's part restores only into the same stream of the pipeline it
-//! was taken from (`fingerprint.rs`): the fingerprint covers exactly the
-//! settings that decide which records, in which order, make up each
-//! stream's rows of a batch — the stream's files, its index among the
-//! streams, seed, file shuffle, interleave, skip/take, whether record filter
-//! and map are set, shuffle buffer, epochs and where `repeat` stands, equal
-//! batches, the grouping (rows per stream, buckets, packing) with the
-//! feature it measures, and the order of the parsed ops. How a batch is
-//! parsed and padded (spec types, cast, decode, padding) does not move a
-//! record, and may change between a save and a restore.
+//! was taken from (`fingerprint.rs`): the fingerprint covers the settings
+//! that decide which records, in which order, make up each stream's rows of
+//! a batch — the stream's files, its index among the streams, seed, file
+//! shuffle, interleave, skip/take, whether record filter and map are set,
+//! shuffle buffer, epochs and where `repeat` stands, equal batches, the
+//! grouping (rows per stream, buckets, packing) with the feature it
+//! measures, and the order of the parsed ops — and one that moves no
+//! record: the masks, when not the default (tag 15), so a state saved with
+//! other masks is refused though it would give the same records. How a
+//! batch is otherwise parsed and padded (spec types, cast, decode, padding)
+//! does not move a record, and may change between a save and a restore.
 
 mod fingerprint;
 mod parts;

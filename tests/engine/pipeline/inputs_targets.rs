@@ -35,7 +35,11 @@ fn base(files: &[String]) -> ParsedPipeline {
 fn packed_rows_shift_within_each_segment_under_each_strategy() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_lm_files(dir.path(), &[(0..40).map(|i| (i * 7) % 15 + 1).collect()]);
-    for strategy in [PackStrategy::FirstFit, PackStrategy::ConcatSplit] {
+    for strategy in [
+        PackStrategy::FirstFit,
+        PackStrategy::BestFit,
+        PackStrategy::ConcatSplit,
+    ] {
         let packed = base(&files)
             .pack(16)
             .pack_strategy(strategy)

@@ -540,13 +540,55 @@ fn what_a_schedule_cannot_do_is_refused() {
         Err(PipelineError::Config(m)) => assert!(m.contains("give records_per_step"), "{m}"),
         other => panic!("{:?}", other.map(|_| ())),
     }
-    let sized = base()
-        .mix_schedule(&[(3, vec![1.0, 1.0])], false)
-        .mix_records_per_step(8)
-        .parse(infeed::spec::FeatureSpec::new().var_len("x", infeed::spec::DType::Int64))
-        .pack(16)
-        .batch(4, false);
-    assert!(sized.build().is_ok());
+    // Sized, a packed mixture draws the records a plain one does.
+    scheduled_packing_draws_the_records_plain_batches_draw();
+}
+
+/// A scheduled mixture whose step is `records_per_step` records draws the
+/// same records whatever its grouping: packed into rows, it delivers
+/// exactly the records of plain batches of that many rows (both stop when
+/// the first source runs out).
+fn scheduled_packing_draws_the_records_plain_batches_draw() {
+    use super::grouping::{id_of, rows, spec, write_lm_files};
+    let dir = tempfile::tempdir().unwrap();
+    let lens = |n: usize| (0..n).map(|i| i % 7 + 1).collect::<Vec<_>>();
+    let files = write_lm_files(dir.path(), &[lens(60), lens(40)]);
+    let source = |file: &str, seed| {
+        Pipeline::from_files([file])
+            .unwrap()
+            .seed(seed)
+            .shuffle(8)
+            .repeat(Some(1))
+    };
+    let mixed = || {
+        Pipeline::mix([("a", source(&files[0], 1)), ("b", source(&files[1], 2))], &[3.0, 1.0])
+            .unwrap()
+            .seed(5)
+            .mix_schedule(&[(3, vec![1.0, 1.0])], false)
+            .mix_records_per_step(8)
+            .parse(spec())
+    };
+    let ids = |p: infeed::pipeline::ParsedPipeline| {
+        let mut ids: Vec<i64> = p
+            .build()
+            .unwrap()
+            .flat_map(|b| {
+                let b = b.unwrap();
+                rows(&b, "ids").concat()
+            })
+            .filter(|&v| v != 0)
+            .map(id_of)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    let plain = ids(mixed().max_length(16).batch(8, false));
+    let packed = ids(mixed().pack(16).batch(4, false));
+    assert_eq!(packed, plain);
+    // Stopped at the first source's end: some of each, not all of both.
+    assert!(plain.iter().any(|&id| id < 100) && plain.iter().any(|&id| id >= 100));
+    assert!(plain.len() < 100, "{}", plain.len());
 }
 
 /// Host `i` of `n` of a mixture of 4 logical streams: sharded on the
