@@ -359,6 +359,11 @@ impl MixChain {
         self.drawn = part.drawn;
         self.phase = phase;
         self.carry = carry;
+        // Under `Stop` (and `Fail`) a source runs out only as the mixture
+        // ends: a state saved then is of an ended mixture, which a restore
+        // must not draw on from the other sources.
+        self.finished =
+            self.cfg.on_exhausted != OnExhausted::Drop && self.exhausted.iter().any(|&e| e);
         Ok(r.finish()?)
     }
 

@@ -561,12 +561,15 @@ fn scheduled_packing_draws_the_records_plain_batches_draw() {
             .repeat(Some(1))
     };
     let mixed = || {
-        Pipeline::mix([("a", source(&files[0], 1)), ("b", source(&files[1], 2))], &[3.0, 1.0])
-            .unwrap()
-            .seed(5)
-            .mix_schedule(&[(3, vec![1.0, 1.0])], false)
-            .mix_records_per_step(8)
-            .parse(spec())
+        Pipeline::mix(
+            [("a", source(&files[0], 1)), ("b", source(&files[1], 2))],
+            &[3.0, 1.0],
+        )
+        .unwrap()
+        .seed(5)
+        .mix_schedule(&[(3, vec![1.0, 1.0])], false)
+        .mix_records_per_step(8)
+        .parse(spec())
     };
     let ids = |p: infeed::pipeline::ParsedPipeline| {
         let mut ids: Vec<i64> = p

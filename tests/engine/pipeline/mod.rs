@@ -8,6 +8,7 @@ mod dense_direct;
 mod description;
 mod elastic;
 mod equal_batches;
+mod every_step;
 mod global_shuffle;
 mod grouping;
 mod host_shard;
