@@ -123,18 +123,18 @@ fn limit_of(
     consumer_wait: f64,
     stages: [(f64, f64); 3],
 ) -> (&'static str, Option<&'static str>, Option<f64>) {
-    use infeed::pipeline::limit::{Limit, StageTime};
-    let limit = Limit::of(
+    use infeed::pipeline::bottleneck::{Bottleneck, StageTime};
+    let limit = Bottleneck::of(
         seconds,
         batches,
         consumer_wait,
         stages.map(|(busy, wait)| StageTime { busy, wait }),
     );
     let (stage, share) = match &limit {
-        Limit::Consumer { wait_share } => (None, Some(*wait_share)),
-        Limit::Stage { name, busy_share } => (Some(*name), Some(*busy_share)),
-        Limit::Unclear { best } => (best.map(|(n, _)| n), best.map(|(_, s)| s)),
-        Limit::Unknown => (None, None),
+        Bottleneck::Consumer { wait_share } => (None, Some(*wait_share)),
+        Bottleneck::Stage { name, busy_share } => (Some(*name), Some(*busy_share)),
+        Bottleneck::Unclear { best } => (best.map(|(n, _)| n), best.map(|(_, s)| s)),
+        Bottleneck::Unknown => (None, None),
     };
     (limit.word(), stage, share)
 }

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
 use super::accounting::RecordAccount;
+use super::bottleneck::{Bottleneck, StageTime};
 use super::checkpoint::{self, Snapshot};
 use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
-use super::limit::{Limit, StageTime};
 use super::ops::mix;
 use super::read::again::record_index;
 use super::read::in_workers::{Indexes, ReadChecks};
@@ -72,11 +72,11 @@ pub struct PipelineStats {
 }
 
 impl PipelineStats {
-    /// Each stage's busy and waiting nanoseconds ([`limit::STAGES`] order;
+    /// Each stage's busy and waiting nanoseconds ([`bottleneck::STAGES`] order;
     /// the workers' wait is the rest of their time, as they time only
     /// their work).
     ///
-    /// [`limit::STAGES`]: super::limit::STAGES
+    /// [`bottleneck::STAGES`]: super::bottleneck::STAGES
     pub fn stage_times(&self) -> [StageTime; 3] {
         let time = |f: &StageFigures| StageTime {
             busy: f.busy_ns as f64,
@@ -96,8 +96,8 @@ impl PipelineStats {
     }
 
     /// What limits the pipeline over its run so far.
-    pub fn limit(&self) -> Limit {
-        Limit::of(
+    pub fn bottleneck(&self) -> Bottleneck {
+        Bottleneck::of(
             self.elapsed_ns as f64,
             self.batches,
             self.consumer_wait_ns as f64,

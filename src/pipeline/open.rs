@@ -1,5 +1,5 @@
 //! Opening a logical stream: its chain built (one record chain, or a
-//! mixture of its sources' chains: `mixture.rs`), its fingerprint taken
+//! mixture of its sources' chains: `open_mix.rs`), its fingerprint taken
 //! from what each op, the grouping and the stream write into it, and the
 //! chain started or restored from the stream's node of a state. The run
 //! and the batch count of `equal_batches` open streams the same way.
@@ -8,7 +8,7 @@ use super::checkpoint::{Identity, StreamNode};
 use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::part::GroupPart;
-use super::mixture;
+use super::open_mix;
 use super::ops::chain::RecordChain;
 use super::ops::stream_chain::StreamChain;
 use super::settings::{RecordSettings, stream_identity};
@@ -106,7 +106,7 @@ impl Opener<'_> {
                 Ok((StreamChain::One(chain), files))
             }
             Some(mix) => {
-                let (chain, files) = mixture::build(
+                let (chain, files) = open_mix::build(
                     self.p,
                     mix,
                     (index, self.streams),

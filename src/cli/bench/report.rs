@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use infeed::pipeline::limit::{Limit, STAGES, StageTime};
+use infeed::pipeline::bottleneck::{Bottleneck, STAGES, StageTime};
 use serde_json::Value;
 
 /// A stage's share of its threads' time spent working: `busy / (busy +
@@ -41,16 +41,16 @@ fn stage_times(report: &Value, name: &str) -> StageTime {
 }
 
 /// What limits the pipeline over the run a report covers (the library's
-/// rule, [`Limit::of`]).
-pub fn limiting_stage(report: &Value) -> Limit {
+/// rule, [`Bottleneck::of`]).
+pub fn limiting_stage(report: &Value) -> Bottleneck {
     let seconds = report["seconds"].as_f64().unwrap_or(0.0);
     let stages = &report["stages"];
     if !stages.is_object() {
-        return Limit::Unknown;
+        return Bottleneck::Unknown;
     }
     // In milliseconds throughout: the rule is a matter of shares.
     let consumer_wait = stages["consumer_wait_ms"].as_f64().unwrap_or(0.0);
-    Limit::of(
+    Bottleneck::of(
         seconds * 1e3,
         report["batches"].as_u64().unwrap_or(0),
         consumer_wait,
@@ -83,24 +83,24 @@ fn stage_words(name: &str) -> &'static str {
 }
 
 /// The one line naming what limits the pipeline.
-pub fn limit_line(limit: &Limit) -> String {
+pub fn limit_line(limit: &Bottleneck) -> String {
     match limit {
-        Limit::Consumer { wait_share } => format!(
+        Bottleneck::Consumer { wait_share } => format!(
             "limit: the consumer (it waited for batches {} of the run; the pipeline keeps ahead)",
             percent(*wait_share)
         ),
-        Limit::Stage { name, busy_share } => format!(
+        Bottleneck::Stage { name, busy_share } => format!(
             "limit: {name} ({}; busy {} of its time)",
             stage_words(name),
             percent(*busy_share)
         ),
-        Limit::Unclear {
+        Bottleneck::Unclear {
             best: Some((name, share)),
         } => format!(
             "limit: unclear (no stage busy over half its time; busiest: {name}, {}): other processes or the source's latency",
             percent(*share)
         ),
-        Limit::Unclear { best: None } | Limit::Unknown => {
+        Bottleneck::Unclear { best: None } | Bottleneck::Unknown => {
             "limit: unknown (no batches or no stage figures)".to_string()
         }
     }
@@ -358,12 +358,15 @@ mod tests {
     fn the_consumer_limits_when_it_hardly_waits() {
         // 0.199 s of 2 s is 9.95%: under 10%, whatever the stages say.
         let r = report(199.0, [(100.0, 1900.0), (100.0, 1900.0), (1990.0, 10.0)]);
-        assert_eq!(limiting_stage(&r), Limit::Consumer { wait_share: 0.0995 });
+        assert_eq!(
+            limiting_stage(&r),
+            Bottleneck::Consumer { wait_share: 0.0995 }
+        );
         // At exactly 10% the stages decide.
         let r = report(200.0, [(100.0, 1900.0), (100.0, 1900.0), (1990.0, 10.0)]);
         assert_eq!(
             limiting_stage(&r),
-            Limit::Stage {
+            Bottleneck::Stage {
                 name: "batch",
                 busy_share: 0.995
             }
@@ -380,7 +383,7 @@ mod tests {
         );
         assert_eq!(
             limiting_stage(&r),
-            Limit::Stage {
+            Bottleneck::Stage {
                 name: "read",
                 busy_share: 0.75
             }
@@ -393,7 +396,7 @@ mod tests {
         let r = report(1000.0, [(1500.0, 500.0), (1500.0, 500.0), (100.0, 900.0)]);
         assert_eq!(
             limiting_stage(&r),
-            Limit::Stage {
+            Bottleneck::Stage {
                 name: "shuffle",
                 busy_share: 0.75
             }
@@ -415,7 +418,7 @@ mod tests {
         );
         assert_eq!(
             limiting_stage(&r),
-            Limit::Stage {
+            Bottleneck::Stage {
                 name: "read",
                 busy_share: 0.6
             }
@@ -447,7 +450,7 @@ mod tests {
         let r = report(1500.0, [(1000.0, 1000.0), (200.0, 1800.0), (900.0, 1100.0)]);
         assert_eq!(
             limiting_stage(&r),
-            Limit::Unclear {
+            Bottleneck::Unclear {
                 best: Some(("read", 0.5))
             }
         );
@@ -457,7 +460,7 @@ mod tests {
         );
         // A stage with no time recorded does not count.
         let r = report(1500.0, [(0.0, 0.0), (0.0, 0.0), (0.0, 0.0)]);
-        assert_eq!(limiting_stage(&r), Limit::Unclear { best: None });
+        assert_eq!(limiting_stage(&r), Bottleneck::Unclear { best: None });
     }
 
     #[test]

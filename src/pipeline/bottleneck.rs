@@ -1,6 +1,8 @@
-//! What limits a pipeline, decided from the figures every run keeps: the
-//! rule `infeed bench` prints, and that the Python JAX iterator applies to
-//! each host's last stretch of steps to say which stage starved the slowest.
+//! What limits a pipeline (its bottleneck), decided from the figures every
+//! run keeps: the rule `infeed bench` prints, and that the Python JAX
+//! iterator applies to each host's last stretch of steps to say which stage
+//! starved the slowest. (`limits.rs` is another thing: the largest value of
+//! each size setting.)
 
 /// Under this share of a stretch spent waiting for batches, the consumer
 /// itself is the limit: the pipeline stays ahead of it.
@@ -13,7 +15,7 @@ pub const STAGE_BUSY_LIMIT: f64 = 0.50;
 pub const STAGES: [&str; 3] = ["read", "shuffle", "batch"];
 
 /// A stage's busy and waiting time over a stretch, summed over its
-/// threads (in the unit of the stretch given to [`Limit::of`]).
+/// threads (in the unit of the stretch given to [`Bottleneck::of`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTime {
     pub busy: f64,
@@ -35,7 +37,7 @@ impl StageTime {
 
 /// What limits a pipeline over a stretch of time.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Limit {
+pub enum Bottleneck {
     /// The consumer waited for batches less than [`CONSUMER_WAIT_LIMIT`] of
     /// the stretch: the pipeline delivers as fast as the consumer takes.
     Consumer { wait_share: f64 },
@@ -49,7 +51,7 @@ pub enum Limit {
     Unknown,
 }
 
-impl Limit {
+impl Bottleneck {
     /// The rule over a stretch of `seconds` in which `batches` were
     /// delivered, the consumer waited `consumer_wait` and the stages
     /// ([`STAGES`] order) spent `stages` (one unit of time for all: only
@@ -61,13 +63,18 @@ impl Limit {
     ///    consumer): a stage that mostly waits is not what the others wait
     ///    for;
     /// 3. else unclear, named with the busiest stage.
-    pub fn of(seconds: f64, batches: u64, consumer_wait: f64, stages: [StageTime; 3]) -> Limit {
+    pub fn of(
+        seconds: f64,
+        batches: u64,
+        consumer_wait: f64,
+        stages: [StageTime; 3],
+    ) -> Bottleneck {
         if batches == 0 || seconds <= 0.0 {
-            return Limit::Unknown;
+            return Bottleneck::Unknown;
         }
         let wait_share = consumer_wait / seconds;
         if wait_share < CONSUMER_WAIT_LIMIT {
-            return Limit::Consumer { wait_share };
+            return Bottleneck::Consumer { wait_share };
         }
         let mut best: Option<(&'static str, f64)> = None;
         for (name, time) in STAGES.iter().zip(stages) {
@@ -82,19 +89,19 @@ impl Limit {
         }
         match best {
             Some((name, busy_share)) if busy_share > STAGE_BUSY_LIMIT => {
-                Limit::Stage { name, busy_share }
+                Bottleneck::Stage { name, busy_share }
             }
-            best => Limit::Unclear { best },
+            best => Bottleneck::Unclear { best },
         }
     }
 
     /// A word for it: `consumer`, a stage's name, `unclear` or `unknown`.
     pub fn word(&self) -> &'static str {
         match self {
-            Limit::Consumer { .. } => "consumer",
-            Limit::Stage { name, .. } => name,
-            Limit::Unclear { .. } => "unclear",
-            Limit::Unknown => "unknown",
+            Bottleneck::Consumer { .. } => "consumer",
+            Bottleneck::Stage { name, .. } => name,
+            Bottleneck::Unclear { .. } => "unclear",
+            Bottleneck::Unknown => "unknown",
         }
     }
 }
@@ -110,26 +117,26 @@ mod tests {
     #[test]
     fn the_rule_in_order() {
         let idle = [t(0.1, 0.9); 3];
-        assert_eq!(Limit::of(10.0, 0, 5.0, idle), Limit::Unknown);
+        assert_eq!(Bottleneck::of(10.0, 0, 5.0, idle), Bottleneck::Unknown);
         assert_eq!(
-            Limit::of(10.0, 5, 0.5, idle),
-            Limit::Consumer { wait_share: 0.05 }
+            Bottleneck::of(10.0, 5, 0.5, idle),
+            Bottleneck::Consumer { wait_share: 0.05 }
         );
         let workers = [t(0.2, 0.8), t(0.4, 0.6), t(0.9, 0.1)];
         assert_eq!(
-            Limit::of(10.0, 5, 4.0, workers),
-            Limit::Stage {
+            Bottleneck::of(10.0, 5, 4.0, workers),
+            Bottleneck::Stage {
                 name: "batch",
                 busy_share: 0.9
             }
         );
         assert_eq!(
-            Limit::of(10.0, 5, 4.0, idle),
-            Limit::Unclear {
+            Bottleneck::of(10.0, 5, 4.0, idle),
+            Bottleneck::Unclear {
                 best: Some(("batch", 0.1))
             }
         );
         assert_eq!(StageTime::workers(3.0, 0.0, 2, 2.5), t(3.0, 2.0));
-        assert_eq!(Limit::of(1.0, 1, 0.0, idle).word(), "consumer");
+        assert_eq!(Bottleneck::of(1.0, 1, 0.0, idle).word(), "consumer");
     }
 }
