@@ -59,10 +59,9 @@ pub(crate) fn read<T: Words>(given: &str) -> Result<T, UnknownWord> {
 /// The word that names `value` (every table lists every value; a test of
 /// each checks that it reads back).
 pub(crate) fn word<T: Words>(value: T) -> &'static str {
-    T::WORDS
-        .iter()
-        .find(|(_, v)| *v == value)
-        .map_or("", |(words, _)| words[0])
+    let found = T::WORDS.iter().find(|(_, v)| *v == value);
+    debug_assert!(found.is_some(), "{}: a value without a word", T::SETTING);
+    found.map_or("", |(words, _)| words[0])
 }
 
 /// serde's form of a [`Words`] setting: its word

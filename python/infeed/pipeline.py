@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -135,10 +136,22 @@ def _feature(entry: SpecEntry) -> dict[str, Any]:
     if kind == "fixed_len":
         feature["shape"] = list(shape)
     if default is not None:
-        feature["default"] = [
-            v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v for v in default
-        ]
+        feature["default"] = [_default_item(v) for v in default]
     return feature
+
+
+def _default_item(value: Any) -> Any:
+    """A default value as a description holds it: bytes as their text
+    (UTF-8) or as a list of numbers, a float that JSON has no number for as
+    ``"nan"``, ``"inf"`` or ``"-inf"``."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return list(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
 
 
 def _features(spec: str | list[SpecEntry]) -> str | list[dict[str, Any]]:
@@ -293,10 +306,11 @@ class Pipeline:
             "weights": [float(weights[n]) for n in sources],
             "by": by,
             "on_exhausted": on_exhausted,
-            "schedule": points,
             "interpolate": bool(interpolate),
             "by_tokens": bool(by_tokens),
         }
+        if points:
+            mix["schedule"] = points
         if records_per_step is not None:
             mix["records_per_step"] = records_per_step
         files = [f for p in sources.values() for f in p._files]
@@ -349,7 +363,7 @@ class Pipeline:
         """The seed of every random choice (file order, shuffle buffer).
         Under record-level ``shard`` the file order comes instead from a seed
         all hosts share, so hosts may be seeded differently."""
-        return self._option(seed=seed)
+        return self._option(seed=int(seed))
 
     def shard(self, index: int, count: int) -> Pipeline:
         """Reads only host ``index`` of ``count``'s part: every ``count``-th
@@ -363,7 +377,7 @@ class Pipeline:
         (``pad_to_multiple_of`` with ``max_length``, ``bucket_by_length``) are
         the same on every host at every step: the length buckets follow a
         schedule all hosts compute alike (docs/many-hosts.md)."""
-        return self._option(shard=[index, count])
+        return self._option(shard=[int(index), int(count)])
 
     def streams(self, count: int) -> Pipeline:
         """Splits the data into ``count`` logical streams, fixed for the life
@@ -378,7 +392,7 @@ class Pipeline:
         (:func:`infeed.merge_states`; ``infeed.orbax`` does it), restore on
         any such count. Without it a job has one stream per process and
         restores on the same process count only (docs/many-hosts.md)."""
-        return self._option(streams=count)
+        return self._option(streams=int(count))
 
     def shuffle_files(self) -> Pipeline:
         """Shuffles the file order, anew each epoch."""
@@ -387,15 +401,17 @@ class Pipeline:
     def interleave(self, cycle_length: int, block_length: int = 1) -> Pipeline:
         """Reads ``cycle_length`` files at once, ``block_length`` records from
         each in turn."""
-        return self._record("interleave", cycle_length=cycle_length, block_length=block_length)
+        return self._record(
+            "interleave", cycle_length=int(cycle_length), block_length=int(block_length)
+        )
 
     def skip(self, n: int) -> Pipeline:
         """Skips the first ``n`` records of each epoch."""
-        return self._record("skip", records=n)
+        return self._record("skip", records=int(n))
 
     def take(self, n: int) -> Pipeline:
         """Keeps at most ``n`` records of each epoch."""
-        return self._record("take", records=n)
+        return self._record("take", records=int(n))
 
     def global_shuffle(self, block_bytes: int | None = None) -> Pipeline:
         """Reads each epoch's records in a permutation of every record of the
@@ -409,7 +425,7 @@ class Pipeline:
         Takes the place of :meth:`shuffle_files` and :meth:`interleave`."""
         if block_bytes is None:
             return self._record("global_shuffle")
-        return self._record("global_shuffle", block_bytes=block_bytes)
+        return self._record("global_shuffle", block_bytes=int(block_bytes))
 
     def index_dir(self, dir: str | os.PathLike[str]) -> Pipeline:
         """Where the shards' indexes are (a folder or a gs://, s3://, az://
@@ -436,11 +452,11 @@ class Pipeline:
     def shuffle(self, buffer_size: int) -> Pipeline:
         """Shuffles records through a buffer of ``buffer_size`` serialized
         records."""
-        return self._record("shuffle", buffer=buffer_size)
+        return self._record("shuffle", buffer=int(buffer_size))
 
     def repeat(self, epochs: int | None = None) -> Pipeline:
         """Reads the data ``epochs`` times (``None``: forever)."""
-        return self._record("repeat", epochs=epochs)
+        return self._record("repeat", epochs=None if epochs is None else int(epochs))
 
     def read_options(
         self,
@@ -461,9 +477,9 @@ class Pipeline:
         nothing rewrites meanwhile)."""
         read: dict[str, Any] = {
             "compression": compression,
-            "verify_crc": verify_crc,
+            "verify_crc": bool(verify_crc),
             "on_corrupt": "skip" if skip_corrupt else "fail",
-            "mmap": mmap,
+            "mmap": bool(mmap),
         }
         if max_record_size is not None:
             read["max_record_size"] = max_record_size
@@ -519,18 +535,18 @@ class Pipeline:
     def threads(self, n: int) -> Pipeline:
         """Worker threads that parse and assemble batches (default: one per
         core). The batches do not depend on it."""
-        return self._option(threads=n)
+        return self._option(threads=int(n))
 
     def cpu_affinity(self, cores: Iterable[int]) -> Pipeline:
         """Keeps the pipeline's threads on these cores (a CPU budget: the
         training step's threads keep the rest). Without :meth:`threads`, one
         worker per core given. Cores the process may not run on are refused
         when the pipeline starts; the batches do not depend on it."""
-        return self._option(cpu_affinity=list(cores))
+        return self._option(cpu_affinity=[int(c) for c in cores])
 
     def prefetch(self, batches: int) -> Pipeline:
         """Batches prepared ahead of the consumer (default 2)."""
-        return self._option(prefetch=batches)
+        return self._option(prefetch=int(batches))
 
     def unordered(self) -> Pipeline:
         """Delivers each batch as soon as a worker finishes it, not in order."""
@@ -543,7 +559,7 @@ class Pipeline:
         with the next ones (typically with a restored state, past a loss
         spike). The ranges are part of the state, so a later restore keeps
         leaving them out. Their records are still read, not delivered."""
-        given = [[a, b] for a, b in ranges]
+        given = [[int(a), int(b)] for a, b in ranges]
         return self._changed(
             lambda d: d.setdefault("options", {}).setdefault("skip_steps", []).extend(given)
         )
@@ -627,24 +643,24 @@ class Pipeline:
         last, smaller batch is dropped with ``drop_remainder``, else padded
         with fully masked rows (the iterator's ``real_rows`` says how many
         are real)."""
-        return self._batches("batch", size=batch_size, drop_remainder=drop_remainder)
+        return self._batches("batch", size=int(batch_size), drop_remainder=bool(drop_remainder))
 
     def drop_remainder(self, drop: bool = True) -> Pipeline:
         """Whether partial last batches (of each bucket) are dropped."""
-        return self._batches("drop_remainder", drop=drop)
+        return self._batches("drop_remainder", drop=bool(drop))
 
     def pad_to_multiple_of(self, n: int) -> Pipeline:
         """Pads variable-length features to the longest row of the batch,
         rounded up to a multiple of ``n``; ``<name>_mask`` marks real values."""
-        return self._batches("pad_to_multiple_of", multiple=n)
+        return self._batches("pad_to_multiple_of", multiple=int(n))
 
     def max_length(self, length: int) -> Pipeline:
         """Caps the padded length; longer rows follow :meth:`truncation`."""
-        return self._batches("max_length", length=length)
+        return self._batches("max_length", length=int(length))
 
     def fixed_length(self, length: int) -> Pipeline:
         """Pads (or truncates) every variable-length feature to ``length``."""
-        return self._batches("fixed_length", length=length)
+        return self._batches("fixed_length", length=int(length))
 
     def truncation(self, policy: str) -> Pipeline:
         """A row longer than the cap: ``"error"`` (default), ``"keep_start"``
@@ -672,7 +688,7 @@ class Pipeline:
     def decode_raw(self, name: str, shape: Sequence[int]) -> Pipeline:
         """Decodes fixed-length bytes feature ``name`` as raw uint8 of
         ``shape`` per record (e.g. an image of ``[32, 32, 3]``)."""
-        return self._batches("decode_raw", feature=name, shape=list(shape))
+        return self._batches("decode_raw", feature=name, shape=[int(d) for d in shape])
 
     def normalize(
         self,
@@ -701,8 +717,8 @@ class Pipeline:
         return self._batches(
             "bucket_by_length",
             feature=feature,
-            boundaries=list(boundaries),
-            batch_sizes=list(batch_sizes),
+            boundaries=[int(b) for b in boundaries],
+            batch_sizes=[int(b) for b in batch_sizes],
         )
 
     def tokenize(
@@ -728,10 +744,10 @@ class Pipeline:
         ``SpecError``."""
         return self._batches(
             "tokenize",
-            feature=feature,
+            feature=str(feature),
             tokenizer=os.fspath(tokenizer),
-            add_bos=add_bos,
-            add_eos=add_eos,
+            add_bos=bool(add_bos),
+            add_eos=bool(add_eos),
         )
 
     def pack(
@@ -748,11 +764,11 @@ class Pipeline:
         into the next row: no padding; each piece its own segment, positions
         from 0). ``max_segments`` caps the sequences (or pieces) of a row.
         Every strategy restores exactly and moves between host counts."""
-        packed = self._batches("pack", row_length=row_length)
-        packed = packed._batches("pack_strategy", strategy=strategy)
+        packed = self._batches("pack", row_length=int(row_length))
+        packed = packed._batches("pack_strategy", strategy=str(strategy))
         if max_segments is None:
             return packed
-        return packed._batches("pack_max_segments", segments=max_segments)
+        return packed._batches("pack_max_segments", segments=int(max_segments))
 
     def inputs_targets(self, feature: str, bos: int = 0) -> Pipeline:
         """Next-token ``inputs`` and ``targets`` of the integer token feature
@@ -763,7 +779,7 @@ class Pipeline:
         convention). With them ``targets_mask`` (1 on a real target) and
         ``segment_ids`` and ``positions`` (which a padded batch gets here);
         ``feature`` and its mask leave the batch."""
-        return self._batches("inputs_targets", feature=feature, bos=bos)
+        return self._batches("inputs_targets", feature=str(feature), bos=int(bos))
 
     def pack_overflow(self, policy: str) -> Pipeline:
         """A record longer than a packed row: ``"error"`` (default),

@@ -12,7 +12,7 @@ import pathlib
 import subprocess
 
 import pytest
-from conftest import LM, LM_SPEC
+from conftest import LM, LM_SPEC, TESTDATA
 
 import infeed
 
@@ -108,3 +108,26 @@ def test_the_engine_says_no_here_as_in_rust():
         iter(lm.repeat(0).parse(LM_SPEC).max_length(512).batch(2))
     with pytest.raises(infeed.SpecError, match="pack_overflow without pack"):
         lm.parse(LM_SPEC).pack_overflow("split").batch(2).shapes()
+
+
+def test_values_json_cannot_hold_still_describe_and_run():
+    import numpy as np
+
+    spec = {
+        "label": infeed.FixedLen([1], "int64"),
+        "missing_f": infeed.FixedLen([2], "float32", default=[np.nan, np.inf]),
+        "missing_b": infeed.FixedLen([], "bytes", default=b"\xff\x01"),
+    }
+    p = (
+        infeed.Pipeline.from_files([TESTDATA / "examples.tfrecord"])
+        .shuffle(np.int64(4))
+        .seed(np.uint64(3))
+        .parse(spec)
+        .batch(np.float64(3), drop_remainder=False)
+    )
+    features = p.describe()["parse"]["features"]
+    assert features[1]["default"] == ["nan", "inf"]
+    assert features[2]["default"] == [[255, 1]]
+    batch = next(iter(p))
+    assert np.isnan(batch["missing_f"][:, 0]).all() and np.isinf(batch["missing_f"][:, 1]).all()
+    assert list(batch["missing_b"]) == [b"\xff\x01"] * 3

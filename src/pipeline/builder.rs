@@ -21,7 +21,7 @@ use super::ops::chain::ChainSettings;
 use super::ops::global_shuffle;
 use super::ops::interleave::RecordRange;
 use super::ops::shuffle::ShuffleSettings;
-use super::parsed::{MapError, ParsedOp};
+use super::parsed::{FilterStep, MapError, MapStep};
 use super::settings::EqualBatches;
 use super::settings::RecordSettings;
 use super::start::start;
@@ -144,12 +144,14 @@ impl Pipeline {
             weights: weights.to_vec(),
             by: MixChoice::Random,
             on_exhausted: OnExhausted::Stop,
-            schedule: Vec::new(),
+            schedule: None,
             interpolate: false,
             records_per_step: None,
             by_tokens: false,
         };
         let mut p = Self::with_files(format!("mix({label})"), files, Source::Mix(described));
+        // A word refused on a source is refused on the mixture.
+        p.refused = sources.iter().find_map(|(_, s)| s.refused.clone());
         p.s.workers = sources[0].1.s.workers;
         p.s.mixture = Some(Arc::new(MixSettings {
             sources: sources.into_iter().map(|(n, p)| (n, p.s)).collect(),
@@ -200,7 +202,7 @@ impl Pipeline {
                 points: points.to_vec(),
                 interpolate,
             });
-            d.schedule = points.to_vec();
+            d.schedule = Some(points.to_vec());
             d.interpolate = interpolate;
         })
     }
@@ -700,8 +702,8 @@ impl Pipeline {
                     .mix_by(mix.by)
                     .on_exhausted(mix.on_exhausted)
                     .mix_by_tokens(mix.by_tokens);
-                if !mix.schedule.is_empty() {
-                    p = p.mix_schedule(&mix.schedule, mix.interpolate);
+                if let Some(schedule) = &mix.schedule {
+                    p = p.mix_schedule(schedule, mix.interpolate);
                 }
                 if let Some(records) = mix.records_per_step {
                     p = p.mix_records_per_step(records);
@@ -866,9 +868,7 @@ impl Pipeline {
                 cast: None,
                 decode: Vec::new(),
                 batching: Batching::Rows,
-                ops: Vec::new(),
-                normalize: Vec::new(),
-                inputs_targets: None,
+                steps: Vec::new(),
             },
         }
     }
@@ -1130,21 +1130,16 @@ impl ParsedPipeline {
                 mean,
                 std,
                 dtype,
-            } => {
-                p.normalize.retain(|n| n.feature != *feature);
-                p.normalize.push(Normalize {
-                    feature: feature.clone(),
-                    mean: mean.clone(),
-                    std: std.clone(),
-                    dtype: *dtype,
-                });
-            }
-            BatchStep::InputsTargets { feature, bos } => {
-                p.inputs_targets = Some(InputsTargets {
-                    feature: feature.clone(),
-                    bos: *bos,
-                })
-            }
+            } => p.push(Arc::new(Normalize {
+                feature: feature.clone(),
+                mean: mean.clone(),
+                std: std.clone(),
+                dtype: *dtype,
+            })),
+            BatchStep::InputsTargets { feature, bos } => p.push(Arc::new(InputsTargets {
+                feature: feature.clone(),
+                bos: *bos,
+            })),
             BatchStep::BucketByLength {
                 feature,
                 boundaries,
@@ -1171,7 +1166,7 @@ impl ParsedPipeline {
                 add_eos,
             } => {
                 let op = TokenizeOp::new(feature, tokenizer, *add_bos, *add_eos);
-                p.ops.push(ParsedOp::Tokenize(Arc::new(op)));
+                p.push(Arc::new(op));
             }
             // User code: applied by `map_batch` and `filter_rows`, which hold it.
             BatchStep::MapBatch(_) | BatchStep::FilterRows(_) => {}
@@ -1230,7 +1225,7 @@ impl ParsedPipeline {
         mut self,
         f: impl Fn(ParsedBatch) -> Result<ParsedBatch, MapError> + Send + Sync + 'static,
     ) -> Self {
-        self.p.ops.push(ParsedOp::Map(Arc::new(f)));
+        self.p.push(Arc::new(MapStep(Arc::new(f))));
         self.pipeline
             .d
             .batches
@@ -1259,12 +1254,11 @@ impl ParsedPipeline {
         })
     }
 
-    /// Reads the tokenizers of the tokenize ops (once: clones share them).
+    /// Reads what the steps on parsed batches read once (a tokenizer;
+    /// clones of the pipeline share it).
     fn load_tokenizers(&self) -> Result<(), PipelineError> {
-        for op in &self.p.ops {
-            if let ParsedOp::Tokenize(t) = op {
-                t.load(&self.pipeline.s.source_options)?;
-            }
+        for step in &self.p.steps {
+            step.load(&self.pipeline.s.source_options)?;
         }
         Ok(())
     }
@@ -1278,7 +1272,7 @@ impl ParsedPipeline {
         mut self,
         keep: impl Fn(&ParsedBatch, usize) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.p.ops.push(ParsedOp::Filter(Arc::new(keep)));
+        self.p.push(Arc::new(FilterStep(Arc::new(keep))));
         self.pipeline
             .d
             .batches

@@ -21,6 +21,8 @@ use crate::batch::{
 };
 
 use super::error::PipelineError;
+use super::parsed::{ParsedStep, Stage};
+use crate::spec::FeatureSpec;
 
 /// The shifted tokens.
 pub const INPUTS: &str = "inputs";
@@ -232,6 +234,24 @@ fn shift<T: Element + Copy + From<u8>>(
         };
     }
     (inputs, mask)
+}
+
+/// `inputs_targets(feature, bos)`: an assembled step, one per pipeline.
+impl ParsedStep for InputsTargets {
+    fn stage(&self) -> Stage {
+        Stage::Assembled
+    }
+    fn slot(&self) -> Option<String> {
+        Some("inputs_targets".into())
+    }
+    fn shape(&self, _spec: &FeatureSpec, shape: &mut BatchShape) -> Result<(), PipelineError> {
+        self.check(shape)?;
+        self.reshape(shape);
+        Ok(())
+    }
+    fn assembled(&self, batch: &mut Batch, pool: &BufferPool) {
+        self.apply(batch, pool)
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::batch::{AlignedBuf, Batch, BatchShape, Bf16, BufferPool, Element, Ten
 use crate::spec::{DType, FeatureSpec};
 
 use super::error::PipelineError;
+use super::parsed::{ParsedStep, Stage};
 
 /// One feature to normalize.
 #[derive(Clone, Debug, PartialEq)]
@@ -216,6 +217,24 @@ fn emit<T: Copy>(
         let mut buf = pool.take_stale(values.len() * size_of::<f32>());
         per_channel(values, buf.as_mut_slice::<f32>(), channels, f);
         buf
+    }
+}
+
+/// `normalize(feature, mean, std)`: an assembled step, one per feature.
+impl ParsedStep for Normalize {
+    fn stage(&self) -> Stage {
+        Stage::Assembled
+    }
+    fn slot(&self) -> Option<String> {
+        Some(format!("normalize {}", self.feature))
+    }
+    fn shape(&self, spec: &FeatureSpec, shape: &mut BatchShape) -> Result<(), PipelineError> {
+        self.check(spec, shape)?;
+        self.reshape(shape);
+        Ok(())
+    }
+    fn assembled(&self, batch: &mut Batch, pool: &BufferPool) {
+        self.apply(batch, pool)
     }
 }
 

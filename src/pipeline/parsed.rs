@@ -1,7 +1,8 @@
-//! Map, filter and tokenize on parsed batches, and picking rows out of a
-//! parsed batch.
+//! The steps on parsed batches behind one trait, [`ParsedStep`]: map,
+//! filter and tokenize on the parsed columns, normalize and inputs/targets
+//! on the assembled batch; and picking rows out of a parsed batch.
 //!
-//! The ops run on the worker pool, on whole parsed batches. A filter decides
+//! The steps run on the worker pool, on whole parsed batches. A filter decides
 //! which records reach the output batches, so it runs before grouping: a
 //! pool of prefilter threads parses chunks of records and runs the ops, the
 //! record thread groups the survivors in order (see [`group`](super::group)),
@@ -11,8 +12,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::tokenize::{Ids, TokenizeOp};
+use super::error::PipelineError;
+use crate::batch::{Batch, BatchShape, BufferPool};
 use crate::example::{BytesValues, Column, ParsedBatch, Values};
+use crate::source::SourceOptions;
+use crate::spec::FeatureSpec;
 
 /// Parsed batches the consumer gave back
 /// ([`Batches::recycle`](super::Batches::recycle)), whose column buffers the
@@ -73,21 +77,118 @@ pub type ParsedMap = Arc<dyn Fn(ParsedBatch) -> Result<ParsedBatch, MapError> + 
 /// `batch`. It must depend on that record alone and be deterministic.
 pub type RowFilter = Arc<dyn Fn(&ParsedBatch, usize) -> bool + Send + Sync>;
 
-/// One parsed op, in builder order.
-#[derive(Clone)]
-pub(crate) enum ParsedOp {
-    Map(ParsedMap),
-    Filter(RowFilter),
-    /// A text feature into token ids (`tokenize.rs`): a map whose identity
-    /// the pipeline knows.
-    Tokenize(Arc<TokenizeOp>),
+/// The pass a column step runs in: the prefilter's (records measured or
+/// filtered before they are grouped) or the workers' (a group assembled).
+/// A tokenize keeps the ids it makes in the first for the second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    Prefilter,
+    Workers,
 }
 
-impl ParsedOp {
-    /// True for an op that may change records (a map or tokenize), so that
-    /// lengths must be measured after it.
-    pub(crate) fn maps(&self) -> bool {
-        matches!(self, ParsedOp::Map(_) | ParsedOp::Tokenize(_))
+/// Where a step on parsed batches runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// On the parsed columns, before grouping decides (map, filter,
+    /// tokenize): a filter decides which records are grouped, a map the
+    /// lengths they are grouped by.
+    Columns,
+    /// On the assembled batch, after padding or packing (normalize,
+    /// inputs_targets): it moves no record.
+    Assembled,
+}
+
+/// A step on parsed batches, run in builder order within its [`Stage`].
+/// What the batching code asks of it — the spec it leaves, the shape it
+/// makes, its part of the fingerprint, its work — so that no step is
+/// spelled there.
+pub(crate) trait ParsedStep: Send + Sync {
+    fn stage(&self) -> Stage;
+
+    /// A later step of the same slot replaces an earlier one (one
+    /// `normalize` per feature, one `inputs_targets`); `None`: every call
+    /// adds a step.
+    fn slot(&self) -> Option<String> {
+        None
+    }
+
+    /// Reads what it needs once per pipeline (a tokenizer), before any
+    /// batch.
+    fn load(&self, _source: &SourceOptions) -> Result<(), PipelineError> {
+        Ok(())
+    }
+
+    /// The spec of the columns after it.
+    fn out_spec(&self, spec: FeatureSpec) -> Result<FeatureSpec, PipelineError> {
+        Ok(spec)
+    }
+
+    /// A column step's letter in the fingerprint's list of them (`m`, `f`,
+    /// `t`), and its own part there (a tokenizer's key).
+    fn fingerprint(&self) -> Option<(char, Option<String>)> {
+        None
+    }
+
+    /// True when it may change records (their lengths are measured after
+    /// it).
+    fn maps(&self) -> bool {
+        false
+    }
+
+    /// A column step's work on a batch (a filter's is [`filter`](Self::filter)),
+    /// in `pass`.
+    fn map(&self, batch: ParsedBatch, _pass: Pass) -> Result<ParsedBatch, MapError> {
+        Ok(batch)
+    }
+
+    /// A filter's test of a record.
+    fn filter(&self) -> Option<&RowFilter> {
+        None
+    }
+
+    /// An assembled step's check of a batch shape (against the spec the
+    /// column steps leave), and the shape it makes of it.
+    fn shape(&self, _spec: &FeatureSpec, _shape: &mut BatchShape) -> Result<(), PipelineError> {
+        Ok(())
+    }
+
+    /// An assembled step's work on a batch.
+    fn assembled(&self, _batch: &mut Batch, _pool: &BufferPool) {}
+}
+
+/// A step on parsed batches as the settings hold it.
+pub(crate) type Step = Arc<dyn ParsedStep>;
+
+/// `map_batch(f)`.
+pub(crate) struct MapStep(pub ParsedMap);
+
+impl ParsedStep for MapStep {
+    fn stage(&self) -> Stage {
+        Stage::Columns
+    }
+    fn fingerprint(&self) -> Option<(char, Option<String>)> {
+        Some(('m', None))
+    }
+    fn maps(&self) -> bool {
+        true
+    }
+    fn map(&self, batch: ParsedBatch, _pass: Pass) -> Result<ParsedBatch, MapError> {
+        (self.0)(batch)
+    }
+}
+
+/// `filter_rows(keep)`.
+pub(crate) struct FilterStep(pub RowFilter);
+
+impl ParsedStep for FilterStep {
+    fn stage(&self) -> Stage {
+        Stage::Columns
+    }
+    fn fingerprint(&self) -> Option<(char, Option<String>)> {
+        Some(('f', None))
+    }
+    fn filter(&self) -> Option<&RowFilter> {
+        Some(&self.0)
     }
 }
 
@@ -100,15 +201,13 @@ pub(crate) enum OpError {
     Count { before: usize, after: usize },
 }
 
-/// Runs every map of `ops` on `batch` (filters are skipped: the records
-/// given here already passed them); a tokenize takes the ids the
-/// prefilter kept.
-pub(crate) fn apply_maps(ops: &[ParsedOp], mut batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
-    for op in ops {
-        match op {
-            ParsedOp::Map(f) => batch = run_map(|b| f(b), batch)?,
-            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b, Ids::Take)?), batch)?,
-            ParsedOp::Filter(_) => {}
+/// Runs every column step of `steps` that maps on `batch` (filters are
+/// skipped: the records given here already passed them); a tokenize takes
+/// the ids the prefilter kept.
+pub(crate) fn apply_maps(steps: &[Step], mut batch: ParsedBatch) -> Result<ParsedBatch, OpError> {
+    for step in steps.iter().filter(|s| s.stage() == Stage::Columns) {
+        if step.maps() {
+            batch = run_map(|b| step.map(b, Pass::Workers), batch)?;
         }
     }
     Ok(batch)
@@ -134,23 +233,21 @@ fn run_map(
 /// for the workers). Returns the surviving batch and, for each
 /// of its records, its index in the input.
 pub(crate) fn apply_all(
-    ops: &[ParsedOp],
+    steps: &[Step],
     mut batch: ParsedBatch,
 ) -> Result<(ParsedBatch, Vec<usize>), OpError> {
     let mut origin: Vec<usize> = (0..batch.num_records).collect();
-    for op in ops {
-        match op {
-            ParsedOp::Map(f) => batch = run_map(|b| f(b), batch)?,
-            ParsedOp::Tokenize(t) => batch = run_map(|b| Ok(t.apply(b, Ids::Remember)?), batch)?,
-            ParsedOp::Filter(keep) => {
-                let rows: Vec<usize> = (0..batch.num_records)
-                    .filter(|&r| keep(&batch, r))
-                    .collect();
-                if rows.len() != batch.num_records {
-                    batch = select_rows(&batch, &rows);
-                    origin = rows.iter().map(|&r| origin[r]).collect();
-                }
+    for step in steps.iter().filter(|s| s.stage() == Stage::Columns) {
+        if let Some(keep) = step.filter() {
+            let rows: Vec<usize> = (0..batch.num_records)
+                .filter(|&r| keep(&batch, r))
+                .collect();
+            if rows.len() != batch.num_records {
+                batch = select_rows(&batch, &rows);
+                origin = rows.iter().map(|&r| origin[r]).collect();
             }
+        } else if step.maps() {
+            batch = run_map(|b| step.map(b, Pass::Prefilter), batch)?;
         }
     }
     Ok((batch, origin))

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::batch::PlanError;
 use crate::example::{Column, ParsedBatch, Values};
 use crate::pipeline::error::PipelineError;
+use crate::pipeline::parsed::{MapError, ParsedStep, Pass, Stage};
 use crate::source::SourceOptions;
 use crate::spec::{DType, FeatureSpec};
 use crate::text::Tokenizer;
@@ -33,17 +34,6 @@ pub(crate) struct TokenizeOp {
     pub(crate) add_eos: bool,
     loaded: OnceLock<Arc<Tokenizer>>,
     remembered: Mutex<Remembered>,
-}
-
-/// What [`TokenizeOp::apply`] does with the ids of the texts it meets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ids {
-    /// Tokenize, and keep the ids for a later [`Ids::Take`] (the prefilter
-    /// threads, measuring records before they are grouped).
-    Remember,
-    /// Take the ids kept for a text, tokenizing only the texts without (the
-    /// workers).
-    Take,
 }
 
 /// Most bytes of texts and ids kept for the workers: far more than the
@@ -160,7 +150,7 @@ impl TokenizeOp {
 
     /// Replaces the feature's column of `batch` by each record's ids: the
     /// ids of its values in order, each value's with bos and eos as asked.
-    pub(crate) fn apply(&self, mut batch: ParsedBatch, mode: Ids) -> Result<ParsedBatch, String> {
+    pub(crate) fn apply(&self, mut batch: ParsedBatch, mode: Pass) -> Result<ParsedBatch, String> {
         let tokenizer = self.tokenizer()?;
         let n = batch.num_records;
         let Some((_, column)) = batch.columns.iter_mut().find(|(f, _)| *f == self.feature) else {
@@ -191,7 +181,7 @@ impl TokenizeOp {
         };
         // The workers take what the prefilter threads kept, in one lock.
         let mut kept: Vec<Option<Vec<i32>>> = Vec::new();
-        if mode == Ids::Take {
+        if mode == Pass::Workers {
             let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
             if remembered.bytes > 0 {
                 kept = (0..texts.len())
@@ -225,7 +215,7 @@ impl TokenizeOp {
             }
             row_splits.push(ids.len());
         }
-        if mode == Ids::Remember && !made.is_empty() {
+        if mode == Pass::Prefilter && !made.is_empty() {
             let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
             for &(i, start, end) in &made {
                 remembered.keep(texts.get(i), &ids[start..end]);
@@ -237,6 +227,29 @@ impl TokenizeOp {
             inner_shape: Vec::new(),
         };
         Ok(batch)
+    }
+}
+
+/// `tokenize(feature, tokenizer, add_bos, add_eos)`: a column step that
+/// changes the spec, and whose tokenizer's bytes are in the fingerprint.
+impl ParsedStep for TokenizeOp {
+    fn stage(&self) -> Stage {
+        Stage::Columns
+    }
+    fn load(&self, source: &SourceOptions) -> Result<(), PipelineError> {
+        TokenizeOp::load(self, source)
+    }
+    fn out_spec(&self, spec: FeatureSpec) -> Result<FeatureSpec, PipelineError> {
+        TokenizeOp::out_spec(self, spec)
+    }
+    fn fingerprint(&self) -> Option<(char, Option<String>)> {
+        Some(('t', Some(self.key())))
+    }
+    fn maps(&self) -> bool {
+        true
+    }
+    fn map(&self, batch: ParsedBatch, pass: Pass) -> Result<ParsedBatch, MapError> {
+        Ok(self.apply(batch, pass)?)
     }
 }
 

@@ -95,6 +95,7 @@ impl crate::words::Words for MaskType {
         (&["i32", "int32"], MaskType::Type(TensorType::I32)),
         (&["i64", "int64"], MaskType::Type(TensorType::I64)),
         (&["f32", "float32"], MaskType::Type(TensorType::F32)),
+        (&["bf16", "bfloat16"], MaskType::Type(TensorType::BF16)),
         (&["none"], MaskType::None),
     ];
 }
@@ -103,7 +104,7 @@ impl std::str::FromStr for MaskType {
     type Err = crate::words::UnknownWord;
 
     /// `auto` (the feature's type), `u8` (`uint8`, `bool`: one byte 0/1), `i32`,
-    /// `i64`, `f32`, or `none`.
+    /// `i64`, `f32`, `bf16`, or `none`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         crate::words::read(s)
     }

@@ -14,7 +14,7 @@ use std::str::FromStr;
 use clap::Args;
 
 use infeed::batch::{MaskType, Overflow, PackStrategy, TensorType, Truncation};
-use infeed::pipeline::description::{BatchStep, Output, RecordStep};
+use infeed::pipeline::description::{BatchStep, MixSource, Output, RecordStep, Source};
 use infeed::pipeline::{
     Description, EqualBatches, MixChoice, OnExhausted, ParsedPipeline, Pipeline,
 };
@@ -38,6 +38,7 @@ use measure::measure;
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("words").multiple(true)))]
+#[command(group(clap::ArgGroup::new("parsed").args(["spec", "pipeline"])))]
 pub struct BenchArgs {
     /// Files to read: paths or globs (quoted, or comma-separated).
     #[arg(group = "words")]
@@ -200,10 +201,22 @@ pub struct BenchArgs {
     #[arg(group = "words", long, value_parser = parse_mix)]
     mix: Vec<(String, f64, String)>,
     /// How a mixture picks each record's source: random or stratified.
-    #[arg(group = "words", long, value_parser = MixChoice::from_str, default_value = "random")]
+    #[arg(
+        group = "words",
+        long,
+        value_parser = MixChoice::from_str,
+        default_value = "random",
+        requires = "mix"
+    )]
     mix_by: MixChoice,
     /// What a mixture does when a source runs out: stop, drop or fail.
-    #[arg(group = "words", long, value_parser = OnExhausted::from_str, default_value = "stop")]
+    #[arg(
+        group = "words",
+        long,
+        value_parser = OnExhausted::from_str,
+        default_value = "stop",
+        requires = "mix"
+    )]
     on_exhausted: OnExhausted,
     /// The mixture's weights from a step on, as STEP:W1,W2,… (one weight per
     /// --mix source, in order; repeat it, steps increasing).
@@ -286,7 +299,7 @@ pub struct BenchArgs {
     /// PJRT_PLUGIN_PATH or .pjrt/, and report steps/s, steps/s with one
     /// batch reused and the input-wait fraction. `--batches` is the step count.
     #[cfg(feature = "xla")]
-    #[arg(long, requires = "spec")]
+    #[arg(long, requires = "parsed")]
     program: Option<PathBuf>,
     /// With --program: the batch tensors it takes, in order (default all).
     #[cfg(feature = "xla")]
@@ -432,12 +445,9 @@ fn run_with(
         out.write_all(b"\n")?;
         return Ok(0);
     }
-    let epochs = epochs_of(&description);
-    if epochs == Some(None)
-        && args.batches.is_none()
-        && args.seconds.is_none()
-        && records_of.is_none()
-    {
+    let length = length_of(&description);
+    let limited = args.batches.is_some() || args.seconds.is_some() || records_of.is_some();
+    if length == Length::Forever && !limited {
         return Err(CliError::Message(
             "the pipeline repeats forever (--epochs 0): give --batches or --seconds".into(),
         ));
@@ -448,8 +458,11 @@ fn run_with(
                 .map_err(|e| CliError::Message(format!("{}: {e}", path.display())))?,
         );
     }
-    // Epochs of a whole run, for records per epoch: none when endless.
-    let epochs = epochs.unwrap_or(Some(1));
+    // Epochs of a whole run, for records per epoch.
+    let epochs = match length {
+        Length::Epochs(epochs) => Some(epochs),
+        Length::Ends | Length::Forever => None,
+    };
     let report = match built {
         Built::Raw { .. } if records_of.is_some() => {
             return Err(CliError::Message(
@@ -492,13 +505,36 @@ fn run_with(
     Ok(0)
 }
 
-/// The epochs the last `repeat` step reads (`Some(None)`: forever; `None`:
-/// no repeat, one epoch).
-fn epochs_of(d: &Description) -> Option<Option<u64>> {
-    d.records.iter().rev().find_map(|step| match step {
+/// How long a run of a description reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Length {
+    /// Its data this many times.
+    Epochs(u64),
+    /// A mixture that ends, after no whole number of epochs.
+    Ends,
+    Forever,
+}
+
+/// How long `d` reads: its last `repeat` (none: one epoch); a mixture ends
+/// with its first source to end (`stop`, `fail`) or its last (`drop`).
+fn length_of(d: &Description) -> Length {
+    if let Source::Mix(mix) = &d.source {
+        let ends = |s: &MixSource| length_of(&s.pipeline) != Length::Forever;
+        let ends = match mix.on_exhausted {
+            OnExhausted::Drop => mix.sources.iter().all(ends),
+            OnExhausted::Stop | OnExhausted::Fail => mix.sources.iter().any(ends),
+        };
+        return if ends { Length::Ends } else { Length::Forever };
+    }
+    let repeat = d.records.iter().rev().find_map(|step| match step {
         RecordStep::Repeat { epochs } => Some(*epochs),
         _ => None,
-    })
+    });
+    match repeat {
+        None => Length::Epochs(1),
+        Some(Some(epochs)) => Length::Epochs(epochs),
+        Some(None) => Length::Forever,
+    }
 }
 
 /// The pipeline a description file describes: JSON, or TOML for a name

@@ -24,11 +24,9 @@ use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{Grouping, RecordWork};
 #[cfg(feature = "images")]
 use crate::pipeline::images::ImageStage;
-use crate::pipeline::inputs_targets::InputsTargets;
 use crate::pipeline::item::Item;
 use crate::pipeline::limits;
-use crate::pipeline::normalize::Normalize;
-use crate::pipeline::parsed::ParsedOp;
+use crate::pipeline::parsed::{Stage, Step};
 use crate::pipeline::stats::StageStats;
 use crate::spec::{FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind};
 use measure::scan_fn;
@@ -74,11 +72,10 @@ pub(crate) struct ParsedSettings {
     pub cast: Option<TensorType>,
     pub decode: Vec<(String, Vec<usize>)>,
     pub batching: Batching,
-    pub ops: Vec<ParsedOp>,
-    /// Features normalized to float after assembly, in order.
-    pub normalize: Vec<Normalize>,
-    /// Next-token inputs and targets made after assembly (and `normalize`).
-    pub inputs_targets: Option<InputsTargets>,
+    /// The steps on parsed batches, in builder order (`parsed.rs`): on the
+    /// columns (map_batch, filter_rows, tokenize), then, after assembly, on
+    /// the batch (normalize, inputs_targets).
+    pub steps: Vec<Step>,
 }
 
 /// The batching a pipeline runs with on a host count (see
@@ -156,34 +153,46 @@ impl ParsedSettings {
     }
 
     fn has_filter(&self) -> bool {
-        self.ops.iter().any(|op| matches!(op, ParsedOp::Filter(_)))
+        self.steps.iter().any(|s| s.filter().is_some())
     }
 
     fn has_map(&self) -> bool {
-        self.ops.iter().any(ParsedOp::maps)
+        self.steps.iter().any(|s| s.maps())
+    }
+
+    /// Adds a step on parsed batches, in place of an earlier one of its
+    /// slot.
+    pub(crate) fn push(&mut self, step: Step) {
+        if let Some(slot) = step.slot() {
+            self.steps.retain(|s| s.slot().as_ref() != Some(&slot));
+        }
+        self.steps.push(step);
+    }
+
+    /// The steps of `stage`, in builder order.
+    pub(crate) fn steps_of(&self, stage: Stage) -> Vec<Step> {
+        self.steps
+            .iter()
+            .filter(|s| s.stage() == stage)
+            .cloned()
+            .collect()
     }
 
     /// The features as the parsed ops leave them, what batches are made
     /// of: the parse spec with each tokenized feature a variable-length
     /// int32 one.
     pub(crate) fn batch_spec(&self) -> Result<FeatureSpec, PipelineError> {
-        self.ops
+        self.steps
             .iter()
-            .try_fold(self.spec.clone(), |spec, op| match op {
-                ParsedOp::Tokenize(t) => t.out_spec(spec),
-                ParsedOp::Map(_) | ParsedOp::Filter(_) => Ok(spec),
-            })
+            .try_fold(self.spec.clone(), |spec, step| step.out_spec(spec))
     }
 
-    /// The tokenize ops' part of the fingerprint, in builder order (empty
-    /// without any).
+    /// The column steps' own parts of the fingerprint (a tokenizer's), in
+    /// builder order (empty without any).
     fn tokenize_key(&self) -> String {
-        self.ops
+        self.steps
             .iter()
-            .filter_map(|op| match op {
-                ParsedOp::Tokenize(t) => Some(t.key()),
-                ParsedOp::Map(_) | ParsedOp::Filter(_) => None,
-            })
+            .filter_map(|s| s.fingerprint().and_then(|(_, key)| key))
             .collect()
     }
 
@@ -494,24 +503,18 @@ impl ParsedSettings {
         self.assembly_shapes(&self.assembly(hosts)?)
     }
 
-    /// The shapes of `assembly`'s batches after `normalize` and
-    /// `inputs_targets`, which are checked against them.
+    /// The shapes of `assembly`'s batches after the assembled steps
+    /// (normalize, inputs_targets), each checked against the shape before
+    /// it.
     fn assembly_shapes(&self, assembly: &Assembly) -> Result<Vec<BatchShape>, PipelineError> {
         let mut shapes = match assembly {
             Assembly::Rows(assembler) => assembler.shapes(),
             Assembly::Bucket { shapes, .. } | Assembly::Pack { shapes, .. } => shapes.clone(),
         };
         let spec = self.batch_spec()?;
-        for n in &self.normalize {
+        for step in self.steps_of(Stage::Assembled) {
             for shape in &mut shapes {
-                n.check(&spec, shape)?;
-                n.reshape(shape);
-            }
-        }
-        if let Some(op) = &self.inputs_targets {
-            for shape in &mut shapes {
-                op.check(shape)?;
-                op.reshape(shape);
+                step.shape(&spec, shape)?;
             }
         }
         Self::check_bytes(&shapes)?;
@@ -614,13 +617,9 @@ impl ParsedSettings {
             (length.map(|features| self.measure_fn(features)), scan, None)
         };
         let parsed_ops = self
-            .ops
+            .steps
             .iter()
-            .map(|op| match op {
-                ParsedOp::Map(_) => 'm',
-                ParsedOp::Filter(_) => 'f',
-                ParsedOp::Tokenize(_) => 't',
-            })
+            .filter_map(|s| s.fingerprint().map(|(letter, _)| letter))
             .collect();
         Ok(RecordWork {
             grouping,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use crate::example::{ExampleParser, ParseError, ParsedBatch, SequenceBatch, SequenceParser};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::RawBatch;
-use crate::pipeline::parsed::{self, ParsedOp};
+use crate::pipeline::parsed::{self, Step};
 use crate::spec::{FeatureSpec, SequenceSpec};
 
 use super::ImageStage;
@@ -128,7 +128,7 @@ impl ParserPool {
     pub(super) fn parse_mapped(
         &self,
         raw: &RawBatch,
-        ops: &[ParsedOp],
+        ops: &[Step],
     ) -> Result<(AnyParser, ParsedBatch), PipelineError> {
         let (parser, parsed) = self.parse(raw)?;
         let mut mapped = if ops.is_empty() {

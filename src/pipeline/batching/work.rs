@@ -9,7 +9,7 @@ use crate::example::ParsedBatch;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::RecordWork;
 use crate::pipeline::group::raw_batch::{BatchFn, Layout, RawBatch};
-use crate::pipeline::parsed::{self, ColumnPool};
+use crate::pipeline::parsed::{self, ColumnPool, Stage};
 use crate::pipeline::stats::StageStats;
 
 use super::errors::{batch_error, map_error, parse_error};
@@ -31,7 +31,7 @@ impl ParsedSettings {
         let record = self.record_work(Some(&assembly), hosts)?;
         let images = self.images(seed, skips)?;
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
-        let ops = self.ops.clone();
+        let ops = self.steps_of(Stage::Columns);
         // Images are decoded between the parse and the assembly: no direct path.
         let direct = self.sequence.is_none() && images.is_none();
         let spec = self.spec.clone();
@@ -125,20 +125,16 @@ impl ParsedSettings {
             }
         };
         let work = with_provenance(work);
-        if self.normalize.is_empty() && self.inputs_targets.is_none() {
+        let after = self.steps_of(Stage::Assembled);
+        if after.is_empty() {
             return Ok((record, work));
         }
-        let normalize = self.normalize.clone();
-        let inputs_targets = self.inputs_targets.clone();
         let pool = crate::batch::BufferPool::default();
         let assemble = work;
         let work: BatchFn<Batch> = Arc::new(move |raw: RawBatch| {
             let mut batch = assemble(raw)?;
-            for n in &normalize {
-                n.apply(&mut batch, &pool);
-            }
-            if let Some(op) = &inputs_targets {
-                op.apply(&mut batch, &pool);
+            for step in &after {
+                step.assembled(&mut batch, &pool);
             }
             Ok(batch)
         });
@@ -157,7 +153,7 @@ impl ParsedSettings {
                 "bucket_by_length and pack give assembled batches: use build()".into(),
             ));
         }
-        if !self.normalize.is_empty() || self.inputs_targets.is_some() {
+        if !self.steps_of(Stage::Assembled).is_empty() {
             return Err(PipelineError::Config(
                 "normalize and inputs_targets apply to assembled batches: use build()".into(),
             ));
@@ -171,7 +167,7 @@ impl ParsedSettings {
         let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), None);
         let pool = ColumnPool::new(COLUMN_SPARES);
         let spare = pool.clone();
-        let ops = self.ops.clone();
+        let ops = self.steps_of(Stage::Columns);
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
             let mut parsed = spare.take();
             parsers

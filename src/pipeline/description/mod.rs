@@ -18,14 +18,18 @@
 //! [`VERSION`] is written into every description. A reader reads every
 //! version up to its own and refuses a later one by name. A new setting
 //! with a default that keeps the old behaviour does not change the version;
-//! a change of what a written description means does.
+//! a change of what a written description means does. Settings at their
+//! default are left out when written (read and source options, each field),
+//! so a description that uses none of a later build's new settings reads
+//! in an earlier build of its version; one that uses one is refused there by
+//! the setting's name (an unknown field), never read without it.
 
 mod spec_form;
 
 use serde::{Deserialize, Serialize};
 
 pub use spec_form::{
-    Default as FeatureDefault, Feature, Features, Parse, SequenceFeature, SpecProblem,
+    Default as FeatureDefault, DefaultItem, Feature, Features, Parse, SequenceFeature, SpecProblem,
 };
 
 use super::error::{PipelineError, SettingError};
@@ -95,8 +99,8 @@ pub struct Mix {
     #[serde(default, with = "crate::words::as_word")]
     pub on_exhausted: OnExhausted,
     /// `(step, a weight per source)`, steps increasing.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub schedule: Vec<(u64, Vec<f64>)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Vec<(u64, Vec<f64>)>>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub interpolate: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,6 +165,7 @@ pub struct Callable {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Options {
+    #[serde(skip_serializing_if = "is_zero")]
     pub seed: u64,
     /// This host's part: `(index, count)`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +177,7 @@ pub struct Options {
     pub threads: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_affinity: Option<Vec<usize>>,
+    #[serde(skip_serializing_if = "is_two")]
     pub prefetch: usize,
     #[serde(skip_serializing_if = "is_false")]
     pub unordered: bool,
@@ -188,7 +194,9 @@ pub struct Options {
     pub index_dir: Option<String>,
     #[serde(skip_serializing_if = "is_false")]
     pub worker_reads: bool,
+    #[serde(skip_serializing_if = "is_default")]
     pub read: ReadOptions,
+    #[serde(skip_serializing_if = "is_default")]
     pub source: SourceOptions,
 }
 
@@ -462,6 +470,19 @@ pub fn placed<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>) -> String
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The default prefetch.
+fn is_two(n: &usize) -> bool {
+    *n == 2
+}
+
+fn is_default<T: std::default::Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 fn yes() -> bool {

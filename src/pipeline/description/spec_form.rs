@@ -79,13 +79,21 @@ pub struct Feature {
     pub image: Option<String>,
 }
 
-/// A fixed-length feature's default values (bytes as UTF-8 text).
+/// A fixed-length feature's default values, read by the feature's dtype.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Default(pub Vec<DefaultItem>);
+
+/// One default value: a number; for a float feature `"nan"`, `"inf"` or
+/// `"-inf"` too (JSON has no such numbers); for a bytes feature its text
+/// (UTF-8) or its bytes as a list of numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Default {
-    Ints(Vec<i64>),
-    Floats(Vec<f64>),
-    Texts(Vec<String>),
+pub enum DefaultItem {
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Bytes(Vec<u8>),
 }
 
 /// One feature list of a SequenceExample: `kind` `fixed_len` (with
@@ -139,7 +147,11 @@ impl Parse {
     /// The spec (the context's, for a SequenceExample) and the whole
     /// sequence spec; an error names the feature.
     pub fn specs(&self) -> Result<(FeatureSpec, Option<SequenceSpec>), SpecProblem> {
-        let spec = self.features.spec()?;
+        // A SequenceExample may have no context features.
+        let spec = match (&self.features, &self.sequence) {
+            (Features::List(list), Some(_)) if list.is_empty() => FeatureSpec::new(),
+            _ => self.features.spec()?,
+        };
         let Some(lists) = &self.sequence else {
             if let Some(name) = self.required.first() {
                 return Err(SpecProblem {
@@ -192,17 +204,7 @@ impl Features {
                 FeatureKind::FixedLen { shape, default } => (
                     "fixed_len",
                     Some(shape.clone()),
-                    default.as_ref().map(|d| match d {
-                        DefaultValue::Int64(v) => Default::Ints(v.clone()),
-                        DefaultValue::Float32(v) => {
-                            Default::Floats(v.iter().map(|&x| x as f64).collect())
-                        }
-                        DefaultValue::Bytes(v) => Default::Texts(
-                            v.iter()
-                                .map(|b| String::from_utf8_lossy(b).into_owned())
-                                .collect(),
-                        ),
-                    }),
+                    default.as_ref().map(default_form),
                 ),
             };
             Feature {
@@ -274,20 +276,65 @@ impl Features {
     }
 }
 
+/// The form of a default: each value as it reads back exactly.
+fn default_form(d: &DefaultValue) -> Default {
+    Default(match d {
+        DefaultValue::Int64(v) => v.iter().map(|&x| DefaultItem::Int(x)).collect(),
+        DefaultValue::Float32(v) => v
+            .iter()
+            .map(|&x| match x {
+                x if x.is_finite() => DefaultItem::Float(f64::from(x)),
+                x if x.is_nan() => DefaultItem::Text("nan".into()),
+                x if x > 0.0 => DefaultItem::Text("inf".into()),
+                _ => DefaultItem::Text("-inf".into()),
+            })
+            .collect(),
+        DefaultValue::Bytes(v) => v
+            .iter()
+            .map(|b| match std::str::from_utf8(b) {
+                Ok(text) => DefaultItem::Text(text.to_owned()),
+                Err(_) => DefaultItem::Bytes(b.clone()),
+            })
+            .collect(),
+    })
+}
+
 /// `default` as the values of a `dtype` feature.
 fn default_values(dtype: DType, default: &Default) -> Result<DefaultValue, String> {
-    Ok(match (dtype, default) {
-        (DType::Int64 | DType::Int32, Default::Ints(v)) => DefaultValue::Int64(v.clone()),
-        (DType::Float32, Default::Floats(v)) => {
-            DefaultValue::Float32(v.iter().map(|&x| x as f32).collect())
-        }
-        (DType::Float32, Default::Ints(v)) => {
-            DefaultValue::Float32(v.iter().map(|&x| x as f32).collect())
-        }
-        (DType::Bytes, Default::Texts(v)) => {
-            DefaultValue::Bytes(v.iter().map(|s| s.as_bytes().to_vec()).collect())
-        }
-        (dtype, _) => return Err(format!("a default of the wrong type for {dtype}")),
+    fn no<T>(dtype: DType, item: &DefaultItem) -> Result<T, String> {
+        Err(format!("default {item:?} is no {dtype} value"))
+    }
+    let items = default.0.iter();
+    Ok(match dtype {
+        DType::Int64 | DType::Int32 => DefaultValue::Int64(
+            items
+                .map(|item| match item {
+                    DefaultItem::Int(x) => Ok(*x),
+                    other => no(dtype, other),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        DType::Float32 => DefaultValue::Float32(
+            items
+                .map(|item| match item {
+                    DefaultItem::Int(x) => Ok(*x as f32),
+                    DefaultItem::Float(x) => Ok(*x as f32),
+                    DefaultItem::Text(w) if w == "nan" => Ok(f32::NAN),
+                    DefaultItem::Text(w) if w == "inf" => Ok(f32::INFINITY),
+                    DefaultItem::Text(w) if w == "-inf" => Ok(f32::NEG_INFINITY),
+                    other => no(dtype, other),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        DType::Bytes => DefaultValue::Bytes(
+            items
+                .map(|item| match item {
+                    DefaultItem::Text(text) => Ok(text.as_bytes().to_vec()),
+                    DefaultItem::Bytes(bytes) => Ok(bytes.clone()),
+                    other => no(dtype, other),
+                })
+                .collect::<Result<_, _>>()?,
+        ),
     })
 }
 

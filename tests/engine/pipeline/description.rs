@@ -483,3 +483,58 @@ fn limits_that_multiply_are_checked_together() {
     assert!(parsed_lm(lm().streams(64)).build().is_ok());
     assert!(parsed_lm(lm().interleave(64, 1)).build().is_ok());
 }
+
+#[test]
+fn values_json_has_no_number_for_round_trip_too() {
+    // Defaults of NaN and infinities, bytes that are no UTF-8; a bf16 mask;
+    // a SequenceExample with no context features; an empty mix schedule
+    // (refused when it starts, before and after the round trip alike).
+    let spec = FeatureSpec::new()
+        .fixed_len_with_default(
+            "score",
+            DType::Float32,
+            &[3],
+            DefaultValue::Float32(vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY]),
+        )
+        .unwrap()
+        .fixed_len_with_default(
+            "raw",
+            DType::Bytes,
+            &[],
+            DefaultValue::Bytes(vec![vec![0xff, 0]]),
+        )
+        .unwrap();
+    let p = lm()
+        .parse(spec.clone())
+        .masks(MaskType::Type(TensorType::BF16))
+        .batch(2, true);
+    let read = Description::from_json(&p.describe().to_json()).unwrap();
+    let (made, _) = read.parse.as_ref().unwrap().specs().unwrap();
+    // NaN is not equal to itself: compare the values' bits.
+    let bits = |s: &FeatureSpec| format!("{:?}", s).replace("NaN", "nan");
+    assert_eq!(bits(&made), bits(&spec));
+    assert_eq!(
+        read.batches[0],
+        BatchStep::Masks {
+            mask: MaskType::Type(TensorType::BF16)
+        }
+    );
+    let lists =
+        SequenceSpec::new(FeatureSpec::new()).fixed_len_sequence("frames", DType::Float32, &[2]);
+    let p = Pipeline::from_files([testdata("sequence.tfrecord")])
+        .unwrap()
+        .parse_sequence(lists)
+        .max_length(8)
+        .batch(3, false);
+    let again = ParsedPipeline::from_description(&p.describe()).unwrap();
+    assert_eq!(digests(&again, 4), digests(&p, 4));
+    let mixed = Pipeline::mix([("a", lm()), ("b", lm())], &[1.0, 1.0])
+        .unwrap()
+        .mix_schedule(&[], false)
+        .parse(lm_spec())
+        .max_length(512)
+        .batch(2, true);
+    let again = ParsedPipeline::from_description(&mixed.describe()).unwrap();
+    let (a, b) = (start_error(&mixed), start_error(&again));
+    assert_eq!(a.to_string(), b.to_string());
+}

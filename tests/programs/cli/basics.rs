@@ -307,6 +307,28 @@ fn bench_names_a_bad_spec_and_a_forever_run_without_a_limit() {
         "{}",
         stderr(&output)
     );
+    // A mixture of sources that repeat forever too (stopping with its
+    // first source to end, it never ends).
+    let mix = [
+        "bench",
+        "--mix",
+        "a:1:testdata/lm-sample.tfrecord",
+        "--mix",
+        "b:1:testdata/lm-sample.tfrecord.gz",
+        "--epochs",
+        "0",
+    ];
+    let output = infeed(&mix);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("repeats forever"),
+        "{}",
+        stderr(&output)
+    );
+    // A mixture that ends reads no whole number of epochs: none is reported.
+    let report = crate::support::run::bench_json(&[&mix[..5], &["--epochs", "2"]].concat());
+    assert!(report["records"].as_u64().unwrap() > 0);
+    assert_eq!(report["records_per_epoch"], serde_json::Value::Null);
 }
 
 #[test]
