@@ -129,6 +129,12 @@ pub enum PipelineError {
     /// A worker thread died (a panic in a user's map or filter).
     #[error("a pipeline worker thread died: {0}")]
     Worker(String),
+    /// The system refused to start one of the pipeline's threads (its
+    /// limit on threads or processes, or on memory, was reached): the
+    /// thread's name (`infeed-worker`, `infeed-shard`, ...) and the
+    /// system's reason. The threads already started were stopped.
+    #[error("cannot start thread {thread}: {message}")]
+    Spawn { thread: String, message: String },
 }
 
 /// A size setting outside what a pipeline can hold: the setting, the value
