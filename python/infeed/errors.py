@@ -103,7 +103,7 @@ class EmptyEpochError(Error):
 
 
 class WorkerError(Error):
-    """A pipeline thread died."""
+    """A pipeline thread died, or the system would not start one."""
 
 
 __all__ = [

@@ -201,7 +201,10 @@ pub fn to_py(py: Python<'_>, error: PipelineError) -> PyErr {
                 ..Fields::default()
             },
         ),
-        PipelineError::Worker(_) => ("WorkerError", Fields::default()),
+        // A thread that died, or that the system would not start.
+        PipelineError::Worker(_) | PipelineError::Spawn { .. } => {
+            ("WorkerError", Fields::default())
+        }
         // A variant added later still arrives as an infeed.Error.
         #[allow(unreachable_patterns)]
         _ => ("Error", Fields::default()),

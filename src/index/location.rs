@@ -174,7 +174,8 @@ pub enum Found {
 /// ([`index_urls`]: the first place that has one; checked against its
 /// shard), or, where there is none, built in memory by
 /// reading the shard (a log line says so: it reads the whole shard). A few
-/// are read at once.
+/// are read at once, each on a thread of its own, or on the calling thread
+/// where the system refuses one.
 pub fn load_or_build(
     shards: &[String],
     opts: &IndexOptions,
@@ -186,17 +187,25 @@ pub fn load_or_build(
             std::thread::scope(|scope| {
                 let handles: Vec<_> = group
                     .iter()
-                    .map(|shard| scope.spawn(move || one(shard, opts)))
+                    .map(|shard| {
+                        std::thread::Builder::new()
+                            .name("infeed-index".into())
+                            .spawn_scoped(scope, move || one(shard, opts))
+                            .map_err(|_| shard)
+                    })
                     .collect();
                 handles
                     .into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
+                    .map(|h| match h {
+                        Ok(h) => h.join().unwrap_or_else(|_| {
                             Err(IndexError::Write {
                                 index: String::new(),
                                 message: "an index thread panicked".into(),
                             })
-                        })
+                        }),
+                        // A thread the system refused (its limit on
+                        // threads): this shard's index is read here.
+                        Err(shard) => one(shard, opts),
                     })
                     .collect()
             });

@@ -17,6 +17,7 @@ use super::checkpoint;
 use super::checkpoint::Snapshot;
 use super::error::PipelineError;
 use super::skip_steps::SkipSteps;
+use super::threads::spawn;
 
 type Item<T> = Result<(T, Arc<Snapshot>, u64), PipelineError>;
 
@@ -34,37 +35,49 @@ pub struct BatchStream<T> {
 
 impl<T: Send + 'static> Batches<T> {
     /// Turns the pipeline into an async stream of batches.
+    ///
+    /// The batches come from a thread of their own (`infeed-stream`). If
+    /// the system refuses to start it, the pipeline is stopped and the
+    /// stream yields [`PipelineError::Spawn`] as its first item, then ends.
     pub fn into_stream(mut self) -> BatchStream<T> {
         let (tx, rx) = mpsc::channel(1);
         let initial = self.state();
         let streams = self.streams;
         let skip = self.skip.clone();
-        let thread = std::thread::Builder::new()
-            .name("infeed-stream".into())
-            .spawn(move || {
-                loop {
-                    let item = match self.next_batch() {
-                        Ok(None) => return,
-                        Ok(Some(batch)) => {
-                            let state = self.last_state_arc();
-                            Ok((batch, state, self.batches_delivered()))
-                        }
-                        Err(e) => Err(e),
-                    };
-                    let stop = item.is_err();
-                    if tx.blocking_send(item).is_err() || stop {
-                        return;
+        // Refused, the closure is dropped with the pipeline, whose drop
+        // stops and joins its threads.
+        let spawned = spawn("infeed-stream", move || {
+            loop {
+                let item = match self.next_batch() {
+                    Ok(None) => return,
+                    Ok(Some(batch)) => {
+                        let state = self.last_state_arc();
+                        Ok((batch, state, self.batches_delivered()))
                     }
+                    Err(e) => Err(e),
+                };
+                let stop = item.is_err();
+                if tx.blocking_send(item).is_err() || stop {
+                    return;
                 }
-            })
-            .expect("spawn the stream thread");
+            }
+        });
+        let (rx, thread) = match spawned {
+            Ok(thread) => (rx, Some(thread)),
+            Err(e) => {
+                let (tx, rx) = mpsc::channel(1);
+                // Room for it: the channel is new.
+                let _ = tx.try_send(Err(e));
+                (rx, None)
+            }
+        };
         BatchStream {
             rx,
             last: None,
             initial,
             streams,
             skip,
-            thread: Some(thread),
+            thread,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 
 use super::accounting::RecordAccount;
 use super::bottleneck::{Bottleneck, StageTime};
@@ -23,7 +23,7 @@ use super::stats::{StageFigures, StageStats, StreamCounters};
 use super::threads::affinity::CpuAffinity;
 use super::threads::panic_message;
 use super::threads::record_thread::{self, RecordThread};
-use super::threads::streams::{self as streams_thread, StreamInput};
+use super::threads::streams::{self as streams_thread, StreamInput, Streams};
 use super::threads::window::{self, Entry, Exit};
 use super::threads::workers::{self as worker_threads, Delivery, Made, Outcome};
 use crate::batch::{Provenance, RecordPosition};
@@ -180,9 +180,10 @@ pub(crate) type ProvenanceOf<T> = fn(&T) -> (usize, Provenance);
 pub(crate) type Recycler<T> = Arc<dyn Fn(T) + Send + Sync>;
 
 impl<T: Send + 'static> Batches<T> {
-    /// Starts the record threads of the host's logical streams (`files`:
-    /// each stream's), the streams thread that joins them when there are
-    /// several, and the workers.
+    /// Starts the workers, the record threads of the host's logical streams
+    /// (`files`: each stream's) and the streams thread that joins them when
+    /// there are several; [`PipelineError::Spawn`] when one of them cannot
+    /// start, the others stopped.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start(
         records: Vec<RecordThread>,
@@ -193,7 +194,7 @@ impl<T: Send + 'static> Batches<T> {
         work: BatchFn<T>,
         batch_stats: Arc<StageStats>,
         streams: u32,
-    ) -> Self {
+    ) -> Result<Self, PipelineError> {
         let initial_state = Arc::new(initial_state);
         let batches_before = cfg.batches_before;
         let unordered = cfg.unordered;
@@ -206,62 +207,15 @@ impl<T: Send + 'static> Batches<T> {
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(depth);
         let (out_tx, out_rx) = bounded::<Delivery<Made<T>>>(out_depth);
         let (raw_tx, window) = window::window(raw_tx, window_places(depth, workers, out_depth));
-        let mut threads = Vec::with_capacity(workers + records.len() + 1);
-        match <[RecordThread; 1]>::try_from(records) {
-            Ok([records]) => threads.push(record_thread::spawn(
-                records,
-                raw_tx,
-                counters.stream.clone(),
-                cfg.affinity.clone(),
-            )),
-            Err(records) => {
-                let mut inputs = Vec::with_capacity(records.len());
-                let mut first_file = 0u32;
-                for ((records, stream_files), initial) in
-                    records.into_iter().zip(&files).zip(&initial_state.streams)
-                {
-                    let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
-                    let thread = record_thread::spawn(
-                        records,
-                        Entry::open(tx),
-                        counters.stream.clone(),
-                        cfg.affinity.clone(),
-                    );
-                    inputs.push(StreamInput {
-                        rx,
-                        thread: Some(thread),
-                        first_file,
-                        initial: initial.clone(),
-                    });
-                    first_file += stream_files.len() as u32;
-                }
-                let host_files: Vec<String> = files.into_iter().flatten().collect();
-                threads.push(streams_thread::spawn(
-                    inputs,
-                    Arc::new(host_files),
-                    raw_tx,
-                    cfg.affinity.clone(),
-                ));
-            }
-        }
-        threads.extend(worker_threads::spawn(
-            workers,
-            &raw_rx,
-            &out_tx,
-            &work,
-            &batch_stats,
-            &cfg.affinity,
-            &ReadChecks {
-                read: cfg.read.clone(),
-                indexes: cfg.indexes.clone(),
-            },
-        ));
-        Batches {
+        let threads = Vec::with_capacity(workers + records.len() + 1);
+        let stream_stats = counters.stream.clone();
+        let stats = batch_stats.clone();
+        let mut batches = Batches {
             rx: Some(out_rx),
             pending: BTreeMap::new(),
             window: Some(window),
             next_seq: 0,
-            last_state: Some(initial_state),
+            last_state: Some(initial_state.clone()),
             threads,
             counters,
             batch_stats,
@@ -282,7 +236,23 @@ impl<T: Send + 'static> Batches<T> {
             recycler: None,
             provenance_of: None,
             last_provenance: None,
-        }
+        };
+        // A thread that cannot start ends the start with its error: the
+        // threads started before it are in `batches`, whose drop stops and
+        // joins them.
+        spawn_threads(
+            &mut batches.threads,
+            records,
+            files,
+            &initial_state,
+            &stream_stats,
+            &cfg,
+            (raw_tx, raw_rx),
+            out_tx,
+            &work,
+            &stats,
+        )?;
+        Ok(batches)
     }
 
     /// Gives a batch back once done with it, so that a later batch reuses
@@ -511,6 +481,81 @@ impl<T: Send + 'static> Batches<T> {
         }
         panic
     }
+}
+
+/// Starts the workers, then the record threads of the host's streams and
+/// the streams thread where there are several (see [`Batches::start`]),
+/// pushing each thread onto `threads` as it starts. The record threads come
+/// last, as they start threads of their own (shard readers, prefilter
+/// threads): the start's threads are all up, or one refused, before those
+/// are asked for. `raw_rx` and `out_tx` go with it: once it returns, only
+/// the threads hold them.
+#[allow(clippy::too_many_arguments)]
+fn spawn_threads<T: Send + 'static>(
+    threads: &mut Vec<JoinHandle<()>>,
+    records: Vec<RecordThread>,
+    files: Vec<Vec<String>>,
+    initial_state: &Snapshot,
+    stream_stats: &Arc<StageStats>,
+    cfg: &ExecConfig,
+    (raw_tx, raw_rx): (Entry, Receiver<Delivery<RawBatch>>),
+    out_tx: Sender<Delivery<Made<T>>>,
+    work: &BatchFn<T>,
+    batch_stats: &Arc<StageStats>,
+) -> Result<(), PipelineError> {
+    worker_threads::spawn(
+        cfg.workers.max(1),
+        &raw_rx,
+        &out_tx,
+        work,
+        batch_stats,
+        &cfg.affinity,
+        &ReadChecks {
+            read: cfg.read.clone(),
+            indexes: cfg.indexes.clone(),
+        },
+        threads,
+    )?;
+    match <[RecordThread; 1]>::try_from(records) {
+        Ok([records]) => threads.push(record_thread::spawn(
+            records,
+            raw_tx,
+            stream_stats.clone(),
+            cfg.affinity.clone(),
+        )?),
+        Err(records) => {
+            // Dropped on an early return: closes the channels of the record
+            // threads started, and joins them.
+            let mut inputs = Streams(Vec::with_capacity(records.len()));
+            let mut first_file = 0u32;
+            for ((records, stream_files), initial) in
+                records.into_iter().zip(&files).zip(&initial_state.streams)
+            {
+                let (tx, rx) = bounded::<Delivery<RawBatch>>(2);
+                let thread = record_thread::spawn(
+                    records,
+                    Entry::open(tx),
+                    stream_stats.clone(),
+                    cfg.affinity.clone(),
+                )?;
+                inputs.0.push(StreamInput {
+                    rx,
+                    thread: Some(thread),
+                    first_file,
+                    initial: initial.clone(),
+                });
+                first_file += stream_files.len() as u32;
+            }
+            let host_files: Vec<String> = files.into_iter().flatten().collect();
+            threads.push(streams_thread::spawn(
+                inputs,
+                Arc::new(host_files),
+                raw_tx,
+                cfg.affinity.clone(),
+            )?);
+        }
+    }
+    Ok(())
 }
 
 impl<T> Drop for Batches<T> {

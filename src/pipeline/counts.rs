@@ -13,6 +13,7 @@ use std::io::Read;
 use serde_json::Value;
 
 use super::error::PipelineError;
+use super::threads::spawn_scoped;
 use crate::record::{ReadOptions, RecordReader};
 use crate::source::{SourceOptions, list_shards_blocking, open_blocking};
 
@@ -132,10 +133,13 @@ fn count_by_reading(
     let mut counts = vec![0u64; files.len()];
     for (chunk_files, chunk_counts) in files.chunks(workers).zip(counts.chunks_mut(workers)) {
         std::thread::scope(|scope| {
-            let handles: Vec<_> = chunk_files
-                .iter()
-                .map(|file| {
-                    scope.spawn(move || -> Result<u64, PipelineError> {
+            let mut handles = Vec::with_capacity(chunk_files.len());
+            for file in chunk_files {
+                // Refused: the error, once the threads started end.
+                handles.push(spawn_scoped(
+                    scope,
+                    "infeed-count",
+                    move || -> Result<u64, PipelineError> {
                         let reader = open_blocking(file, source)?;
                         let mut n = 0;
                         for record in RecordReader::with_options(reader, file.as_str(), read) {
@@ -143,9 +147,9 @@ fn count_by_reading(
                             n += 1;
                         }
                         Ok(n)
-                    })
-                })
-                .collect();
+                    },
+                )?);
+            }
             for (slot, handle) in chunk_counts.iter_mut().zip(handles) {
                 *slot = handle
                     .join()

@@ -22,6 +22,7 @@ use super::group::schedule::Schedule;
 use super::item::Item;
 use super::ops::stream_chain::StreamChain;
 use super::settings::{EqualBatches, RecordSettings};
+use super::threads::spawn_scoped;
 
 /// Records a stream's grouping simulation hands to the prefilter at once.
 const CHUNK: usize = 256;
@@ -59,7 +60,7 @@ pub(crate) fn from_grouping(
                 .iter()
                 .map(|&s| {
                     let open = &open;
-                    scope.spawn(move || {
+                    spawn_scoped(scope, "infeed-count", move || {
                         let (chain, files) = open(s)?;
                         stream_run(chain, files, record)
                     })
@@ -68,7 +69,8 @@ pub(crate) fn from_grouping(
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join()
+                    // A thread refused: its error in the stream's place.
+                    h?.join()
                         .unwrap_or_else(|_| Err(PipelineError::Worker("batch counting".into())))
                 })
                 .collect()

@@ -129,6 +129,12 @@ pub enum PipelineError {
     /// A worker thread died (a panic in a user's map or filter).
     #[error("a pipeline worker thread died: {0}")]
     Worker(String),
+    /// The system refused to start one of the pipeline's threads (its
+    /// limit on threads or processes, or on memory, was reached): the
+    /// thread's name (`infeed-worker`, `infeed-shard`, ...) and the
+    /// system's reason. The threads already started were stopped.
+    #[error("cannot start thread {thread}: {message}")]
+    Spawn { thread: String, message: String },
 }
 
 /// A size setting outside what a pipeline can hold: the setting, the value
@@ -159,11 +165,34 @@ impl From<RecordError> for PipelineError {
     /// it only carries: a shard reader's read failure comes through its
     /// `std::io::Read` as an I/O error wrapping the typed error, which is
     /// handed on as it was made (with its URL, offset and retries).
+    ///
+    /// A shard reader that could not start sends its
+    /// [`Spawn`](PipelineError::Spawn) error the same way (`read/blocks.rs`):
+    /// it is handed on as that error.
     fn from(e: RecordError) -> Self {
+        if let Some(refused) = refused_thread(&e) {
+            return refused;
+        }
         match into_source_error(e) {
             Ok(source) => PipelineError::Source(source),
             Err(e) => PipelineError::Record(e),
         }
+    }
+}
+
+/// The [`PipelineError::Spawn`] an I/O record error wraps (a shard reader
+/// that could not start), if it wraps one: read by reference, so a record
+/// error cloned on the way still gives it.
+fn refused_thread(e: &RecordError) -> Option<PipelineError> {
+    let crate::record::ErrorKind::Io { source, .. } = &e.kind else {
+        return None;
+    };
+    match source.get_ref()?.downcast_ref::<PipelineError>()? {
+        PipelineError::Spawn { thread, message } => Some(PipelineError::Spawn {
+            thread: thread.clone(),
+            message: message.clone(),
+        }),
+        _ => None,
     }
 }
 

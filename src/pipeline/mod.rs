@@ -82,7 +82,10 @@
 //! slows the readers. Work crosses threads in whole blocks and whole
 //! batches, never record by record (a cross-core wake-up costs ~40 µs
 //! here). Dropping [`Batches`] closes its channels and joins its threads;
-//! each thread ends at its next send. Under [`Pipeline::cpu_affinity`] the
+//! each thread ends at its next send. A thread the system refuses to start
+//! is [`PipelineError::Spawn`], delivered as the build's error (the threads
+//! started before stopped the same way) or, for a thread started later, as
+//! an error of the batches. Under [`Pipeline::cpu_affinity`] the
 //! record, streams and worker threads pin themselves to its cores as they
 //! start, and the threads they start inherit the mask.
 

@@ -60,7 +60,7 @@ pub(crate) fn records_of(
     for (stream, thread) in threads.into_iter().enumerate() {
         let (tx, rx) = bounded(2);
         let handle =
-            record_thread::spawn(thread, Entry::open(tx), stats.clone(), Default::default());
+            record_thread::spawn(thread, Entry::open(tx), stats.clone(), Default::default())?;
         for (seq, delivered) in rx.iter() {
             let step = first + seq;
             if step > last {

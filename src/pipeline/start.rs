@@ -80,7 +80,7 @@ pub(crate) fn start<T: Send + 'static>(
         work,
         batch_stats,
         planned.job.streams as u32,
-    );
+    )?;
     batches.shape_schedule = planned.shape_schedule;
     batches.skip = planned.skip;
     Ok(batches)

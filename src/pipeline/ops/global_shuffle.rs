@@ -25,12 +25,13 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::thread::JoinHandle;
 
-use crate::index::{AccessOptions, IndexError, IndexOptions, RandomAccess};
+use crate::index::{AccessOptions, IndexOptions, RandomAccess};
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, LengthScan, carried};
 use crate::pipeline::rng::{IndexShuffle, domain};
 use crate::pipeline::stats::StageStats;
+use crate::pipeline::threads::spawn;
 use crate::record::ReadOptions;
 use crate::source::SourceOptions;
 
@@ -301,20 +302,25 @@ impl Order {
 
 /// The reader thread's side: chunks of items, in order.
 struct Ahead {
-    rx: Receiver<Result<Vec<Item>, IndexError>>,
+    rx: Receiver<Result<Vec<Item>, PipelineError>>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Ahead {
-    /// Reads `order`'s records from the stream's `from`-th on.
+    /// Reads `order`'s records from the stream's `from`-th on. A thread the
+    /// system refuses to start gives [`PipelineError::Spawn`] in place of
+    /// the first chunk, as a thread gives a failed read.
     fn spawn(order: Order, from: u64, scan: Option<LengthScan>, stats: Arc<StageStats>) -> Ahead {
         let (tx, rx) = sync_channel(AHEAD);
-        let handle = std::thread::Builder::new()
-            .name("infeed-global".into())
-            .spawn(move || {
-                for indices in order.chunks(from) {
-                    let timer = stats.busy_timer();
-                    let items = order.data.access.get_many(&indices).map(|records| {
+        let spawned = spawn("infeed-global", move || {
+            for indices in order.chunks(from) {
+                let timer = stats.busy_timer();
+                let items = order
+                    .data
+                    .access
+                    .get_many(&indices)
+                    .map_err(PipelineError::from)
+                    .map(|records| {
                         records
                             .into_iter()
                             .map(|(file, r)| {
@@ -326,22 +332,29 @@ impl Ahead {
                             })
                             .collect::<Vec<_>>()
                     });
-                    if let Ok(items) = &items {
-                        stats.add_records(items.len() as u64);
-                        stats.add_bytes(items.iter().map(|i| i.data.len() as u64 + 16).sum());
-                    }
-                    drop(timer);
-                    let failed = items.is_err();
-                    let _wait = stats.wait_timer();
-                    if tx.send(items).is_err() || failed {
-                        return;
-                    }
+                if let Ok(items) = &items {
+                    stats.add_records(items.len() as u64);
+                    stats.add_bytes(items.iter().map(|i| i.data.len() as u64 + 16).sum());
                 }
-            })
-            .expect("spawn the global shuffle's reader thread");
-        Ahead {
-            rx,
-            handle: Some(handle),
+                drop(timer);
+                let failed = items.is_err();
+                let _wait = stats.wait_timer();
+                if tx.send(items).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => Ahead {
+                rx,
+                handle: Some(handle),
+            },
+            Err(refused) => {
+                let (tx, rx) = sync_channel(1);
+                // Room for it: the channel is new.
+                let _ = tx.send(Err(refused));
+                Ahead { rx, handle: None }
+            }
         }
     }
 }

@@ -29,8 +29,10 @@ use bytes::Bytes;
 
 use super::in_workers;
 use crate::index::ShardIndex;
+use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{LengthScan, carried};
 use crate::pipeline::stats::StageStats;
+use crate::pipeline::threads::spawn;
 use crate::record::chunk_source::{ChunkSource, Prefixed};
 use crate::source::{ReadStats, SourceOptions, open_blocking_at};
 
@@ -94,7 +96,9 @@ pub(crate) struct Framing {
 
 impl ShardBlocks {
     /// Starts reading `path` at the record boundary `start` (0 for the whole
-    /// file), its bytes fetched with the `source` options.
+    /// file), its bytes fetched with the `source` options. A reader the
+    /// system refuses to start gives [`PipelineError::Spawn`] (wrapped in
+    /// an I/O error at `start`) in place of its first block.
     pub fn spawn(
         path: String,
         start: u64,
@@ -124,7 +128,7 @@ impl ShardBlocks {
         framing: Framing,
         begin: Begin,
     ) -> Self {
-        let (tx, rx) = sync_channel(BLOCKS_IN_FLIGHT);
+        let (tx, mut rx) = sync_channel(BLOCKS_IN_FLIGHT);
         let taken = Arc::new(AtomicU32::new(begin.ramped));
         let waits_from = Arc::new(OnceLock::new());
         if !begin.ahead {
@@ -136,30 +140,35 @@ impl ShardBlocks {
         let is_mapped = mapped.clone();
         let unread = Arc::new(AtomicBool::new(false));
         let is_unread = unread.clone();
-        let handle = std::thread::Builder::new()
-            .name("infeed-shard".into())
-            .spawn(move || {
-                let shard = ShardThread {
-                    tx: &tx,
-                    waits_from: &counted_from,
-                    stats: &stats,
-                    taken: &consumed,
-                    mapped: &is_mapped,
-                    unread: &is_unread,
-                    scan: framing.scan.as_ref(),
-                };
-                let read = match &framing.index {
-                    Some(index) => leave_unread(&path, start, opts.chunk_size, index, &shard),
-                    None => read_shard(&path, start, &opts, &source, &shard),
-                };
-                if let Err(e) = read {
-                    let _ = tx.send(Err(e));
-                }
-            })
-            .expect("spawn a shard reader thread");
+        let named = path.clone();
+        let spawned = spawn("infeed-shard", move || {
+            let shard = ShardThread {
+                tx: &tx,
+                waits_from: &counted_from,
+                stats: &stats,
+                taken: &consumed,
+                mapped: &is_mapped,
+                unread: &is_unread,
+                scan: framing.scan.as_ref(),
+            };
+            let read = match &framing.index {
+                Some(index) => leave_unread(&path, start, opts.chunk_size, index, &shard),
+                None => read_shard(&path, start, &opts, &source, &shard),
+            };
+            if let Err(e) = read {
+                let _ = tx.send(Err(e));
+            }
+        });
+        let handle = match spawned {
+            Ok(handle) => Some(handle),
+            Err(refused) => {
+                rx = refused_reader(&named, start, refused);
+                None
+            }
+        };
         ShardBlocks {
             rx,
-            handle: Some(handle),
+            handle,
             taken,
             mapped,
             unread,
@@ -252,6 +261,22 @@ impl ShardThread<'_> {
 
 fn io_error(path: &str, offset: u64, e: std::io::Error) -> RecordError {
     RecordError::new(path, offset, ErrorKind::from_io(e))
+}
+
+/// The receiving end for a shard reader that could not start: it gives the
+/// [`Spawn`](PipelineError::Spawn) error at `start` of `path`, as a reader
+/// gives a failed read (an I/O error, handed on as the error it wraps:
+/// `From<RecordError> for PipelineError`), then ends.
+fn refused_reader(
+    path: &str,
+    start: u64,
+    refused: PipelineError,
+) -> Receiver<Result<Block, RecordError>> {
+    let (tx, rx) = sync_channel(1);
+    let error = io_error(path, start, std::io::Error::other(refused));
+    // Room for it: the channel is new.
+    let _ = tx.send(Err(error));
+    rx
 }
 
 /// A shard opened to read its records from a byte `start`.

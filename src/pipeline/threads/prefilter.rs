@@ -53,29 +53,30 @@ impl Pool<'_> {
 }
 
 /// Runs `body` with a pool of `workers` prefilter threads running
-/// `prefilter`; the threads end when it returns.
+/// `prefilter`; the threads end when it returns. A thread that cannot start
+/// is [`PipelineError::Spawn`], returned without running `body`: those
+/// started end as the job channel closes, and the scope joins them.
 pub(crate) fn with_pool<R>(
     workers: usize,
     prefilter: &PrefilterFn,
-    body: impl FnOnce(&mut Pool<'_>) -> R,
-) -> R {
+    body: impl FnOnce(&mut Pool<'_>) -> Result<R, PipelineError>,
+) -> Result<R, PipelineError> {
     let in_flight_max = workers * 2;
     let (job_tx, job_rx) = bounded::<(u64, RawBatch)>(in_flight_max);
     let (res_tx, res_rx) = bounded::<Verdicts>(in_flight_max);
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let (job_rx, res_tx) = (job_rx.clone(), res_tx.clone());
-            std::thread::Builder::new()
-                .name("infeed-prefilter".into())
-                .spawn_scoped(scope, move || {
-                    while let Ok((seq, raw)) = job_rx.recv() {
-                        let verdicts = catch_panic(|| prefilter(&raw));
-                        if res_tx.send((seq, verdicts)).is_err() {
-                            return;
-                        }
+            // On an error `job_tx` goes with this closure: the threads
+            // started see the job channel close and end.
+            super::spawn_scoped(scope, "infeed-prefilter", move || {
+                while let Ok((seq, raw)) = job_rx.recv() {
+                    let verdicts = catch_panic(|| prefilter(&raw));
+                    if res_tx.send((seq, verdicts)).is_err() {
+                        return;
                     }
-                })
-                .expect("spawn a prefilter thread");
+                }
+            })?;
         }
         drop(res_tx);
         let mut pool = Pool {

@@ -26,20 +26,18 @@ use super::affinity::CpuAffinity;
 use super::prefilter;
 use super::window::Entry;
 
-/// Starts the record thread.
+/// Starts the record thread. When it cannot start, `records` (its chain,
+/// with the shard readers it started) is dropped, which stops them.
 pub(crate) fn spawn(
     records: RecordThread,
     tx: Entry,
     stats: Arc<StageStats>,
     affinity: CpuAffinity,
-) -> std::thread::JoinHandle<()> {
-    std::thread::Builder::new()
-        .name("infeed-records".into())
-        .spawn(move || {
-            affinity.apply();
-            records.run(&tx, &stats)
-        })
-        .expect("spawn the record thread")
+) -> Result<std::thread::JoinHandle<()>, PipelineError> {
+    super::spawn("infeed-records", move || {
+        affinity.apply();
+        records.run(&tx, &stats)
+    })
 }
 
 /// What the record thread runs with.

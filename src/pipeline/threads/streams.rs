@@ -35,27 +35,37 @@ pub(crate) struct StreamInput {
     pub thread: Option<JoinHandle<()>>,
 }
 
-/// Starts the streams thread.
+/// A host's logical streams, as the streams thread owns them. Dropped, it
+/// closes every stream's channel first, so record threads still sending
+/// end, then joins their threads: at the streams thread's end, or, where a
+/// record thread or the streams thread could not start, in the thread that
+/// tried.
+pub(crate) struct Streams(pub Vec<StreamInput>);
+
+impl Drop for Streams {
+    fn drop(&mut self) {
+        // Collected first: every receiver is dropped before the first join.
+        let threads: Vec<_> = self.0.drain(..).filter_map(|i| i.thread).collect();
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Starts the streams thread. When it cannot start, `inputs` go with its
+/// closure: their record threads are stopped and joined.
 pub(crate) fn spawn(
-    inputs: Vec<StreamInput>,
+    inputs: Streams,
     files: Arc<Vec<String>>,
     tx: Entry,
     affinity: CpuAffinity,
-) -> std::thread::JoinHandle<()> {
-    std::thread::Builder::new()
-        .name("infeed-streams".into())
-        .spawn(move || {
-            affinity.apply();
-            let mut inputs = inputs;
-            run(&mut inputs, &files, &tx);
-            // Close every channel first, so record threads still sending
-            // end, then wait for them.
-            let threads: Vec<_> = inputs.into_iter().filter_map(|i| i.thread).collect();
-            for thread in threads {
-                let _ = thread.join();
-            }
-        })
-        .expect("spawn the streams thread")
+) -> Result<JoinHandle<()>, PipelineError> {
+    super::spawn("infeed-streams", move || {
+        affinity.apply();
+        let mut inputs = inputs;
+        run(&mut inputs.0, &files, &tx);
+        drop(inputs);
+    })
 }
 
 fn run(inputs: &mut [StreamInput], files: &Arc<Vec<String>>, tx: &Entry) {

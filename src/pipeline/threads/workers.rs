@@ -31,7 +31,10 @@ pub(crate) struct Made<T> {
     pub tally: BatchTally,
 }
 
-/// Starts `workers` worker threads.
+/// Starts `workers` worker threads, each pushed onto `threads` as it
+/// starts: when one cannot start, the error, with those started before it
+/// in `threads` for the caller to stop.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn<T: Send + 'static>(
     workers: usize,
     rx: &Receiver<Delivery<RawBatch>>,
@@ -40,21 +43,18 @@ pub(crate) fn spawn<T: Send + 'static>(
     stats: &Arc<StageStats>,
     affinity: &CpuAffinity,
     checks: &ReadChecks,
-) -> Vec<JoinHandle<()>> {
-    (0..workers)
-        .map(|_| {
-            let (rx, tx, work, stats) = (rx.clone(), tx.clone(), work.clone(), stats.clone());
-            let affinity = affinity.clone();
-            let reads = WorkerReads::new(checks);
-            std::thread::Builder::new()
-                .name("infeed-worker".into())
-                .spawn(move || {
-                    affinity.apply();
-                    run_worker(&rx, &tx, &*work, &stats, reads)
-                })
-                .expect("spawn a worker thread")
-        })
-        .collect()
+    threads: &mut Vec<JoinHandle<()>>,
+) -> Result<(), PipelineError> {
+    for _ in 0..workers {
+        let (rx, tx, work, stats) = (rx.clone(), tx.clone(), work.clone(), stats.clone());
+        let affinity = affinity.clone();
+        let reads = WorkerReads::new(checks);
+        threads.push(super::spawn("infeed-worker", move || {
+            affinity.apply();
+            run_worker(&rx, &tx, &*work, &stats, reads)
+        })?);
+    }
+    Ok(())
 }
 
 fn run_worker<T>(

@@ -26,6 +26,9 @@ mod recycle;
 mod restore_props;
 mod sequence;
 mod tf_oracle;
+// RLIMIT_NPROC and /proc: Linux only.
+#[cfg(target_os = "linux")]
+mod thread_limits;
 mod tokenize;
 mod worker_reads;
 
