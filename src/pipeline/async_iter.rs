@@ -36,7 +36,7 @@ pub struct BatchStream<T> {
 impl<T: Send + 'static> Batches<T> {
     /// Turns the pipeline into an async stream of batches.
     ///
-    /// The batches come from a thread of their own (`infeed-stream`). If
+    /// The batches come from a thread of their own (`infeed-async`). If
     /// the system refuses to start it, the pipeline is stopped and the
     /// stream yields [`PipelineError::Spawn`] as its first item, then ends.
     pub fn into_stream(mut self) -> BatchStream<T> {
@@ -46,7 +46,7 @@ impl<T: Send + 'static> Batches<T> {
         let skip = self.skip.clone();
         // Refused, the closure is dropped with the pipeline, whose drop
         // stops and joins its threads.
-        let spawned = spawn("infeed-stream", move || {
+        let spawned = spawn("infeed-async", move || {
             loop {
                 let item = match self.next_batch() {
                     Ok(None) => return,

@@ -65,7 +65,7 @@
 //!  per batch delivered. Places: both bounded channels' capacities + threads, so a late worker holds
 //!  the rest back there, not in an unbounded reorder buffer (threads/window.rs).
 //!
-//!  infeed-stream (1; only with Batches::into_stream): Batches::next_batch ──tokio mpsc(1)──► BatchStream
+//!  infeed-async (1; only with Batches::into_stream): Batches::next_batch ──tokio mpsc(1)──► BatchStream
 //! ```
 //!
 //! | thread | how many, how long | does | file |
@@ -76,7 +76,7 @@
 //! | `infeed-streams` | one, only when a host runs several logical streams | joins the streams' groups of each step, in stream order, into the host's batch | `threads/streams.rs` |
 //! | `infeed-prefilter` | `threads`, while the record thread runs, only with parsed filters | parses chunks of records and runs the parsed ops, so the record thread groups survivors in order | `threads/prefilter.rs` |
 //! | `infeed-worker` | `threads` per pipeline (default: one per core, or per core of [`Pipeline::cpu_affinity`]) | turns a group into the output batch (reads the records left unread, parse, map, pad, assemble) | `threads/workers.rs` |
-//! | `infeed-stream` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `async_iter.rs` |
+//! | `infeed-async` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `async_iter.rs` |
 //!
 //! Every channel is bounded, so memory is bounded and a slow consumer
 //! slows the readers. Work crosses threads in whole blocks and whole

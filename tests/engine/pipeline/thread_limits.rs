@@ -45,7 +45,7 @@ const NAMES: &[&str] = &[
     "infeed-global",
     "infeed-prefilter",
     "infeed-worker",
-    "infeed-stream",
+    "infeed-async",
 ];
 
 /// Whether this process is the child running `test` (a function of this
@@ -463,7 +463,7 @@ fn an_async_stream_whose_thread_is_refused_yields_the_error_first() {
     });
     let error = first.expect("an item").err().expect("an error");
     println!("into_stream: {error}");
-    assert!(matches!(&error, PipelineError::Spawn { thread, .. } if thread == "infeed-stream"));
+    assert!(matches!(&error, PipelineError::Spawn { thread, .. } if thread == "infeed-async"));
     assert!(then.is_none(), "an item after the error");
     drop(stream);
     limit.threads_back("into_stream");
