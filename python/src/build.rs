@@ -45,8 +45,8 @@ pub fn build(py: Python<'_>, json: &str, state: Option<&[u8]>) -> PyResult<Parse
 /// A spec as a description's features hold it (JSON: a list of features,
 /// or the text form), for the random-access source.
 pub(crate) fn feature_spec(py: Python<'_>, json: &str) -> PyResult<FeatureSpec> {
-    let features: Features = serde_json::from_str(json)
-        .map_err(|e| errors::spec(py, format!("the spec: {e}")))?;
+    let features: Features =
+        serde_json::from_str(json).map_err(|e| errors::spec(py, format!("the spec: {e}")))?;
     features
         .spec()
         .map_err(|e| errors::to_py(py, PipelineError::from(e)))
