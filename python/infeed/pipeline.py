@@ -786,6 +786,14 @@ class Pipeline:
         ``"keep_start"``, ``"keep_end"`` or ``"split"``."""
         return self._batches("pack_overflow", overflow=policy)
 
+    def filter_length(self, feature: str, min: int = 0, max: int = 2**64 - 1) -> Pipeline:
+        """Keeps only the records whose variable-length ``feature`` holds
+        from ``min`` to ``max`` values (tokens, after :meth:`tokenize`),
+        before they are grouped, so batches stay full. Unlike a Python
+        function it is part of :meth:`describe` (any face or machine runs
+        it) and of the state's fingerprint."""
+        return self._batches("filter_length", feature=str(feature), min=int(min), max=int(max))
+
     def map_batch(self, fn: Callable[[Batch], Batch]) -> Pipeline:
         """Applies ``fn`` (dict name → numpy array in, dict out) to every
         batch, in order.

@@ -131,3 +131,23 @@ def test_values_json_cannot_hold_still_describe_and_run():
     batch = next(iter(p))
     assert np.isnan(batch["missing_f"][:, 0]).all() and np.isinf(batch["missing_f"][:, 1]).all()
     assert list(batch["missing_b"]) == [b"\xff\x01"] * 3
+
+
+def test_filter_length_is_data_and_keeps_those_lengths(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    p = (
+        infeed.Pipeline.from_files([LM])
+        .parse(LM_SPEC)
+        .filter_length("input_ids", 100, 200)
+        .max_length(512)
+        .batch(8, drop_remainder=False)
+    )
+    assert p.describe()["batches"][0] == {
+        "filter_length": {"feature": "input_ids", "min": 100, "max": 200}
+    }
+    lengths = [n for b in p for n in b["input_ids_mask"].sum(axis=1) if n > 0]
+    assert lengths and all(100 <= n <= 200 for n in lengths)
+    # The same on the command line, from the description.
+    path = ROOT / "target" / "test-filter-length.json"
+    path.write_text(json.dumps(p.describe()))
+    assert python_digests(p) == cli_digests(str(path))

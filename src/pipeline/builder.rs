@@ -12,6 +12,7 @@ use super::description::{
     BatchStep, Callable, Description, Mix, MixSource, Output, Parse, RecordStep, Source,
 };
 use super::error::PipelineError;
+use super::filter_length::FilterLength;
 use super::group::grouping::RecordWork;
 use super::group::raw_batch::{BatchFn, RawBatch};
 use super::inputs_targets::InputsTargets;
@@ -1168,6 +1169,9 @@ impl ParsedPipeline {
                 let op = TokenizeOp::new(feature, tokenizer, *add_bos, *add_eos);
                 p.push(Arc::new(op));
             }
+            BatchStep::FilterLength { feature, min, max } => {
+                p.push(Arc::new(FilterLength::new(feature, *min, *max)))
+            }
             // User code: applied by `map_batch` and `filter_rows`, which hold it.
             BatchStep::MapBatch(_) | BatchStep::FilterRows(_) => {}
         }
@@ -1252,6 +1256,17 @@ impl ParsedPipeline {
             add_bos,
             add_eos,
         })
+    }
+
+    /// Keeps only the records whose variable-length `feature` holds from
+    /// `min` to `max` values (tokens, after [`tokenize`](Self::tokenize)),
+    /// as [`filter_rows`](Self::filter_rows) keeps records, but as data:
+    /// it is in the pipeline's [`Description`] (so any face and any machine
+    /// runs it) and its bounds in the checkpoint's fingerprint. `min` above
+    /// `max` is refused when the pipeline starts.
+    pub fn filter_length(self, feature: &str, min: u64, max: u64) -> Self {
+        let feature = feature.to_owned();
+        self.step(BatchStep::FilterLength { feature, min, max })
     }
 
     /// Reads what the steps on parsed batches read once (a tokenizer;

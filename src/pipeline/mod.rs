@@ -100,6 +100,7 @@ mod counts;
 pub mod description;
 mod equal;
 mod error;
+mod filter_length;
 mod group;
 #[cfg(feature = "images")]
 mod images;

@@ -28,6 +28,22 @@ pub(super) fn parse_tokenize(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `FEATURE:MIN:MAX`: a length filter's feature and bounds (either bound
+/// may be left empty: 0, or no upper bound).
+pub(super) fn parse_filter_length(s: &str) -> Result<(String, u64, u64), String> {
+    let mut parts = s.rsplitn(3, ':');
+    let (Some(max), Some(min), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected FEATURE:MIN:MAX, e.g. input_ids:16:2048 or input_ids:16:".into());
+    };
+    let bound = |x: &str, none: u64| match x.trim() {
+        "" => Ok(none),
+        x => x
+            .parse::<u64>()
+            .map_err(|_| format!("{x:?} is not a whole number")),
+    };
+    Ok((name.to_owned(), bound(min, 0)?, bound(max, u64::MAX)?))
+}
+
 pub(super) fn parse_decode(s: &str) -> Result<(String, Vec<usize>), String> {
     let (name, dims) = s
         .split_once(':')

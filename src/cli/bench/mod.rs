@@ -31,8 +31,8 @@ mod report;
 mod xla;
 
 use flags::{
-    parse_chunk_size, parse_decode, parse_mask, parse_mix, parse_mix_point, parse_normalize,
-    parse_shard, parse_step_range, parse_tokenize,
+    parse_chunk_size, parse_decode, parse_filter_length, parse_mask, parse_mix, parse_mix_point,
+    parse_normalize, parse_shard, parse_step_range, parse_tokenize,
 };
 use measure::measure;
 
@@ -93,6 +93,11 @@ pub struct BenchArgs {
     /// With --tokenize: no end-of-sequence id after each text (added by default).
     #[arg(group = "words", long, requires = "tokenize")]
     no_eos: bool,
+    /// Keep the records whose variable-length feature holds MIN to MAX
+    /// values (tokens, after --tokenize), as FEATURE:MIN:MAX, e.g.
+    /// input_ids:16:2048 (a bound left empty: none).
+    #[arg(group = "words", long, value_parser = parse_filter_length)]
+    filter_length: Option<(String, u64, u64)>,
     /// Decode a fixed-length bytes feature as raw u8, e.g. image:32x32x3.
     #[arg(group = "words", long, value_parser = parse_decode)]
     decode_raw: Vec<(String, Vec<usize>)>,
@@ -660,9 +665,15 @@ fn from_flags(args: &BenchArgs) -> Result<Built, CliError> {
         p = p.threads(threads);
     }
     let Some(spec) = &args.spec else {
-        if args.bucket_by.is_some() || args.pack.is_some() || !args.tokenize.is_empty() {
+        if args.bucket_by.is_some()
+            || args.pack.is_some()
+            || !args.tokenize.is_empty()
+            || args.filter_length.is_some()
+        {
             return Err(CliError::Message(
-                "--bucket-by, --pack and --tokenize need --spec (they parse the records)".into(),
+                "--bucket-by, --pack, --tokenize and --filter-length need --spec (they parse \
+                 the records)"
+                    .into(),
             ));
         }
         return Ok(Built::Raw {
@@ -704,6 +715,9 @@ fn from_flags(args: &BenchArgs) -> Result<Built, CliError> {
         || args.inputs_targets.is_some();
     for (feature, tokenizer) in &args.tokenize {
         parsed = parsed.tokenize(feature, tokenizer, args.add_bos, !args.no_eos);
+    }
+    if let Some((feature, min, max)) = &args.filter_length {
+        parsed = parsed.filter_length(feature, *min, *max);
     }
     if let Some(n) = args.pad_to_multiple_of {
         parsed = parsed.pad_to_multiple_of(n);

@@ -187,9 +187,9 @@ impl ParsedSettings {
             .try_fold(self.spec.clone(), |spec, step| step.out_spec(spec))
     }
 
-    /// The column steps' own parts of the fingerprint (a tokenizer's), in
-    /// builder order (empty without any).
-    fn tokenize_key(&self) -> String {
+    /// The column steps' own parts of the fingerprint (a tokenizer's, a
+    /// length filter's), in builder order (empty without any).
+    fn step_keys(&self) -> String {
         self.steps
             .iter()
             .filter_map(|s| s.fingerprint().and_then(|(_, key)| key))
@@ -629,7 +629,7 @@ impl ParsedSettings {
             length_feature,
             parsed_ops,
             masks: self.mask_key(),
-            tokenize: self.tokenize_key(),
+            step_keys: self.step_keys(),
         })
     }
 

@@ -301,6 +301,12 @@ pub enum BatchStep {
         #[serde(default = "yes")]
         add_eos: bool,
     },
+    /// Keeps the records whose `feature` holds `min` to `max` values.
+    FilterLength {
+        feature: String,
+        min: u64,
+        max: u64,
+    },
     /// A map of parsed batches: user code.
     MapBatch(Callable),
     /// A filter of parsed records: user code.
@@ -412,6 +418,16 @@ impl Description {
             .iter()
             .any(|s| matches!(s, BatchStep::Pack { .. }));
         for step in &self.batches {
+            if let BatchStep::FilterLength { min, max, .. } = step
+                && min > max
+            {
+                return Err(SettingError {
+                    setting: "filter_length",
+                    value: format!("{min}..={max}"),
+                    limit: "min at most max".into(),
+                }
+                .into());
+            }
             let word = match step {
                 BatchStep::PackOverflow { .. } => "pack_overflow",
                 BatchStep::PackStrategy { .. } => "pack_strategy",

@@ -149,16 +149,17 @@ pub(crate) struct RecordWork {
     /// The feature whose length buckets or packs records (for the
     /// checkpoint's fingerprint).
     pub length_feature: Option<String>,
-    /// The parsed ops in builder order, `m` a map, `f` a filter and `t` a
-    /// tokenize (for the fingerprint).
+    /// The column steps in builder order, `m` a map, `f` a filter, `t` a
+    /// tokenize and `l` a length filter (for the fingerprint).
     pub parsed_ops: String,
     /// The mask settings, empty when default (for the fingerprint: a state
     /// saved with other masks is refused).
     pub masks: String,
-    /// The tokenize ops (feature, tokenizer digest, bos, eos), empty
-    /// without any (for the fingerprint: token counts decide buckets and
-    /// packed rows).
-    pub tokenize: String,
+    /// The column steps' own keys in builder order (a tokenize's feature,
+    /// tokenizer digest, bos and eos; a length filter's feature and
+    /// bounds), empty without any (for the fingerprint: they decide which
+    /// records are kept and the token counts that bucket or pack them).
+    pub step_keys: String,
 }
 
 impl RecordWork {
@@ -176,7 +177,7 @@ impl RecordWork {
             length_feature: None,
             parsed_ops: String::new(),
             masks: String::new(),
-            tokenize: String::new(),
+            step_keys: String::new(),
         }
     }
 
@@ -192,7 +193,7 @@ impl RecordWork {
             length_feature: self.length_feature.clone(),
             parsed_ops: self.parsed_ops.clone(),
             masks: self.masks.clone(),
-            tokenize: self.tokenize.clone(),
+            step_keys: self.step_keys.clone(),
         })
     }
 }
@@ -272,8 +273,8 @@ impl RecordWork {
         if !self.masks.is_empty() {
             id.field(15).str(&self.masks);
         }
-        if !self.tokenize.is_empty() {
-            id.field(21).str(&self.tokenize);
+        if !self.step_keys.is_empty() {
+            id.field(21).str(&self.step_keys);
         }
     }
 }

@@ -206,6 +206,15 @@ fn steps(files: &[String]) -> Vec<(&'static str, ParsedPipeline)> {
                 .batch(4, false),
         ),
         (
+            "filter_length",
+            records()
+                .shuffle(5)
+                .parse(spec())
+                .filter_length("ids", 3, 9)
+                .max_length(16)
+                .batch(3, false),
+        ),
+        (
             "filter_rows",
             records()
                 .shuffle(5)
@@ -278,6 +287,7 @@ fn every_step_restores_after_every_batch_and_is_made_again_from_its_description(
         "pack_max_segments",
         "map_batch",
         "filter_rows",
+        "filter_length",
         "mix",
         "streams",
         "equal_batches",

@@ -296,3 +296,44 @@ fn a_panic_in_a_parsed_op_is_an_error_not_a_hang() {
         }
     });
 }
+
+#[test]
+fn filter_length_keeps_exactly_the_records_of_those_lengths_and_its_bounds_are_in_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = |min, max| {
+        base(dir.path())
+            .parse(spec())
+            .filter_length("ids", min, max)
+            .max_length(16)
+            .batch(2, false)
+    };
+    let p = kept(4, 9);
+    let mut batches = p.build().unwrap();
+    let mut rows = Vec::new();
+    while let Some(batch) = batches.next_batch().unwrap() {
+        rows.extend(real_rows(&batch));
+    }
+    // LENS = [3, 4, 6, 1, 8, 2, 5, 10, 7, 12, 9, 14]: records 1, 2, 4, 6, 8, 10.
+    let expected: Vec<Vec<i64>> = [1, 2, 4, 6, 8, 10]
+        .iter()
+        .map(|&id| (0..LENS[id]).map(|j| value(id as i64, j)).collect())
+        .collect();
+    assert_eq!(rows, expected);
+    let account = batches.stats().records;
+    assert_eq!((account.delivered, account.left_out.filtered), (6, 6));
+    // A state of other bounds is of another pipeline.
+    let mut first = kept(4, 9).build().unwrap();
+    first.next_batch().unwrap();
+    let state = first.state();
+    assert!(kept(4, 9).resume_from(&state).build().is_ok());
+    match kept(4, 10).resume_from(&state).build() {
+        Err(PipelineError::BadState(_)) => {}
+        other => panic!("restored under other bounds: {:?}", other.map(|_| ())),
+    }
+    // Only a variable-length feature has lengths to filter by.
+    let fixed = base(dir.path())
+        .parse(infeed::spec::FeatureSpec::new().fixed_len("ids", infeed::spec::DType::Int64, &[1]))
+        .filter_length("ids", 1, 2)
+        .batch(2, false);
+    assert!(matches!(fixed.build(), Err(PipelineError::Config(m)) if m.contains("fixed-length")));
+}

@@ -126,3 +126,39 @@ fn output_bytes_count_every_value_and_split_emitted_and_raw_batches_have_none() 
     let raw = bench(&["testdata/lm-sample.tfrecord", "--batch", "100"]);
     assert_eq!(raw["output_bytes"], Value::Null);
 }
+
+/// `--filter-length` keeps exactly the records of those token counts, and
+/// the rest are counted as filtered.
+#[test]
+fn filter_length_keeps_the_records_of_those_lengths() {
+    let lm = testdata("lm-sample.tfrecord").display().to_string();
+    let kept = lengths()
+        .iter()
+        .filter(|&&n| (100..=200).contains(&n))
+        .count() as u64;
+    assert!(kept > 0 && kept < 256, "{kept}");
+    let r = bench(&[
+        &lm,
+        "--spec",
+        LM_SPEC,
+        "--filter-length",
+        "input_ids:100:200",
+        "--max-length",
+        "512",
+        "--batch",
+        "8",
+    ]);
+    assert_eq!(r["records"], kept);
+    assert_eq!(r["record_account"]["left_out"]["filtered"], 256 - kept);
+    // A bound left out is no bound.
+    let r = bench(&[
+        &lm,
+        "--spec",
+        LM_SPEC,
+        "--filter-length",
+        "input_ids::",
+        "--max-length",
+        "512",
+    ]);
+    assert_eq!(r["records"], 256);
+}
