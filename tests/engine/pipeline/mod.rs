@@ -25,6 +25,7 @@ mod records;
 mod recycle;
 mod restore_props;
 mod sequence;
+mod state_fixtures;
 mod tf_oracle;
 // RLIMIT_NPROC and /proc: Linux only.
 #[cfg(target_os = "linux")]
