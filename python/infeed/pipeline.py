@@ -140,6 +140,12 @@ def _feature(entry: SpecEntry) -> dict[str, Any]:
     return feature
 
 
+def _function_name(fn: Callable[..., Any]) -> str:
+    """How a description names a Python function."""
+    module = getattr(fn, "__module__", None) or "?"
+    return f"python:{module}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
 def _default_item(value: Any) -> Any:
     """A default value as a description holds it: bytes as their text
     (UTF-8) or as a list of numbers, a float that JSON has no number for as
@@ -222,26 +228,51 @@ class Pipeline:
         return cls._over({"files": paths}, paths)
 
     @classmethod
-    def from_description(cls, description: Description | str | os.PathLike[str]) -> Pipeline:
+    def from_description(
+        cls,
+        description: Description | str | os.PathLike[str],
+        functions: Mapping[str, Callable[[Batch], Batch]] | None = None,
+    ) -> Pipeline:
         """The pipeline a description gives: a dict (as :meth:`describe`
         returns it), or a JSON file's path (as ``infeed bench
         --print-pipeline`` writes it, and ``infeed bench --pipeline`` runs
         it). The same description gives the same batches here, in Rust
-        (``ParsedPipeline::from_description``) and on the command line."""
+        (``ParsedPipeline::from_description``) and on the command line.
+        A :meth:`map_batch` function is named in a description, not held:
+        ``functions`` gives each by its name there (``"python:module.name"``);
+        one not given raises :class:`infeed.SpecError` naming it."""
         if not isinstance(description, dict):
             with open(description, encoding="utf-8") as f:
                 description = json.load(f)
+        description = copy.deepcopy(description)
+        steps = description.get("batches", [])
+        named = [s["map_delivered"]["callable"] for s in steps if "map_delivered" in s]
+        description["batches"] = [s for s in steps if "map_delivered" not in s]
+        functions = functions or {}
+        missing = [name for name in named if name not in functions]
+        if missing:
+            raise SpecError(
+                f"the description names Python functions it does not hold: {missing}; "
+                "give them with functions={name: function}"
+            )
         checked = json.loads(_infeed.describe(_json(description)))
         tfds = checked["source"].get("tfds")
         where = None if tfds is None else (tfds["dir"], tfds["split"])
-        return cls(checked, _infeed.files_of(_json(checked)), tfds=where)
+        maps = tuple(functions[name] for name in named)
+        return cls(checked, _infeed.files_of(_json(checked)), maps, tfds=where)
 
     def describe(self) -> Description:
         """The pipeline as one value, checked and with its defaults filled
         in: plain data (JSON's), what :meth:`from_description` and ``infeed
-        bench --pipeline`` take. :meth:`map_batch` functions are Python run
-        on the delivered batches and are not part of it."""
-        return json.loads(_infeed.describe(_json(self._description)))
+        bench --pipeline`` take. A :meth:`map_batch` function is named in it
+        (``{"map_delivered": {"callable": "python:module.name"}}``), not
+        held: another face refuses it, and :meth:`from_description` takes it
+        back from ``functions``."""
+        described = json.loads(_infeed.describe(_json(self._description)))
+        for fn in self._maps:
+            step = {"map_delivered": {"callable": _function_name(fn)}}
+            described.setdefault("batches", []).append(step)
+        return described
 
     @classmethod
     def mix(

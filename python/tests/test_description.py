@@ -151,3 +151,29 @@ def test_filter_length_is_data_and_keeps_those_lengths(monkeypatch):
     path = ROOT / "target" / "test-filter-length.json"
     path.write_text(json.dumps(p.describe()))
     assert python_digests(p) == cli_digests(str(path))
+
+
+def add_lengths(batch):
+    out = dict(batch)
+    out["lengths"] = batch["input_ids_mask"].sum(axis=1)
+    return out
+
+
+def test_a_map_batch_function_is_named_not_held(monkeypatch, tmp_path):
+    p = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).max_length(512).batch(64)
+    described = p.map_batch(add_lengths).describe()
+    name = "python:test_description.add_lengths"
+    assert described["batches"][-1] == {"map_delivered": {"callable": name}}
+    with pytest.raises(infeed.SpecError, match="test_description.add_lengths"):
+        infeed.Pipeline.from_description(described)
+    again = infeed.Pipeline.from_description(described, functions={name: add_lengths})
+    mapped = [b["lengths"].tolist() for b in again]
+    assert mapped == [b["input_ids_mask"].sum(axis=1).tolist() for b in p]
+    # The command line cannot run Python: it refuses the step by its name.
+    path = tmp_path / "mapped.json"
+    path.write_text(json.dumps(described))
+    done = subprocess.run(
+        [CLI, "bench", "--pipeline", str(path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert 'user code ("python:test_description.add_lengths")' in done.stderr, done.stderr

@@ -1172,8 +1172,9 @@ impl ParsedPipeline {
             BatchStep::FilterLength { feature, min, max } => {
                 p.push(Arc::new(FilterLength::new(feature, *min, *max)))
             }
-            // User code: applied by `map_batch` and `filter_rows`, which hold it.
-            BatchStep::MapBatch(_) | BatchStep::FilterRows(_) => {}
+            // User code: applied by `map_batch` and `filter_rows`, which hold
+            // it, or by the face that delivers the batches.
+            BatchStep::MapBatch(_) | BatchStep::FilterRows(_) | BatchStep::MapDelivered(_) => {}
         }
         self.pipeline.d.batches.push(step);
         self
@@ -1197,7 +1198,9 @@ impl ParsedPipeline {
             None => records.parse(spec),
         };
         for step in &d.batches {
-            if let BatchStep::MapBatch(c) | BatchStep::FilterRows(c) = step {
+            if let BatchStep::MapBatch(c) | BatchStep::FilterRows(c) | BatchStep::MapDelivered(c) =
+                step
+            {
                 return Err(user_code(c));
             }
             p = p.step(step.clone());

@@ -311,6 +311,10 @@ pub enum BatchStep {
     MapBatch(Callable),
     /// A filter of parsed records: user code.
     FilterRows(Callable),
+    /// A map of the batches as delivered, run by the face that delivers
+    /// them (the Python package's `map_batch`, on numpy arrays): user code,
+    /// never run by the engine.
+    MapDelivered(Callable),
 }
 
 /// What a face that runs a description delivers.
@@ -464,6 +468,7 @@ impl Description {
         let batches = self.batches.iter().filter_map(|s| match s {
             BatchStep::MapBatch(c) => Some(("map_batch", c.callable.as_str())),
             BatchStep::FilterRows(c) => Some(("filter_rows", c.callable.as_str())),
+            BatchStep::MapDelivered(c) => Some(("map_delivered", c.callable.as_str())),
             _ => None,
         });
         records.chain(batches).collect()
