@@ -315,19 +315,19 @@ class Pipeline:
         unsharded) and it runs as logical streams: its state moves between
         host counts as a single corpus's does."""
         if set(weights) != set(sources):
-            raise ValueError(
+            raise SpecError(
                 f"mix: weights for {sorted(weights)}, sources {sorted(sources)}: give one "
                 "weight per source"
             )
         parts = []
         for name, p in sources.items():
             if p._maps:
-                raise ValueError(f"mix: source {name!r} has map_batch: put it on the mixture")
+                raise SpecError(f"mix: source {name!r} has map_batch: put it on the mixture")
             parts.append({"name": name, "pipeline": p._description})
         points = []
         for at, point in schedule:
             if set(point) != set(sources):
-                raise ValueError(
+                raise SpecError(
                     f"mix: schedule step {at}: weights for {sorted(point)}, sources "
                     f"{sorted(sources)}: give one weight per source"
                 )
