@@ -9,6 +9,7 @@ use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::part::GroupPart;
 use super::open_mix;
+use super::ops::Restore;
 use super::ops::chain::RecordChain;
 use super::ops::stream_chain::StreamChain;
 use super::settings::{RecordSettings, stream_identity};
@@ -74,15 +75,18 @@ impl Opener<'_> {
                 GroupPart::default()
             }
             Some(node) => {
-                let mut parts = node.open(index as u32, fingerprint)?;
-                let group: GroupPart = parts.take()?;
-                group.check(
+                // One shape from here down: the grouping takes its part,
+                // then the chain (a mixture: each source's group) its own.
+                let mut r = Restore::root(node.open(index as u32, fingerprint)?);
+                let group = GroupPart::restore(
+                    &mut r,
                     resume.batches_before,
                     &self.record.grouping,
                     files.len(),
                     resume.total_batches,
                 )?;
-                chain.restore(parts)?;
+                chain.restore(&mut r)?;
+                r.finish()?;
                 group
             }
         };

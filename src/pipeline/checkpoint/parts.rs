@@ -184,6 +184,19 @@ impl RawParts {
         RawParts::new(at, node.children).map(Some)
     }
 
+    /// No parts, under node `at`.
+    pub fn empty(at: String) -> Self {
+        RawParts {
+            at,
+            parts: BTreeMap::new(),
+        }
+    }
+
+    /// Where the parts are (`stream/3`).
+    pub fn at(&self) -> &str {
+        &self.at
+    }
+
     /// Drops the part or group under `key` (a mixture's removed source).
     pub fn drop_key(&mut self, key: &str) {
         self.parts.remove(key);

@@ -7,6 +7,7 @@ use prost::Message;
 
 use crate::pipeline::checkpoint::{Coded, OpPart, code_positions, decode_positions};
 use crate::pipeline::error::StateError;
+use crate::pipeline::ops::Restore;
 
 use super::grouping::Grouping;
 use super::replay::ReplayList;
@@ -82,6 +83,20 @@ impl OpPart for GroupPart {
 }
 
 impl GroupPart {
+    /// Takes the grouping's part of a stream back, checked (see
+    /// [`check`](Self::check)).
+    pub fn restore(
+        r: &mut Restore<'_>,
+        batches: u64,
+        grouping: &Grouping,
+        files: usize,
+        limit: Option<u64>,
+    ) -> Result<GroupPart, StateError> {
+        let group: GroupPart = r.take()?;
+        group.check(batches, grouping, files, limit)?;
+        Ok(group)
+    }
+
     /// Checks the grouping's part of a stream: the waiting records name files
     /// of the stream, a packed record's progress only exists when packing,
     /// and a stream with a fixed batch count has not delivered more.

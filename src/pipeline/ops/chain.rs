@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use crate::pipeline::checkpoint::{Identity, Position, RawParts, SavedParts};
+use crate::pipeline::checkpoint::{Identity, Position, SavedParts};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::Item;
 use crate::pipeline::read::again::Reread;
@@ -258,14 +258,14 @@ impl RecordChain {
         self.ops.start();
     }
 
-    /// Continues exactly where `parts` were saved: each op takes its own
-    /// part, checks it and asks its input to restore its own; a part no op
-    /// took is refused.
-    pub fn restore(&mut self, parts: RawParts) -> Result<(), PipelineError> {
-        let reread = self.reread.clone();
-        let mut r = Restore::new(parts, &reread);
-        self.ops.restore(&mut r)?;
-        Ok(r.finish()?)
+    /// Continues exactly where the chain's parts were saved: each op takes
+    /// its own part, checks it and asks its input to restore its own,
+    /// reading records again as this chain reads them.
+    pub fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
+        let mut chain = r.rereading(&self.reread);
+        self.ops.restore(&mut chain)?;
+        r.give_back(chain);
+        Ok(())
     }
 
     /// The settings that decide the chain's records and their order.
@@ -368,9 +368,12 @@ mod tests {
         let mut chain = RecordChain::new(&cfg, &StreamCounters::default()).unwrap();
         match state {
             None => chain.start(),
-            Some(nodes) => chain
-                .restore(RawParts::new("stream/0".into(), nodes).unwrap())
-                .unwrap(),
+            Some(nodes) => {
+                let parts = crate::pipeline::checkpoint::RawParts::new("stream/0".into(), nodes);
+                let mut r = Restore::root(parts.unwrap());
+                chain.restore(&mut r).unwrap();
+                r.finish().unwrap();
+            }
         }
         chain
     }

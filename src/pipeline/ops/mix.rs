@@ -23,14 +23,14 @@
 
 use std::sync::Arc;
 
-use crate::pipeline::checkpoint::{Identity, NodeProto, OpPart, RawParts, SavedParts};
+use crate::pipeline::checkpoint::{Identity, NodeProto, OpPart, SavedParts};
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::item::Item;
 use crate::pipeline::rng::{CounterRng, domain};
 
 use super::chain::RecordChain;
-use super::invalid;
 use super::mix_schedule::MixSchedule;
+use super::{Restore, invalid};
 
 /// How a mixture picks the source of each record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -264,7 +264,7 @@ impl MixChain {
     /// `source/<name>`), a source the state does not have starts from its
     /// start, and the parts of a source the mixture no longer has are
     /// dropped; weights or sources that changed start a new phase here.
-    pub fn restore(&mut self, mut r: RawParts) -> Result<(), PipelineError> {
+    pub fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
         let part: MixPart = r.take()?;
         let n = part.names.len();
         if [part.weights.len(), part.taken.len(), part.exhausted.len()]
@@ -299,7 +299,7 @@ impl MixChain {
             let child = r.take_child(&child_key(name))?;
             let source = &mut self.sources[i];
             match (saved, child) {
-                (Some(s), Some(child)) => {
+                (Some(s), Some(mut child)) => {
                     if part.fingerprints[s] != source.fingerprint {
                         return Err(StateError::Part {
                             part: child_key(name),
@@ -309,7 +309,8 @@ impl MixChain {
                         }
                         .into());
                     }
-                    source.chain.restore(child)?;
+                    source.chain.restore(&mut child)?;
+                    child.finish()?;
                     self.taken[i] = part.taken[s];
                     self.exhausted[i] = part.exhausted[s];
                 }
@@ -364,7 +365,7 @@ impl MixChain {
         // must not draw on from the other sources.
         self.finished =
             self.cfg.on_exhausted != OnExhausted::Drop && self.exhausted.iter().any(|&e| e);
-        Ok(r.finish()?)
+        Ok(())
     }
 
     /// A chain's record-level fields, as for a chain with none of them (a

@@ -67,9 +67,11 @@ pub(crate) trait EpochInput {
     fn identity(&self, id: &mut Identity);
 }
 
-/// What a restore hands down a chain, from its last op to its first: the
-/// chain's parts, for each op to take its own, and what one op tells the
-/// ops below it or above it.
+/// What a restore hands down, in one shape from a stream's node to each op
+/// (`restore(&mut self, r: &mut Restore) -> Result<(), PipelineError>`):
+/// the parts, for each to take its own — the grouping, a mixture, each
+/// source's chain as a group of parts of its own, each op of a chain — and
+/// what one op tells the ops below it or above it.
 pub(crate) struct Restore<'a> {
     parts: RawParts,
     /// The epoch the state was taken in (set by `epochs` for the ops
@@ -79,24 +81,62 @@ pub(crate) struct Restore<'a> {
     /// records it has passed on this epoch (`None`: it does not count), so
     /// the op above can check its own count against it.
     pub passed: Option<u64>,
-    /// Reads records again at their positions, as the chain maps them (a
-    /// restored shuffle buffer).
-    pub reread: &'a Reread,
+    /// Reads records again at their positions, as the chain being
+    /// restored maps them (a restored shuffle buffer); set by the chain
+    /// (see [`rereading`](Self::rereading)).
+    reread: Option<&'a Reread>,
 }
 
 impl<'a> Restore<'a> {
-    pub fn new(parts: RawParts, reread: &'a Reread) -> Self {
+    /// A stream's node, or a group of parts of its own.
+    pub fn root(parts: RawParts) -> Restore<'static> {
         Restore {
             parts,
             epoch: 0,
             passed: None,
-            reread,
+            reread: None,
         }
+    }
+
+    /// These parts, for a chain that reads its records again with
+    /// `reread`: the chain restores its ops through the one it gets, then
+    /// gives it back ([`give_back`](Self::give_back)).
+    pub fn rereading<'b>(&mut self, reread: &'b Reread) -> Restore<'b> {
+        let at = self.parts.at().to_owned();
+        Restore {
+            parts: std::mem::replace(&mut self.parts, RawParts::empty(at)),
+            epoch: self.epoch,
+            passed: self.passed,
+            reread: Some(reread),
+        }
+    }
+
+    /// The parts the chain's ops did not take, back to the restore they
+    /// came from.
+    pub fn give_back(&mut self, chain: Restore<'_>) {
+        self.parts = chain.parts;
     }
 
     /// Takes op `P`'s part (see [`RawParts::take`]).
     pub fn take<P: OpPart>(&mut self) -> Result<P, StateError> {
         self.parts.take()
+    }
+
+    /// The group of parts saved under `key` (a mixture's source), if the
+    /// state has it, as a restore of its own.
+    pub fn take_child(&mut self, key: &str) -> Result<Option<Restore<'static>>, StateError> {
+        Ok(self.parts.take_child(key)?.map(Restore::root))
+    }
+
+    /// Drops the part or group under `key` (a mixture's removed source).
+    pub fn drop_key(&mut self, key: &str) {
+        self.parts.drop_key(key);
+    }
+
+    /// The chain's reader of records again.
+    pub fn reread(&self) -> Result<&'a Reread, PipelineError> {
+        self.reread
+            .ok_or_else(|| PipelineError::Worker("a chain's op restored outside its chain".into()))
     }
 
     /// Every part must have been taken.

@@ -194,7 +194,7 @@ impl<I: EpochInput> Shuffle<I> {
                 "only a finite run whose last epoch is read and drained is finished".into(),
             ));
         }
-        let buffered = r.reread.read(&state.buffer.to_vec())?;
+        let buffered = r.reread()?.read(&state.buffer.to_vec())?;
         self.rng.counter = state.rng_counter;
         self.draining = state.draining;
         self.finished = state.finished;

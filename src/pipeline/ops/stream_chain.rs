@@ -2,10 +2,11 @@
 //! ([`chain`](super::chain)), or a mixture of several ([`mix`](super::mix)),
 //! behind one face.
 
-use crate::pipeline::checkpoint::{Identity, Position, RawParts, SavedParts};
+use crate::pipeline::checkpoint::{Identity, Position, SavedParts};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::Item;
 
+use super::Restore;
 use super::chain::RecordChain;
 use super::mix::MixChain;
 
@@ -28,11 +29,11 @@ impl StreamChain {
         }
     }
 
-    /// Continues where `parts` were saved.
-    pub fn restore(&mut self, parts: RawParts) -> Result<(), PipelineError> {
+    /// Continues where its parts were saved.
+    pub fn restore(&mut self, r: &mut Restore<'_>) -> Result<(), PipelineError> {
         match self {
-            StreamChain::One(c) => c.restore(parts),
-            StreamChain::Mix(m) => m.restore(parts),
+            StreamChain::One(c) => c.restore(r),
+            StreamChain::Mix(m) => m.restore(r),
         }
     }
 
