@@ -273,10 +273,10 @@ impl RecordChain {
         self.ops.identity(id);
     }
 
-    /// The state now: every op's part, what a restore needs to continue
-    /// from here.
-    pub fn state(&mut self) -> SavedParts {
-        self.ops.save()
+    /// Pushes the state now: every op's part, what a restore needs to
+    /// continue from here.
+    pub fn save(&mut self, parts: &mut SavedParts) {
+        self.ops.save(parts);
     }
 
     /// The next record of the stream, or `None` at its end.
@@ -317,6 +317,13 @@ mod tests {
     use crate::pipeline::checkpoint::NodeProto;
     use crate::pipeline::item::LengthScan;
     use crate::record::{Compression, RecordWriter};
+
+    /// The chain's parts now, as a state holds them.
+    fn nodes(chain: &mut RecordChain) -> Vec<crate::pipeline::checkpoint::NodeProto> {
+        let mut parts = SavedParts::default();
+        chain.save(&mut parts);
+        parts.nodes()
+    }
 
     /// Files of `counts` records each, the records of file `f` named
     /// `f:i` (lengths vary, so blocks end anywhere).
@@ -410,7 +417,7 @@ mod tests {
             if run.is_empty() {
                 assert!(single.next_item().unwrap().is_none(), "{what}");
             }
-            assert_eq!(runs.state().nodes(), single.state().nodes(), "{what}");
+            assert_eq!(nodes(runs), nodes(single), "{what}");
             if run.is_empty() {
                 break;
             }
@@ -551,7 +558,7 @@ mod tests {
                     if (0..at).any(|_| first.next_item().unwrap().is_none()) {
                         continue; // a stream shorter than that
                     }
-                    let nodes = first.state().nodes();
+                    let nodes = nodes(&mut first);
                     let what = format!("{name}, scan {scan}, restored at {at}");
                     same_to_the_end(
                         &mut chain(Some(nodes.clone())),

@@ -392,9 +392,9 @@ impl MixChain {
         id.field(19).u64(code);
     }
 
-    /// Its parts: the mixture's, then each source's chain under its name.
-    pub fn state(&mut self) -> SavedParts {
-        let mut parts = SavedParts::default();
+    /// Pushes its parts: the mixture's, then each source's chain's, as a
+    /// group under the source's name.
+    pub fn save(&mut self, parts: &mut SavedParts) {
         let (schedule_steps, schedule_weights, interpolate, records_per_step) =
             self.schedule_fields();
         parts.push(MixPart {
@@ -418,9 +418,10 @@ impl MixChain {
             },
         });
         for (name, source) in self.cfg.names.iter().zip(&mut self.sources) {
-            parts.push_child(child_key(name), source.chain.state());
+            let mut child = SavedParts::default();
+            source.chain.save(&mut child);
+            parts.push_child(child_key(name), child);
         }
-        parts
     }
 
     /// The next record of the mixture, `None` at its end.

@@ -321,16 +321,14 @@ impl<I: EpochInput> Shuffle<I> {
         }
     }
 
-    /// The parts of the whole chain now, this op's first.
-    pub fn save(&mut self) -> SavedParts {
-        let mut parts = SavedParts::default();
+    /// Pushes the parts of the whole chain now, this op's first.
+    pub fn save(&mut self, parts: &mut SavedParts) {
         parts.push(ShufflePart {
             rng_counter: self.rng.counter,
             buffer: self.buffer.share_positions(),
             draining: self.draining,
             finished: self.finished,
         });
-        self.input.save(&mut parts);
-        parts
+        self.input.save(parts);
     }
 }

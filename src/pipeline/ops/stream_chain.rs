@@ -67,12 +67,19 @@ impl StreamChain {
         }
     }
 
-    /// Its parts now.
-    pub fn state(&mut self) -> SavedParts {
+    /// Pushes its parts now (what [`restore`](Self::restore) takes back).
+    pub fn save(&mut self, parts: &mut SavedParts) {
         match self {
-            StreamChain::One(c) => c.state(),
-            StreamChain::Mix(m) => m.state(),
+            StreamChain::One(c) => c.save(parts),
+            StreamChain::Mix(m) => m.save(parts),
         }
+    }
+
+    /// Its parts now, on their own.
+    pub fn state(&mut self) -> SavedParts {
+        let mut parts = SavedParts::default();
+        self.save(&mut parts);
+        parts
     }
 
     /// The records at these (file, offset) positions, read again.
