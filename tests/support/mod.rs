@@ -19,3 +19,16 @@ pub fn repo(rel: &str) -> PathBuf {
 pub fn testdata(name: &str) -> PathBuf {
     repo("testdata").join(name)
 }
+
+/// The names in folder `dir`, sorted (none when it is missing).
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}

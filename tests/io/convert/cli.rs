@@ -2,9 +2,9 @@
 //! inference and overrides, naming, sharding, the manifest, tokenization,
 //! the task split, reruns, and bad input.
 
-use crate::support::repo;
 use crate::support::run::infeed;
 use crate::support::tfrecord::read_file;
+use crate::support::{listing, repo};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -45,18 +45,12 @@ fn convert_err(out: &Path, args: &[&str]) -> String {
     text(&o.stderr)
 }
 
-/// Files in `dir` (sorted by name), all of them.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
+/// The indexes of a conversion into three shards named `train`.
+const THREE_INDEXES: [&str; 3] = [
+    "train-00000-of-00003.tfrecord.index",
+    "train-00001-of-00003.tfrecord.index",
+    "train-00002-of-00003.tfrecord.index",
+];
 
 /// The files in `dir`'s index folder (`.infeed-index`), sorted by name.
 pub fn indexes(dir: &Path) -> Vec<String> {
@@ -361,14 +355,7 @@ fn naming_tf_and_hf_with_records_per_shard_and_shard_size() {
             "train.manifest.json"
         ]
     );
-    assert_eq!(
-        indexes(out.path()),
-        vec![
-            "train-00000-of-00003.tfrecord.index",
-            "train-00001-of-00003.tfrecord.index",
-            "train-00002-of-00003.tfrecord.index",
-        ]
-    );
+    assert_eq!(indexes(out.path()), THREE_INDEXES);
     check_manifest(out.path(), "train.manifest.json");
     assert_eq!(cat(&shards(out.path())), sample_expected());
 
@@ -770,14 +757,7 @@ fn rerun_replaces_shards_and_never_duplicates() {
         ]
     );
     // The old layout's indexes went with its shards.
-    assert_eq!(
-        indexes(out.path()),
-        vec![
-            "train-00000-of-00003.tfrecord.index",
-            "train-00001-of-00003.tfrecord.index",
-            "train-00002-of-00003.tfrecord.index",
-        ]
-    );
+    assert_eq!(indexes(out.path()), THREE_INDEXES);
     assert_eq!(cat(&shards(out.path())), sample_expected());
 }
 

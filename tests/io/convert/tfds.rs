@@ -10,7 +10,7 @@ use infeed::tfds::TfdsDataset;
 use serde_json::Value;
 
 use crate::support::run::infeed;
-use crate::support::testdata;
+use crate::support::{listing, testdata};
 
 fn convert(dir: &Path, args: &[&str]) -> std::process::Output {
     let sample = testdata("convert/sample.jsonl");
@@ -51,13 +51,8 @@ fn two_splits_from_two_runs_read_with_counts_known() {
     );
     // A rerun of a split with other shard sizes replaces it, leaving no stale shard.
     ok(&dir, &[&tfds[..], &["--records-per-shard", "3"]].concat());
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
     assert_eq!(
-        names,
+        listing(&dir),
         [
             ".infeed-index",
             "dataset_info.json",
@@ -71,13 +66,8 @@ fn two_splits_from_two_runs_read_with_counts_known() {
         ]
     );
     // The shards' indexes, in a folder of their own.
-    let mut indexes: Vec<String> = std::fs::read_dir(dir.join(".infeed-index"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    indexes.sort();
     assert_eq!(
-        indexes,
+        listing(&dir.join(".infeed-index")),
         [
             "sample_ds-test.tfrecord-00000-of-00002.index",
             "sample_ds-test.tfrecord-00001-of-00002.index",

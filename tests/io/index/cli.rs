@@ -134,13 +134,8 @@ fn index_writes_into_a_hidden_folder_beside_the_shards_by_default() {
             .exists()
     );
     // Beside the shards: the shards alone.
-    let mut names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
     assert_eq!(
-        names,
+        crate::support::listing(dir.path()),
         [".infeed-index", "examples.tfrecord", "examples.tfrecord.gz"]
     );
     let shards: Vec<String> = ["examples.tfrecord", "examples.tfrecord.gz"]
