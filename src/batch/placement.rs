@@ -58,17 +58,16 @@ impl PackRule {
         }
     }
 
-    /// The code of the rule in a checkpoint's fingerprint, `None` for the
-    /// default (first fit, no cap: the fingerprint of states saved before
-    /// strategies existed).
-    pub fn key(&self) -> Option<(u64, u64)> {
+    /// The rule in a checkpoint's fingerprint: the strategy's code and the
+    /// cap (0: none).
+    pub fn key(&self) -> (u64, u64) {
         let strategy = match self.strategy {
             PackStrategy::FirstFit => 0,
             PackStrategy::BestFit => 1,
             PackStrategy::ConcatSplit => 2,
         };
         let cap = self.max_segments.map_or(0, |m| m as u64);
-        (strategy != 0 || cap != 0).then_some((strategy, cap))
+        (strategy, cap)
     }
 }
 
@@ -316,6 +315,6 @@ mod tests {
             e.to_string(),
             "pack_strategy \"best\": expected first_fit, best_fit or concat_split"
         );
-        assert_eq!(PackRule::default().key(), None);
+        assert_eq!(PackRule::default().key(), (0, 0));
     }
 }

@@ -382,8 +382,8 @@ pub enum StateError {
     /// Written by an older infeed in a format this build no longer reads.
     #[error(
         "it is in state format {found}, which this build no longer reads (it reads format \
-         {supported}, a tree of per-op parts): restore it with the infeed that wrote it, or \
-         start the run again"
+         {supported}, a tree of per-op parts with a fingerprint of steps in order): restore it \
+         with the infeed that wrote it, or start the run again"
     )]
     OldFormat { found: u32, supported: u32 },
     /// One op's part is missing, of another version, does not decode, or

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::checkpoint::Identity;
 use super::error::PipelineError;
 use super::parsed::{ParsedStep, RowFilter, Stage, row_length};
 use crate::batch::PlanError;
@@ -58,15 +59,11 @@ impl ParsedStep for FilterLength {
         Ok(spec)
     }
 
-    fn fingerprint(&self) -> Option<(char, Option<String>)> {
-        let key = format!(
-            "{}:{}:{}:{};",
-            self.feature.len(),
-            self.feature,
-            self.min,
-            self.max
-        );
-        Some(('l', Some(key)))
+    fn identity(&self, id: &mut Identity) {
+        id.step("filter_length")
+            .str(&self.feature)
+            .u64(self.min)
+            .u64(self.max);
     }
 
     fn filter(&self) -> Option<&RowFilter> {

@@ -59,15 +59,13 @@ impl Opener<'_> {
         let mut id = Identity::default();
         chain.identity(&mut id);
         self.record.identity(&mut id);
-        match &self.p.mixture {
-            // A mixture's first fingerprint left equal batches out.
-            Some(_) => stream_identity(&mut id, self.host_of_mixture(index), None, self.p.streams),
+        let place = match &self.p.mixture {
+            Some(_) => self.host_of_mixture(index),
             None => {
-                let place = (self.p.host.is_some() || self.p.streams.is_some())
-                    .then_some((index, self.streams));
-                stream_identity(&mut id, place, self.p.equal_batches, self.p.streams)
+                (self.p.host.is_some() || self.p.streams.is_some()).then_some((index, self.streams))
             }
-        }
+        };
+        stream_identity(&mut id, place, self.p.equal_batches, self.p.streams);
         let fingerprint = id.fingerprint();
         let group = match node {
             None => {
@@ -147,6 +145,7 @@ mod tests {
     use crate::pipeline::ops::epochs::EpochsSettings;
     use crate::pipeline::ops::interleave::{InterleaveSettings, RecordRange, StreamFiles};
     use crate::pipeline::ops::shuffle::ShuffleSettings;
+    use crate::pipeline::parsed::FilterStep;
     use crate::pipeline::settings::EqualBatches;
 
     /// What a stream's fingerprint is made of, for the test to vary.
@@ -236,17 +235,29 @@ mod tests {
 
     /// The fingerprint of a fixed pipeline is pinned: if this test fails,
     /// every saved checkpoint would be refused by the new build. Change the
-    /// encoding only on purpose, with a new fingerprint version. (These are
-    /// the values of the encoding as it was first written, when one struct
-    /// listed every setting; each op writes its own part of it now.)
+    /// encoding only on purpose, with a new fingerprint version and state
+    /// format.
     #[test]
     fn fingerprint_of_a_fixed_pipeline_is_pinned() {
         let k = Key::new(fixed());
-        assert_eq!(k.fingerprint(), 0x143d_525e);
-        // Version 1, then tag 1: two files, the first 32 bytes long.
+        assert_eq!(k.fingerprint(), 0xfb5c_e0cb);
+        // Version 2, then the first step: "files", its body's length, two
+        // files, the first 32 bytes long.
+        let le = |v: u64| v.to_le_bytes();
+        let head = [&[2u8][..], &le(5), b"files", &le(96), &le(2), &le(32), b"g"].concat();
+        assert_eq!(k.identity().encode()[..head.len()], head);
+        // The steps in the order records pass them.
+        let names: Vec<String> = steps(&k.identity());
         assert_eq!(
-            k.identity().encode()[..19],
-            [1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, b'g']
+            names,
+            [
+                "files",
+                "interleave",
+                "repeat",
+                "shuffle",
+                "batch",
+                "stream"
+            ]
         );
         // Each setting moves it.
         let base = k.fingerprint();
@@ -262,7 +273,7 @@ mod tests {
             Box::new(|k| k.ops.interleave.block_length = 2),
             Box::new(|k| k.ops.interleave.shuffle_files = false),
             Box::new(|k| k.ops.record_map.map = Some(Arc::new(|b| b))),
-            Box::new(|k| k.work.parsed_ops = "f".into()),
+            Box::new(|k| k.work.column_steps = vec![Arc::new(FilterStep(Arc::new(|_, _| true)))]),
             Box::new(|k| k.work.length_feature = Some(String::new())),
             Box::new(|k| k.work.masks = "*=none;".into()),
             Box::new(|k| k.files.truncate(1)),
@@ -281,20 +292,20 @@ mod tests {
             bucketer: Bucketer::new(vec![64, 128], vec![8, 4, 2]).unwrap(),
             drop_remainder: false,
         });
-        let tail: Vec<u8> = [&[11u8][..], &2u64.to_le_bytes(), &2u64.to_le_bytes()]
-            .concat()
-            .into_iter()
-            .chain([64u64, 128].iter().flat_map(|v| v.to_le_bytes()))
+        let tail: Vec<u8> = [2u64, 64, 128]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
             .chain(3u64.to_le_bytes())
             .chain([8u64, 4, 2].iter().flat_map(|v| v.to_le_bytes()))
             .chain([0u8])
             .collect();
-        let encoded = k.identity().encode();
+        let id = k.identity();
+        let encoded = id.encode();
         assert!(
             encoded.windows(tail.len()).any(|w| w == tail.as_slice()),
             "{encoded:?}"
         );
-        assert_eq!(k.fingerprint(), 0x832a_0f6b);
+        assert_eq!(k.fingerprint(), 0xde4a_db12);
         // Strings are length-prefixed: moving a byte between two file names
         // is another pipeline.
         let mut moved = Key::new(fixed());
@@ -302,5 +313,35 @@ mod tests {
         let mut other = Key::new(fixed());
         other.files = vec!["a".to_owned(), "bc".to_owned()];
         assert_ne!(moved.fingerprint(), other.fingerprint());
+    }
+
+    /// The names of the steps of an encoding, in order.
+    fn steps(id: &Identity) -> Vec<String> {
+        let bytes = id.encode();
+        let (mut names, mut at) = (Vec::new(), 1);
+        let len = |at: &mut usize| {
+            let n = u64::from_le_bytes(bytes[*at..*at + 8].try_into().unwrap()) as usize;
+            *at += 8;
+            n
+        };
+        while at < bytes.len() {
+            let n = len(&mut at);
+            names.push(String::from_utf8(bytes[at..at + n].to_vec()).unwrap());
+            at += n;
+            let body = len(&mut at);
+            at += body;
+        }
+        names
+    }
+
+    #[test]
+    fn steps_at_their_no_op_settings_write_nothing() {
+        let mut k = Key::new(fixed());
+        k.ops = ChainSettings::default();
+        k.place = None;
+        assert_eq!(
+            steps(&k.identity()),
+            ["files", "interleave", "batch", "stream"]
+        );
     }
 }

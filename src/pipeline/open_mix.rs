@@ -103,11 +103,10 @@ pub(crate) fn build(
             s.stream_config(index, n, record.scan.as_ref())
         };
         let chain = RecordChain::new(&cfg, counters)?;
-        // A source's fingerprint: its chain's, grouped by nothing (the
+        // A source's fingerprint: its chain's and its place (the
         // mixture's own covers the grouping).
         let mut id = Identity::default();
         chain.identity(&mut id);
-        RecordWork::fixed(0, false).identity(&mut id);
         let place = (placed || sources_sharded).then_some((index, count));
         stream_identity(&mut id, place, None, None);
         sources.push(Source {

@@ -12,6 +12,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::checkpoint::Identity;
 use super::error::PipelineError;
 use crate::batch::{Batch, BatchShape, BufferPool};
 use crate::example::{BytesValues, Column, ParsedBatch, Values};
@@ -123,11 +124,11 @@ pub(crate) trait ParsedStep: Send + Sync {
         Ok(spec)
     }
 
-    /// A column step's letter in the fingerprint's list of them (`m`, `f`,
-    /// `t`), and its own part there (a tokenizer's key).
-    fn fingerprint(&self) -> Option<(char, Option<String>)> {
-        None
-    }
+    /// A column step's entry in the checkpoint's fingerprint (a
+    /// tokenizer's digest, a length filter's bounds): column steps decide
+    /// which records are grouped and by what length. A step on assembled
+    /// batches moves no record and writes none.
+    fn identity(&self, _id: &mut Identity) {}
 
     /// True when it may change records (their lengths are measured after
     /// it).
@@ -166,8 +167,9 @@ impl ParsedStep for MapStep {
     fn stage(&self) -> Stage {
         Stage::Columns
     }
-    fn fingerprint(&self) -> Option<(char, Option<String>)> {
-        Some(('m', None))
+    /// The function cannot be compared: only that it is there.
+    fn identity(&self, id: &mut Identity) {
+        id.step("map_batch");
     }
     fn maps(&self) -> bool {
         true
@@ -184,8 +186,8 @@ impl ParsedStep for FilterStep {
     fn stage(&self) -> Stage {
         Stage::Columns
     }
-    fn fingerprint(&self) -> Option<(char, Option<String>)> {
-        Some(('f', None))
+    fn identity(&self, id: &mut Identity) {
+        id.step("filter_rows");
     }
     fn filter(&self) -> Option<&RowFilter> {
         Some(&self.0)

@@ -235,26 +235,25 @@ impl RecordSettings {
     }
 }
 
-/// A logical stream's own fields in its fingerprint: its place among the
-/// hosts or streams (when the job has several), the equal-batches policy,
-/// and the stream count when the job sets it (its seeds are then derived,
-/// and its state moves between host counts).
+/// A logical stream's own entry in its fingerprint, after its steps': its
+/// place among the hosts or streams (when the job has several), the
+/// equal-batches policy, and the stream count when the job sets it (its
+/// seeds are then derived, and its state moves between host counts).
 pub(crate) fn stream_identity(
     id: &mut Identity,
     place: Option<(u64, u64)>,
     equal: Option<EqualBatches>,
     streams: Option<u64>,
 ) {
+    let mut w = id.step("stream");
     match place {
-        None => id.field(2).bool(false),
-        Some((index, count)) => id.field(2).bool(true).u64(index).u64(count),
+        None => w.bool(false),
+        Some((index, count)) => w.bool(true).u64(index).u64(count),
     };
-    id.field(10).u64(match equal {
+    w.u64(match equal {
         None => 0,
         Some(EqualBatches::Drop) => 1,
         Some(EqualBatches::Pad) => 2,
     });
-    if let Some(streams) = streams {
-        id.field(17).u64(streams);
-    }
+    w.opt(streams);
 }

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::batch::PlanError;
 use crate::example::{Column, ParsedBatch, Values};
+use crate::pipeline::checkpoint::Identity;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::parsed::{MapError, ParsedStep, Pass, Stage};
 use crate::source::SourceOptions;
@@ -135,17 +136,15 @@ impl TokenizeOp {
         Ok(spec.var_len(self.feature.clone(), DType::Int32))
     }
 
-    /// Its part of the fingerprint: the feature, the tokenizer's digest
+    /// Its entry in the fingerprint: the feature, the tokenizer's digest
     /// (its bytes, wherever they lie), bos and eos.
-    pub(crate) fn key(&self) -> String {
+    fn identity(&self, id: &mut Identity) {
         let digest = self.loaded.get().map_or(0, |t| t.digest());
-        format!(
-            "{}:{}:{digest:016x}:{}{};",
-            self.feature.len(),
-            self.feature,
-            u8::from(self.add_bos),
-            u8::from(self.add_eos)
-        )
+        id.step("tokenize")
+            .str(&self.feature)
+            .u64(digest)
+            .bool(self.add_bos)
+            .bool(self.add_eos);
     }
 
     /// Replaces the feature's column of `batch` by each record's ids: the
@@ -242,8 +241,8 @@ impl ParsedStep for TokenizeOp {
     fn out_spec(&self, spec: FeatureSpec) -> Result<FeatureSpec, PipelineError> {
         TokenizeOp::out_spec(self, spec)
     }
-    fn fingerprint(&self) -> Option<(char, Option<String>)> {
-        Some(('t', Some(self.key())))
+    fn identity(&self, id: &mut Identity) {
+        TokenizeOp::identity(self, id)
     }
     fn maps(&self) -> bool {
         true

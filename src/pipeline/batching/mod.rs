@@ -187,15 +187,6 @@ impl ParsedSettings {
             .try_fold(self.spec.clone(), |spec, step| step.out_spec(spec))
     }
 
-    /// The column steps' own parts of the fingerprint (a tokenizer's, a
-    /// length filter's), in builder order (empty without any).
-    fn step_keys(&self) -> String {
-        self.steps
-            .iter()
-            .filter_map(|s| s.fingerprint().and_then(|(_, key)| key))
-            .collect()
-    }
-
     fn assembler(&self, batch_size: usize) -> Result<Assembler, PipelineError> {
         let spec = self.batch_spec()?;
         let mut plan = match &self.sequence {
@@ -616,20 +607,15 @@ impl ParsedSettings {
             let scan = length.clone().map(scan_fn);
             (length.map(|features| self.measure_fn(features)), scan, None)
         };
-        let parsed_ops = self
-            .steps
-            .iter()
-            .filter_map(|s| s.fingerprint().map(|(letter, _)| letter))
-            .collect();
+        let column_steps = self.steps_of(Stage::Columns);
         Ok(RecordWork {
             grouping,
             measure,
             scan,
             prefilter,
             length_feature,
-            parsed_ops,
+            column_steps,
             masks: self.mask_key(),
-            step_keys: self.step_keys(),
         })
     }
 

@@ -1,103 +1,93 @@
 //! The fingerprint that ties a state to its pipeline: the CRC32C of a
-//! versioned, canonical encoding of exactly the settings that decide which
-//! records, in which order, make up each batch.
+//! canonical encoding of a stream's steps, in the order its records pass
+//! them, each by its name and the settings that decide which records, in
+//! which order, make up each batch.
 //!
-//! Nothing here knows an op. Each op writes its own settings into an
-//! [`Identity`] (its `identity` method, beside its `next`, `save` and
-//! `restore`), as fields under tags of its own; the grouping and the
-//! logical stream write theirs likewise. The encoding is the fields in
-//! tag order, so it does not depend on who wrote first, and a new op adds
-//! a field under a new tag — only where it is used, so that every other
-//! pipeline keeps its fingerprint and its saved states.
+//! Nothing here knows a step. Each writes its own entry, named by itself
+//! (its `identity`, beside its `next`, `save` and `restore`); no step
+//! writes another's, and there is no table of tags to take a number from.
+//! A step at the setting that changes nothing (a shuffle of 0, no skip)
+//! writes no entry, so a new step changes no other pipeline's fingerprint
+//! and every state saved without it still restores. Since entries keep
+//! their order, two pipelines with the same steps in another order differ.
 //!
-//! Tags in use (a new op takes the next free one, in its own file):
-//!
-//! | tag | field | written by |
-//! | --- | --- | --- |
-//! | 1 | the stream's files | interleave |
-//! | 2 | host or stream (index, count) | the logical stream |
-//! | 3 | seed | shuffle |
-//! | 4 | file shuffle | interleave |
-//! | 5 | cycle and block length | interleave |
-//! | 6 | skip, take | skip/take |
-//! | 7 | record filter and map set | filter/map |
-//! | 8 | shuffle buffer | shuffle |
-//! | 9 | epochs, then whether the buffer spans them | epochs, shuffle |
-//! | 10 | equal batches | the logical stream |
-//! | 11 | the grouping (16 within it: the bucket schedule) | grouping |
-//! | 12 | the measured feature | grouping |
-//! | 13 | the parsed ops | grouping |
-//! | 14 | the file order's seed, when not the seed | interleave |
-//! | 15 | masks, when not the default | grouping |
-//! | 17 | logical streams, when the job sets them | the logical stream |
-//! | 18 | record ranges (TFDS slices), when any | interleave |
-//! | 19 | the mixture's choice and policy | mixture |
-//! | 20 | global shuffle: records or blocks, block bytes, window | global shuffle |
-//! | 21 | tokenize: feature, tokenizer digest, bos, eos, when any | grouping |
+//! Encoding: the fingerprint version (one byte), then per step its name and
+//! its body, each a u64 length (little-endian) then the bytes. In a body,
+//! integers are little-endian u64, booleans one byte, strings and lists
+//! length-prefixed, options a 0/1 byte then the value.
 
-use std::collections::BTreeMap;
+/// Bumped when the encoding changes, with the state format (which refuses
+/// every state taken before by its format number). Version 1 was a table
+/// of numbered fields, in tag order.
+const FINGERPRINT_VERSION: u8 = 2;
 
-/// Bumped when the fingerprint's encoding changes (which refuses every
-/// state taken before).
-const FINGERPRINT_VERSION: u8 = 1;
-
-/// The settings that decide a stream's sequence, field by field; its
+/// The steps that decide a stream's sequence, in order; its
 /// [`fingerprint`](Self::fingerprint) is stored in every state of the
 /// stream.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Identity {
-    /// Each field's bytes (its tag first), by place in the encoding.
-    fields: BTreeMap<u16, Vec<u8>>,
+    bytes: Vec<u8>,
 }
 
-/// Where a field goes in the encoding: tag order, except tag 18, which
-/// the first encoding wrote after tag 19 (kept so, or every state saved
-/// with record ranges would be refused).
-fn place(tag: u8) -> u16 {
-    match tag {
-        18 => 19 * 2 + 1,
-        t => u16::from(t) * 2,
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            bytes: vec![FINGERPRINT_VERSION],
+        }
     }
 }
 
 impl Identity {
-    /// The field under `tag`, to write into: new, or the one an op below
-    /// began (tag 9: the epochs, then the shuffle over them).
-    pub fn field(&mut self, tag: u8) -> FieldWriter<'_> {
-        FieldWriter(self.fields.entry(place(tag)).or_insert_with(|| vec![tag]))
+    /// The entry of step `name`, after those written before it: its body is
+    /// what the returned writer writes.
+    pub fn step(&mut self, name: &str) -> StepWriter<'_> {
+        put_len(&mut self.bytes, name.len());
+        self.bytes.extend_from_slice(name.as_bytes());
+        let body_at = self.bytes.len();
+        put_len(&mut self.bytes, 0);
+        StepWriter {
+            out: &mut self.bytes,
+            body_at,
+        }
     }
 
     /// The canonical bytes the fingerprint is the CRC32C of.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![FINGERPRINT_VERSION];
-        for field in self.fields.values() {
-            out.extend_from_slice(field);
-        }
-        out
+    #[cfg(test)]
+    pub fn encode(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// The fingerprint stored in every state of this stream.
     pub fn fingerprint(&self) -> u32 {
-        crc32c::crc32c(&self.encode())
+        crc32c::crc32c(&self.bytes)
     }
 }
 
-/// Writes one field: integers little-endian u64, strings and lists
-/// length-prefixed, options a 0/1 byte then the value.
-pub(crate) struct FieldWriter<'a>(&'a mut Vec<u8>);
+fn put_len(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(&(len as u64).to_le_bytes());
+}
 
-impl FieldWriter<'_> {
-    /// A tag byte inside a field (a sub-field).
-    pub fn tag(&mut self, tag: u8) -> &mut Self {
-        self.0.push(tag);
-        self
+/// Writes one step's body; its length is set when the writer is dropped.
+pub(crate) struct StepWriter<'a> {
+    out: &'a mut Vec<u8>,
+    /// Where the body's length goes (the body follows it).
+    body_at: usize,
+}
+
+impl Drop for StepWriter<'_> {
+    fn drop(&mut self) {
+        let len = (self.out.len() - self.body_at - 8) as u64;
+        self.out[self.body_at..self.body_at + 8].copy_from_slice(&len.to_le_bytes());
     }
+}
+
+impl StepWriter<'_> {
     pub fn u64(&mut self, v: u64) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        self.out.extend_from_slice(&v.to_le_bytes());
         self
     }
     pub fn bool(&mut self, v: bool) -> &mut Self {
-        self.0.push(u8::from(v));
+        self.out.push(u8::from(v));
         self
     }
     pub fn opt(&mut self, v: Option<u64>) -> &mut Self {
@@ -108,7 +98,7 @@ impl FieldWriter<'_> {
     }
     pub fn str(&mut self, s: &str) -> &mut Self {
         self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
+        self.out.extend_from_slice(s.as_bytes());
         self
     }
     pub fn list(&mut self, v: &[usize]) -> &mut Self {
@@ -124,34 +114,50 @@ impl FieldWriter<'_> {
 mod tests {
     use super::*;
 
+    fn le(v: u64) -> [u8; 8] {
+        v.to_le_bytes()
+    }
+
     #[test]
-    fn fields_are_encoded_in_tag_order_whoever_writes_first() {
-        let mut a = Identity::default();
-        a.field(3).u64(7);
-        a.field(1).str("x");
-        a.field(9).opt(None);
-        a.field(9).bool(true);
-        let mut b = Identity::default();
-        b.field(1).str("x");
-        b.field(9).opt(None).bool(true);
-        b.field(3).u64(7);
-        assert_eq!(a.encode(), b.encode());
+    fn steps_are_encoded_in_order_by_name_and_body() {
+        let mut id = Identity::default();
+        id.step("skip_take").u64(7).opt(None);
+        id.step("map");
         assert_eq!(
-            a.encode(),
+            id.encode(),
             [
-                &[1u8, 1][..],
-                &1u64.to_le_bytes(),
-                b"x",
-                &[3],
-                &7u64.to_le_bytes(),
-                &[9, 0, 1]
+                &[2u8][..],
+                &le(9),
+                b"skip_take",
+                &le(9),
+                &le(7),
+                &[0],
+                &le(3),
+                b"map",
+                &le(0),
             ]
             .concat()
         );
-        // Tag 18 goes after 19, as the first encoding wrote it.
-        let mut c = Identity::default();
-        c.field(18).bool(false);
-        c.field(19).bool(true);
-        assert_eq!(c.encode(), [1, 19, 1, 18, 0]);
+    }
+
+    #[test]
+    fn the_same_steps_in_another_order_differ() {
+        let (mut a, mut b) = (Identity::default(), Identity::default());
+        a.step("shuffle").u64(10);
+        a.step("skip_take").u64(5);
+        b.step("skip_take").u64(5);
+        b.step("shuffle").u64(10);
+        assert_ne!(a.fingerprint(), b.fingerprint());
+    }
+
+    #[test]
+    fn a_body_cannot_pass_for_the_next_step() {
+        // Without the bodies' lengths, a body holding the string "y" would
+        // read as an empty body then a step named "y".
+        let (mut a, mut b) = (Identity::default(), Identity::default());
+        a.step("x").str("y");
+        b.step("x");
+        b.step("y");
+        assert_ne!(a.encode(), b.encode());
     }
 }

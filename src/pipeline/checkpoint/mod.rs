@@ -46,7 +46,9 @@
 //! and the body. The body is the tree, each node a protobuf message (key,
 //! version, body, children). Format 1 was the bare message of earlier
 //! builds, without the header, refused as not a state; format 2 one flat
-//! message per host, refused by its number.
+//! message per host, refused by its number; format 3 the tree of today
+//! with the first fingerprint (numbered fields, `fingerprint.rs`), refused
+//! by its number too.
 //!
 //! A state that is cut short, damaged, of another format or from another
 //! pipeline is refused with its own [`StateError`]; every part is checked
@@ -57,17 +59,20 @@
 //! # Fingerprint
 //!
 //! A stream's part restores only into the same stream of the pipeline it
-//! was taken from (`fingerprint.rs`): the fingerprint covers the settings
-//! that decide which records, in which order, make up each stream's rows of
-//! a batch — the stream's files, its index among the streams, seed, file
-//! shuffle, interleave, skip/take, whether record filter and map are set,
-//! shuffle buffer, epochs and where `repeat` stands, equal batches, the
-//! grouping (rows per stream, buckets, packing) with the feature it
-//! measures, and the order of the parsed ops — and one that moves no
-//! record: the masks, when not the default (tag 15), so a state saved with
-//! other masks is refused though it would give the same records. How a
-//! batch is otherwise parsed and padded (spec types, cast, decode, padding)
-//! does not move a record, and may change between a save and a restore.
+//! was taken from (`fingerprint.rs`): the fingerprint covers, step by step
+//! in the order records pass them, the settings that decide which records,
+//! in which order, make up each stream's rows of a batch — the stream's
+//! files and their slices, the interleave and its file order, the global
+//! shuffle, the record share, skip/take, whether a record filter or map is
+//! set, the epochs, the shuffle buffer and its seed, the mixture's choice,
+//! the steps on parsed columns (a tokenizer's digest, a length filter's
+//! bounds), the grouping (rows per stream, buckets, packing) with the
+//! feature it measures, the stream's place and equal batches — and one
+//! that moves no record: the masks, when not the default, so a state saved
+//! with other masks is refused though it would give the same records. How
+//! a batch is otherwise parsed and padded (spec types, cast, decode,
+//! padding) does not move a record, and may change between a save and a
+//! restore.
 
 mod fingerprint;
 mod parts;
@@ -81,14 +86,14 @@ use prost::Message;
 use super::error::StateError;
 use super::skip_steps::SkipSteps;
 
-pub(crate) use fingerprint::{FieldWriter, Identity};
+pub(crate) use fingerprint::{Identity, StepWriter};
 pub(crate) use parts::{NodeProto, OpPart, Part, RawParts, SavedParts, prost_part};
 pub(crate) use positions::{Coded, Position, code_positions, decode_positions};
 
 /// The first bytes of every state.
 const MAGIC: [u8; 4] = *b"INFS";
 /// Bumped when the meaning of the header or of the tree changes.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+pub(crate) const FORMAT_VERSION: u32 = 4;
 /// Magic, version, body length, CRC32C.
 const HEADER_LEN: usize = 16;
 
@@ -500,7 +505,7 @@ mod tests {
         };
         let bytes = enc(&snapshot, 42, 4);
         assert!(bytes.len() < 52 * 1024, "{} bytes", bytes.len());
-        assert_eq!(&bytes[..8], b"INFS\x03\0\0\0");
+        assert_eq!(&bytes[..8], b"INFS\x04\0\0\0");
         let mut decoded = decode(&bytes).unwrap();
         assert_eq!((decoded.batches, decoded.streams), (42, 4));
         let (group, shuffle, epochs) = read_back(&mut decoded, 1);

@@ -12,9 +12,10 @@
 use std::sync::Arc;
 
 use crate::batch::{Bucketer, Overflow, PackRule};
-use crate::pipeline::checkpoint::{FieldWriter, Identity};
+use crate::pipeline::checkpoint::{Identity, StepWriter};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, LengthScan};
+use crate::pipeline::parsed::Step;
 
 use super::raw_batch::RawBatch;
 use super::schedule::Schedule;
@@ -149,17 +150,12 @@ pub(crate) struct RecordWork {
     /// The feature whose length buckets or packs records (for the
     /// checkpoint's fingerprint).
     pub length_feature: Option<String>,
-    /// The column steps in builder order, `m` a map, `f` a filter, `t` a
-    /// tokenize and `l` a length filter (for the fingerprint).
-    pub parsed_ops: String,
+    /// The steps on parsed columns, in builder order (for the
+    /// fingerprint: each writes its own entry).
+    pub column_steps: Vec<Step>,
     /// The mask settings, empty when default (for the fingerprint: a state
     /// saved with other masks is refused).
     pub masks: String,
-    /// The column steps' own keys in builder order (a tokenize's feature,
-    /// tokenizer digest, bos and eos; a length filter's feature and
-    /// bounds), empty without any (for the fingerprint: they decide which
-    /// records are kept and the token counts that bucket or pack them).
-    pub step_keys: String,
 }
 
 impl RecordWork {
@@ -175,9 +171,8 @@ impl RecordWork {
             scan: None,
             prefilter: None,
             length_feature: None,
-            parsed_ops: String::new(),
+            column_steps: Vec::new(),
             masks: String::new(),
-            step_keys: String::new(),
         }
     }
 
@@ -191,96 +186,94 @@ impl RecordWork {
             scan: self.scan.clone(),
             prefilter: self.prefilter.clone(),
             length_feature: self.length_feature.clone(),
-            parsed_ops: self.parsed_ops.clone(),
+            column_steps: self.column_steps.clone(),
             masks: self.masks.clone(),
-            step_keys: self.step_keys.clone(),
         })
     }
 }
 
 impl RecordWork {
-    /// The grouping's settings in a stream's fingerprint: how records are
-    /// grouped (with the bucket schedule), the feature measured, the parsed
-    /// ops, and the masks when they are not the default (masks move no
-    /// record, but a state restored under other masks would feed a step
-    /// tensors it was not saved with).
+    /// The column steps' entries in a stream's fingerprint, in builder
+    /// order (they decide which records are grouped and their lengths),
+    /// then the grouping's: how records are grouped (with the bucket
+    /// schedule) and the feature measured; then the masks when they are
+    /// not the default (masks move no record, but a state restored under
+    /// other masks would feed a step tensors it was not saved with).
     pub fn identity(&self, id: &mut Identity) {
-        {
-            let mut w = id.field(11);
-            match &self.grouping {
-                Grouping::Rows {
-                    batch_size,
-                    drop_remainder,
-                } => {
-                    w.u64(1).u64(*batch_size as u64).bool(*drop_remainder);
+        for step in &self.column_steps {
+            step.identity(id);
+        }
+        let name = match &self.grouping {
+            Grouping::Rows { .. } => "batch",
+            Grouping::Bucket { .. } => "bucket_by_length",
+            Grouping::Scheduled { .. } => "scheduled_buckets",
+            Grouping::Pack { .. } => "pack",
+        };
+        let mut w = id.step(name);
+        match &self.length_feature {
+            None => w.bool(false),
+            Some(f) => w.bool(true).str(f),
+        };
+        match &self.grouping {
+            Grouping::Rows {
+                batch_size,
+                drop_remainder,
+            } => {
+                w.u64(*batch_size as u64).bool(*drop_remainder);
+            }
+            Grouping::Bucket {
+                bucketer,
+                drop_remainder,
+            } => {
+                write_buckets(&mut w, bucketer);
+                w.bool(*drop_remainder);
+            }
+            Grouping::Scheduled {
+                bucketer,
+                schedule,
+                drop_remainder,
+            } => {
+                write_buckets(&mut w, bucketer);
+                w.bool(*drop_remainder);
+                let (seed, shares, tail) =
+                    schedule.as_ref().map_or((0, &[][..], None), |s| s.key());
+                w.u64(seed).u64(shares.len() as u64);
+                for &share in shares {
+                    w.u64(share);
                 }
-                Grouping::Bucket {
-                    bucketer,
-                    drop_remainder,
-                } => {
-                    w.u64(2);
-                    write_buckets(&mut w, bucketer);
-                    w.bool(*drop_remainder);
-                }
-                Grouping::Scheduled {
-                    bucketer,
-                    schedule,
-                    drop_remainder,
-                } => {
-                    w.u64(4);
-                    write_buckets(&mut w, bucketer);
-                    w.bool(*drop_remainder);
-                    if let Some(schedule) = schedule {
-                        let (seed, shares, tail) = schedule.key();
-                        w.tag(16).u64(seed).u64(shares.len() as u64);
-                        for &share in shares {
-                            w.u64(share);
-                        }
-                        w.opt(tail);
-                    }
-                }
-                Grouping::Pack {
-                    row_length,
-                    batch_size,
-                    overflow,
-                    rule,
-                    feature: _, // the length feature below
-                    drop_remainder,
-                } => {
-                    w.u64(3)
-                        .u64(*row_length as u64)
-                        .u64(*batch_size as u64)
-                        .u64(match overflow {
-                            Overflow::Error => 0,
-                            Overflow::KeepStart => 1,
-                            Overflow::KeepEnd => 2,
-                            Overflow::Split => 3,
-                        })
-                        .bool(*drop_remainder);
-                    // Written only when not first fit without a cap: the
-                    // states saved before strategies keep their fingerprint.
-                    if let Some((strategy, cap)) = rule.key() {
-                        w.u64(strategy).u64(cap);
-                    }
-                }
+                w.opt(tail);
+            }
+            Grouping::Pack {
+                row_length,
+                batch_size,
+                overflow,
+                rule,
+                feature: _, // the length feature above
+                drop_remainder,
+            } => {
+                let (strategy, cap) = rule.key();
+                w.u64(*row_length as u64)
+                    .u64(*batch_size as u64)
+                    .u64(match overflow {
+                        Overflow::Error => 0,
+                        Overflow::KeepStart => 1,
+                        Overflow::KeepEnd => 2,
+                        Overflow::Split => 3,
+                    })
+                    .bool(*drop_remainder)
+                    .u64(strategy)
+                    .u64(cap);
             }
         }
-        match &self.length_feature {
-            None => id.field(12).bool(false),
-            Some(f) => id.field(12).bool(true).str(f),
-        };
-        id.field(13).str(&self.parsed_ops);
+        drop(w);
         if !self.masks.is_empty() {
-            id.field(15).str(&self.masks);
-        }
-        if !self.step_keys.is_empty() {
-            id.field(21).str(&self.step_keys);
+            id.step("masks").str(&self.masks);
         }
     }
 }
 
 /// A bucketer's boundaries, then its batch sizes.
-fn write_buckets<T>(w: &mut FieldWriter<'_>, bucketer: &Bucketer<T>) {
+fn write_buckets<T>(w: &mut StepWriter<'_>, bucketer: &Bucketer<T>) {
     let n = bucketer.num_buckets();
     let boundaries: Vec<usize> = (0..n).filter_map(|b| bucketer.pad_to(b)).collect();
     let batch_sizes: Vec<usize> = (0..n).map(|b| bucketer.batch_size(b)).collect();

@@ -166,10 +166,11 @@ impl<I: EpochInput> Epochs<I> {
         Ok(())
     }
 
-    /// The epochs; the shuffle above adds to the same field whether its
-    /// buffer spans them.
+    /// The epochs (`None`: forever), unless one.
     pub fn identity(&self, id: &mut Identity) {
         self.input.identity(id);
-        id.field(9).opt(self.epochs);
+        if self.epochs != Some(1) {
+            id.step("repeat").opt(self.epochs);
+        }
     }
 }

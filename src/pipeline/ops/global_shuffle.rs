@@ -525,11 +525,13 @@ impl EpochInput for GlobalShuffle {
         Ok(())
     }
 
-    /// The files (as the interleave writes them) and the mode.
+    /// The files (as the interleave writes them), the job's seed, the
+    /// mode and the window (its place is the stream's, which the stream
+    /// writes).
     fn identity(&self, id: &mut Identity) {
         write_files(id, &self.files, &self.ranges);
-        id.field(20)
-            .u64(if self.settings.block_bytes > 0 { 2 } else { 1 })
+        id.step("global_shuffle")
+            .u64(self.seed)
             .u64(self.settings.block_bytes)
             .u64(self.settings.window);
     }

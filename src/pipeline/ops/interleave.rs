@@ -88,25 +88,22 @@ pub(crate) struct StreamFiles {
     pub order_seed: Option<u64>,
 }
 
-/// A stream's files and their record ranges in its fingerprint (tags 1 and
-/// 18), as the op that reads them writes them.
+/// A stream's files and their record ranges in its fingerprint, as the op
+/// that reads them writes them (the interleave, or the global shuffle).
 pub(crate) fn write_files(id: &mut Identity, files: &[String], ranges: &[Option<RecordRange>]) {
-    let mut w = id.field(1);
+    let mut w = id.step("files");
     w.u64(files.len() as u64);
     for file in files {
         w.str(file);
     }
     // A file's range is part of what it is: the same file with another
     // slice gives other records at the same offsets.
-    if !ranges.is_empty() {
-        let mut w = id.field(18);
-        w.u64(ranges.len() as u64);
-        for range in ranges {
-            match range {
-                None => w.bool(false),
-                Some(r) => w.bool(true).u64(r.first).u64(r.count),
-            };
-        }
+    w.u64(ranges.len() as u64);
+    for range in ranges {
+        match range {
+            None => w.bool(false),
+            Some(r) => w.bool(true).u64(r.first).u64(r.count),
+        };
     }
 }
 
@@ -608,17 +605,14 @@ impl EpochInput for Interleave {
     fn identity(&self, id: &mut Identity) {
         let s = &self.settings;
         write_files(id, &self.input.files, &self.input.ranges);
-        id.field(4).bool(s.shuffle_files);
-        id.field(5)
+        // The file order's seed only when the files are shuffled.
+        let order_seed = s
+            .shuffle_files
+            .then(|| self.input.order_seed.unwrap_or(self.seed));
+        id.step("interleave")
             .u64(s.cycle_length.max(1) as u64)
-            .u64(s.block_length.max(1) as u64);
-        if let Some(seed) = self
-            .input
-            .order_seed
-            .filter(|&o| s.shuffle_files && o != self.seed)
-        {
-            id.field(14).u64(seed);
-        }
+            .u64(s.block_length.max(1) as u64)
+            .opt(order_seed);
     }
 }
 

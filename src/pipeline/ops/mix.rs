@@ -368,28 +368,21 @@ impl MixChain {
         Ok(())
     }
 
-    /// A chain's record-level fields, as for a chain with none of them (a
-    /// source's own are in its fingerprint, in the mixture's part), and the
-    /// mixture's choice and exhaustion policy (its sources and weights are
-    /// not here: they may change between a save and a restore).
+    /// Its seed, choice and exhaustion policy. Its sources and weights
+    /// are not here: they may change between a save and a restore (each
+    /// source's own fingerprint is in the mixture's part).
     pub fn identity(&self, id: &mut Identity) {
-        id.field(1).u64(0);
-        id.field(3).u64(self.cfg.seed);
-        id.field(4).bool(false);
-        id.field(5).u64(0).u64(0);
-        id.field(6).u64(0).opt(None);
-        id.field(7).bool(false).bool(false);
-        id.field(8).u64(0);
-        id.field(9).opt(None).bool(false);
-        let code = match self.cfg.choice {
-            MixChoice::Random => 10,
-            MixChoice::Stratified => 20,
-        } + match self.cfg.on_exhausted {
-            OnExhausted::Stop => 0,
-            OnExhausted::Drop => 1,
-            OnExhausted::Fail => 2,
-        };
-        id.field(19).u64(code);
+        id.step("mix")
+            .u64(self.cfg.seed)
+            .u64(match self.cfg.choice {
+                MixChoice::Random => 0,
+                MixChoice::Stratified => 1,
+            })
+            .u64(match self.cfg.on_exhausted {
+                OnExhausted::Stop => 0,
+                OnExhausted::Drop => 1,
+                OnExhausted::Fail => 2,
+            });
     }
 
     /// Pushes its parts: the mixture's, then each source's chain's, as a

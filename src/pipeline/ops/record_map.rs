@@ -109,8 +109,10 @@ impl<I: EpochInput> EpochInput for RecordMapOp<I> {
     /// The functions cannot be compared: only whether they are set.
     fn identity(&self, id: &mut Identity) {
         self.input.identity(id);
-        id.field(7)
-            .bool(self.filter.is_some())
-            .bool(self.map.is_some());
+        if self.filter.is_some() || self.map.is_some() {
+            id.step("record_map")
+                .bool(self.filter.is_some())
+                .bool(self.map.is_some());
+        }
     }
 }

@@ -92,9 +92,11 @@ impl<I: EpochInput> EpochInput for RecordShard<I> {
         Ok(())
     }
 
-    /// The host's share is the logical stream's place, which the stream
-    /// writes (tag 2): nothing of its own.
+    /// Which records it keeps, when it keeps a share.
     fn identity(&self, id: &mut Identity) {
         self.input.identity(id);
+        if let Some((index, count)) = self.shard {
+            id.step("record_shard").u64(index).u64(count);
+        }
     }
 }

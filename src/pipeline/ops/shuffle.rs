@@ -209,13 +209,16 @@ impl<I: EpochInput> Shuffle<I> {
         self.buffer.len() as u64
     }
 
-    /// The seed and the buffer; whether the buffer spans epochs goes into
-    /// the epochs' field, after them.
+    /// Its seed, its buffer and whether the buffer spans epochs; nothing
+    /// without a buffer (the records pass as they come).
     pub fn identity(&self, id: &mut Identity) {
         self.input.identity(id);
-        id.field(3).u64(self.seed);
-        id.field(8).u64(self.size as u64);
-        id.field(9).bool(self.across_epochs);
+        if self.size > 0 {
+            id.step("shuffle")
+                .u64(self.seed)
+                .u64(self.size as u64)
+                .bool(self.across_epochs);
+        }
     }
 
     /// The next record of the pipeline's record stream, or `None` at its end.

@@ -139,6 +139,8 @@ impl<I: EpochInput> EpochInput for SkipTake<I> {
 
     fn identity(&self, id: &mut Identity) {
         self.input.identity(id);
-        id.field(6).u64(self.skip).opt(self.take);
+        if self.skip > 0 || self.take.is_some() {
+            id.step("skip_take").u64(self.skip).opt(self.take);
+        }
     }
 }

@@ -178,7 +178,7 @@ fn a_good_state_resumes_exactly() {
     let p = pipeline(dir.path());
     let all = records(p.build_raw(4, false).unwrap());
     let state = state_after_3(&p);
-    assert_eq!(&state[..8], b"INFS\x03\0\0\0");
+    assert_eq!(&state[..8], b"INFS\x04\0\0\0");
     assert_eq!(restore(&p, &state).unwrap(), all[12..]);
 }
 
@@ -249,14 +249,14 @@ fn a_state_from_a_newer_format_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let p = pipeline(dir.path());
     let mut state = state_after_3(&p);
-    state[4] = 4;
+    state[4] = 5;
     let err = restore(&p, &state).unwrap_err();
     assert!(
         matches!(
             err,
             PipelineError::BadState(StateError::NewerFormat {
-                found: 4,
-                supported: 3
+                found: 5,
+                supported: 4
             })
         ),
         "{err:?}"
@@ -270,7 +270,7 @@ fn a_state_from_a_newer_format_says_so() {
             err,
             PipelineError::BadState(StateError::OldFormat {
                 found: 2,
-                supported: 3
+                supported: 4
             })
         ),
         "{err:?}"
@@ -278,8 +278,8 @@ fn a_state_from_a_newer_format_says_so() {
     assert_eq!(
         err.to_string(),
         "cannot restore the pipeline state: it is in state format 2, which this build no \
-         longer reads (it reads format 3, a tree of per-op parts): restore it with the \
-         infeed that wrote it, or start the run again"
+         longer reads (it reads format 4, a tree of per-op parts with a fingerprint of steps \
+         in order): restore it with the infeed that wrote it, or start the run again"
     );
 }
 

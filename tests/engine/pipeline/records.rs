@@ -5,7 +5,7 @@ use super::{sorted, within};
 use crate::support::tfrecord::{write_file, write_files};
 use std::collections::BTreeMap;
 
-use infeed::pipeline::{Pipeline, PipelineError};
+use infeed::pipeline::{Pipeline, PipelineError, StateError};
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use proptest::prelude::*;
 
@@ -268,7 +268,10 @@ fn a_panicking_map_in_one_of_several_streams_is_an_error_not_short_batches() {
 fn a_state_from_another_pipeline_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[10], Compression::None);
-    let p = Pipeline::from_files(files).unwrap().seed(1);
+    let p = Pipeline::from_files(files.clone())
+        .unwrap()
+        .seed(1)
+        .shuffle(4);
     let mut batches = p.build_raw(2, false).unwrap();
     batches.next_batch().unwrap();
     let state = batches.state();
@@ -279,7 +282,24 @@ fn a_state_from_another_pipeline_is_refused() {
         .resume_from(&state)
         .build_raw(2, false)
         .err();
-    assert!(matches!(err, Some(PipelineError::BadState(_))), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Some(PipelineError::BadState(StateError::OtherPipeline { .. }))
+        ),
+        "{err:?}"
+    );
+    // A seed nothing draws from moves no record: the state restores.
+    let p = Pipeline::from_files(files).unwrap().seed(1);
+    let mut batches = p.build_raw(2, false).unwrap();
+    batches.next_batch().unwrap();
+    let state = batches.state();
+    let rest: Vec<_> = batches.map(|b| b.unwrap().records).collect();
+    let restored = p.seed(2).resume_from(&state).build_raw(2, false).unwrap();
+    assert_eq!(
+        restored.map(|b| b.unwrap().records).collect::<Vec<_>>(),
+        rest
+    );
 }
 
 #[test]

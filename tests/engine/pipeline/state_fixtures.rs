@@ -1,11 +1,13 @@
 //! States saved by an earlier build restore in this one: for each pipeline
-//! below, `testdata/states/NAME.state` is the state a build of format 3
+//! below, `testdata/states/NAME.state` is the state a build of format 4
 //! saved after three batches, and `NAME.json` the digests of the batches
 //! that followed. This build must restore each and give those batches.
 //! Nothing else in the tests compares against a state written before the
 //! test ran, so a change of the state's layout (or of a fingerprint) shows
-//! here first; a deliberate one changes the format and refuses these by
-//! name, and writes them anew.
+//! here first; a deliberate one changes the format, refuses the states
+//! before it by their format (as `states/format-3/` are), and writes these
+//! anew. The digests are the batches themselves: they stay when the format
+//! changes (format 3's states were followed by the same ones).
 //!
 //! Written by `INFEED_WRITE_STATE_FIXTURES=1 cargo test --all-features
 //! --test engine pipeline::state_fixtures` (run from the repository's root:
@@ -103,6 +105,15 @@ fn saved(p: &ParsedPipeline) -> (Vec<u8>, Vec<String>) {
     (state, after)
 }
 
+/// The state of pipeline `name` that the build of commit 118d725 (state
+/// format 3, whose fingerprint was a table of numbered fields) saved.
+fn format_3(name: &str) -> Vec<u8> {
+    std::fs::read(crate::support::testdata(&format!(
+        "states/format-3/{name}.state"
+    )))
+    .unwrap()
+}
+
 fn digests(batches: impl Iterator<Item = infeed::batch::Batch>) -> Vec<String> {
     batches.map(|b| format!("{:016x}", b.digest())).collect()
 }
@@ -133,5 +144,21 @@ fn states_saved_by_an_earlier_build_restore_to_the_same_batches() {
         assert_eq!(after, expected, "{name}: the batches after the saved state");
         // And a run from the start saves the same state now.
         assert_eq!(saved(&p).0, state, "{name}: the state a run saves");
+    }
+}
+
+#[test]
+fn states_of_format_3_are_refused_by_their_format() {
+    for (name, p) in cases() {
+        let state = format_3(name);
+        assert_eq!(&state[..8], b"INFS\x03\0\0\0", "{name}");
+        let err = p.resume_from(&state).build().err().expect("refused");
+        assert_eq!(
+            err.to_string(),
+            "cannot restore the pipeline state: it is in state format 3, which this build no \
+             longer reads (it reads format 4, a tree of per-op parts with a fingerprint of steps \
+             in order): restore it with the infeed that wrote it, or start the run again",
+            "{name}"
+        );
     }
 }
