@@ -162,7 +162,6 @@ impl Pipeline {
             schedule: None,
             records_per_step: None,
             by_tokens: false,
-            token_means: None,
         }));
         Ok(p)
     }

@@ -20,6 +20,7 @@ use super::group::grouping::{Grouping, RecordWork};
 use super::group::raw_batch::{Layout, RawBatch};
 use super::group::schedule::Schedule;
 use super::item::Item;
+use super::loaded::Loaded;
 use super::ops::stream_chain::StreamChain;
 use super::settings::{EqualBatches, RecordSettings};
 use super::threads::spawn_scoped;
@@ -218,6 +219,7 @@ fn stream_run(
 /// records: from the records' counts (convert's manifests, else a read).
 pub(crate) fn from_counts(
     p: &RecordSettings,
+    loaded: &Loaded,
     streams: u64,
     batch_size: usize,
 ) -> Result<Option<u64>, PipelineError> {
@@ -235,13 +237,13 @@ pub(crate) fn from_counts(
     let (skip, take) = (p.ops.skip_take.skip, p.ops.skip_take.take);
     let per_epoch = |records: u64| records.saturating_sub(skip).min(take.unwrap_or(u64::MAX));
     let b = batch_size as u64;
-    let global = &p.ops.global_shuffle;
-    if global.stream_records(p.seed, (0, streams), 0).is_some() {
+    if let Some(data) = &loaded.dataset {
         // Each stream's records, from the indexes: no read.
+        let global = &p.ops.global_shuffle;
         let per_host: Vec<u64> = (0..streams)
             .map(|s| {
                 (0..epochs)
-                    .map(|e| per_epoch(global.stream_records(p.seed, (s, streams), e).unwrap_or(0)))
+                    .map(|e| per_epoch(global.stream_records(data, p.seed, (s, streams), e)))
                     .sum()
             })
             .collect();

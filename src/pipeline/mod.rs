@@ -107,6 +107,7 @@ mod images;
 mod inputs_targets;
 mod item;
 pub mod limits;
+mod loaded;
 mod normalize;
 mod open;
 mod open_mix;

@@ -8,6 +8,7 @@ use super::checkpoint::{Identity, StreamNode};
 use super::error::PipelineError;
 use super::group::grouping::RecordWork;
 use super::group::part::GroupPart;
+use super::loaded::Loaded;
 use super::open_mix;
 use super::ops::Restore;
 use super::ops::chain::RecordChain;
@@ -18,6 +19,8 @@ use super::stats::StreamCounters;
 /// Opens the logical streams of one job.
 pub(crate) struct Opener<'a> {
     pub p: &'a RecordSettings,
+    /// What the pipeline read at its start.
+    pub loaded: &'a Loaded,
     /// The job's logical streams.
     pub streams: u64,
     /// One stream's work: its grouping (its share of the rows) and how it
@@ -100,9 +103,12 @@ impl Opener<'_> {
     fn build(&self, index: u64) -> Result<(StreamChain, Vec<String>), PipelineError> {
         match &self.p.mixture {
             None => {
-                let cfg = self
-                    .p
-                    .stream_config(index, self.streams, self.record.scan.as_ref());
+                let cfg = self.p.stream_config(
+                    index,
+                    self.streams,
+                    self.record.scan.as_ref(),
+                    self.loaded,
+                );
                 let chain = RecordChain::new(&cfg, &self.counters)?;
                 let files = chain.files().to_vec();
                 Ok((StreamChain::One(chain), files))
@@ -111,6 +117,7 @@ impl Opener<'_> {
                 let (chain, files) = open_mix::build(
                     self.p,
                     mix,
+                    self.loaded,
                     (index, self.streams),
                     self.record,
                     &self.counters,
@@ -209,6 +216,7 @@ mod tests {
                 record_shard: None,
                 place: (0, 1),
                 job_seed: self.seed,
+                dataset: None,
             };
             let chain = RecordChain::new(&cfg, &StreamCounters::default()).unwrap();
             let mut id = Identity::default();

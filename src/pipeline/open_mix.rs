@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::checkpoint::Identity;
 use super::error::PipelineError;
 use super::group::grouping::{Grouping, RecordWork};
+use super::loaded::Loaded;
 use super::ops::chain::RecordChain;
 use super::ops::mix::{MixChain, MixChoice, MixConfig, Source};
 use super::rng::{CounterRng, domain};
@@ -14,8 +15,9 @@ use super::settings::{MixSettings, RecordSettings, stream_identity};
 use super::stats::StreamCounters;
 
 /// The mixture `mix` of pipeline `p` as logical stream `stream.0` of
-/// `stream.1` runs it (not started), grouped as `record` says, and its
-/// files: every source's, in source order.
+/// `stream.1` runs it (not started), grouped as `record` says, with what
+/// was `loaded` at the start, and its files: every source's, in source
+/// order.
 ///
 /// Placed by the mixture (`shard(i, n)` and `streams(L)` on it), each
 /// source runs its shard of that stream, seeded per stream as a single
@@ -25,6 +27,7 @@ use super::stats::StreamCounters;
 pub(crate) fn build(
     p: &RecordSettings,
     mix: &MixSettings,
+    loaded: &Loaded,
     stream: (u64, u64),
     record: &RecordWork,
     counters: &StreamCounters,
@@ -92,15 +95,17 @@ pub(crate) fn build(
     let mut files = Vec::new();
     let mut sources = Vec::with_capacity(mix.sources.len());
     let (index, count) = stream;
-    for (_, s) in &mix.sources {
+    let none = Loaded::default();
+    for (i, (_, s)) in mix.sources.iter().enumerate() {
+        let own = loaded.sources.get(i).unwrap_or(&none);
         let cfg = if placed {
             // The source's share of the stream, seeded as the stream's.
             let mut per_stream = s.clone();
             per_stream.streams = p.streams;
-            per_stream.stream_config(index, count, record.scan.as_ref())
+            per_stream.stream_config(index, count, record.scan.as_ref(), own)
         } else {
             let n = s.host.map_or(1, |(_, n)| n);
-            s.stream_config(index, n, record.scan.as_ref())
+            s.stream_config(index, n, record.scan.as_ref(), own)
         };
         let chain = RecordChain::new(&cfg, counters)?;
         // A source's fingerprint: its chain's and its place (the
@@ -130,7 +135,7 @@ pub(crate) fn build(
         host: stream,
         schedule: mix.schedule.clone(),
         records_per_step,
-        per_record: match (mix.by_tokens, &mix.token_means) {
+        per_record: match (mix.by_tokens, &loaded.token_means) {
             (false, _) => None,
             (true, Some(means)) => Some(means.iter().map(|m| 1.0 / m).collect()),
             (true, None) => return refuse("weighed by tokens was not measured (an infeed bug)"),

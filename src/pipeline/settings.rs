@@ -8,6 +8,7 @@ use super::checkpoint::Identity;
 use super::error::{PipelineError, SettingError};
 use super::item::LengthScan;
 use super::limits;
+use super::loaded::Loaded;
 use super::ops::chain::{ChainConfig, ChainSettings};
 use super::ops::interleave::{RecordRange, StreamFiles};
 use super::ops::mix::{MixChoice, OnExhausted};
@@ -105,10 +106,10 @@ pub(crate) struct MixSettings {
     /// takes when its grouping does not say (`mix_schedule.rs`).
     pub schedule: Option<MixSchedule>,
     pub records_per_step: Option<u64>,
-    /// Weights count tokens (the length the grouping measures), and each
-    /// source's mean tokens per record, set when the pipeline starts.
+    /// Weights count tokens (the length the grouping measures; each
+    /// source's mean tokens per record is measured at the start:
+    /// [`Loaded::token_means`]).
     pub by_tokens: bool,
-    pub token_means: Option<Vec<f64>>,
 }
 
 impl MixSettings {
@@ -128,19 +129,28 @@ impl MixSettings {
 }
 
 impl RecordSettings {
-    /// These settings with what the ops read once per pipeline (the global
-    /// shuffle's indexes; a mixture's sources' too).
-    pub fn prepared(&self) -> Result<RecordSettings, PipelineError> {
-        let mut p = self.clone();
-        p.ops
-            .prepare(&p.files, &p.ranges, &p.read, &p.source_options)?;
-        if let Some(mix) = &mut p.mixture {
-            let mix = Arc::make_mut(mix);
-            for (_, source) in &mut mix.sources {
-                *source = source.prepared()?;
-            }
-        }
-        Ok(p)
+    /// What the ops read once per pipeline, before the job is placed: the
+    /// global shuffle's indexes (a mixture's sources' too).
+    pub fn load(&self) -> Result<Loaded, PipelineError> {
+        let dataset = self.ops.global_shuffle.load(
+            &self.files,
+            &self.ranges,
+            &self.read,
+            &self.source_options,
+        )?;
+        let sources = match &self.mixture {
+            Some(mix) => mix
+                .sources
+                .iter()
+                .map(|(_, source)| source.load())
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        Ok(Loaded {
+            dataset,
+            sources,
+            ..Loaded::default()
+        })
     }
 
     /// Checks the sizes the record-level words give (`limits.rs`): each
@@ -186,12 +196,13 @@ impl RecordSettings {
     /// by position), seeded by the pipeline's seed — derived per stream when
     /// the job sets its streams, so that streams never share draws.
     /// The shard readers measure records with `scan`, unless a record map
-    /// changes them after.
+    /// changes them after; the ops read with what was `loaded` at the start.
     pub fn stream_config(
         &self,
         index: u64,
         streams: u64,
         scan: Option<&LengthScan>,
+        loaded: &Loaded,
     ) -> ChainConfig {
         let p = self;
         let (files, ranges, record_shard) = if streams == 1 || p.ops.shares_by_position() {
@@ -224,13 +235,14 @@ impl RecordSettings {
                 read: p.read.clone(),
                 source: p.source_options.clone(),
                 scan: scan.filter(|_| !map).cloned(),
-                unread: p.ops.worker_reads.indexes.clone(),
+                unread: loaded.indexes.clone(),
                 order_seed: record_shard.map(|_| SHARED_FILE_ORDER_SEED),
             }),
             seed,
             record_shard,
             place: (index, streams),
             job_seed: p.seed,
+            dataset: loaded.dataset.clone(),
         }
     }
 }

@@ -14,8 +14,10 @@ use super::group::raw_batch::{BatchFn, Layout, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule};
 use super::item::Item;
 use super::limits;
+use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
+use super::read::in_workers::Indexes;
 use super::settings::{EqualBatches, RecordSettings};
 use super::skip_steps::SkipSteps;
 use super::stats::{StageStats, StreamCounters};
@@ -68,7 +70,7 @@ pub(crate) fn start<T: Send + 'static>(
         unordered: p.unordered,
         read: p.read.clone(),
         source: p.source_options.clone(),
-        indexes: p.ops.worker_reads.indexes.clone(),
+        indexes: planned.loaded.indexes.clone(),
         affinity: p.affinity.clone(),
     };
     let mut batches = Batches::start(
@@ -89,8 +91,9 @@ pub(crate) fn start<T: Send + 'static>(
 /// A run's words checked and turned into what runs, before any stream
 /// is opened (see [`start`]).
 pub(crate) struct Planned {
-    /// The settings with what the ops read once (indexes, token weights).
     pub p: RecordSettings,
+    /// What the ops read once (indexes, token weights).
+    pub loaded: Loaded,
     pub job: Job,
     /// One stream's work: its grouping (its share of the rows).
     pub record: RecordWork,
@@ -109,11 +112,10 @@ pub(crate) struct Planned {
 pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, PipelineError> {
     p.check_sizes()?;
     check_worker_reads(p, &record)?;
-    let mut prepared = p.prepared()?;
-    measure_token_weights(&mut prepared, &record)?;
-    let job = Job::of(&prepared)?;
-    prepare_worker_reads(&mut prepared, &job)?;
-    let p = &prepared;
+    let mut loaded = p.load()?;
+    loaded.token_means = measure_token_weights(p, &record)?;
+    let job = Job::of(p)?;
+    loaded.indexes = load_worker_reads(p, &job)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
@@ -124,7 +126,7 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
             grouping.keep_remainder();
         }
     }
-    let counted = count_by_records(p, &job, &record)?;
+    let counted = count_by_records(p, &loaded, &job, &record)?;
     let schedule = plan_schedule(p, &record)?;
     set_schedule(&mut [&mut record.grouping, &mut host_grouping], &schedule);
     let ended = match counted {
@@ -132,7 +134,7 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
             batches,
             tail_from: None,
         }),
-        None => count_by_grouping(p, &job, &record)?,
+        None => count_by_grouping(p, &loaded, &job, &record)?,
     };
     if let (Some(schedule), Some(tail)) = (&schedule, ended.and_then(|e| e.tail_from)) {
         let tailed = Some(Arc::new((**schedule).clone().with_tail_from(tail)));
@@ -171,7 +173,8 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
         total_batches,
     };
     Ok(Planned {
-        p: prepared,
+        p: p.clone(),
+        loaded,
         job,
         record,
         shape_schedule,
@@ -203,6 +206,7 @@ impl Planned {
         let (p, job, record, resume) = (&self.p, &self.job, &self.record, self.resume);
         let opener = Opener {
             p,
+            loaded: &self.loaded,
             streams: job.streams,
             record,
             counters: counters.clone(),
@@ -319,6 +323,7 @@ impl Job {
 /// records: from the records' counts (`None` where the grouping must run).
 fn count_by_records(
     p: &RecordSettings,
+    loaded: &Loaded,
     job: &Job,
     record: &RecordWork,
 ) -> Result<Option<u64>, PipelineError> {
@@ -326,7 +331,7 @@ fn count_by_records(
         // A mixture's batches are not its files' records: counted by grouping.
         _ if p.mixture.is_some() => Ok(None),
         Grouping::Rows { batch_size, .. } if record.prefilter.is_none() => {
-            equal::from_counts(p, job.streams, *batch_size)
+            equal::from_counts(p, loaded, job.streams, *batch_size)
         }
         // Scheduled buckets cut a step only when its bucket fills: how
         // many steps the records take depends on their lengths and order
@@ -337,23 +342,27 @@ fn count_by_records(
 
 /// `worker_reads`: the indexes of the files this host's streams read (not
 /// the whole job's: each host reads only its share).
-fn prepare_worker_reads(p: &mut RecordSettings, job: &Job) -> Result<(), PipelineError> {
+fn load_worker_reads(p: &RecordSettings, job: &Job) -> Result<Option<Indexes>, PipelineError> {
     if !p.ops.worker_reads.on {
-        return Ok(());
+        return Ok(None);
     }
     let mut files: Vec<String> = Vec::new();
+    let none = Loaded::default();
     for stream in job.first..job.first + job.per_host {
-        for file in &p.stream_config(stream, job.streams, None).files.files {
+        for file in &p
+            .stream_config(stream, job.streams, None, &none)
+            .files
+            .files
+        {
             if !files.contains(file) {
                 files.push(file.clone());
             }
         }
     }
-    let dir = p.ops.global_shuffle.index_dir.clone();
-    let (read, source) = (p.read.clone(), p.source_options.clone());
+    let dir = p.ops.global_shuffle.index_dir.as_deref();
     p.ops
         .worker_reads
-        .prepare(&files, dir.as_deref(), &read, &source)
+        .load(&files, dir, &p.read, &p.source_options)
 }
 
 /// `worker_reads` leaves each record unread until the worker that
@@ -403,9 +412,12 @@ fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), Pip
 /// A mixture whose weights count tokens: each source's mean tokens per
 /// record, from the first records of a few of its files (every host reads
 /// the same), measured as the grouping measures them.
-fn measure_token_weights(p: &mut RecordSettings, record: &RecordWork) -> Result<(), PipelineError> {
-    let Some(mix) = p.mixture.as_mut().filter(|m| m.by_tokens) else {
-        return Ok(());
+fn measure_token_weights(
+    p: &RecordSettings,
+    record: &RecordWork,
+) -> Result<Option<Vec<f64>>, PipelineError> {
+    let Some(mix) = p.mixture.as_ref().filter(|m| m.by_tokens) else {
+        return Ok(None);
     };
     if record.measure.is_none() && record.prefilter.is_none() {
         return Err(PipelineError::Config(
@@ -426,8 +438,7 @@ fn measure_token_weights(p: &mut RecordSettings, record: &RecordWork) -> Result<
         }
         means.push(tokens as f64 / lengths.len() as f64);
     }
-    Arc::make_mut(mix).token_means = Some(means);
-    Ok(())
+    Ok(Some(means))
 }
 
 /// The bucket schedule every host shares, for scheduled buckets: from a
@@ -466,6 +477,7 @@ fn set_schedule(groupings: &mut [&mut Grouping], schedule: &Option<Arc<Schedule>
 /// run with `equal_batches` whose records' counts do not say).
 fn count_by_grouping(
     p: &RecordSettings,
+    loaded: &Loaded,
     job: &Job,
     record: &RecordWork,
 ) -> Result<Option<EqualEnd>, PipelineError> {
@@ -479,6 +491,7 @@ fn count_by_grouping(
     // Counted apart: the simulation's records are not the run's.
     let opener = Opener {
         p,
+        loaded,
         streams: job.streams,
         record,
         counters: StreamCounters::default(),

@@ -24,15 +24,13 @@ use crate::pipeline::read::in_workers::WorkerReadsSettings;
 use crate::pipeline::stats::StreamCounters;
 
 use super::epochs::{Epochs, EpochsSettings};
-use super::global_shuffle::{GlobalShuffle, GlobalShuffleSettings};
-use super::interleave::{Interleave, InterleaveSettings, RecordRange, StreamFiles};
+use super::global_shuffle::{Dataset, GlobalShuffle, GlobalShuffleSettings};
+use super::interleave::{Interleave, InterleaveSettings, StreamFiles};
 use super::record_map::{RecordMapOp, RecordMapSettings, apply_map};
 use super::shard::RecordShard;
 use super::shuffle::{Shuffle, ShuffleSettings};
 use super::skip_take::{SkipTake, SkipTakeSettings};
 use super::{EpochInput, Restore};
-use crate::record::ReadOptions;
-use crate::source::SourceOptions;
 
 /// The record ops' settings, as the builder collected them: one field per
 /// op, each op's own type.
@@ -94,18 +92,6 @@ impl ChainSettings {
         Ok(())
     }
 
-    /// What the ops need once per pipeline before any stream opens (the
-    /// global shuffle's indexes), from the pipeline's files.
-    pub fn prepare(
-        &mut self,
-        files: &[String],
-        ranges: &[Option<RecordRange>],
-        read: &ReadOptions,
-        source: &SourceOptions,
-    ) -> Result<(), PipelineError> {
-        self.global_shuffle.prepare(files, ranges, read, source)
-    }
-
     /// True when each stream reads every file and takes its share of
     /// their records by position (the global shuffle), rather than a share
     /// of the files or of the interleaved records.
@@ -129,6 +115,9 @@ pub(crate) struct ChainConfig {
     /// The pipeline's seed, the same on every stream (what a permutation
     /// all streams share draws from).
     pub job_seed: u64,
+    /// The global shuffle's records, read at the start
+    /// ([`Loaded`](crate::pipeline::loaded::Loaded)).
+    pub dataset: Option<Arc<Dataset>>,
 }
 
 /// The first op: files interleaved, or records by a global permutation.
@@ -214,6 +203,7 @@ impl RecordChain {
         let input = if ops.global_shuffle.on {
             Input::Global(GlobalShuffle::new(
                 &ops.global_shuffle,
+                cfg.dataset.clone(),
                 cfg.files.files.clone(),
                 cfg.files.ranges.clone(),
                 cfg.job_seed,
@@ -316,7 +306,9 @@ mod tests {
     use super::*;
     use crate::pipeline::checkpoint::NodeProto;
     use crate::pipeline::item::LengthScan;
-    use crate::record::{Compression, RecordWriter};
+    use crate::pipeline::ops::interleave::RecordRange;
+    use crate::record::{Compression, ReadOptions, RecordWriter};
+    use crate::source::SourceOptions;
 
     /// The chain's parts now, as a state holds them.
     fn nodes(chain: &mut RecordChain) -> Vec<crate::pipeline::checkpoint::NodeProto> {
@@ -371,6 +363,7 @@ mod tests {
             record_shard,
             place: (0, 1),
             job_seed: 7,
+            dataset: None,
         };
         let mut chain = RecordChain::new(&cfg, &StreamCounters::default()).unwrap();
         match state {

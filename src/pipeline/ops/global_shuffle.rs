@@ -57,22 +57,21 @@ pub(crate) struct GlobalShuffleSettings {
     /// Where the shards' indexes are (`None`: `.infeed-index` beside the
     /// shards, else beside each shard: `crate::index::index_urls`).
     pub index_dir: Option<String>,
-    /// The dataset, once its indexes are read ([`prepare`](Self::prepare)).
-    pub data: Option<Arc<Dataset>>,
 }
 
 impl GlobalShuffleSettings {
     /// Reads (or builds) the indexes of `files` once for the whole
     /// pipeline; `ranges`: the records of each file to take (TFDS slices).
-    pub fn prepare(
-        &mut self,
+    /// `None` when the global shuffle is off.
+    pub fn load(
+        &self,
         files: &[String],
         ranges: &[Option<RecordRange>],
         read: &ReadOptions,
         source: &SourceOptions,
-    ) -> Result<(), PipelineError> {
-        if !self.on || self.data.is_some() {
-            return Ok(());
+    ) -> Result<Option<Arc<Dataset>>, PipelineError> {
+        if !self.on {
+            return Ok(None);
         }
         let mut opts = AccessOptions {
             index: IndexOptions {
@@ -88,16 +87,23 @@ impl GlobalShuffleSettings {
             opts.coalesce_bytes = self.block_bytes;
         }
         let access = RandomAccess::open(files, &opts)?;
-        self.data = Some(Arc::new(Dataset::new(access, ranges, self.block_bytes)?));
-        Ok(())
+        Ok(Some(Arc::new(Dataset::new(
+            access,
+            ranges,
+            self.block_bytes,
+        )?)))
     }
 
-    /// Records stream `place.0` of `place.1` reads in epoch `epoch` with
-    /// the job's `seed`; `None` without a global shuffle (or before
-    /// [`prepare`](Self::prepare)). What `equal_batches` counts.
-    pub fn stream_records(&self, seed: u64, place: (u64, u64), epoch: u64) -> Option<u64> {
-        let data = self.data.clone().filter(|_| self.on)?;
-        Some(Order::new(data, self, seed, epoch, place).count())
+    /// Records stream `place.0` of `place.1` reads of `data` in epoch
+    /// `epoch` with the job's `seed`: what `equal_batches` counts.
+    pub fn stream_records(
+        &self,
+        data: &Arc<Dataset>,
+        seed: u64,
+        place: (u64, u64),
+        epoch: u64,
+    ) -> u64 {
+        Order::new(data.clone(), self, seed, epoch, place).count()
     }
 }
 
@@ -406,6 +412,7 @@ impl GlobalShuffle {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: &GlobalShuffleSettings,
+        data: Option<Arc<Dataset>>,
         files: Vec<String>,
         ranges: Vec<Option<RecordRange>>,
         seed: u64,
@@ -414,7 +421,7 @@ impl GlobalShuffle {
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
     ) -> Result<GlobalShuffle, PipelineError> {
-        let data = settings.data.clone().ok_or_else(|| {
+        let data = data.ok_or_else(|| {
             PipelineError::Config("global_shuffle: the indexes were not read".into())
         })?;
         Ok(GlobalShuffle {

@@ -45,24 +45,23 @@ pub(crate) type Indexes = Arc<HashMap<String, Arc<ShardIndex>>>;
 pub(crate) struct WorkerReadsSettings {
     /// Asked for.
     pub on: bool,
-    /// Per plain local shard, its index ([`prepare`](Self::prepare)).
-    pub indexes: Option<Indexes>,
 }
 
 impl WorkerReadsSettings {
     /// Reads (or builds, saying so) the index of every plain local shard
     /// of `files` once for the whole pipeline, from `dir` (`None`:
-    /// `.infeed-index` beside the shards, else beside each shard). Cloud and compressed shards get none: their shard
-    /// threads read them.
-    pub fn prepare(
-        &mut self,
+    /// `.infeed-index` beside the shards, else beside each shard); `None`
+    /// when off. Cloud and compressed shards get none: their shard threads
+    /// read them.
+    pub fn load(
+        &self,
         files: &[String],
         dir: Option<&str>,
         read: &ReadOptions,
         source: &SourceOptions,
-    ) -> Result<(), PipelineError> {
-        if !self.on || self.indexes.is_some() {
-            return Ok(());
+    ) -> Result<Option<Indexes>, PipelineError> {
+        if !self.on {
+            return Ok(None);
         }
         let plain: Vec<String> = files
             .iter()
@@ -82,8 +81,7 @@ impl WorkerReadsSettings {
             .filter(|(_, (index, _))| index.compression == Compression::None)
             .map(|(file, (index, _))| (file, index))
             .collect();
-        self.indexes = Some(Arc::new(indexes));
-        Ok(())
+        Ok(Some(Arc::new(indexes)))
     }
 }
 

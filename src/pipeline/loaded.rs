@@ -1,0 +1,27 @@
+//! What a pipeline reads once at its start, before any stream opens: the
+//! global shuffle's dataset (its shards' indexes), `worker_reads`' indexes,
+//! and for a mixture each source's own and their mean tokens per record.
+//!
+//! Kept apart from the settings, which say only what was asked (and from
+//! the [`Description`](super::Description), which a start never changes):
+//! a pipeline started again reads them again, and a settings value is the
+//! same before and after a start.
+
+use std::sync::Arc;
+
+use super::ops::global_shuffle::Dataset;
+use super::read::in_workers::Indexes;
+
+/// What one record source (the pipeline, or one source of a mixture) read
+/// at the start.
+#[derive(Clone, Default)]
+pub(crate) struct Loaded {
+    /// The global shuffle's records, when it is on.
+    pub dataset: Option<Arc<Dataset>>,
+    /// `worker_reads`: per plain local shard this host reads, its index.
+    pub indexes: Option<Indexes>,
+    /// A mixture's sources', in the order given.
+    pub sources: Vec<Loaded>,
+    /// A mixture by tokens: each source's mean tokens per record.
+    pub token_means: Option<Vec<f64>>,
+}
