@@ -5,7 +5,7 @@ A pipeline crosses into it as its description (the engine's
 keeps it.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, final
 
 import numpy.typing as npt
@@ -23,8 +23,9 @@ def describe(description: str) -> str:
     """The description (JSON) checked, with its defaults filled in; a bad
     value raises ``SpecError`` naming its place."""
 
-def files_of(description: str) -> list[str]:
-    """The files the described pipeline reads, before host sharding."""
+def files_of(description: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The files the described pipeline reads, before host sharding, and each
+    glob's files (what a run takes as ``listed``)."""
 
 def merge_states(states: Sequence[bytes]) -> bytes:
     """The states of several hosts of one job, taken at the same step, merged
@@ -34,6 +35,7 @@ def records_of(
     description: str,
     wanted: list[int],
     state: bytes | None = None,
+    listed: Mapping[str, list[str]] | None = None,
 ) -> dict[int, list[list[tuple[str, int]]]]:
     """The records of global steps ``wanted``: per step, per global row, the
     ``(file, offset)`` of its records."""
@@ -52,7 +54,9 @@ def limit_of(
     """What limits a pipeline over a stretch: its word, the busiest stage and
     the share behind it (the engine's rule)."""
 
-def shapes(description: str) -> list[list[tuple[str, str, list[int]]]]:
+def shapes(
+    description: str, listed: Mapping[str, list[str]] | None = None
+) -> list[list[tuple[str, str, list[int]]]]:
     """Every batch shape the described pipeline can emit: a list of lists of
     ``(name, numpy dtype name, shape)``."""
 
@@ -90,11 +94,16 @@ class Batches:
     """A running pipeline (:class:`infeed.Iterator` wraps it)."""
 
     def __init__(
-        self, description: str, state: bytes | None = None, digests: bool = False
+        self,
+        description: str,
+        state: bytes | None = None,
+        digests: bool = False,
+        listed: Mapping[str, list[str]] | None = None,
     ) -> None:
         """Starts the pipeline ``description`` (JSON) describes, from
         ``state`` (bytes from :meth:`state`) when given; with ``digests``,
-        takes each batch's digest."""
+        takes each batch's digest; on the files its globs matched before
+        (``listed``, by pattern), listing none of those again."""
     def next(self) -> dict[str, npt.NDArray[Any]] | None:
         """The next batch as a dict name -> numpy array, or ``None`` at the end."""
     def state(self) -> bytes:

@@ -199,6 +199,7 @@ class Pipeline:
         files: Sequence[str],
         maps: tuple[Callable[[Batch], Batch], ...] = (),
         tfds: tuple[str, str] | None = None,
+        listed: Mapping[str, list[str]] | None = None,
     ) -> None:
         self._description = description
         self._files = list(files)
@@ -206,6 +207,10 @@ class Pipeline:
         # (dataset directory, split string) of a pipeline from from_tfds, for
         # parse() without a spec.
         self._tfds = tfds
+        # Each glob's files as listed when the pipeline was made: every run
+        # takes them (the description keeps the glob), so a bucket is listed
+        # once per pipeline, not at every iter().
+        self._listed = dict(listed or {})
 
     # Sources -------------------------------------------------------------
 
@@ -219,7 +224,8 @@ class Pipeline:
         gs://, s3://, az:// URLs, in sorted order; a comma separates several
         patterns. Raises :class:`infeed.SourceError` when nothing matches."""
         pattern = os.fspath(pattern)
-        return cls._over({"glob": pattern}, _infeed.list_files(pattern))
+        files = _infeed.list_files(pattern)
+        return cls._over({"glob": pattern}, files, listed={pattern: files})
 
     @classmethod
     def from_files(cls, files: Iterable[str | os.PathLike[str]]) -> Pipeline:
@@ -259,7 +265,8 @@ class Pipeline:
         tfds = checked["source"].get("tfds")
         where = None if tfds is None else (tfds["dir"], tfds["split"])
         maps = tuple(functions[name] for name in named)
-        return cls(checked, _infeed.files_of(_json(checked)), maps, tfds=where)
+        files, listed = _infeed.files_of(_json(checked))
+        return cls(checked, files, maps, tfds=where, listed=listed)
 
     def describe(self) -> Description:
         """The pipeline as one value, checked and with its defaults filled
@@ -345,7 +352,8 @@ class Pipeline:
         if records_per_step is not None:
             mix["records_per_step"] = records_per_step
         files = [f for p in sources.values() for f in p._files]
-        return cls._over({"mix": mix}, files)
+        listed = {g: fs for p in sources.values() for g, fs in p._listed.items()}
+        return cls._over({"mix": mix}, files, listed=listed)
 
     @classmethod
     def from_tfds(cls, dir: str | os.PathLike[str], split: str = "train") -> Pipeline:
@@ -374,7 +382,7 @@ class Pipeline:
         # The engine reads it now, so that a bad value is refused by the
         # call that gives it (the one check, the engine's).
         _infeed.describe(_json(description))
-        return Pipeline(description, self._files, self._maps, self._tfds)
+        return Pipeline(description, self._files, self._maps, self._tfds, self._listed)
 
     def _record(self, step: str, **fields: Any) -> Pipeline:
         """Pushes a step on serialized records."""
@@ -837,7 +845,8 @@ class Pipeline:
         """
         if not callable(fn):
             raise TypeError("map_batch needs a callable")
-        return Pipeline(self._description, self._files, self._maps + (fn,), self._tfds)
+        maps = self._maps + (fn,)
+        return Pipeline(self._description, self._files, maps, self._tfds, self._listed)
 
     # Running ---------------------------------------------------------------
 
@@ -846,7 +855,7 @@ class Pipeline:
         dict name → (shape, numpy dtype) per shape."""
         return [
             {name: (tuple(shape), np.dtype(dtype)) for name, dtype, shape in tensors}
-            for tensors in _infeed.shapes(_json(self._description))
+            for tensors in _infeed.shapes(_json(self._description), self._listed)
         ]
 
     def records_of(self, steps: Iterable[int], state: bytes | None = None) -> dict[int, list[Any]]:
@@ -858,7 +867,7 @@ class Pipeline:
         process's), from ``state`` (merged states of every process, or one
         process's when each runs one stream) or the start, by running the
         record ops and grouping up to the last step, nothing parsed."""
-        found = _infeed.records_of(_json(self._description), list(steps), state)
+        found = _infeed.records_of(_json(self._description), list(steps), state, self._listed)
         packed = any("pack" in b for b in self._description.get("batches", []))
 
         def row(records: list[tuple[str, int]]) -> Any:
@@ -916,7 +925,10 @@ class Iterator:
         self._pipeline = pipeline
         self._digests = digests
         self._batches = _infeed.Batches(
-            _json(pipeline._description), None if state is None else bytes(state), digests
+            _json(pipeline._description),
+            None if state is None else bytes(state),
+            digests,
+            pipeline._listed,
         )
 
     def __iter__(self) -> Iterator:
@@ -999,7 +1011,8 @@ class Iterator:
     def set_state(self, state: bytes) -> None:
         """Continues from ``state`` (from :meth:`get_state` of an iterator of
         the same pipeline)."""
-        batches = _infeed.Batches(_json(self._pipeline._description), bytes(state), self._digests)
+        p = self._pipeline
+        batches = _infeed.Batches(_json(p._description), bytes(state), self._digests, p._listed)
         self._batches.close()
         self._batches = batches
 

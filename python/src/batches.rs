@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use infeed::batch::{AlignedBuf, Batch, BytesColumn, Provenance, Tensor, TensorType};
+use infeed::pipeline::Listed;
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{Element, PyArray};
 use pyo3::prelude::*;
@@ -87,16 +88,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Batches {
     /// Starts the pipeline `description` (JSON) describes, from `state`
     /// (bytes from `state()`) when given; with `digests`, takes each
-    /// batch's digest (`digest`).
+    /// batch's digest (`digest`); on the files its globs matched before
+    /// (`listed`, by pattern), listing none of those again.
     #[new]
-    #[pyo3(signature = (description, state = None, digests = false))]
+    #[pyo3(signature = (description, state = None, digests = false, listed = None))]
     fn new(
         py: Python<'_>,
         description: &str,
         state: Option<Vec<u8>>,
         digests: bool,
+        listed: Option<Listed>,
     ) -> PyResult<Self> {
-        let pipeline = build::build(py, description, state.as_deref())?;
+        let pipeline = build::build(py, description, state.as_deref(), listed)?;
         let batches = py
             .detach(|| pipeline.build())
             .map_err(|e| errors::to_py(py, e))?;

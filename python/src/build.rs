@@ -4,7 +4,7 @@
 //! an error naming its place), so that no step is spelled twice.
 
 use infeed::pipeline::description::{Features, Output};
-use infeed::pipeline::{Description, ParsedPipeline, PipelineError};
+use infeed::pipeline::{Description, Listed, ParsedPipeline, PipelineError};
 use infeed::spec::FeatureSpec;
 use pyo3::prelude::*;
 
@@ -15,9 +15,15 @@ pub fn description(py: Python<'_>, json: &str) -> PyResult<Description> {
     Description::from_json(json).map_err(|e| errors::to_py(py, e))
 }
 
-/// The pipeline `json` describes, resumed from `state`. It lists its glob
-/// or reads its TFDS split here, without the GIL.
-pub fn build(py: Python<'_>, json: &str, state: Option<&[u8]>) -> PyResult<ParsedPipeline> {
+/// The pipeline `json` describes, resumed from `state`, on the files its
+/// globs matched when the Python pipeline was made (`listed`: a glob not
+/// there is listed here, a TFDS split read, without the GIL).
+pub fn build(
+    py: Python<'_>,
+    json: &str,
+    state: Option<&[u8]>,
+    listed: Option<Listed>,
+) -> PyResult<ParsedPipeline> {
     let d = description(py, json)?;
     if d.parse.is_none() {
         return Err(errors::spec(
@@ -34,7 +40,7 @@ pub fn build(py: Python<'_>, json: &str, state: Option<&[u8]>) -> PyResult<Parse
         ));
     }
     let pipeline = py
-        .detach(|| ParsedPipeline::from_description(&d))
+        .detach(|| ParsedPipeline::from_description_listed(&d, &listed.unwrap_or_default()))
         .map_err(|e| errors::to_py(py, e))?;
     Ok(match state {
         Some(state) => pipeline.resume_from(state),

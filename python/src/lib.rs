@@ -15,6 +15,7 @@ mod errors;
 #[cfg(feature = "beam")]
 mod writer;
 
+use infeed::pipeline::Listed;
 use pyo3::prelude::*;
 
 /// The files a glob matches (local paths or gs://, s3://, az:// URLs), sorted.
@@ -76,15 +77,16 @@ fn describe(py: Python<'_>, json: &str) -> PyResult<String> {
 }
 
 /// The files the description's pipeline reads, before host sharding (a
-/// glob listed, a TFDS split read).
+/// glob listed, a TFDS split read), and each glob's files (what its runs
+/// take as `listed`, so as to list none again).
 #[pyfunction]
-fn files_of(py: Python<'_>, json: &str) -> PyResult<Vec<String>> {
+fn files_of(py: Python<'_>, json: &str) -> PyResult<(Vec<String>, Listed)> {
     let mut d = build::description(py, json)?;
     // Its record-level part: the files come from there.
     d.parse = None;
     d.batches.clear();
     py.detach(|| infeed::pipeline::Pipeline::from_description(&d))
-        .map(|p| p.files().to_vec())
+        .map(|p| (p.files().to_vec(), p.listed()))
         .map_err(|e| errors::to_py(py, e))
 }
 
@@ -94,8 +96,13 @@ type TensorShape = (String, &'static str, Vec<usize>);
 /// Every batch shape the described pipeline can emit: a list of lists of
 /// `(name, dtype, shape)`.
 #[pyfunction]
-fn shapes(py: Python<'_>, description: &str) -> PyResult<Vec<Vec<TensorShape>>> {
-    let pipeline = build::build(py, description, None)?;
+#[pyo3(signature = (description, listed = None))]
+fn shapes(
+    py: Python<'_>,
+    description: &str,
+    listed: Option<Listed>,
+) -> PyResult<Vec<Vec<TensorShape>>> {
+    let pipeline = build::build(py, description, None, listed)?;
     let shapes = py
         .detach(|| pipeline.shapes())
         .map_err(|e| errors::to_py(py, e))?;
@@ -142,14 +149,15 @@ fn limit_of(
 /// The records of the global steps `wanted` (`Pipeline.records_of`): per
 /// step, per global row, the `(file, offset)` of its records.
 #[pyfunction]
-#[pyo3(signature = (description, wanted, state = None))]
+#[pyo3(signature = (description, wanted, state = None, listed = None))]
 fn records_of(
     py: Python<'_>,
     description: &str,
     wanted: Vec<u64>,
     state: Option<Vec<u8>>,
+    listed: Option<Listed>,
 ) -> PyResult<std::collections::BTreeMap<u64, Vec<infeed::pipeline::RowRecords>>> {
-    let pipeline = build::build(py, description, state.as_deref())?;
+    let pipeline = build::build(py, description, state.as_deref(), listed)?;
     py.detach(|| pipeline.records_of(&wanted))
         .map_err(|e| errors::to_py(py, e))
 }

@@ -177,3 +177,23 @@ def test_a_map_batch_function_is_named_not_held(monkeypatch, tmp_path):
     )
     assert done.returncode == 1
     assert 'user code ("python:test_description.add_lengths")' in done.stderr, done.stderr
+
+
+def test_a_glob_is_listed_once_and_its_runs_read_what_it_matched(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.tfrecord").write_bytes(pathlib.Path(LM).read_bytes())
+    pattern = str(tmp_path / "*.tfrecord")
+    p = infeed.Pipeline.from_glob(pattern)
+    p = p.parse(LM_SPEC).pad_to_multiple_of(64).max_length(512).batch(8)
+    two = sum(1 for _ in p.iter())
+    # A shard that appears later is not read by this pipeline's runs (its
+    # description still says the glob; from_description lists it again).
+    (tmp_path / "c.tfrecord").write_bytes(pathlib.Path(LM).read_bytes())
+    assert sum(1 for _ in p.iter()) == two
+    assert len(p.shapes()) == 8  # 64 to 512 by 64
+    assert p.describe()["source"] == {"glob": pattern}
+    again = infeed.Pipeline.from_description(p.describe())
+    assert sum(1 for _ in again.iter()) > two
+    # A mixture's sources keep theirs.
+    mixed = infeed.Pipeline.mix({"g": infeed.Pipeline.from_glob(pattern)}, {"g": 1.0})
+    assert len(mixed.files) == 3

@@ -43,6 +43,13 @@ use super::ops::mix::{MixChoice, OnExhausted};
 use super::ops::mix_schedule::MixSchedule;
 use super::settings::MixSettings;
 
+/// The files of a description's globs as listed before, by pattern (in
+/// sorted order, as a listing gives them): a description run with them
+/// lists none of these again. The Python package lists a glob once per
+/// pipeline, then runs its description at every iterator's start; on a
+/// bucket of many shards a listing is many requests.
+pub type Listed = std::collections::BTreeMap<String, Vec<String>>;
+
 /// A description of an input pipeline; `build` starts it.
 ///
 /// Each word pushes a step onto its [`Description`]
@@ -663,6 +670,16 @@ impl Pipeline {
     /// version, one that parses or makes batches, or user code it only
     /// names.
     pub fn from_description(d: &Description) -> Result<Self, PipelineError> {
+        Self::from_description_listed(d, &Listed::new())
+    }
+
+    /// [`from_description`](Self::from_description), with the files of
+    /// the globs in `listed` as listed before (a glob not there is listed
+    /// here).
+    pub fn from_description_listed(
+        d: &Description,
+        listed: &Listed,
+    ) -> Result<Self, PipelineError> {
         d.check_version()?;
         if d.parse.is_some() || !d.batches.is_empty() {
             return Err(PipelineError::Description(
@@ -671,15 +688,42 @@ impl Pipeline {
                     .into(),
             ));
         }
-        Self::records_of_description(d)
+        Self::records_of_description(d, listed)
+    }
+
+    /// Every glob of its source with the files it matched (a mixture's
+    /// sources' too): what runs its description again without listing
+    /// ([`from_description_listed`](Self::from_description_listed)).
+    pub fn listed(&self) -> Listed {
+        let mut listed = Listed::new();
+        match (&self.d.source, &self.s.mixture) {
+            (Source::Glob(pattern), _) => {
+                listed.insert(pattern.clone(), self.s.files.clone());
+            }
+            (Source::Mix(mix), Some(settings)) => {
+                for (source, (_, s)) in mix.sources.iter().zip(&settings.sources) {
+                    if let Source::Glob(pattern) = &source.pipeline.source {
+                        listed.insert(pattern.clone(), s.files.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+        listed
     }
 
     /// The record-level part of `d`: its source, options and record steps.
-    fn records_of_description(d: &Description) -> Result<Self, PipelineError> {
+    fn records_of_description(d: &Description, listed: &Listed) -> Result<Self, PipelineError> {
         let o = &d.options;
         let mut p = match &d.source {
             Source::Files(files) => Self::from_files(files.iter().cloned())?,
-            Source::Glob(pattern) => Self::from_glob_with(pattern, o.source.clone())?,
+            Source::Glob(pattern) => match listed.get(pattern) {
+                Some(files) if !files.is_empty() => {
+                    let described = Source::Glob(pattern.clone());
+                    Self::with_files(pattern.clone(), files.clone(), described)
+                }
+                _ => Self::from_glob_with(pattern, o.source.clone())?,
+            },
             Source::Tfds { dir, split } => Self::from_tfds_with(dir, split, o.source.clone())?,
             Source::Mix(mix) => {
                 let source = |s: &MixSource| {
@@ -691,7 +735,8 @@ impl Pipeline {
                             s.name
                         )));
                     }
-                    Ok((s.name.clone(), Self::from_description(&s.pipeline)?))
+                    let source = Self::from_description_listed(&s.pipeline, listed)?;
+                    Ok((s.name.clone(), source))
                 };
                 let sources = mix
                     .sources
@@ -1182,6 +1227,16 @@ impl ParsedPipeline {
     /// The pipeline `d` describes, whole (see
     /// [`Pipeline::from_description`]): it must parse.
     pub fn from_description(d: &Description) -> Result<Self, PipelineError> {
+        Self::from_description_listed(d, &Listed::new())
+    }
+
+    /// [`from_description`](Self::from_description), with the files of
+    /// the globs in `listed` as listed before
+    /// ([`Pipeline::from_description_listed`]).
+    pub fn from_description_listed(
+        d: &Description,
+        listed: &Listed,
+    ) -> Result<Self, PipelineError> {
         d.check_version()?;
         let Some(parse) = &d.parse else {
             return Err(PipelineError::Description(
@@ -1191,7 +1246,7 @@ impl ParsedPipeline {
             ));
         };
         let (spec, sequence) = parse.specs()?;
-        let records = Pipeline::records_of_description(d)?;
+        let records = Pipeline::records_of_description(d, listed)?;
         let mut p = match sequence {
             Some(sequence) => records.parse_sequence(sequence),
             None => records.parse(spec),

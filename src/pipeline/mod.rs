@@ -126,7 +126,7 @@ mod tokenize;
 pub use accounting::{LeftOut, RecordAccount};
 pub use async_iter::BatchStream;
 pub use batches::{Batches, PipelineStats};
-pub use builder::{ParsedPipeline, Pipeline};
+pub use builder::{Listed, ParsedPipeline, Pipeline};
 pub use checkpoint::merge as merge_states;
 pub use description::Description;
 pub use error::{PipelineError, RecordIndex, SettingError, StateError};

@@ -538,3 +538,59 @@ fn values_json_has_no_number_for_round_trip_too() {
     let (a, b) = (start_error(&mixed), start_error(&again));
     assert_eq!(a.to_string(), b.to_string());
 }
+
+#[test]
+fn a_description_runs_again_on_the_files_its_globs_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a", "b", "c"] {
+        std::fs::copy(
+            testdata("lm-sample.tfrecord"),
+            dir.path().join(format!("{name}.tfrecord")),
+        )
+        .unwrap();
+    }
+    let pattern = format!("{}/*.tfrecord", dir.path().display());
+    let glob = Pipeline::from_glob(&pattern).unwrap();
+    let listed = glob.listed();
+    let files: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| format!("{}/{n}.tfrecord", dir.path().display()))
+        .collect();
+    assert_eq!(listed.get(&pattern), Some(&files));
+    // A shard that appears after the listing is not read: the description
+    // runs on what was listed, and keeps its glob.
+    std::fs::copy(
+        testdata("lm-sample.tfrecord"),
+        dir.path().join("d.tfrecord"),
+    )
+    .unwrap();
+    let again = Pipeline::from_description_listed(&glob.describe(), &listed).unwrap();
+    assert_eq!(again.describe(), glob.describe());
+    assert_eq!(again.files(), files.as_slice());
+    assert_eq!(
+        Pipeline::from_description(&glob.describe())
+            .unwrap()
+            .files()
+            .len(),
+        4
+    );
+    // So does a pipeline that parses: as many batches as three files give.
+    let parsed = glob
+        .clone()
+        .parse(lm_spec())
+        .pad_to_multiple_of(64)
+        .max_length(512)
+        .batch(8, false);
+    let d = parsed.describe();
+    let count = |p: ParsedPipeline| p.build().unwrap().count();
+    let listed_count = count(ParsedPipeline::from_description_listed(&d, &listed).unwrap());
+    assert_eq!(listed_count, count(parsed));
+    let relisted = count(ParsedPipeline::from_description(&d).unwrap());
+    assert!(relisted > listed_count, "{relisted} {listed_count}");
+    // A mixture's globbed sources are listed by their patterns.
+    let mix = Pipeline::mix([("g", glob.clone()), ("plain", lm())], &[1.0, 1.0]).unwrap();
+    assert_eq!(mix.listed(), listed);
+    let d = mix.describe();
+    let again = Pipeline::from_description_listed(&d, &listed).unwrap();
+    assert_eq!(again.files().len(), files.len() + 1);
+}
