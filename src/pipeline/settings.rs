@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use super::checkpoint::Identity;
-use super::error::{PipelineError, SettingError};
+use super::error::PipelineError;
 use super::item::LengthScan;
-use super::limits;
 use super::loaded::Loaded;
 use super::ops::chain::{ChainConfig, ChainSettings};
 use super::ops::interleave::{RecordRange, StreamFiles};
@@ -151,43 +150,6 @@ impl RecordSettings {
             sources,
             ..Loaded::default()
         })
-    }
-
-    /// Checks the sizes the record-level words give (`limits.rs`): each
-    /// source's too, for a mixture.
-    pub fn check_sizes(&self) -> Result<(), SettingError> {
-        limits::at_most("threads", self.workers as u64, limits::MAX_THREADS)?;
-        self.affinity.check()?;
-        limits::at_most("prefetch", self.prefetch as u64, limits::MAX_PREFETCH)?;
-        limits::at_most(
-            "interleave",
-            self.ops.interleave.cycle_length as u64,
-            limits::MAX_CYCLE_LENGTH,
-        )?;
-        // Each read holds a chunk, and `readahead` of them are in flight.
-        limits::at_most(
-            "read chunk_size",
-            self.read.chunk_size as u64,
-            limits::MAX_CHUNK_BYTES,
-        )?;
-        limits::positive("source chunk_size", self.source_options.chunk_size as u64)?;
-        limits::positive("readahead", self.source_options.readahead as u64)?;
-        limits::at_most(
-            "source chunk_size",
-            self.source_options.chunk_size as u64,
-            limits::MAX_CHUNK_BYTES,
-        )?;
-        limits::at_most(
-            "readahead",
-            self.source_options.readahead as u64,
-            limits::MAX_READAHEAD,
-        )?;
-        if let Some(mix) = &self.mixture {
-            for (_, source) in &mix.sources {
-                source.check_sizes()?;
-            }
-        }
-        Ok(())
     }
 
     /// The record ops' settings of logical stream `index` of `streams`: the

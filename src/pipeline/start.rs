@@ -110,7 +110,9 @@ pub(crate) struct Planned {
 /// batch count by running every stream's grouping where they do not; the
 /// state to resume from and the steps to leave out.
 pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, PipelineError> {
-    p.check_sizes()?;
+    // Every size was checked with the description (`Description::validate`);
+    // the cores are this machine's.
+    p.affinity.check()?;
     check_worker_reads(p, &record)?;
     let mut loaded = p.load()?;
     loaded.token_means = measure_token_weights(p, &record)?;

@@ -153,6 +153,32 @@ pub enum RecordStep {
     },
 }
 
+impl RecordStep {
+    /// Its values: each size within its limit, no zero that means nothing
+    /// (a typed error naming the setting, the value and the limit).
+    pub fn validate(&self) -> Result<(), SettingError> {
+        match self {
+            RecordStep::Interleave {
+                cycle_length,
+                block_length,
+            } => {
+                limits::positive("interleave cycle_length", *cycle_length as u64)?;
+                limits::at_most("interleave", *cycle_length as u64, limits::MAX_CYCLE_LENGTH)?;
+                limits::positive("interleave block_length", *block_length as u64)
+            }
+            RecordStep::GlobalShuffle {
+                block_bytes: Some(bytes),
+            } => limits::positive("global_shuffle block_bytes", *bytes),
+            RecordStep::Repeat { epochs: Some(0) } => Err(SettingError {
+                setting: "repeat",
+                value: "0".into(),
+                limit: "at least 1 epoch (none: forever)".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// User code a step runs, by the name its face gave it: it travels with
 /// the description only as that name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,6 +243,33 @@ impl std::default::Default for Options {
             read: ReadOptions::default(),
             source: SourceOptions::default(),
         }
+    }
+}
+
+impl Options {
+    /// Each size within its limit, no zero that means nothing.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        if let Some(threads) = self.threads {
+            limits::positive("threads", threads as u64)?;
+            limits::at_most("threads", threads as u64, limits::MAX_THREADS)?;
+        }
+        limits::positive("prefetch", self.prefetch as u64)?;
+        limits::at_most("prefetch", self.prefetch as u64, limits::MAX_PREFETCH)?;
+        // Each read holds a chunk, and `readahead` of them are in flight.
+        let (read, source) = (&self.read, &self.source);
+        limits::at_most(
+            "read chunk_size",
+            read.chunk_size as u64,
+            limits::MAX_CHUNK_BYTES,
+        )?;
+        limits::positive("source chunk_size", source.chunk_size as u64)?;
+        limits::positive("readahead", source.readahead as u64)?;
+        limits::at_most(
+            "source chunk_size",
+            source.chunk_size as u64,
+            limits::MAX_CHUNK_BYTES,
+        )?;
+        limits::at_most("readahead", source.readahead as u64, limits::MAX_READAHEAD)
     }
 }
 
@@ -317,6 +370,42 @@ pub enum BatchStep {
     MapDelivered(Callable),
 }
 
+impl BatchStep {
+    /// Its values: each size within its limit (rows per batch and per
+    /// bucket, how many buckets), no zero that means nothing, bounds in
+    /// order.
+    pub fn validate(&self) -> Result<(), SettingError> {
+        let rows = |setting: &'static str, rows: usize| {
+            limits::positive(setting, rows as u64)?;
+            limits::at_most(setting, rows as u64, limits::MAX_BATCH_ROWS)
+        };
+        match self {
+            BatchStep::Batch { size, .. } => rows("batch", *size),
+            BatchStep::BucketByLength {
+                boundaries,
+                batch_sizes,
+                ..
+            } => {
+                limits::at_most(
+                    "bucket boundaries",
+                    boundaries.len() as u64,
+                    crate::batch::MAX_SHAPES as u64,
+                )?;
+                for &size in batch_sizes {
+                    limits::at_most("bucket batch size", size as u64, limits::MAX_BATCH_ROWS)?;
+                }
+                Ok(())
+            }
+            BatchStep::FilterLength { min, max, .. } if min > max => Err(SettingError {
+                setting: "filter_length",
+                value: format!("{min}..={max}"),
+                limit: "min at most max".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What a face that runs a description delivers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -382,56 +471,25 @@ impl Description {
     }
 
     /// Checks what the description says before anything runs: every size
-    /// its own (`limits.rs`), a zero only where it means something (`shuffle
-    /// 0`: no shuffle), a modifier only with what it modifies; a mixture's
-    /// sources alike. Each face's pipeline is checked here when it starts,
-    /// with the same error.
+    /// within its limit (`limits.rs`), a zero only where it means something
+    /// (`shuffle 0`: no shuffle), a modifier only with what it modifies; a
+    /// mixture's sources alike. Each step checks its own values
+    /// ([`RecordStep::validate`], [`BatchStep::validate`],
+    /// [`Options::validate`]); what is checked here is how they go
+    /// together. Each face's pipeline is checked here when it starts, with
+    /// the same error.
     pub fn validate(&self) -> Result<(), PipelineError> {
         self.check_version()?;
-        let zero = |setting: &'static str, value: u64| limits::positive(setting, value);
         for step in &self.records {
-            match step {
-                RecordStep::Interleave {
-                    cycle_length,
-                    block_length,
-                } => {
-                    zero("interleave cycle_length", *cycle_length as u64)?;
-                    zero("interleave block_length", *block_length as u64)?;
-                }
-                RecordStep::GlobalShuffle {
-                    block_bytes: Some(bytes),
-                } => zero("global_shuffle block_bytes", *bytes)?,
-                RecordStep::Repeat { epochs: Some(0) } => {
-                    return Err(SettingError {
-                        setting: "repeat",
-                        value: "0".into(),
-                        limit: "at least 1 epoch (none: forever)".into(),
-                    }
-                    .into());
-                }
-                _ => {}
-            }
+            step.validate()?;
         }
-        let o = &self.options;
-        if let Some(threads) = o.threads {
-            zero("threads", threads as u64)?;
-        }
-        zero("prefetch", o.prefetch as u64)?;
+        self.options.validate()?;
         let packs = self
             .batches
             .iter()
             .any(|s| matches!(s, BatchStep::Pack { .. }));
         for step in &self.batches {
-            if let BatchStep::FilterLength { min, max, .. } = step
-                && min > max
-            {
-                return Err(SettingError {
-                    setting: "filter_length",
-                    value: format!("{min}..={max}"),
-                    limit: "min at most max".into(),
-                }
-                .into());
-            }
+            step.validate()?;
             let word = match step {
                 BatchStep::PackOverflow { .. } => "pack_overflow",
                 BatchStep::PackStrategy { .. } => "pack_strategy",

@@ -465,6 +465,60 @@ fn a_zero_is_refused_unless_it_means_something() {
     assert_eq!(digests(&parsed(lm().shuffle(0)), 64), digests(&plain, 64));
 }
 
+#[test]
+fn every_size_past_its_limit_is_refused_by_its_step_naming_the_limit() {
+    let parsed = parsed_lm;
+    let read = |r: ReadOptions| lm().read_options(r);
+    let source = |s: SourceOptions| lm().source_options(s);
+    let refused = [
+        (parsed(lm().threads(1025)), "threads = 1025: at most 1024"),
+        (parsed(lm().prefetch(4097)), "prefetch = 4097: at most 4096"),
+        (
+            parsed(lm().interleave(4097, 1)),
+            "interleave = 4097: at most 4096",
+        ),
+        (
+            parsed(read(ReadOptions::default().chunk_size((1 << 30) + 1))),
+            "read chunk_size = 1073741825: at most 1073741824",
+        ),
+        (
+            parsed(source(SourceOptions::default().readahead(257))),
+            "readahead = 257: at most 256",
+        ),
+        (
+            parsed(source(SourceOptions::default().chunk_size(0))),
+            "source chunk_size = 0: at least 1",
+        ),
+        (
+            lm().parse(lm_spec())
+                .max_length(512)
+                .batch((1 << 24) + 1, true),
+            "batch = 16777217: at most 16777216",
+        ),
+        (
+            lm().parse(lm_spec())
+                .bucket_by_length("input_ids", &[64], &[8, (1 << 24) + 1])
+                .max_length(512),
+            "bucket batch size = 16777217: at most 16777216",
+        ),
+        (
+            lm().parse(lm_spec())
+                .filter_length("input_ids", 9, 3)
+                .max_length(512)
+                .batch(8, true),
+            "filter_length = 9..=3: min at most max",
+        ),
+    ];
+    for (p, message) in refused {
+        let e = start_error(&p);
+        assert_eq!(e.to_string(), format!("invalid setting: {message}"));
+        // The same value refused by the same check when the description
+        // is read back and run.
+        let again = ParsedPipeline::from_description(&p.describe()).unwrap();
+        assert_eq!(start_error(&again).to_string(), e.to_string());
+    }
+}
+
 /// `p` parsed into the lm's padded batches.
 fn parsed_lm(p: Pipeline) -> ParsedPipeline {
     p.parse(lm_spec()).max_length(512).batch(64, true)
