@@ -511,9 +511,8 @@ class Pipeline:
         rather than raised as :class:`infeed.CorruptRecordError`, and whether
         local files are mapped into memory (``mmap=True``: faster, and a
         shuffle buffer holds records of 1 KiB and more as views of the
-        mapped pages rather than copies; but a file truncated or rewritten in
-        place while read kills the process with SIGBUS, so only for shards
-        nothing rewrites meanwhile)."""
+        mapped pages rather than copies; a file cut short while read is an
+        error naming it, as without it, on Linux)."""
         read: dict[str, Any] = {
             "compression": compression,
             "verify_crc": bool(verify_crc),

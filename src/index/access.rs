@@ -18,6 +18,7 @@ use super::error::IndexError;
 use super::format::ShardIndex;
 use super::location::{Found, IndexOptions, index_url, load_or_build};
 use super::zran::inflate_from;
+use crate::record::mapped;
 use crate::record::{Compression, Deframer, ErrorKind, ReadOptions, Record, RecordError};
 use crate::source::{ReadStats, ShardInfo, SourceError, SourceOptions, Store, io_runtime};
 
@@ -32,9 +33,10 @@ pub struct AccessOptions {
     /// Map local shards into memory (default): a record is a slice of the
     /// page cache, with no system call or copy — twice the records per
     /// second of `pread` on kilobyte records (docs/random-access.md), as
-    /// Arrow and Hugging Face datasets map theirs. Shards must then not be
-    /// cut short while read (a read past a file's new end faults, SIGBUS);
-    /// one rewritten before it is opened is refused as stale.
+    /// Arrow and Hugging Face datasets map theirs. A shard cut short while
+    /// read is an error naming it (on Linux; elsewhere a read past a
+    /// file's new end faults, SIGBUS); one rewritten before it is opened is
+    /// refused as stale.
     pub mmap: bool,
 }
 
@@ -458,16 +460,14 @@ impl RandomAccess {
     }
 }
 
-/// Opens a local shard, mapping it whole with `mmap` (a file truncated
-/// while mapped faults when read: `ReadOptions::mmap` says so).
+/// Opens a local shard, mapping it whole with `mmap` (bytes changed
+/// meanwhile are caught by the records' CRCs; a file cut short under the
+/// map by the deframer, as an error: `record::mapped`).
 fn open_local(url: &str, mmap: bool) -> Result<Local, String> {
     let path = url.strip_prefix("file://").unwrap_or(url);
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let map = if mmap {
-        // SAFETY: read-only, alive as long as the `Bytes` over it; bytes
-        // changed meanwhile are caught by the records' CRCs.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("mmap: {e}"))?;
-        Some(Bytes::from_owner(map))
+        Some(mapped::map_whole(&file).map_err(|e| format!("mmap: {e}"))?)
     } else {
         None
     };

@@ -12,6 +12,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use super::crc::{masked_crc32c, masked_crc32c_of_length};
 use super::error::{ErrorKind, RecordError, RecordPart};
 use super::frame::{FOOTER_LEN, HEADER_LEN, parse_header};
+use super::mapped;
 use super::options::{CorruptPolicy, ReadOptions, SkipEvent, SkipReport};
 
 /// Header plus footer.
@@ -76,6 +77,11 @@ pub struct Deframer {
     skipped: SkipReport,
     eof: bool,
     failed: bool,
+    /// The address range of the last chunk pushed, and the process's map
+    /// faults when it was last looked at (`mapped.rs`): a chunk of a map
+    /// whose file was cut under it ends the read with an error.
+    chunk_at: (usize, usize),
+    faults_seen: u64,
 }
 
 #[inline(always)]
@@ -109,6 +115,8 @@ impl Deframer {
             skipped: SkipReport::default(),
             eof: false,
             failed: false,
+            chunk_at: (0, 0),
+            faults_seen: mapped::faults(),
         }
     }
 
@@ -138,6 +146,7 @@ impl Deframer {
             // The caller pushed before draining: keep the order of the bytes.
             self.pending.extend_from_slice(&self.cur);
         }
+        self.chunk_at = (chunk.as_ptr() as usize, chunk.len());
         self.cur = chunk;
     }
 
@@ -174,6 +183,37 @@ impl Deframer {
     /// [`Deframer::finish`], when there are no more records).
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<Record>, RecordError> {
+        let at = (self.offset, self.records);
+        let next = self.next_framed();
+        if mapped::faults() != self.faults_seen {
+            return self.unless_cut(next, at);
+        }
+        next
+    }
+
+    /// `next` unless the map the last chunk lies in was cut under it (a
+    /// read there faulted, and read zeros): then the error of the record
+    /// read from it, `at` (its offset, and the records before it).
+    #[cold]
+    fn unless_cut(
+        &mut self,
+        next: Result<Option<Record>, RecordError>,
+        at: (u64, u64),
+    ) -> Result<Option<Record>, RecordError> {
+        self.faults_seen = mapped::faults();
+        let (start, len) = self.chunk_at;
+        if start == 0 || !mapped::cut_under(start, len) {
+            return next;
+        }
+        let path = self.path.strip_prefix("file://").unwrap_or(&self.path);
+        let now = std::fs::metadata(path).map_or(0, |m| m.len());
+        (self.offset, self.records) = at;
+        Err(self.error(ErrorKind::CutWhileMapped { len: now }))
+    }
+
+    /// The next record as the chunks frame it.
+    #[inline(always)]
+    fn next_framed(&mut self) -> Result<Option<Record>, RecordError> {
         if self.eof {
             return Ok(self.ready.pop_front());
         }

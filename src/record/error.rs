@@ -170,6 +170,16 @@ pub enum ErrorKind {
         /// The payload length the record's header in the file gives.
         found: u64,
     },
+    /// The file was cut short while read through a memory map
+    /// (`ReadOptions::mmap`): a read past its new end, turned into this
+    /// error instead of a SIGBUS.
+    #[error(
+        "the file was cut short while it was read (mapped): it is {len} bytes now, and this record was past its end"
+    )]
+    CutWhileMapped {
+        /// The file's length when the cut was found.
+        len: u64,
+    },
     /// The underlying reader failed.
     #[error("I/O error ({kind}): {source}")]
     Io {
@@ -218,6 +228,7 @@ impl PartialEq for ErrorKind {
                     found: f,
                 },
             ) => (indexed, found) == (i, f),
+            (CutWhileMapped { len }, CutWhileMapped { len: l }) => len == l,
             (
                 Decompress { compression, cause },
                 Decompress {

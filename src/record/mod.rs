@@ -15,10 +15,13 @@
 //! stream. Both CRCs are verified by default; under [`CorruptPolicy::Skip`]
 //! corrupt regions are skipped and counted in a [`SkipReport`].
 //!
+//! - `mapped`: local files mapped into memory, a file cut short under its
+//!   map an error rather than a SIGBUS (the deframer checks its chunks).
+//!
 //! Files depend one way: `frame`, `crc` ← `compression` ← `inflate` ←
-//! `error` ← `options` ← `deframe` ← `read_core` ← `reader` (which reads
-//! a `std::io::Read` into its `chunk_ring`, or takes a `chunk_source`'s
-//! chunks); `writer` uses `frame` and `compression`.
+//! `error` ← `options` ← `mapped` ← `deframe` ← `read_core` ← `reader`
+//! (which reads a `std::io::Read` into its `chunk_ring`, or takes a
+//! `chunk_source`'s chunks); `writer` uses `frame` and `compression`.
 
 pub(crate) mod chunk_ring;
 pub(crate) mod chunk_source;
@@ -28,6 +31,7 @@ mod deframe;
 mod error;
 mod frame;
 mod inflate;
+pub(crate) mod mapped;
 mod options;
 mod ramp;
 mod read_core;

@@ -78,9 +78,10 @@ pub struct ReadOptions {
     /// default): img full 30% faster, 25% less CPU. A shuffle buffer then
     /// holds records of 1 KiB and more as they are, not copied (its memory
     /// is page cache the kernel can reclaim, counted in RSS while mapped).
-    /// Off by default because a file truncated or rewritten in place while
-    /// mapped stops the process with SIGBUS instead of an error; turn it on
-    /// for shards nothing rewrites while they are read (the usual case).
+    /// A file cut short while mapped is an error naming it, as when read
+    /// (on Linux a fault there is turned into that error: `record::mapped`;
+    /// elsewhere it stops the process with SIGBUS). Off by default: a map's
+    /// pages count in the process's RSS (below).
     /// With [`worker_reads`](crate::pipeline::Pipeline::worker_reads), each
     /// worker maps the shards it reads, a map of its own, and takes its
     /// batch's records as views of it instead of reading them into its

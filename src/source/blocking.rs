@@ -19,6 +19,7 @@ use super::store::Store;
 use super::url::{Parsed, Scheme};
 use super::{ShardInfo, SourceOptions};
 use crate::record::chunk_source::ChunkSource;
+use crate::record::mapped;
 
 /// Opens one shard (a local path or a URL, no wildcards) for blocking reads.
 ///
@@ -233,23 +234,15 @@ impl ShardReader {
         if len == 0 {
             return Ok(None);
         }
-        // SAFETY: the mapping is read-only and lives as long as the `Bytes`
-        // over it. Its bytes may change if the file is written meanwhile
-        // (they are checked by CRC like any read); a truncation after this
-        // point would fault (SIGBUS), which `ReadOptions::mmap` documents.
-        let map = unsafe {
-            let mut options = memmap2::MmapOptions::new();
-            options.offset(pos).len(len); // memmap2 maps from the page boundary below
-            if len <= Self::POPULATE_MAX {
-                // The window's page-table entries in one call, not one
-                // fault per page as the reader first touches it.
-                options.populate();
-            }
-            options.map(&*file)
-        }
-        .map_err(|e| io::Error::new(e.kind(), format!("{url}: mmap at {pos}: {e}")))?;
+        // Its bytes may change if the file is written meanwhile (they are
+        // checked by CRC like any read); a truncation after this point is
+        // turned into an error by the deframer (`record::mapped`). Up to
+        // POPULATE_MAX, the window's page-table entries in one call, not
+        // one fault per page as the reader first touches it.
+        let map = mapped::map(file, pos, len, len <= Self::POPULATE_MAX)
+            .map_err(|e| io::Error::new(e.kind(), format!("{url}: mmap at {pos}: {e}")))?;
         file.seek(SeekFrom::Start(pos + len as u64))?;
-        Ok(Some(Bytes::from_owner(map)))
+        Ok(Some(map))
     }
 }
 

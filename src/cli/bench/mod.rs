@@ -275,8 +275,8 @@ pub struct BenchArgs {
     #[arg(group = "words", long)]
     skip_corrupt: bool,
     /// Map local files into memory instead of reading them into buffers:
-    /// faster, but a file truncated or rewritten in place while read stops
-    /// the process with SIGBUS (`ReadOptions::mmap`).
+    /// faster; a file cut short while read is an error, as when read
+    /// (`ReadOptions::mmap`).
     #[arg(group = "words", long)]
     mmap: bool,
     /// Bytes per read from a file (and per piece of inflated output); with

@@ -23,6 +23,7 @@ use bytes::Bytes;
 use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{RawBatch, file_name};
+use crate::record::mapped;
 use crate::record::{
     Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, RecordPart,
     parse_header,
@@ -165,17 +166,11 @@ fn map_shard(url: &str) -> Result<Bytes, RecordError> {
     let path = url.strip_prefix("file://").unwrap_or(url);
     let io = |e: std::io::Error| RecordError::new(url, 0, ErrorKind::from_io(e));
     let file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map_err(io)?.len() == 0 {
-        return Ok(Bytes::new());
-    }
-    // SAFETY: read-only, and alive as long as the `Bytes` over it. An
-    // `UnreadShard`'s map is never read through: its views only carry each
-    // record's length to the worker, which reads the record from the file
-    // (so a shard cut short meanwhile is an error there, never a fault). A
-    // worker's map under `ReadOptions::mmap` is read, and a shard cut short
-    // while mapped faults (SIGBUS) when read: the contract `mmap` opts into.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    Ok(Bytes::from_owner(map))
+    // An `UnreadShard`'s map is never read through: its views only carry
+    // each record's length to the worker, which reads the record from the
+    // file. A worker's map under `ReadOptions::mmap` is read, and a shard
+    // cut short under it is an error of its deframer (`record::mapped`).
+    mapped::map_whole(&file).map_err(io)
 }
 
 /// The error for the record at `offset`, `framed` bytes long, of a shard

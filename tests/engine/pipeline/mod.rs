@@ -4,6 +4,7 @@ mod accounting;
 mod bucket;
 mod checkpoint;
 mod cpu_budget;
+mod cut_shard;
 mod dense_direct;
 mod description;
 mod elastic;

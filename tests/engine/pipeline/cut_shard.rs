@@ -1,0 +1,73 @@
+//! A shard cut short while a pipeline reads it ends the run with an error
+//! naming the shard, in every read mode, and never with a signal: read into
+//! buffers, mapped (`ReadOptions::mmap`, and the global shuffle's maps),
+//! through the shard threads or the workers (`src/record/mapped.rs` turns
+//! a read past a mapped file's new end into that error). The records
+//! delivered before it are whole.
+
+use crate::support::tfrecord::write_file;
+use infeed::pipeline::Pipeline;
+use infeed::record::{Compression, ReadOptions};
+
+const RECORDS: u32 = 2_000;
+const SIZE: usize = 4_096;
+
+/// Record `i`: its number, then its number's low byte to `SIZE` bytes.
+fn record(i: u32) -> Vec<u8> {
+    let mut r = i.to_le_bytes().to_vec();
+    r.resize(SIZE, i as u8);
+    r
+}
+
+/// Whether `r` is one of the shard's records, whole.
+fn whole(r: &[u8]) -> bool {
+    let i = u32::from_le_bytes(r[..4].try_into().unwrap());
+    i < RECORDS && r == record(i).as_slice()
+}
+
+/// A read mode: its name, the words that choose it, its read options.
+type Mode<'a> = (&'a str, fn(Pipeline) -> Pipeline, &'a ReadOptions);
+
+#[test]
+fn a_shard_cut_while_read_is_an_error_naming_it_in_every_mode() {
+    let mapped = ReadOptions::default().mmap(true).chunk_size(64 << 10);
+    let read = ReadOptions::default().chunk_size(64 << 10);
+    let modes: [Mode; 5] = [
+        ("shard threads", |p| p, &read),
+        ("shard threads, mapped", |p| p, &mapped),
+        ("worker reads", |p| p.worker_reads(), &read),
+        ("worker reads, mapped", |p| p.worker_reads(), &mapped),
+        ("global shuffle (mapped)", |p| p.global_shuffle(), &read),
+    ];
+    for (mode, with, opts) in modes {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_file(
+            &dir.path().join("cut.tfrecord"),
+            (0..RECORDS).map(record),
+            Compression::None,
+        );
+        let p = with(Pipeline::from_files([path.clone()]).unwrap())
+            .read_options(opts.clone())
+            .threads(1)
+            .prefetch(1);
+        let mut batches = p.build_raw(16, false).unwrap();
+        let first = batches.next_batch().unwrap().expect("a first batch");
+        // A quarter of the shard left: most of what follows is past its end.
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(2 << 20).unwrap();
+        let mut delivered = first.records;
+        let err = loop {
+            match batches.next_batch() {
+                Ok(Some(batch)) => delivered.extend(batch.records),
+                Ok(None) => panic!("{mode}: the run ended without an error"),
+                Err(e) => break e,
+            }
+        };
+        assert!(err.to_string().contains(&path), "{mode}: {err}");
+        assert!(
+            delivered.iter().all(|r| whole(r)),
+            "{mode}: a record not whole"
+        );
+        assert!((delivered.len() as u32) < RECORDS, "{mode}");
+    }
+}
