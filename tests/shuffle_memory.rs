@@ -1,7 +1,7 @@
 //! The shuffle buffer's memory as the allocator sees it.
 //!
 //! docs/performance.md (Shuffle buffer memory): a buffered record costs at
-//! most 1.25x its bytes (tf.data's buffer: ~2.5x). The pipeline's own figure (`stats().shuffle`) is the
+//! most 1.25x its bytes (tf.data's buffer: ~2.5x). The pipeline's own figure (`stats().record_thread`) is the
 //! buffer's bookkeeping; here a counting global allocator (this binary's
 //! only, which is why this is a test binary of its own) counts every live
 //! byte of the process, read while the consumer pauses and every pipeline
@@ -118,7 +118,7 @@ fn live_at_pauses(p: &Pipeline, records: usize, last: usize) -> (usize, usize) {
         }
     }
     assert_eq!(n, records);
-    let own = batches.stats().shuffle.buffer_bytes as usize;
+    let own = batches.stats().record_thread.buffer_bytes as usize;
     drop(batches);
     samples.sort_unstable();
     (samples[samples.len() / 2], own)

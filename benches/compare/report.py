@@ -200,12 +200,14 @@ def main():
     buffer_rows = []
     for cell in sorted(cells, key=lambda c: (c[0] != "lm", c[1] != "plain", -c[2])):
         workload, files, cores, stage = cell
-        shuffles = [r["result"]["stages"]["shuffle"] for r in cells[cell]
-                    if r["side"] == "infeed" and "stages" in r["result"]]
-        if stage != "full" or not shuffles:
+        # The record thread's figures hold the shuffle buffer's; results kept
+        # before the stage was named "records" call it "shuffle".
+        buffers = [r["result"]["stages"].get("records") or r["result"]["stages"]["shuffle"]
+                   for r in cells[cell] if r["side"] == "infeed" and "stages" in r["result"]]
+        if stage != "full" or not buffers:
             continue
         # The round whose buffer was fullest; storage and payload are each run's peaks.
-        s = max(shuffles, key=lambda st: st["buffer_payload_bytes"] + st.get("buffer_mapped_bytes", 0))
+        s = max(buffers, key=lambda st: st["buffer_payload_bytes"] + st.get("buffer_mapped_bytes", 0))
         payload, mapped = s["buffer_payload_bytes"], s.get("buffer_mapped_bytes", 0)
         if payload or mapped:
             per = f"{s['buffer_bytes'] / payload:.3f}×" if payload else "–"

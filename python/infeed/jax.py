@@ -52,7 +52,7 @@ from infeed.pipeline import Iterator, Pipeline
 _END = object()
 _LOG = logging.getLogger("infeed")
 # A per-host report's limit words, as numbers for the all-gather.
-_WORDS = ["consumer", "read", "shuffle", "batch", "unclear", "unknown"]
+_WORDS = ["consumer", "read", "records", "batch", "unclear", "unknown"]
 
 
 class ShapeDisagreement(ValueError):
@@ -238,7 +238,7 @@ class DeviceIterator:
             if before and after:
                 stages = [
                     (after[s]["busy"] - before[s]["busy"], after[s]["wait"] - before[s]["wait"])
-                    for s in ("read", "shuffle", "batch")
+                    for s in ("read", "records", "batch")
                 ]
                 word, stage, share = _infeed.limit_of(
                     after["elapsed"] - before["elapsed"],

@@ -62,7 +62,7 @@ def render(iterators: Iterator | Mapping[str, Iterator]) -> str:
     for metric, kind, help_text, key in _STAGE:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         for name, f in figures.items():
-            for stage in ("read", "shuffle", "batch"):
+            for stage in ("read", "records", "batch"):
                 if f:
                     value = f[stage][key]
                     lines.append(f'{metric}{{pipeline="{name}",stage="{stage}"}} {value}')

@@ -960,7 +960,7 @@ class Iterator:
     def figures(self) -> dict[str, Any]:
         """The figures so far as numbers: ``elapsed``, ``batches``,
         ``consumer_wait`` (seconds ``next`` waited), ``workers``, ``ready``
-        (batches waiting), and per stage (``read``, ``shuffle``, ``batch``)
+        (batches waiting), and per stage (``read``, ``records``, ``batch``)
         ``records``, ``bytes``, ``busy``, ``wait``, ``skipped_records``,
         ``skipped_bytes``, ``retries``; and ``record_account``: what became of
         the records this host took in, ``read``, ``delivered`` and

@@ -233,7 +233,7 @@ impl Batches {
             dict.set_item("first_batch_ns", stats.first_batch_ns)?;
             for (stage, figures) in [
                 ("read", &stats.read),
-                ("shuffle", &stats.shuffle),
+                ("records", &stats.record_thread),
                 ("batch", &stats.batch),
             ] {
                 dict.set_item(stage, format!("{figures:?}"))?;
@@ -244,7 +244,7 @@ impl Batches {
 
     /// The figures so far as numbers (seconds and counts): `elapsed`,
     /// `batches`, `consumer_wait`, `workers`, `ready` (batches waiting for
-    /// the consumer), and per stage (`read`, `shuffle`, `batch`) a dict of
+    /// the consumer), and per stage (`read`, `records`, `batch`) a dict of
     /// `records`, `bytes`, `busy`, `wait`, `skipped_records`,
     /// `skipped_bytes`, `retries`; and `record_account`, what became of
     /// the records this host took in: `read`, `delivered` and `left_out`
@@ -264,7 +264,7 @@ impl Batches {
         let times = stats.stage_times();
         for ((name, f), time) in [
             ("read", &stats.read),
-            ("shuffle", &stats.shuffle),
+            ("records", &stats.record_thread),
             ("batch", &stats.batch),
         ]
         .into_iter()

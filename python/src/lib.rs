@@ -122,7 +122,7 @@ fn shapes(
 /// (`consumer`, a stage's name, `unclear`, `unknown`), the busiest stage
 /// (when a stage is named or unclear) and the share behind it, from the
 /// stretch's seconds, batches, the consumer's wait and each stage's
-/// (busy, wait), in `read`, `shuffle`, `batch` order.
+/// (busy, wait), in `read`, `records`, `batch` order.
 #[pyfunction]
 fn limit_of(
     seconds: f64,

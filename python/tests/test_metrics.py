@@ -25,6 +25,11 @@ def test_figures_render_as_prometheus_text_and_are_served():
     assert 'infeed_batches_total{pipeline="train"} 5' in text
     records = re.search(r'infeed_stage_records_total\{pipeline="train",stage="batch"\} (\d+)', text)
     assert records and int(records.group(1)) >= 80
+    # The record thread's stage (interleave, shuffle, grouping) is "records".
+    assert figures["records"]["records"] >= 80
+    stage = r'infeed_stage_records_total\{pipeline="train",stage="records"\} (\d+)'
+    passed = re.search(stage, text)
+    assert passed and int(passed.group(1)) >= figures["records"]["records"]
     # Every sample line is `name{labels} number`.
     for line in text.splitlines():
         if not line.startswith("#"):

@@ -38,9 +38,9 @@ impl Provenance {
     }
 
     /// Leaves out records `left_out` (sorted group indexes) of rows that
-    /// hold one record each: the rows after them moved up (images that do
-    /// not decode, under the skip policy).
-    #[cfg(feature = "images")]
+    /// hold one record each: the rows after them moved up (a step on the
+    /// workers left them out: images that do not decode, under the skip
+    /// policy).
     pub(crate) fn leave_out(&mut self, left_out: &[usize]) {
         if left_out.is_empty() || self.pieces.is_some() {
             return;

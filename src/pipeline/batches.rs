@@ -52,8 +52,9 @@ pub struct PipelineStats {
     /// Shard threads: bytes read (compressed), records framed, time reading
     /// and framing (busy) and waiting for room downstream.
     pub read: StageFigures,
-    /// The record thread: records it passed on; waiting = for shard blocks.
-    pub shuffle: StageFigures,
+    /// The record thread (the `records` stage: interleave, shuffle,
+    /// grouping): records it passed on; waiting = for shard blocks.
+    pub record_thread: StageFigures,
     /// The workers: records parsed and assembled.
     pub batch: StageFigures,
     /// The consumer: time it waited for a batch.
@@ -85,7 +86,7 @@ impl PipelineStats {
         let batch = &self.batch;
         [
             time(&self.read),
-            time(&self.shuffle),
+            time(&self.record_thread),
             StageTime::workers(
                 batch.busy_ns as f64,
                 batch.wait_ns as f64,
@@ -446,7 +447,7 @@ impl<T: Send + 'static> Batches<T> {
         PipelineStats {
             records: self.counters.accounts.account(read.skipped_records),
             read,
-            shuffle: self.counters.stream.figures(),
+            record_thread: self.counters.stream.figures(),
             batch: self.batch_stats.figures(),
             consumer_wait_ns: self.consumer_wait_ns,
             elapsed_ns: self.started.elapsed().as_nanos() as u64,

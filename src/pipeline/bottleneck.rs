@@ -10,9 +10,9 @@ pub const CONSUMER_WAIT_LIMIT: f64 = 0.10;
 /// A stage busier than this share of its threads' time is saturated.
 pub const STAGE_BUSY_LIMIT: f64 = 0.50;
 /// The stages, in pipeline order: the shard readers (read, CRC, inflate),
-/// the record thread (shuffle, interleave, grouping), the workers (parse,
-/// assemble).
-pub const STAGES: [&str; 3] = ["read", "shuffle", "batch"];
+/// the record thread (`records`: interleave, shuffle, grouping; not only
+/// the shuffle), the workers (parse, assemble).
+pub const STAGES: [&str; 3] = ["read", "records", "batch"];
 
 /// A stage's busy and waiting time over a stretch, summed over its
 /// threads (in the unit of the stretch given to [`Bottleneck::of`]).

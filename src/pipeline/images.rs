@@ -1,7 +1,9 @@
-//! Image features decoded on the workers (feature `images`): after the
-//! parse (and the parsed ops, which see the encoded bytes), each image
-//! column's values are replaced by their pixels, `H × W × C` bytes per
-//! record, which the batch plan's raw decode lays out as `[B, H, W, C]` u8.
+//! Image features decoded on the workers (feature `images`): a step on
+//! parsed batches (`ParsedStep`, in the stage `Stage::Decoded`) made
+//! from the spec's image features, not from a builder word. After the parse
+//! (and the column steps, which see the encoded bytes), each image column's
+//! values are replaced by their pixels, `H × W × C` bytes per record, which
+//! the batch plan's raw decode lays out as `[B, H, W, C]` u8.
 //!
 //! A record's random crop and flip come from its own generator on the
 //! `IMAGE` stream, seeded by the pipeline seed, the batch's number in the
@@ -16,60 +18,84 @@
 //! left out of the batch instead, counted as a skipped record of the
 //! workers' stage and logged: the rows after it move up and the batch keeps
 //! its static shape, one more padding row at its end (`real_rows`).
+//!
+//! A build without the feature has no decoders: it refuses a spec with
+//! images when the pipeline starts ([`step`]).
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::example::{BytesValues, Column, ParsedBatch, Values};
-use crate::image::{Decoder, ImageError};
-use crate::spec::{FeatureSpec, ImageSpec};
+use crate::spec::FeatureSpec;
 
 use super::error::PipelineError;
-use super::group::raw_batch::RawBatch;
-use super::parsed::select_rows;
-use super::rng::{CounterRng, domain};
+use super::parsed::Step;
 use super::stats::StageStats;
 
+#[cfg(feature = "images")]
+use {
+    super::group::raw_batch::RawBatch,
+    super::parsed::{ParsedStep, Stage, select_rows},
+    super::rng::{CounterRng, domain},
+    crate::example::{BytesValues, Column, ParsedBatch, Values},
+    crate::image::{Decoder, ImageError},
+    crate::spec::ImageSpec,
+    std::cell::RefCell,
+};
+
+/// The step that decodes `spec`'s images, its crops seeded by `seed`;
+/// `None` when it has none. With `skips`, a record whose image does not
+/// decode is skipped and counted there; without, it is an error.
+#[cfg(feature = "images")]
+pub(crate) fn step(
+    spec: &FeatureSpec,
+    seed: u64,
+    skips: Option<Arc<StageStats>>,
+) -> Result<Option<Step>, PipelineError> {
+    Ok((!spec.images().is_empty()).then(|| {
+        Arc::new(ImageStep {
+            images: spec.images().to_vec(),
+            seed,
+            skips,
+        }) as Step
+    }))
+}
+
+/// Without the `images` feature a spec with images cannot run.
+#[cfg(not(feature = "images"))]
+pub(crate) fn step(
+    spec: &FeatureSpec,
+    _seed: u64,
+    _skips: Option<Arc<StageStats>>,
+) -> Result<Option<Step>, PipelineError> {
+    match spec.images().first() {
+        Some((name, _)) => Err(PipelineError::Config(format!(
+            "feature {name:?} is an image: this build of infeed has no image \
+             decoders (cargo feature `images`)"
+        ))),
+        None => Ok(None),
+    }
+}
+
+#[cfg(feature = "images")]
 thread_local! {
     /// Each worker's decoder (its JPEG handle and scratch buffers).
     static DECODER: RefCell<Decoder> = RefCell::new(Decoder::new());
-    /// The rows the last `apply` on this worker left out, for the batch's
+    /// The rows the last `decode` on this worker left out, for the batch's
     /// provenance (`take_left_out`): a group is decoded and assembled on
     /// one worker in one call, so this is that group's.
     static LEFT_OUT: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The rows the last image decoding on this thread left out under the skip
-/// policy (sorted), and forgets them.
-pub(crate) fn take_left_out() -> Vec<usize> {
-    LEFT_OUT.with_borrow_mut(std::mem::take)
-}
-
 /// The image features of a spec and the seed of their crops.
-#[derive(Clone, Debug)]
-pub(crate) struct ImageStage {
+#[cfg(feature = "images")]
+struct ImageStep {
     images: Vec<(String, ImageSpec)>,
     seed: u64,
     /// Under the skip policy: where a skipped record is counted.
     skips: Option<Arc<StageStats>>,
 }
 
-impl ImageStage {
-    /// The stage for `spec`'s images; `None` when it has none. With
-    /// `skips`, a record whose image does not decode is skipped and
-    /// counted there; without, it is an error.
-    pub(crate) fn new(
-        spec: &FeatureSpec,
-        seed: u64,
-        skips: Option<Arc<StageStats>>,
-    ) -> Option<Self> {
-        (!spec.images().is_empty()).then(|| ImageStage {
-            images: spec.images().to_vec(),
-            seed,
-            skips,
-        })
-    }
-
+#[cfg(feature = "images")]
+impl ImageStep {
     /// The generator of record `row` of `raw`.
     fn rng(&self, raw: &RawBatch, row: usize) -> CounterRng {
         let (path, offset) = raw.origin(row);
@@ -82,15 +108,18 @@ impl ImageStage {
         key[24..].copy_from_slice(&offset.to_le_bytes());
         CounterRng::new(xxhash_rust::xxh3::xxh3_64(&key), domain::IMAGE, 0)
     }
+}
+
+#[cfg(feature = "images")]
+impl ParsedStep for ImageStep {
+    fn stage(&self) -> Stage {
+        Stage::Decoded
+    }
 
     /// Replaces each image column of `parsed` by the decoded pixels (and,
     /// under the skip policy, leaves out the records whose image does not
     /// decode).
-    pub(crate) fn apply(
-        &self,
-        raw: &RawBatch,
-        parsed: &mut ParsedBatch,
-    ) -> Result<(), PipelineError> {
+    fn decode(&self, raw: &RawBatch, parsed: &mut ParsedBatch) -> Result<(), PipelineError> {
         // Rows left out under the skip policy, in order.
         let mut skipped: Vec<usize> = Vec::new();
         for (name, spec) in &self.images {
@@ -157,5 +186,129 @@ impl ImageStage {
         }
         LEFT_OUT.with_borrow_mut(|left_out| *left_out = skipped);
         Ok(())
+    }
+
+    fn take_left_out(&self) -> Vec<usize> {
+        LEFT_OUT.with_borrow_mut(std::mem::take)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DType;
+
+    #[cfg(feature = "images")]
+    fn png_1x1(rgb: [u8; 3]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut encoder = png::Encoder::new(&mut out, 1, 1);
+        encoder.set_color(png::ColorType::Rgb);
+        let mut writer = encoder.write_header().unwrap();
+        writer.write_image_data(&rgb).unwrap();
+        writer.finish().unwrap();
+        out
+    }
+
+    /// Three records at offsets 0, 100 and 200 of `dir/a.tfrecord`, their
+    /// `img` column holding `images`.
+    #[cfg(feature = "images")]
+    fn group(images: &[&[u8]]) -> (RawBatch, ParsedBatch) {
+        let raw = RawBatch {
+            records: Vec::new(),
+            provenance: (0..images.len() as u64).map(|i| (0, i * 100)).collect(),
+            unread: Vec::new(),
+            files: Arc::new(vec!["dir/a.tfrecord".to_owned()]),
+            layout: Default::default(),
+            number: 0,
+            starts: images.len(),
+        };
+        let parsed = ParsedBatch {
+            num_records: images.len(),
+            columns: vec![(
+                "img".into(),
+                Column::Dense {
+                    shape: vec![images.len()],
+                    values: Values::Bytes(images.iter().copied().collect()),
+                },
+            )],
+        };
+        (raw, parsed)
+    }
+
+    #[cfg(feature = "images")]
+    #[test]
+    fn the_spec_s_images_make_a_decoding_step_that_leaves_spec_and_fingerprint_alone() {
+        let plain = FeatureSpec::new().var_len("ids", DType::Int64);
+        assert!(step(&plain, 7, None).unwrap().is_none());
+        let spec = plain.image("img", ImageSpec::new(2, 2, 3));
+        let step = step(&spec, 7, None).unwrap().unwrap();
+        assert_eq!(step.stage(), Stage::Decoded);
+        let mut id = crate::pipeline::checkpoint::Identity::default();
+        step.identity(&mut id);
+        assert_eq!(
+            id.fingerprint(),
+            crate::pipeline::checkpoint::Identity::default().fingerprint()
+        );
+        assert_eq!(step.slot(), None);
+        assert!(!step.maps() && step.filter().is_none());
+        assert_eq!(step.out_spec(spec.clone()).unwrap(), spec);
+        assert_eq!(step.take_left_out(), Vec::<usize>::new());
+    }
+
+    #[cfg(feature = "images")]
+    #[test]
+    fn under_the_skip_policy_a_bad_image_s_row_is_left_out_counted_and_told_once() {
+        let spec = FeatureSpec::new().image("img", ImageSpec::new(1, 1, 3));
+        let (red, blue) = (png_1x1([255, 0, 0]), png_1x1([0, 0, 255]));
+        let (raw, mut parsed) = group(&[&red, b"not an image", &blue]);
+        let skips = Arc::new(StageStats::default());
+        let skipping = step(&spec, 7, Some(skips.clone())).unwrap().unwrap();
+        skipping.decode(&raw, &mut parsed).unwrap();
+        assert_eq!(parsed.num_records, 2);
+        let Some(Column::Dense {
+            values: Values::Bytes(pixels),
+            ..
+        }) = parsed.get("img")
+        else {
+            panic!("no pixels: {parsed:?}");
+        };
+        assert_eq!(
+            (pixels.get(0), pixels.get(1)),
+            (&[255, 0, 0][..], &[0, 0, 255][..])
+        );
+        let figures = skips.figures();
+        assert_eq!((figures.skipped_records, figures.skipped_bytes), (1, 12));
+        assert_eq!(skipping.take_left_out(), [1]);
+        assert_eq!(skipping.take_left_out(), Vec::<usize>::new());
+
+        // Without the policy the same record is an error naming it.
+        let (raw, mut parsed) = group(&[&red, b"not an image", &blue]);
+        let strict = step(&spec, 7, None).unwrap().unwrap();
+        match strict.decode(&raw, &mut parsed) {
+            Err(PipelineError::Image {
+                path,
+                offset,
+                feature,
+                ..
+            }) => assert_eq!(
+                (path.as_str(), offset, feature.as_str()),
+                ("dir/a.tfrecord", 100, "img")
+            ),
+            other => panic!("not an image error: {other:?}"),
+        }
+    }
+
+    #[cfg(not(feature = "images"))]
+    #[test]
+    fn a_build_without_decoders_refuses_a_spec_with_images() {
+        let plain = FeatureSpec::new().var_len("ids", DType::Int64);
+        assert!(step(&plain, 7, None).unwrap().is_none());
+        let spec = plain.image("img", crate::spec::ImageSpec::new(2, 2, 3));
+        let error = step(&spec, 7, None).err().unwrap();
+        assert_eq!(
+            error.to_string(),
+            "invalid pipeline: feature \"img\" is an image: this build of infeed has no \
+             image decoders (cargo feature `images`)"
+        );
     }
 }

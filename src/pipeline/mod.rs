@@ -102,7 +102,6 @@ mod equal;
 mod error;
 mod filter_length;
 mod group;
-#[cfg(feature = "images")]
 mod images;
 mod inputs_targets;
 mod item;

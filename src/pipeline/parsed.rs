@@ -1,19 +1,21 @@
 //! The steps on parsed batches behind one trait, [`ParsedStep`]: map,
-//! filter and tokenize on the parsed columns, normalize and inputs/targets
-//! on the assembled batch; and picking rows out of a parsed batch.
+//! filter and tokenize on the parsed columns, the spec's images decoded
+//! after them (`images.rs`), normalize and inputs/targets on the assembled
+//! batch; and picking rows out of a parsed batch.
 //!
 //! The steps run on the worker pool, on whole parsed batches. A filter decides
 //! which records reach the output batches, so it runs before grouping: a
 //! pool of prefilter threads parses chunks of records and runs the ops, the
 //! record thread groups the survivors in order (see [`group`](super::group)),
-//! and the workers parse each group again and run the maps on it before
-//! assembly. Batches therefore stay full and static in shape, and the output
-//! is the same for any number of threads.
+//! and the workers parse each group again and run the maps on it (then
+//! decode its images) before assembly. Batches therefore stay full and
+//! static in shape, and the output is the same for any number of threads.
 
 use std::sync::{Arc, Mutex};
 
 use super::checkpoint::Identity;
 use super::error::PipelineError;
+use super::group::raw_batch::RawBatch;
 use crate::batch::{Batch, BatchShape, BufferPool};
 use crate::example::{BytesValues, Column, ParsedBatch, Values};
 use crate::source::SourceOptions;
@@ -94,15 +96,21 @@ pub(crate) enum Stage {
     /// tokenize): a filter decides which records are grouped, a map the
     /// lengths they are grouped by.
     Columns,
+    /// On the workers' parsed batch, after the column steps, given the
+    /// group it was parsed from (its records' files and offsets, its
+    /// number): the spec's images decoded. It may leave records out, so
+    /// the workers parse before they assemble (no direct assembly).
+    Decoded,
     /// On the assembled batch, after padding or packing (normalize,
     /// inputs_targets): it moves no record.
     Assembled,
 }
 
-/// A step on parsed batches, run in builder order within its [`Stage`].
-/// What the batching code asks of it — the spec it leaves, the shape it
-/// makes, its part of the fingerprint, its work — so that no step is
-/// spelled there.
+/// A step on parsed batches, run in order within its [`Stage`]: the
+/// builder's in builder order, the spec's own (its images decoded) made
+/// when the workers start. What the batching code asks of it — the spec it
+/// leaves, the shape it makes, its part of the fingerprint, its work, the
+/// rows it left out — so that no step is spelled there.
 pub(crate) trait ParsedStep: Send + Sync {
     fn stage(&self) -> Stage;
 
@@ -147,6 +155,21 @@ pub(crate) trait ParsedStep: Send + Sync {
         None
     }
 
+    /// A decoding step's work on a group's parsed batch, on the workers
+    /// (`raw`: the group it was parsed from). It may leave records out:
+    /// the rows after them move up.
+    fn decode(&self, _raw: &RawBatch, _batch: &mut ParsedBatch) -> Result<(), PipelineError> {
+        Ok(())
+    }
+
+    /// The rows (sorted, of the batch it was given) the last
+    /// [`decode`](Self::decode) on this thread left out, forgotten here.
+    /// A group is decoded and assembled on one worker in one call, so the
+    /// batch's provenance leaves them out after it.
+    fn take_left_out(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
     /// An assembled step's check of a batch shape (against the spec the
     /// column steps leave), and the shape it makes of it.
     fn shape(&self, _spec: &FeatureSpec, _shape: &mut BatchShape) -> Result<(), PipelineError> {
@@ -159,6 +182,15 @@ pub(crate) trait ParsedStep: Send + Sync {
 
 /// A step on parsed batches as the settings hold it.
 pub(crate) type Step = Arc<dyn ParsedStep>;
+
+/// The steps of `steps` that run in `stage`, in order.
+pub(crate) fn of_stage(steps: &[Step], stage: Stage) -> Vec<Step> {
+    steps
+        .iter()
+        .filter(|s| s.stage() == stage)
+        .cloned()
+        .collect()
+}
 
 /// `map_batch(f)`.
 pub(crate) struct MapStep(pub ParsedMap);

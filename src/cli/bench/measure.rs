@@ -146,7 +146,7 @@ fn stage_json(f: &StageFigures) -> Value {
 fn stages_json(s: &PipelineStats) -> Value {
     json!({
         "read": stage_json(&s.read),
-        "shuffle": stage_json(&s.shuffle),
+        "records": stage_json(&s.record_thread),
         "batch": stage_json(&s.batch),
         "consumer_wait_ms": s.consumer_wait_ns as f64 / 1e6,
     })

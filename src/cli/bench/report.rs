@@ -21,7 +21,7 @@ fn busy_share(time: StageTime) -> Option<f64> {
 /// The stages' words in the summary.
 const STAGE_WORDS: [(&str, &str); 3] = [
     ("read", "read, CRC, inflate"),
-    ("shuffle", "record thread: shuffle, interleave"),
+    ("records", "record thread: interleave, shuffle, grouping"),
     ("batch", "workers: parse, assemble"),
 ];
 
@@ -305,7 +305,7 @@ mod tests {
             "digest": "0123456789abcdef",
             "stages": {
                 "read": stage(stages[0]),
-                "shuffle": stage(stages[1]),
+                "records": stage(stages[1]),
                 "batch": stage(stages[2]),
                 "consumer_wait_ms": consumer_wait_ms,
             },
@@ -328,7 +328,7 @@ mod tests {
              \x20 digest       0123456789abcdef\n\
              \x20 stage        busy s    wait s   busy\n\
              \x20 read           0.40      1.60    20%\n\
-             \x20 shuffle        0.20      1.80    10%\n\
+             \x20 records        0.20      1.80    10%\n\
              \x20 batch          3.72      0.28    93%\n\
              \x20 workers      2\n\
              \x20 consumer waited 0.90 s (45% of the run)\n\
@@ -397,7 +397,7 @@ mod tests {
         assert_eq!(
             limiting_stage(&r),
             Bottleneck::Stage {
-                name: "shuffle",
+                name: "records",
                 busy_share: 0.75
             }
         );

@@ -45,7 +45,11 @@ impl ParsedSettings {
 
     /// Parses a chunk, runs the parsed ops, and gives each record's fate.
     pub(super) fn prefilter_fn(&self, length: Option<Vec<(String, WireKind)>>) -> PrefilterFn {
-        let parsers = Arc::new(ParserPool::new(&self.spec, self.sequence.as_ref(), None));
+        let parsers = Arc::new(ParserPool::new(
+            &self.spec,
+            self.sequence.as_ref(),
+            Vec::new(),
+        ));
         let ops = self.steps_of(crate::pipeline::parsed::Stage::Columns);
         let features: Vec<String> = length.into_iter().flatten().map(|f| f.0).collect();
         Arc::new(move |raw: &RawBatch| {

@@ -22,11 +22,10 @@ use crate::batch::{
 };
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{Grouping, RecordWork};
-#[cfg(feature = "images")]
-use crate::pipeline::images::ImageStage;
+use crate::pipeline::images;
 use crate::pipeline::item::Item;
 use crate::pipeline::limits;
-use crate::pipeline::parsed::{Stage, Step};
+use crate::pipeline::parsed::{self, Stage, Step};
 use crate::pipeline::stats::StageStats;
 use crate::spec::{FeatureKind, FeatureSpec, SequenceKind, SequenceSpec, WireKind};
 use measure::scan_fn;
@@ -74,7 +73,9 @@ pub(crate) struct ParsedSettings {
     pub batching: Batching,
     /// The steps on parsed batches, in builder order (`parsed.rs`): on the
     /// columns (map_batch, filter_rows, tokenize), then, after assembly, on
-    /// the batch (normalize, inputs_targets).
+    /// the batch (normalize, inputs_targets). The spec's own step (its
+    /// images decoded) joins them when the workers start
+    /// ([`worker_steps`](Self::worker_steps)).
     pub steps: Vec<Step>,
 }
 
@@ -171,11 +172,7 @@ impl ParsedSettings {
 
     /// The steps of `stage`, in builder order.
     pub(crate) fn steps_of(&self, stage: Stage) -> Vec<Step> {
-        self.steps
-            .iter()
-            .filter(|s| s.stage() == stage)
-            .cloned()
-            .collect()
+        parsed::of_stage(&self.steps, stage)
     }
 
     /// The features as the parsed ops leave them, what batches are made
@@ -325,30 +322,18 @@ impl ParsedSettings {
         })
     }
 
-    /// The workers' image decoding, if the spec has image features.
-    #[cfg(feature = "images")]
-    fn images(
+    /// The steps the workers run: the builder's, then the spec's own (its
+    /// images decoded, seeded by the run's `seed`; `skips`: where, under
+    /// the skip policy, the records they leave out are counted). A build
+    /// that cannot run one refuses here.
+    fn worker_steps(
         &self,
         seed: u64,
         skips: Option<Arc<StageStats>>,
-    ) -> Result<Option<Arc<ImageStage>>, PipelineError> {
-        Ok(ImageStage::new(&self.spec, seed, skips).map(Arc::new))
-    }
-
-    /// Without the `images` feature a spec with images cannot run.
-    #[cfg(not(feature = "images"))]
-    fn images(
-        &self,
-        _seed: u64,
-        _skips: Option<Arc<StageStats>>,
-    ) -> Result<Option<Arc<NoImages>>, PipelineError> {
-        match self.spec.images().first() {
-            Some((name, _)) => Err(PipelineError::Config(format!(
-                "feature {name:?} is an image: this build of infeed has no image \
-                 decoders (cargo feature `images`)"
-            ))),
-            None => Ok(None),
-        }
+    ) -> Result<Vec<Step>, PipelineError> {
+        let mut steps = self.steps.clone();
+        steps.extend(images::step(&self.spec, seed, skips)?);
+        Ok(steps)
     }
 
     fn assembly(&self, hosts: u64) -> Result<Assembly, PipelineError> {
@@ -631,24 +616,5 @@ impl ParsedSettings {
             key.push_str(&format!("{}:{feature}={m};", feature.len()));
         }
         key
-    }
-}
-
-/// Stands in for the image stage in a build without image decoders (a
-/// spec with images is refused before any worker starts).
-#[cfg(not(feature = "images"))]
-pub(crate) struct NoImages;
-
-#[cfg(not(feature = "images"))]
-type ImageStage = NoImages;
-
-#[cfg(not(feature = "images"))]
-impl NoImages {
-    fn apply(
-        &self,
-        _raw: &crate::pipeline::group::raw_batch::RawBatch,
-        _parsed: &mut crate::example::ParsedBatch,
-    ) -> Result<(), PipelineError> {
-        Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! Parsers with reusable column buffers, pooled for the workers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use crate::example::{ExampleParser, ParseError, ParsedBatch, SequenceBatch, SequenceParser};
 use crate::pipeline::error::PipelineError;
@@ -8,7 +8,6 @@ use crate::pipeline::group::raw_batch::RawBatch;
 use crate::pipeline::parsed::{self, Step};
 use crate::spec::{FeatureSpec, SequenceSpec};
 
-use super::ImageStage;
 use super::errors::{map_error, parse_error};
 
 /// Parsers with reusable column buffers, one per worker at a time: writing
@@ -17,8 +16,9 @@ use super::errors::{map_error, parse_error};
 pub(super) struct ParserPool {
     spec: FeatureSpec,
     sequence: Option<SequenceSpec>,
-    /// Image features, decoded after the parsed ops (`parse_mapped`).
-    images: Option<Arc<ImageStage>>,
+    /// The decoding steps (the spec's images), run after the column steps
+    /// (`parse_mapped`).
+    decoded: Vec<Step>,
     idle: Mutex<Vec<(AnyParser, ParsedBatch)>>,
 }
 
@@ -68,12 +68,12 @@ impl ParserPool {
     pub(super) fn new(
         spec: &FeatureSpec,
         sequence: Option<&SequenceSpec>,
-        images: Option<Arc<ImageStage>>,
+        decoded: Vec<Step>,
     ) -> Self {
         ParserPool {
             spec: spec.clone(),
             sequence: sequence.cloned(),
-            images,
+            decoded,
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -124,7 +124,7 @@ impl ParserPool {
         }
     }
 
-    /// Parses `raw`, runs the maps of `ops` on it, then decodes its images.
+    /// Parses `raw`, runs the maps of `ops` on it, then the decoding steps.
     pub(super) fn parse_mapped(
         &self,
         raw: &RawBatch,
@@ -136,11 +136,11 @@ impl ParserPool {
         } else {
             parsed::apply_maps(ops, parsed).map_err(|e| map_error(raw, e))?
         };
-        if let Some(images) = &self.images
-            && let Err(e) = images.apply(raw, &mut mapped)
-        {
-            self.put(parser, mapped);
-            return Err(e);
+        for step in &self.decoded {
+            if let Err(e) = step.decode(raw, &mut mapped) {
+                self.put(parser, mapped);
+                return Err(e);
+            }
         }
         Ok((parser, mapped))
     }

@@ -9,7 +9,7 @@ use crate::example::ParsedBatch;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::RecordWork;
 use crate::pipeline::group::raw_batch::{BatchFn, Layout, RawBatch};
-use crate::pipeline::parsed::{self, ColumnPool, Stage};
+use crate::pipeline::parsed::{self, ColumnPool, Stage, Step};
 use crate::pipeline::stats::StageStats;
 
 use super::errors::{batch_error, map_error, parse_error};
@@ -29,14 +29,16 @@ impl ParsedSettings {
         let assembly = self.assembly(hosts)?;
         self.assembly_shapes(&assembly)?;
         let record = self.record_work(Some(&assembly), hosts)?;
-        let images = self.images(seed, skips)?;
-        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), images.clone());
-        let ops = self.steps_of(Stage::Columns);
-        // Images are decoded between the parse and the assembly: no direct path.
-        let direct = self.sequence.is_none() && images.is_none();
+        let steps = self.worker_steps(seed, skips)?;
+        let ops = parsed::of_stage(&steps, Stage::Columns);
+        let decoded = parsed::of_stage(&steps, Stage::Decoded);
+        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), decoded.clone());
+        // Straight from the records into the batch only when no step runs
+        // between the parse and the assembly (and for Examples).
+        let direct = self.sequence.is_none() && ops.is_empty() && decoded.is_empty();
         let spec = self.spec.clone();
         let work: BatchFn<Batch> = match assembly {
-            Assembly::Rows(assembler) if ops.is_empty() && direct => {
+            Assembly::Rows(assembler) if direct => {
                 Arc::new(move |raw: RawBatch| {
                     // Fixed-length features (img): straight from the records.
                     if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
@@ -77,8 +79,7 @@ impl ParsedSettings {
                 let (batch_size, pad_to) = buckets.get(bucket).copied().unwrap_or((1, None));
                 // Straight into the padded tensors when the plan allows (as
                 // for rows); anything else, and every error, takes two steps.
-                if ops.is_empty()
-                    && direct
+                if direct
                     && let Some(batch) = parsers.with_parser(|parser| match parser {
                         AnyParser::Example(parser) => assembler.assemble_direct_bucket(
                             parser,
@@ -124,8 +125,8 @@ impl ParsedSettings {
                 })
             }
         };
-        let work = with_provenance(work);
-        let after = self.steps_of(Stage::Assembled);
+        let work = with_provenance(work, decoded);
+        let after = parsed::of_stage(&steps, Stage::Assembled);
         if after.is_empty() {
             return Ok((record, work));
         }
@@ -163,19 +164,20 @@ impl ParsedSettings {
         // The columns are handed over: they are parsed into the buffers of
         // a batch the consumer gave back, else new ones (a reused parser
         // sizes them from the last batch, so none regrows).
-        let images = self.images(seed, skips)?;
-        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), None);
+        let steps = self.worker_steps(seed, skips)?;
+        let parsers = ParserPool::new(&self.spec, self.sequence.as_ref(), Vec::new());
         let pool = ColumnPool::new(COLUMN_SPARES);
         let spare = pool.clone();
-        let ops = self.steps_of(Stage::Columns);
+        let ops = parsed::of_stage(&steps, Stage::Columns);
+        let decoded = parsed::of_stage(&steps, Stage::Decoded);
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
             let mut parsed = spare.take();
             parsers
                 .with_parser(|parser| parser.parse_into(&raw.records, &mut parsed))
                 .map_err(|error| parse_error(&raw, error))?;
             let mut parsed = parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))?;
-            if let Some(images) = &images {
-                images.apply(&raw, &mut parsed)?;
+            for step in &decoded {
+                step.decode(&raw, &mut parsed)?;
             }
             Ok(parsed)
         });
@@ -184,19 +186,21 @@ impl ParsedSettings {
 }
 
 /// `work` with each batch's rows named: its records' files and offsets
-/// (the packer says which rows hold which records; images left out under
-/// the skip policy are taken out).
-fn with_provenance(work: BatchFn<Batch>) -> BatchFn<Batch> {
+/// (the packer says which rows hold which records; rows a `decoded` step
+/// left out, an image that does not decode under the skip policy, are
+/// taken out).
+fn with_provenance(work: BatchFn<Batch>, decoded: Vec<Step>) -> BatchFn<Batch> {
     Arc::new(move |raw: RawBatch| {
         let (files, records) = (raw.files.clone(), raw.provenance.clone());
-        #[cfg(feature = "images")]
-        crate::pipeline::images::take_left_out();
+        // Forgets what an earlier group that failed on this worker left out.
+        for step in &decoded {
+            step.take_left_out();
+        }
         let mut batch = work(raw)?;
         batch.provenance.locate(files, records);
-        #[cfg(feature = "images")]
-        batch
-            .provenance
-            .leave_out(&crate::pipeline::images::take_left_out());
+        for step in &decoded {
+            batch.provenance.leave_out(&step.take_left_out());
+        }
         Ok(batch)
     })
 }

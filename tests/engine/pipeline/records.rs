@@ -352,7 +352,7 @@ fn a_full_shuffle_buffer_costs_at_most_a_quarter_over_its_payload() {
         records += batch.records.len();
     }
     assert_eq!(records, 30_000);
-    let shuffle = batches.stats().shuffle;
+    let shuffle = batches.stats().record_thread;
     let (storage, payload) = (shuffle.buffer_bytes, shuffle.buffer_payload_bytes);
     // 10 000 records of ~1 048 bytes on average.
     assert!((9_500_000..11_500_000).contains(&payload), "{payload}");
@@ -406,7 +406,7 @@ fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
         mapped.extend(texts(&batch.unwrap().records));
     }
     assert_eq!(mapped, read);
-    let shuffle = batches.stats().shuffle;
+    let shuffle = batches.stats().record_thread;
     // About half of the 1 000 buffered records are held: ~1 MB of them,
     // and ~0.5 MB stored.
     assert!(

@@ -37,7 +37,7 @@ fn json_is_one_line_holding_the_keys_scripts_read() {
     ] {
         assert!(report.get(key).is_some(), "{key} missing: {text}");
     }
-    for stage in ["read", "shuffle", "batch"] {
+    for stage in ["read", "records", "batch"] {
         for key in ["records", "bytes", "busy_ms", "wait_ms", "buffer_bytes"] {
             assert!(
                 report["stages"][stage].get(key).is_some(),
@@ -75,7 +75,7 @@ fn the_default_is_the_readable_summary_of_the_same_run() {
             "records",
             "stage",
             "read",
-            "shuffle",
+            "records",
             "batch",
             "workers",
             "consumer",
