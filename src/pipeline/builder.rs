@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::batches::Batches;
-use super::batching::{Batching, ParsedSettings};
+use super::batching::{GroupingWords, ParsedSettings};
 use super::description::{
     BatchStep, Callable, Description, Mix, MixSource, Output, Parse, RecordStep, Source,
 };
@@ -912,7 +912,7 @@ impl Pipeline {
                 mask_of: Vec::new(),
                 cast: None,
                 decode: Vec::new(),
-                batching: Batching::Rows,
+                batching: GroupingWords::Rows,
                 steps: Vec::new(),
             },
         }
@@ -1127,7 +1127,7 @@ impl ParsedPipeline {
     /// built, if [`pack`](Self::pack) was not called).
     fn packing(&mut self, f: impl FnOnce(&mut usize, &mut Overflow, &mut PackRule)) {
         let (mut row_length, mut overflow, mut rule) = match self.p.batching {
-            Batching::Pack {
+            GroupingWords::Pack {
                 row_length,
                 overflow,
                 rule,
@@ -1135,7 +1135,7 @@ impl ParsedPipeline {
             _ => (0, Overflow::Error, PackRule::default()),
         };
         f(&mut row_length, &mut overflow, &mut rule);
-        self.p.batching = Batching::Pack {
+        self.p.batching = GroupingWords::Pack {
             row_length,
             overflow,
             rule,
@@ -1190,7 +1190,7 @@ impl ParsedPipeline {
                 boundaries,
                 batch_sizes,
             } => {
-                p.batching = Batching::Bucket {
+                p.batching = GroupingWords::Bucket {
                     feature: feature.clone(),
                     boundaries: boundaries.clone(),
                     batch_sizes: batch_sizes.clone(),

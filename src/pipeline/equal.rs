@@ -17,7 +17,7 @@ use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
 use super::group::grouping::{Grouping, RecordWork};
-use super::group::raw_batch::{Layout, RawBatch};
+use super::group::raw_batch::{GroupLayout, RawBatch};
 use super::group::schedule::Schedule;
 use super::item::Item;
 use super::loaded::Loaded;
@@ -189,7 +189,7 @@ fn stream_run(
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),
                 files: files.clone(),
-                layout: Layout::Rows,
+                layout: GroupLayout::Rows,
             })?,
             (None, None) => vec![Some(0); items.len()],
         };

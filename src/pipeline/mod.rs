@@ -129,7 +129,7 @@ pub use builder::{Listed, ParsedPipeline, Pipeline};
 pub use checkpoint::merge as merge_states;
 pub use description::Description;
 pub use error::{PipelineError, RecordIndex, SettingError, StateError};
-pub use group::raw_batch::{BatchFn, Layout, Packed, RawBatch};
+pub use group::raw_batch::{BatchFn, GroupLayout, Packed, RawBatch};
 pub use inputs_targets::{INPUTS, TARGETS, TARGETS_MASK};
 pub use ops::interleave::RecordRange;
 pub use ops::mix::{MixChoice, OnExhausted};

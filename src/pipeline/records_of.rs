@@ -17,7 +17,7 @@ use crate::batch::{PackRule, RowPlanner};
 
 use super::error::PipelineError;
 use super::group::grouping::{Grouping, RecordWork};
-use super::group::raw_batch::{Layout, RawBatch};
+use super::group::raw_batch::{GroupLayout, RawBatch};
 use super::settings::RecordSettings;
 use super::start::plan;
 use super::stats::StreamCounters;
@@ -114,7 +114,7 @@ fn rows_of(raw: &RawBatch, grouping: &Grouping) -> Vec<RowRecords> {
     let records = raw.provenance.len();
     match (&raw.layout, grouping) {
         (
-            Layout::Pack(packed),
+            GroupLayout::Pack(packed),
             Grouping::Pack {
                 row_length, rule, ..
             },
@@ -129,8 +129,8 @@ fn rows_of(raw: &RawBatch, grouping: &Grouping) -> Vec<RowRecords> {
         .collect(),
         (layout, grouping) => {
             let rows = match (layout, grouping) {
-                (Layout::Bucket(b), Grouping::Bucket { bucketer, .. })
-                | (Layout::Bucket(b), Grouping::Scheduled { bucketer, .. }) => {
+                (GroupLayout::Bucket(b), Grouping::Bucket { bucketer, .. })
+                | (GroupLayout::Bucket(b), Grouping::Scheduled { bucketer, .. }) => {
                     bucketer.batch_size(*b)
                 }
                 (_, Grouping::Rows { batch_size, .. }) => *batch_size,

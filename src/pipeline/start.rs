@@ -10,7 +10,7 @@ use super::checkpoint::{self, Decoded, Snapshot, StreamNode, StreamSnapshot};
 use super::equal::{self, EqualEnd};
 use super::error::{PipelineError, StateError};
 use super::group::grouping::{Grouping, MeasureFn, PrefilterFn, RecordWork};
-use super::group::raw_batch::{BatchFn, Layout, RawBatch};
+use super::group::raw_batch::{BatchFn, GroupLayout, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule};
 use super::item::Item;
 use super::limits;
@@ -614,7 +614,7 @@ fn sample_lengths(
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),
                 files: Arc::new(p.files.clone()),
-                layout: Layout::Rows,
+                layout: GroupLayout::Rows,
                 number: 0,
                 starts: 0,
             })

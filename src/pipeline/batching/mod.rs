@@ -33,9 +33,9 @@ use measure::scan_fn;
 /// How the user asked parsed records to make batches (`batch`,
 /// `bucket_by_length`, `pack`), as the builder collected it; checked, on a
 /// given host count, into the record thread's [`Grouping`] and the workers'
-/// [`Assembly`].
+/// [`GroupAssembly`].
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Batching {
+pub(crate) enum GroupingWords {
     /// `batch` records per batch.
     Rows,
     /// By the length of `feature` into buckets.
@@ -70,7 +70,7 @@ pub(crate) struct ParsedSettings {
     pub mask_of: Vec<(String, MaskType)>,
     pub cast: Option<TensorType>,
     pub decode: Vec<(String, Vec<usize>)>,
-    pub batching: Batching,
+    pub batching: GroupingWords,
     /// The steps on parsed batches, in builder order (`parsed.rs`): on the
     /// columns (map_batch, filter_rows, tokenize), then, after assembly, on
     /// the batch (normalize, inputs_targets). The spec's own step (its
@@ -82,7 +82,7 @@ pub(crate) struct ParsedSettings {
 /// The batching a pipeline runs with on a host count (see
 /// [`ParsedSettings::decide`]).
 struct Decided {
-    batching: Batching,
+    batching: GroupingWords,
     /// Buckets in the order of the shared schedule, not as they fill.
     scheduled: bool,
     /// The features whose longest length buckets a record.
@@ -92,7 +92,7 @@ struct Decided {
 /// How a worker assembles each group into a batch, checked: the workers'
 /// side of the check whose record-thread side is the [`Grouping`] (see
 /// [`ParsedSettings::record_work`]).
-enum Assembly {
+enum GroupAssembly {
     Rows(Assembler),
     Bucket {
         assembler: Assembler,
@@ -116,7 +116,7 @@ impl ParsedSettings {
             limits::positive("batch", rows as u64)?;
             limits::at_most("batch", rows as u64, limits::MAX_BATCH_ROWS)?;
         }
-        if let Batching::Bucket {
+        if let GroupingWords::Bucket {
             boundaries,
             batch_sizes,
             ..
@@ -254,12 +254,12 @@ impl ParsedSettings {
         self.check_sizes()?;
         let scheduled = hosts > 1;
         let batching = self.batching.clone();
-        let Batching::Rows = batching else {
+        let GroupingWords::Rows = batching else {
             let features = match &batching {
-                Batching::Bucket { feature, .. } => vec![feature.clone()],
+                GroupingWords::Bucket { feature, .. } => vec![feature.clone()],
                 _ => Vec::new(),
             };
-            let scheduled = scheduled && matches!(batching, Batching::Bucket { .. });
+            let scheduled = scheduled && matches!(batching, GroupingWords::Bucket { .. });
             return Ok(Decided {
                 batching,
                 scheduled,
@@ -312,7 +312,7 @@ impl ParsedSettings {
             .collect();
         let batch_size = self.batch_size.unwrap_or(1);
         Ok(Decided {
-            batching: Batching::Bucket {
+            batching: GroupingWords::Bucket {
                 feature: padded[0].clone(),
                 batch_sizes: vec![batch_size; boundaries.len() + 1],
                 boundaries,
@@ -336,7 +336,7 @@ impl ParsedSettings {
         Ok(steps)
     }
 
-    fn assembly(&self, hosts: u64) -> Result<Assembly, PipelineError> {
+    fn assembly(&self, hosts: u64) -> Result<GroupAssembly, PipelineError> {
         let decided = self.decide(hosts)?;
         if let Some(seq) = &self.sequence {
             if let Some(name) = seq
@@ -349,7 +349,7 @@ impl ParsedSettings {
                 }
                 .into());
             }
-            if let Batching::Pack { .. } = self.batching {
+            if let GroupingWords::Pack { .. } = self.batching {
                 return Err(PipelineError::Config(
                     "pack is not supported for SequenceExample records (parse_sequence): \
                      use batch or bucket_by_length"
@@ -358,15 +358,15 @@ impl ParsedSettings {
             }
         }
         match &decided.batching {
-            Batching::Rows => Ok(Assembly::Rows(
+            GroupingWords::Rows => Ok(GroupAssembly::Rows(
                 self.assembler(self.batch_size.unwrap_or(1))?,
             )),
-            Batching::Bucket {
+            GroupingWords::Bucket {
                 feature,
                 boundaries,
                 batch_sizes,
             } => {
-                let converted = matches!(self.batching, Batching::Rows);
+                let converted = matches!(self.batching, GroupingWords::Rows);
                 if self.batch_size.is_some() && !converted {
                     return Err(PipelineError::Config(
                         "bucket_by_length sets a batch size per bucket: leave out batch() \
@@ -423,14 +423,14 @@ impl ParsedSettings {
                     .collect();
                 shapes.sort();
                 shapes.dedup();
-                Ok(Assembly::Bucket {
+                Ok(GroupAssembly::Bucket {
                     assembler,
                     buckets,
                     shapes,
                     bucketer,
                 })
             }
-            Batching::Pack {
+            GroupingWords::Pack {
                 row_length,
                 overflow,
                 rule,
@@ -469,7 +469,7 @@ impl ParsedSettings {
                     plan = plan.cast_ints(dtype);
                 }
                 let shapes = plan.clone().build()?.shapes();
-                Ok(Assembly::Pack { plan, shapes })
+                Ok(GroupAssembly::Pack { plan, shapes })
             }
         }
     }
@@ -482,10 +482,12 @@ impl ParsedSettings {
     /// The shapes of `assembly`'s batches after the assembled steps
     /// (normalize, inputs_targets), each checked against the shape before
     /// it.
-    fn assembly_shapes(&self, assembly: &Assembly) -> Result<Vec<BatchShape>, PipelineError> {
+    fn assembly_shapes(&self, assembly: &GroupAssembly) -> Result<Vec<BatchShape>, PipelineError> {
         let mut shapes = match assembly {
-            Assembly::Rows(assembler) => assembler.shapes(),
-            Assembly::Bucket { shapes, .. } | Assembly::Pack { shapes, .. } => shapes.clone(),
+            GroupAssembly::Rows(assembler) => assembler.shapes(),
+            GroupAssembly::Bucket { shapes, .. } | GroupAssembly::Pack { shapes, .. } => {
+                shapes.clone()
+            }
         };
         let spec = self.batch_spec()?;
         for step in self.steps_of(Stage::Assembled) {
@@ -501,13 +503,13 @@ impl ParsedSettings {
     /// their wire kinds.
     fn length_features(&self, decided: &Decided) -> Result<Vec<(String, WireKind)>, PipelineError> {
         Ok(match &decided.batching {
-            Batching::Rows => Vec::new(),
-            Batching::Bucket { .. } => decided
+            GroupingWords::Rows => Vec::new(),
+            GroupingWords::Bucket { .. } => decided
                 .features
                 .iter()
                 .map(|f| Ok((f.clone(), self.var_len_feature(f)?)))
                 .collect::<Result<_, PipelineError>>()?,
-            Batching::Pack { .. } => match self.batch_spec()?.features().first() {
+            GroupingWords::Pack { .. } => match self.batch_spec()?.features().first() {
                 Some(f) => vec![(f.name.clone(), f.dtype.wire_kind())],
                 None => return Err(PlanError::NoFeatures.into()),
             },
@@ -519,13 +521,13 @@ impl ParsedSettings {
     /// none), and how it measures records.
     fn record_work(
         &self,
-        assembly: Option<&Assembly>,
+        assembly: Option<&GroupAssembly>,
         hosts: u64,
     ) -> Result<RecordWork, PipelineError> {
         let drop_remainder = self.drop_remainder;
         let decided = self.decide(hosts)?;
         let grouping = match &decided.batching {
-            Batching::Rows => {
+            GroupingWords::Rows => {
                 let batch_size = self.batch_size.unwrap_or(1);
                 if batch_size == 0 {
                     return Err(PipelineError::Config("batch size 0".into()));
@@ -535,15 +537,15 @@ impl ParsedSettings {
                     drop_remainder,
                 }
             }
-            Batching::Bucket { .. } => match assembly {
-                Some(Assembly::Bucket { bucketer, .. }) if decided.scheduled => {
+            GroupingWords::Bucket { .. } => match assembly {
+                Some(GroupAssembly::Bucket { bucketer, .. }) if decided.scheduled => {
                     Grouping::Scheduled {
                         bucketer: bucketer.clone(),
                         schedule: None,
                         drop_remainder,
                     }
                 }
-                Some(Assembly::Bucket { bucketer, .. }) => Grouping::Bucket {
+                Some(GroupAssembly::Bucket { bucketer, .. }) => Grouping::Bucket {
                     bucketer: bucketer.clone(),
                     drop_remainder,
                 },
@@ -553,7 +555,7 @@ impl ParsedSettings {
                     ));
                 }
             },
-            Batching::Pack {
+            GroupingWords::Pack {
                 row_length,
                 overflow,
                 rule,

@@ -8,13 +8,13 @@ use crate::batch::{Batch, BatchError, BatchErrorKind, BucketGroup, Packer, Remai
 use crate::example::ParsedBatch;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::RecordWork;
-use crate::pipeline::group::raw_batch::{BatchFn, Layout, RawBatch};
+use crate::pipeline::group::raw_batch::{BatchFn, GroupLayout, RawBatch};
 use crate::pipeline::parsed::{self, ColumnPool, Stage, Step};
 use crate::pipeline::stats::StageStats;
 
 use super::errors::{batch_error, map_error, parse_error};
 use super::parsers::{AnyParser, ParserPool};
-use super::{Assembly, Batching, ParsedSettings};
+use super::{GroupAssembly, GroupingWords, ParsedSettings};
 
 impl ParsedSettings {
     /// The grouping and the workers' job for assembled batches. `skips`:
@@ -38,7 +38,7 @@ impl ParsedSettings {
         let direct = self.sequence.is_none() && ops.is_empty() && decoded.is_empty();
         let spec = self.spec.clone();
         let work: BatchFn<Batch> = match assembly {
-            Assembly::Rows(assembler) if direct => {
+            GroupAssembly::Rows(assembler) if direct => {
                 Arc::new(move |raw: RawBatch| {
                     // Fixed-length features (img): straight from the records.
                     if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
@@ -61,7 +61,7 @@ impl ParsedSettings {
                     })
                 })
             }
-            Assembly::Rows(assembler) => Arc::new(move |raw: RawBatch| {
+            GroupAssembly::Rows(assembler) => Arc::new(move |raw: RawBatch| {
                 let parsed = parsers.parse_mapped(&raw, &ops)?;
                 let out = assembler
                     .assemble(&parsed.1)
@@ -69,11 +69,11 @@ impl ParsedSettings {
                 parsers.put(parsed.0, parsed.1);
                 out
             }),
-            Assembly::Bucket {
+            GroupAssembly::Bucket {
                 assembler, buckets, ..
             } => Arc::new(move |raw: RawBatch| {
                 let bucket = match raw.layout {
-                    Layout::Bucket(b) => b,
+                    GroupLayout::Bucket(b) => b,
                     _ => 0,
                 };
                 let (batch_size, pad_to) = buckets.get(bucket).copied().unwrap_or((1, None));
@@ -106,7 +106,7 @@ impl ParsedSettings {
                 parsers.put(parser, parsed);
                 out
             }),
-            Assembly::Pack { plan, .. } => {
+            GroupAssembly::Pack { plan, .. } => {
                 let packers = Arc::new(Mutex::new(Vec::<Packer>::new()));
                 Arc::new(move |raw: RawBatch| {
                     let (parser, parsed) = parsers.parse_mapped(&raw, &ops)?;
@@ -149,7 +149,7 @@ impl ParsedSettings {
         seed: u64,
         skips: Option<Arc<StageStats>>,
     ) -> Result<(RecordWork, BatchFn<ParsedBatch>, Arc<ColumnPool>), PipelineError> {
-        if self.batching != Batching::Rows {
+        if self.batching != GroupingWords::Rows {
             return Err(PipelineError::Config(
                 "bucket_by_length and pack give assembled batches: use build()".into(),
             ));
@@ -212,7 +212,7 @@ fn pack_group(
     parsed: &ParsedBatch,
 ) -> Result<Batch, PipelineError> {
     let (parts, rows, fences) = match &raw.layout {
-        Layout::Pack(p) => (p.parts.as_slice(), p.rows, p.fences.as_slice()),
+        GroupLayout::Pack(p) => (p.parts.as_slice(), p.rows, p.fences.as_slice()),
         _ => (&[][..], 0, &[][..]),
     };
     let mut fences = fences.iter().peekable();

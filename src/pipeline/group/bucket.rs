@@ -10,7 +10,7 @@ use crate::pipeline::item::Item;
 
 use super::{Emitted, compact};
 
-use super::raw_batch::Layout;
+use super::raw_batch::GroupLayout;
 
 /// Fills length buckets.
 pub(crate) struct BucketGrouper {
@@ -39,7 +39,7 @@ impl BucketGrouper {
                 .collect();
             out.push(Emitted {
                 items: group.items,
-                layout: Layout::Bucket(group.bucket),
+                layout: GroupLayout::Bucket(group.bucket),
                 replay,
                 replay_skip: 0,
                 replay_quiet: false,
@@ -64,7 +64,7 @@ impl BucketGrouper {
             .collect();
         Some(Emitted {
             items: group.items,
-            layout: Layout::Bucket(group.bucket),
+            layout: GroupLayout::Bucket(group.bucket),
             replay,
             replay_skip: 0,
             replay_quiet: false,

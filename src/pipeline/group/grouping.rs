@@ -1,13 +1,17 @@
-//! How the record thread groups a pipeline's records ([`Grouping`], the
-//! one grouping type: one logical stream's share of it with `per_stream`),
-//! and what it is given with it ([`RecordWork`]): how it measures records
-//! for buckets and packing, and the parsed settings the fingerprint covers.
+//! How the record thread groups a pipeline's records ([`Grouping`]: one
+//! logical stream's share of it with `per_stream`), and what it is given
+//! with it ([`RecordWork`]): how it measures records for buckets and
+//! packing, and the parsed steps the fingerprint covers.
 //!
-//! The user's words for it are the builder's (`batching/`: [`Batching`]
-//! there); the workers' side of the same check is an `Assembly` there, and
-//! each batch tells its worker its [`Layout`](super::raw_batch::Layout).
+//! A *grouping* decides which records make each batch; a *group* is one
+//! batch's records. The names say which, and what role: the user's words
+//! ([`GroupingWords`], `batching/`), checked on a host count into the
+//! record thread's plan (this [`Grouping`]) and the workers' (`batching/`'s
+//! `GroupAssembly`); a grouping running (a [`Grouper`](super::Grouper),
+//! with its waiting records); and how one group's records lie, which each
+//! group tells its worker ([`GroupLayout`](super::raw_batch::GroupLayout)).
 //!
-//! [`Batching`]: crate::pipeline::batching::Batching
+//! [`GroupingWords`]: crate::pipeline::batching::GroupingWords
 
 use std::sync::Arc;
 
@@ -21,9 +25,9 @@ use super::raw_batch::RawBatch;
 use super::schedule::Schedule;
 
 /// How the record thread groups records into batches, checked: from the
-/// builder's [`Batching`](crate::pipeline::batching::Batching) and the
-/// host count (the workers' side of the same check, how each group is laid
-/// out, is `batching/`'s `Assembly`).
+/// builder's [`GroupingWords`](crate::pipeline::batching::GroupingWords)
+/// and the host count (the workers' side of the same check, how each group
+/// is assembled, is `batching/`'s `GroupAssembly`).
 #[derive(Clone, Debug)]
 pub(crate) enum Grouping {
     /// `batch_size` records in arrival order.

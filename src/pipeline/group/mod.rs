@@ -36,7 +36,7 @@ use bucket::BucketGrouper;
 use bytes::Bytes;
 use grouping::Grouping;
 use pack::PackGrouper;
-use raw_batch::Layout;
+use raw_batch::GroupLayout;
 use replay::ReplayList;
 use rows::RowsGrouper;
 use scheduled::ScheduledGrouper;
@@ -148,7 +148,7 @@ impl Grouper {
     pub fn empty(&mut self) -> Emitted {
         match self {
             Grouper::Scheduled(g) => g.empty(),
-            _ => Emitted::plain(Vec::new(), Layout::Rows),
+            _ => Emitted::plain(Vec::new(), GroupLayout::Rows),
         }
     }
 
@@ -165,7 +165,7 @@ impl Grouper {
 /// A group ready for a worker, with the replay list right after it.
 pub(crate) struct Emitted {
     pub items: Vec<Item>,
-    pub layout: Layout,
+    pub layout: GroupLayout,
     pub replay: ReplayList,
     pub replay_skip: u64,
     /// The grouper's waiting records (`replay`) are fed back quietly on a
@@ -175,7 +175,7 @@ pub(crate) struct Emitted {
 
 impl Emitted {
     /// A group with nothing left to replay after it.
-    pub fn plain(items: Vec<Item>, layout: Layout) -> Self {
+    pub fn plain(items: Vec<Item>, layout: GroupLayout) -> Self {
         Emitted {
             items,
             layout,

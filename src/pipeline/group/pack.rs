@@ -13,7 +13,7 @@ use crate::pipeline::item::Item;
 
 use super::{Emitted, compact};
 
-use super::raw_batch::{Layout, Packed};
+use super::raw_batch::{GroupLayout, Packed};
 
 /// Plans packed rows.
 pub(crate) struct PackGrouper {
@@ -103,7 +103,7 @@ impl PackGrouper {
                 let (items, parts) = entries.into_iter().unzip();
                 out.push(Emitted {
                     items,
-                    layout: Layout::Pack(Packed {
+                    layout: GroupLayout::Pack(Packed {
                         parts,
                         rows: rows_before,
                         stream_rows: self.batch_size,
@@ -130,7 +130,7 @@ impl PackGrouper {
             return None;
         }
         let (items, parts) = entries.into_iter().unzip();
-        let layout = Layout::Pack(Packed {
+        let layout = GroupLayout::Pack(Packed {
             parts,
             rows,
             stream_rows: self.batch_size,

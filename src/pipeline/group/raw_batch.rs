@@ -12,7 +12,7 @@ use crate::pipeline::item::Item;
 
 /// How the records of a raw batch are to be laid out by the worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
+pub enum GroupLayout {
     /// One row per record.
     #[default]
     Rows,
@@ -53,7 +53,7 @@ pub struct RawBatch {
     /// The host's files, to name them in errors.
     pub(crate) files: Arc<Vec<String>>,
     /// How the worker lays the records out (rows, a bucket, packed rows).
-    pub(crate) layout: Layout,
+    pub(crate) layout: GroupLayout,
     /// The batch's number in the whole run, counting the batches before a
     /// restore (0 for chunks that are not batches): with the row, it keys
     /// a record's random image crop, the same at any thread count.
@@ -67,7 +67,7 @@ pub struct RawBatch {
 impl RawBatch {
     /// How the records are to be laid out: one row each, padded to a
     /// bucket's length, or packed.
-    pub fn layout(&self) -> &Layout {
+    pub fn layout(&self) -> &GroupLayout {
         &self.layout
     }
 

@@ -6,7 +6,7 @@ use crate::pipeline::item::Item;
 
 use super::Emitted;
 
-use super::raw_batch::Layout;
+use super::raw_batch::GroupLayout;
 
 /// Cuts batches of `batch_size` records.
 pub(crate) struct RowsGrouper {
@@ -31,7 +31,7 @@ impl RowsGrouper {
         self.current.push(item);
         if self.current.len() >= self.batch_size {
             let items = std::mem::replace(&mut self.current, Vec::with_capacity(self.batch_size));
-            out.push(Emitted::plain(items, Layout::Rows));
+            out.push(Emitted::plain(items, GroupLayout::Rows));
         }
     }
 
@@ -49,7 +49,7 @@ impl RowsGrouper {
         let appended = self.current.len() > before;
         if self.current.len() >= self.batch_size {
             let items = std::mem::replace(&mut self.current, Vec::with_capacity(self.batch_size));
-            out.push(Emitted::plain(items, Layout::Rows));
+            out.push(Emitted::plain(items, GroupLayout::Rows));
         }
         Ok(appended)
     }
@@ -57,6 +57,7 @@ impl RowsGrouper {
     /// The partial batch at the end of the input, unless dropped.
     pub fn finish_one(&mut self) -> Option<Emitted> {
         let items = std::mem::take(&mut self.current);
-        (!items.is_empty() && !self.drop_remainder).then(|| Emitted::plain(items, Layout::Rows))
+        (!items.is_empty() && !self.drop_remainder)
+            .then(|| Emitted::plain(items, GroupLayout::Rows))
     }
 }

@@ -13,7 +13,7 @@ use crate::pipeline::item::Item;
 
 use super::{Emitted, compact};
 
-use super::raw_batch::Layout;
+use super::raw_batch::GroupLayout;
 use super::replay::ReplayList;
 use super::schedule::Schedule;
 use crate::pipeline::checkpoint::positions::Position;
@@ -228,7 +228,7 @@ impl ScheduledGrouper {
         self.next_step(self.step + 1);
         Emitted {
             items,
-            layout: Layout::Bucket(b),
+            layout: GroupLayout::Bucket(b),
             replay: self.waiting(),
             replay_skip: 0,
             replay_quiet: true,
@@ -276,7 +276,7 @@ impl ScheduledGrouper {
         self.next_step(self.step + 1);
         Emitted {
             items: Vec::new(),
-            layout: Layout::Bucket(b),
+            layout: GroupLayout::Bucket(b),
             replay: self.waiting(),
             replay_skip: 0,
             replay_quiet: true,
@@ -354,7 +354,7 @@ mod tests {
         g.push(item(4), 12, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(offsets(&out[0]), [3, 4, 2]);
-        assert_eq!(out[0].layout, Layout::Bucket(1));
+        assert_eq!(out[0].layout, GroupLayout::Bucket(1));
         // The long record waits, and is the replay list.
         assert_eq!(out[0].replay.to_vec(), [(0, 1)]);
     }

@@ -471,7 +471,7 @@ mod tests {
     use super::super::testing::record;
     use super::*;
     use crate::index::{BuildOptions, build};
-    use crate::pipeline::group::raw_batch::Layout;
+    use crate::pipeline::group::raw_batch::GroupLayout;
     use crate::record::RecordWriter;
 
     /// Two plain shards of 8 records each, with their indexes.
@@ -508,7 +508,7 @@ mod tests {
             provenance: Vec::new(),
             unread: Vec::new(),
             files: Arc::new(shards.iter().map(|(p, _)| p.clone()).collect()),
-            layout: Layout::Rows,
+            layout: GroupLayout::Rows,
             number: 0,
             starts: 0,
         };
@@ -826,7 +826,7 @@ mod tests {
             provenance: (0..3).map(|i| (0, index.record(i).unwrap().0)).collect(),
             unread: vec![0, 1, 2],
             files: Arc::new(vec![url.clone()]),
-            layout: Layout::Rows,
+            layout: GroupLayout::Rows,
             number: 0,
             starts: 0,
         };

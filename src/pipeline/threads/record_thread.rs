@@ -15,7 +15,7 @@ use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
 use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn};
 use crate::pipeline::group::part::GroupPart;
-use crate::pipeline::group::raw_batch::{Layout, RawBatch, unread_of};
+use crate::pipeline::group::raw_batch::{GroupLayout, RawBatch, unread_of};
 use crate::pipeline::item::Item;
 use crate::pipeline::ops::stream_chain::StreamChain;
 use crate::pipeline::stats::StageStats;
@@ -270,7 +270,7 @@ impl RecordThread {
                 provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
                 unread: unread_of(items.iter()),
                 files: self.files.clone(),
-                layout: Layout::Rows,
+                layout: GroupLayout::Rows,
                 number: 0,
                 starts: 0,
             })?,
@@ -432,7 +432,7 @@ impl RecordThread {
                     provenance: items.iter().map(|(i, _)| (i.file, i.offset)).collect(),
                     unread: unread_of(items.iter().map(|(i, _)| i)),
                     files: self.files.clone(),
-                    layout: Layout::Rows,
+                    layout: GroupLayout::Rows,
                     number: 0,
                     starts: 0,
                 };

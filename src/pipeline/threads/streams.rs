@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::Receiver;
 
 use crate::pipeline::checkpoint::{Snapshot, StreamSnapshot};
-use crate::pipeline::group::raw_batch::{Layout, Packed, RawBatch};
+use crate::pipeline::group::raw_batch::{GroupLayout, Packed, RawBatch};
 
 use super::affinity::CpuAffinity;
 use super::panic_message;
@@ -126,7 +126,7 @@ fn join(
         provenance: Vec::new(),
         unread: Vec::new(),
         files: files.clone(),
-        layout: Layout::Rows,
+        layout: GroupLayout::Rows,
         starts: 0,
     });
     let records_before = batch.records.len();
@@ -142,13 +142,13 @@ fn join(
     );
     batch.layout = match (std::mem::take(&mut batch.layout), raw.layout) {
         // Every stream follows the same schedule, so their buckets agree.
-        (Layout::Bucket(a), Layout::Bucket(b)) => Layout::Bucket(a.max(b)),
-        (mine, Layout::Pack(packed)) => {
-            Layout::Pack(add_packed(mine, packed, records_before, stream))
+        (GroupLayout::Bucket(a), GroupLayout::Bucket(b)) => GroupLayout::Bucket(a.max(b)),
+        (mine, GroupLayout::Pack(packed)) => {
+            GroupLayout::Pack(add_packed(mine, packed, records_before, stream))
         }
         // An empty group (a stream padding to its batch count) has plain
         // rows and takes the others' layout.
-        (Layout::Rows, other) => other,
+        (GroupLayout::Rows, other) => other,
         (mine, _) => mine,
     };
 }
@@ -157,9 +157,9 @@ fn join(
 /// stream's own rows, from `stream * stream_rows` on, whatever the rows the
 /// streams before it used, so that a stream's rows sit at the same place of
 /// the global batch on any host count.
-fn add_packed(mine: Layout, packed: Packed, records_before: usize, stream: usize) -> Packed {
+fn add_packed(mine: GroupLayout, packed: Packed, records_before: usize, stream: usize) -> Packed {
     let mut joined = match mine {
-        Layout::Pack(p) => p,
+        GroupLayout::Pack(p) => p,
         _ => Packed {
             stream_rows: packed.stream_rows,
             ..Packed::default()
