@@ -109,31 +109,6 @@ enum GroupAssembly {
 }
 
 impl ParsedSettings {
-    /// Checks the sizes the batching words give (`limits.rs`): rows per
-    /// batch and per bucket, and how many buckets.
-    fn check_sizes(&self) -> Result<(), PipelineError> {
-        if let Some(rows) = self.batch_size {
-            limits::positive("batch", rows as u64)?;
-            limits::at_most("batch", rows as u64, limits::MAX_BATCH_ROWS)?;
-        }
-        if let GroupingWords::Bucket {
-            boundaries,
-            batch_sizes,
-            ..
-        } = &self.batching
-        {
-            limits::at_most(
-                "bucket boundaries",
-                boundaries.len() as u64,
-                MAX_SHAPES as u64,
-            )?;
-            for &rows in batch_sizes {
-                limits::at_most("bucket batch size", rows as u64, limits::MAX_BATCH_ROWS)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Checks that the largest batch of `shapes` fits the machine's memory.
     fn check_bytes(shapes: &[BatchShape]) -> Result<(), PipelineError> {
         let bytes = |shape: &BatchShape| -> u64 {
@@ -251,7 +226,6 @@ impl ParsedSettings {
     /// one bucket per multiple up to `max_length`, measured on every padded
     /// feature. Also gives the features whose length groups records.
     fn decide(&self, hosts: u64) -> Result<Decided, PipelineError> {
-        self.check_sizes()?;
         let scheduled = hosts > 1;
         let batching = self.batching.clone();
         let GroupingWords::Rows = batching else {
