@@ -217,6 +217,7 @@ impl RecordChain {
                 &ops.interleave,
                 cfg.files.clone(),
                 cfg.seed,
+                ops.epochs.epochs(),
                 read_stats.clone(),
                 stats.clone(),
             ))

@@ -255,7 +255,10 @@ pub(crate) struct Interleave {
     seed: u64,
     read_stats: Arc<StageStats>,
     stats: Arc<StageStats>,
-    /// This epoch's file order.
+    /// The epochs the stream reads (`None`: forever), this one, and its
+    /// file order.
+    epochs: Option<u64>,
+    epoch: u64,
     order: Vec<u32>,
     slots: Vec<Option<Slot>>,
     /// Position in this epoch's file order of the next file to open.
@@ -271,7 +274,9 @@ pub(crate) struct Interleave {
     /// The reader of the next file of the order (from its start), started
     /// when the file before it was opened, so that a slot whose file ends
     /// finds the next one's first blocks read (or its first cloud range
-    /// requested) instead of waiting for a thread to start and read.
+    /// requested) instead of waiting for a thread to start and read. After
+    /// the epoch's last file, the next epoch's first: a small file repeated
+    /// starts each epoch as read as a large file's next block.
     ahead: Option<(u32, ShardBlocks, Arc<StageStats>)>,
 }
 
@@ -284,6 +289,7 @@ impl Interleave {
         settings: &InterleaveSettings,
         input: Arc<StreamFiles>,
         seed: u64,
+        epochs: Option<u64>,
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
     ) -> Self {
@@ -292,6 +298,8 @@ impl Interleave {
             settings: settings.clone(),
             input,
             seed,
+            epochs,
+            epoch: 0,
             order: Vec::new(),
             slots: (0..cycle).map(|_| None).collect(),
             next_file: 0,
@@ -354,10 +362,17 @@ impl Interleave {
         Ok(())
     }
 
-    /// Starts reading the next file of the order, if there is one and it
-    /// is not being read ahead already.
+    /// Starts reading the next file of the order (or, after the epoch's
+    /// last, the next epoch's first if one follows), unless it is being
+    /// read ahead already.
     fn read_ahead(&mut self) {
-        let Some(&file) = self.order.get(self.next_file as usize) else {
+        let another_epoch = self.epochs.is_none_or(|n| self.epoch + 1 < n);
+        let next = match self.order.get(self.next_file as usize) {
+            Some(&file) => Some(file),
+            None if another_epoch => self.file_order(self.epoch + 1).first().copied(),
+            None => None,
+        };
+        let Some(file) = next else {
             return;
         };
         if self.ahead.as_ref().is_some_and(|(next, ..)| *next == file) {
@@ -532,6 +547,7 @@ impl EpochInput for Interleave {
 
     /// Opens the first files of the epoch, one per interleave slot.
     fn start_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
         self.order = self.file_order(epoch);
         self.next_file = 0;
         self.cursor = 0;
@@ -584,6 +600,7 @@ impl EpochInput for Interleave {
         let part: InterleavePart = r.take()?;
         let slots = part.slots()?;
         check(&self.settings, &self.input, &part, &slots)?;
+        self.epoch = r.epoch;
         self.order = self.file_order(r.epoch);
         self.next_file = part.next_file;
         self.cursor = part.cursor;
@@ -764,6 +781,7 @@ mod tests {
                 &InterleaveSettings::default(),
                 input.clone(),
                 1,
+                Some(1),
                 read_stats.clone(),
                 stats,
             );
@@ -811,7 +829,14 @@ mod tests {
             order_seed: None,
         });
         let stats = || Arc::new(StageStats::default());
-        let mut op = Interleave::new(&InterleaveSettings::default(), input, 1, stats(), stats());
+        let mut op = Interleave::new(
+            &InterleaveSettings::default(),
+            input,
+            1,
+            Some(1),
+            stats(),
+            stats(),
+        );
         op.start_epoch(0);
         let ahead = |op: &Interleave| op.ahead.as_ref().map(|(file, ..)| *file);
         assert_eq!(ahead(&op), Some(1));
@@ -838,5 +863,64 @@ mod tests {
             }
         }
         assert!(op.next().unwrap().is_none());
+    }
+
+    /// After an epoch's last file is opened, the next epoch's first is read
+    /// ahead, if the stream reads another epoch (a small file repeated
+    /// starts each epoch with its blocks read), and taken over when that
+    /// epoch starts; with shuffled files, the next epoch's order decides
+    /// which file. A stream of one epoch reads nothing ahead of its end.
+    #[test]
+    fn the_next_epochs_first_file_is_read_ahead_when_one_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<String> = (0..3)
+            .map(|f| {
+                let path = dir.path().join(format!("f{f}.tfrecord"));
+                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+                for i in 0..10 {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                path.display().to_string()
+            })
+            .collect();
+        let input = Arc::new(StreamFiles {
+            files,
+            ranges: Vec::new(),
+            read: ReadOptions::default(),
+            source: SourceOptions::default(),
+            scan: None,
+            unread: None,
+            order_seed: None,
+        });
+        let stats = || Arc::new(StageStats::default());
+        let ahead = |op: &Interleave| op.ahead.as_ref().map(|(file, ..)| *file);
+        for (shuffle_files, epochs) in [(false, Some(1)), (false, Some(3)), (true, None)] {
+            let settings = InterleaveSettings {
+                shuffle_files,
+                ..InterleaveSettings::default()
+            };
+            let mut op = Interleave::new(&settings, input.clone(), 7, epochs, stats(), stats());
+            for epoch in 0..epochs.unwrap_or(4) {
+                op.start_epoch(epoch);
+                let order = op.file_order(epoch);
+                let last = epochs.is_some_and(|e| epoch + 1 == e);
+                for (n, &f) in order.iter().enumerate() {
+                    for i in 0..10 {
+                        let item = op.next().unwrap().expect("a record");
+                        assert_eq!((item.file, &item.data[..]), (f, &record(f as usize, i)[..]));
+                        // File `f` is open: the one after it is read ahead,
+                        // or after the last the next epoch's first.
+                        let next = match order.get(n + 1) {
+                            Some(&next) => Some(next),
+                            None if !last => op.file_order(epoch + 1).first().copied(),
+                            None => None,
+                        };
+                        assert_eq!(ahead(&op), next, "epoch {epoch}, file {n}");
+                    }
+                }
+                assert!(op.next().unwrap().is_none());
+            }
+        }
     }
 }
