@@ -484,8 +484,9 @@ class Pipeline:
         A corrupt record ends the run at
         its batch. A shuffle buffer then holds records unread (a few dozen
         bytes each, not the record). Refused with record filters and maps,
-        buckets, packing, padding to a shape several hosts share, a mixture,
-        skipping corrupt records and the global shuffle."""
+        buckets, packing, padding to a shape several hosts share, a mixture
+        and skipping corrupt records. With the global shuffle it changes
+        nothing: the workers read its records already."""
         return self._option(worker_reads=True)
 
     def shuffle(self, buffer_size: int) -> Pipeline:

@@ -179,6 +179,11 @@ impl RandomAccess {
         self.shards.iter().map(|s| s.info.url.as_str())
     }
 
+    /// Shard `shard`'s URL.
+    pub fn shard_url(&self, shard: usize) -> Option<&str> {
+        self.shards.get(shard).map(|s| s.info.url.as_str())
+    }
+
     /// Each shard's index.
     pub fn indexes(&self) -> impl Iterator<Item = &Arc<ShardIndex>> {
         self.shards.iter().map(|s| &s.index)
@@ -196,6 +201,39 @@ impl RandomAccess {
         // shards share their first with the next).
         let shard = self.first.partition_point(|&f| f <= i) - 1;
         Ok((shard, i - self.first[shard]))
+    }
+
+    /// Where record `i` lies: its shard, and its header's offset and
+    /// framed length there (uncompressed offsets in a compressed shard).
+    pub fn place(&self, i: u64) -> Result<(usize, u64, u64), IndexError> {
+        let (shard, k) = self.locate(i)?;
+        let (offset, framed) = self.shards[shard].index.record(k).unwrap_or_default();
+        Ok((shard, offset, framed))
+    }
+
+    /// True when shard `shard`'s records lie in a local file as they are
+    /// (not compressed): a reader may read them from the file by their
+    /// place, with no access point.
+    pub fn plain_local(&self, shard: usize) -> bool {
+        self.shards
+            .get(shard)
+            .is_some_and(|s| s.local && s.index.compression == Compression::None)
+    }
+
+    /// `len` bytes at `offset` of shard `shard`: a view of its map, which
+    /// every reader of this access shares (the file opened and mapped on
+    /// the first read), if it is the local plain shard at `url`, read
+    /// through a map, and that long; else `None` (the caller reads it
+    /// another way, and names what is wrong).
+    pub fn mapped_range(&self, shard: usize, url: &str, offset: u64, len: u64) -> Option<Bytes> {
+        let s = self.shards.get(shard)?;
+        if !self.opts.mmap || !self.plain_local(shard) || s.info.url != url {
+            return None;
+        }
+        let local = s.file.get_or_init(|| open_local(&s.info.url, true));
+        let map = local.as_ref().ok()?.map.as_ref()?;
+        let end = offset.checked_add(len)?;
+        (end <= map.len() as u64).then(|| map.slice(offset as usize..end as usize))
     }
 
     /// True when record `i` is read without waiting: a slice of a mapped

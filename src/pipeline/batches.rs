@@ -27,6 +27,7 @@ use super::threads::streams::{self as streams_thread, StreamInput, Streams};
 use super::threads::window::{self, Entry, Exit};
 use super::threads::workers::{self as worker_threads, Delivery, Made, Outcome};
 use crate::batch::{Provenance, RecordPosition};
+use crate::index::RandomAccess;
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -42,6 +43,8 @@ pub(crate) struct ExecConfig {
     pub source: crate::source::SourceOptions,
     /// With `worker_reads`, the shards' indexes (to name a bad record).
     pub indexes: Option<Indexes>,
+    /// The shards' maps the workers share (the global shuffle's).
+    pub shared: Option<Arc<RandomAccess>>,
     /// The cores every thread started here pins itself to.
     pub affinity: CpuAffinity,
 }
@@ -514,6 +517,7 @@ fn spawn_threads<T: Send + 'static>(
         &ReadChecks {
             read: cfg.read.clone(),
             indexes: cfg.indexes.clone(),
+            shared: cfg.shared.clone(),
         },
         threads,
     )?;

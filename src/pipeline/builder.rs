@@ -478,7 +478,10 @@ impl Pipeline {
     /// [`shuffle_files`](Self::shuffle_files) and
     /// [`interleave`](Self::interleave); a buffer [`shuffle`](Self::shuffle)
     /// may still follow. Each record is a random read: for object stores,
-    /// [`global_shuffle_blocks`](Self::global_shuffle_blocks).
+    /// [`global_shuffle_blocks`](Self::global_shuffle_blocks). A plain
+    /// local shard's records are read by the workers that assemble them,
+    /// through the shard's map, unless a step before the workers needs
+    /// their bytes (docs/pipeline.md, "Global shuffle").
     pub fn global_shuffle(self) -> Self {
         self.step(RecordStep::GlobalShuffle { block_bytes: None })
     }
@@ -526,9 +529,9 @@ impl Pipeline {
     /// kilobyte records (lm) 5–16%. The ops that need a record's bytes
     /// before the workers refuse it when the pipeline starts: filters and
     /// maps on serialized records, buckets and packing (and the shared
-    /// shapes that padding takes across several hosts), a mixture,
-    /// `on_corrupt(Skip)` and the global shuffle (which reads through the
-    /// indexes already).
+    /// shapes that padding takes across several hosts), a mixture and
+    /// `on_corrupt(Skip)`. With the [`global_shuffle`](Self::global_shuffle)
+    /// it changes nothing: the workers read its records already.
     pub fn worker_reads(mut self) -> Self {
         self.d.options.worker_reads = true;
         self.s.ops.worker_reads.on = true;

@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use crate::index::RandomAccess;
+
 use super::ops::global_shuffle::Dataset;
 use super::read::in_workers::Indexes;
 
@@ -18,8 +20,12 @@ use super::read::in_workers::Indexes;
 pub(crate) struct Loaded {
     /// The global shuffle's records, when it is on.
     pub dataset: Option<Arc<Dataset>>,
-    /// `worker_reads`: per plain local shard this host reads, its index.
+    /// Per plain local shard whose records the workers read, its index
+    /// (`worker_reads`, or the global shuffle's shards).
     pub indexes: Option<Indexes>,
+    /// The global shuffle's access, whose maps the workers read its
+    /// scattered records through.
+    pub shared: Option<Arc<RandomAccess>>,
     /// A mixture's sources', in the order given.
     pub sources: Vec<Loaded>,
     /// A mixture by tokens: each source's mean tokens per record.

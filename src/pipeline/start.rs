@@ -23,6 +23,7 @@ use super::skip_steps::SkipSteps;
 use super::stats::{StageStats, StreamCounters};
 use super::threads::record_thread::RecordThread;
 use crate::batch::Bucketer;
+use crate::index::RandomAccess;
 use crate::record::CorruptPolicy;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
@@ -71,6 +72,7 @@ pub(crate) fn start<T: Send + 'static>(
         read: p.read.clone(),
         source: p.source_options.clone(),
         indexes: planned.loaded.indexes.clone(),
+        shared: planned.loaded.shared.clone(),
         affinity: p.affinity.clone(),
     };
     let mut batches = Batches::start(
@@ -117,7 +119,7 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     let mut loaded = p.load()?;
     loaded.token_means = measure_token_weights(p, &record)?;
     let job = Job::of(p)?;
-    loaded.indexes = load_worker_reads(p, &job)?;
+    (loaded.indexes, loaded.shared) = unread_records(p, &record, &loaded, &job)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
@@ -383,6 +385,18 @@ fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), Pip
     if !p.ops.worker_reads.on {
         return Ok(());
     }
+    match needs_bytes_before_workers(p, record) {
+        Some(what) => Err(PipelineError::Config(format!(
+            "worker_reads leaves each record unread until the worker that assembles it, but \
+             {what} needs its bytes before: leave one of the two out"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// What needs a record's bytes before the worker that assembles it, if
+/// anything does (`None`: the workers may read the records themselves).
+fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option<&'static str> {
     let needs_bytes = [
         (
             p.ops.record_map.filter.is_some() || p.ops.record_map.map.is_some(),
@@ -397,17 +411,32 @@ fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), Pip
             p.read.on_corrupt == CorruptPolicy::Skip,
             "skipping corrupt records (on_corrupt(Skip))",
         ),
-        (
-            p.ops.global_shuffle.on,
-            "the global shuffle (it reads through the indexes itself)",
-        ),
     ];
-    match needs_bytes.iter().find(|(given, _)| *given) {
-        Some((_, what)) => Err(PipelineError::Config(format!(
-            "worker_reads leaves each record unread until the worker that assembles it, but \
-             {what} needs its bytes before: leave one of the two out"
-        ))),
-        None => Ok(()),
+    needs_bytes
+        .into_iter()
+        .find(|(given, _)| *given)
+        .map(|(_, what)| what)
+}
+
+/// The indexes of the shards whose records the workers read themselves,
+/// and the maps they share for it: with `worker_reads`, this host's plain
+/// local shards' (no shared maps: each worker `pread`s its batch's runs);
+/// with the global shuffle, which has every shard's index and maps already,
+/// its plain local shards', read through its maps, whenever nothing before
+/// the workers needs the records' bytes (a mixture's sources read theirs,
+/// as before). `None`: every record is read before the workers.
+fn unread_records(
+    p: &RecordSettings,
+    record: &RecordWork,
+    loaded: &Loaded,
+    job: &Job,
+) -> Result<(Option<Indexes>, Option<Arc<RandomAccess>>), PipelineError> {
+    match &loaded.dataset {
+        Some(data) if needs_bytes_before_workers(p, record).is_none() => {
+            Ok((Some(data.plain_local_indexes()), Some(data.access())))
+        }
+        Some(_) => Ok((None, None)),
+        None => Ok((load_worker_reads(p, job)?, None)),
     }
 }
 

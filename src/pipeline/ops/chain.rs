@@ -209,6 +209,7 @@ impl RecordChain {
                 cfg.job_seed,
                 cfg.place,
                 cfg.files.scan.clone(),
+                cfg.files.unread.as_ref(),
                 read_stats.clone(),
                 stats.clone(),
             )?)

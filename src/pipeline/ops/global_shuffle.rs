@@ -18,7 +18,12 @@
 //! A reader thread (`infeed-global`) reads ahead of the op, a chunk of
 //! records at a time through [`RandomAccess::get_many`] (neighbours in one
 //! read, the rest in parallel), measuring each record as a shard reader
-//! does.
+//! does. Where the pipeline lets the workers read its records (nothing
+//! before them needs their bytes: `start.rs`, `leaves_records_unread`), the
+//! records of plain local shards are not read here: each is handed on
+//! unread, a stand-in of its length at its place, and the worker that
+//! assembles it reads and checks it (`read/in_workers.rs`), so that the
+//! one thread every record passes does no per-record I/O or copy.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -29,6 +34,7 @@ use crate::index::{AccessOptions, IndexOptions, RandomAccess};
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, LengthScan, carried};
+use crate::pipeline::read::in_workers::{Indexes, UnreadShard};
 use crate::pipeline::rng::{IndexShuffle, domain};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn;
@@ -110,7 +116,7 @@ impl GlobalShuffleSettings {
 /// The records a global shuffle permutes: every record of the files, or of
 /// their ranges, with the file of each.
 pub(crate) struct Dataset {
-    access: RandomAccess,
+    access: Arc<RandomAccess>,
     /// Per file: the access index of its first selected record.
     firsts: Vec<u64>,
     /// Records selected before each file; last: the total.
@@ -159,11 +165,29 @@ impl Dataset {
             starts.push(start + count);
         }
         Ok(Dataset {
-            access,
+            access: Arc::new(access),
             firsts,
             starts,
             blocks,
         })
+    }
+
+    /// The index of each plain local shard, by its URL: the shards whose
+    /// records the workers may read themselves.
+    pub fn plain_local_indexes(&self) -> Indexes {
+        let indexes = self.access.shards().zip(self.access.indexes()).enumerate();
+        Arc::new(
+            indexes
+                .filter(|(i, _)| self.access.plain_local(*i))
+                .map(|(_, (url, index))| (url.to_owned(), index.clone()))
+                .collect(),
+        )
+    }
+
+    /// Its shards' access: their indexes, and their maps, which the
+    /// workers may read the records of plain local shards through.
+    pub fn access(&self) -> Arc<RandomAccess> {
+        self.access.clone()
     }
 
     /// Records the shuffle permutes.
@@ -316,28 +340,19 @@ impl Ahead {
     /// Reads `order`'s records from the stream's `from`-th on. A thread the
     /// system refuses to start gives [`PipelineError::Spawn`] in place of
     /// the first chunk, as a thread gives a failed read.
-    fn spawn(order: Order, from: u64, scan: Option<LengthScan>, stats: Arc<StageStats>) -> Ahead {
+    fn spawn(
+        order: Order,
+        from: u64,
+        scan: Option<LengthScan>,
+        unread: Arc<Vec<bool>>,
+        stats: Arc<StageStats>,
+    ) -> Ahead {
         let (tx, rx) = sync_channel(AHEAD);
         let spawned = spawn("infeed-global", move || {
+            let mut open = Vec::new();
             for indices in order.chunks(from) {
                 let timer = stats.busy_timer();
-                let items = order
-                    .data
-                    .access
-                    .get_many(&indices)
-                    .map_err(PipelineError::from)
-                    .map(|records| {
-                        records
-                            .into_iter()
-                            .map(|(file, r)| {
-                                let mut item = Item::new(r.data, file as u32, r.offset);
-                                if let Some(scan) = &scan {
-                                    item.measured = carried(scan, &item.data);
-                                }
-                                item
-                            })
-                            .collect::<Vec<_>>()
-                    });
+                let items = chunk_items(&order.data, &indices, &unread, &mut open, scan.as_ref());
                 if let Ok(items) = &items {
                     stats.add_records(items.len() as u64);
                     stats.add_bytes(items.iter().map(|i| i.data.len() as u64 + 16).sum());
@@ -363,6 +378,53 @@ impl Ahead {
             }
         }
     }
+}
+
+/// The records at `indices` of `data`, in order: those of the shards
+/// marked in `unread` as unread stand-ins at their places, for the workers
+/// to read (`open`: those shards, opened on their first record); the
+/// others read here, neighbours together, each measured with `scan`.
+fn chunk_items<'a>(
+    data: &'a Dataset,
+    indices: &[u64],
+    unread: &[bool],
+    open: &mut Vec<Option<UnreadShard<'a>>>,
+    scan: Option<&LengthScan>,
+) -> Result<Vec<Item>, PipelineError> {
+    let mut items = Vec::with_capacity(indices.len());
+    let mut to_read: Vec<(usize, u64)> = Vec::new();
+    for &i in indices {
+        let (shard, offset, framed) = data.access.place(i)?;
+        if !unread.get(shard).copied().unwrap_or(false) {
+            to_read.push((items.len(), i));
+            items.push(None);
+            continue;
+        }
+        if open.len() <= shard {
+            open.resize_with(shard + 1, || None);
+        }
+        let file = match &mut open[shard] {
+            Some(file) => file,
+            empty => empty.insert(UnreadShard::open(
+                data.access.shard_url(shard).unwrap_or_default(),
+            )?),
+        };
+        let mut item = Item::new(file.view(offset, framed)?, shard as u32, offset);
+        item.unread = true;
+        items.push(Some(item));
+    }
+    if !to_read.is_empty() {
+        let wanted: Vec<u64> = to_read.iter().map(|&(_, i)| i).collect();
+        let records = data.access.get_many(&wanted)?;
+        for (&(at, _), (file, r)) in to_read.iter().zip(records) {
+            let mut item = Item::new(r.data, file as u32, r.offset);
+            if let Some(scan) = scan {
+                item.measured = carried(scan, &item.data);
+            }
+            items[at] = Some(item);
+        }
+    }
+    Ok(items.into_iter().flatten().collect())
 }
 
 impl Drop for Ahead {
@@ -395,6 +457,8 @@ pub(crate) struct GlobalShuffle {
     seed: u64,
     place: (u64, u64),
     scan: Option<LengthScan>,
+    /// Per shard of the dataset: its records are handed on unread.
+    unread: Arc<Vec<bool>>,
     read_stats: Arc<StageStats>,
     stats: Arc<StageStats>,
     order: Option<Order>,
@@ -409,6 +473,8 @@ impl GlobalShuffle {
     /// Stream `place.0` of `place.1`, permuting with the job's `seed` (the
     /// same on every stream, so the streams share one permutation); not
     /// started until [`start_epoch`](EpochInput::start_epoch) or a restore.
+    /// The records of the shards in `unread` are handed on unread, for the
+    /// workers to read.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: &GlobalShuffleSettings,
@@ -418,13 +484,23 @@ impl GlobalShuffle {
         seed: u64,
         place: (u64, u64),
         scan: Option<LengthScan>,
+        unread: Option<&Indexes>,
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
     ) -> Result<GlobalShuffle, PipelineError> {
         let data = data.ok_or_else(|| {
             PipelineError::Config("global_shuffle: the indexes were not read".into())
         })?;
+        let unread = data
+            .access
+            .shards()
+            .enumerate()
+            .map(|(i, url)| {
+                data.access.plain_local(i) && unread.is_some_and(|u| u.contains_key(url))
+            })
+            .collect();
         Ok(GlobalShuffle {
+            unread: Arc::new(unread),
             settings: settings.clone(),
             data,
             files,
@@ -473,6 +549,7 @@ impl EpochInput for GlobalShuffle {
                     order.clone(),
                     self.taken,
                     self.scan.clone(),
+                    self.unread.clone(),
                     self.read_stats.clone(),
                 )
             });

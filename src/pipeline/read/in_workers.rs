@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
+use crate::index::{IndexOptions, RandomAccess, ShardIndex, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{RawBatch, file_name};
 use crate::record::mapped;
@@ -115,7 +115,7 @@ static STAND_IN: [u8; STAND_IN_LEN] = [0; STAND_IN_LEN];
 /// A local shard whose records are handed on unread: its length, to check
 /// the index against, and its map once a record too long for [`STAND_IN`]
 /// needs it.
-pub(super) struct UnreadShard<'a> {
+pub(crate) struct UnreadShard<'a> {
     url: &'a str,
     len: u64,
     map: Option<Bytes>,
@@ -231,6 +231,10 @@ pub(crate) struct ReadChecks {
     pub read: ReadOptions,
     /// The shards' indexes, to name a bad record's number in its error.
     pub indexes: Option<Indexes>,
+    /// Maps of the shards shared by every worker (the global shuffle's):
+    /// records scattered over many shards are read as views of them, not
+    /// by a `pread` each or maps of each worker's own.
+    pub shared: Option<Arc<RandomAccess>>,
 }
 
 /// A worker's reader of unread records: the shards it has open, and the
@@ -242,6 +246,7 @@ pub(crate) struct ReadChecks {
 pub(crate) struct WorkerReads {
     checks: ReadOptions,
     indexes: Option<Indexes>,
+    shared: Option<Arc<RandomAccess>>,
     /// Its open shards by file number, the most recently read last.
     files: Vec<(u32, std::fs::File)>,
     /// Its maps of shards by file number, likewise, at most as many (`mmap`
@@ -259,6 +264,7 @@ impl WorkerReads {
         WorkerReads {
             checks: checks.read.clone(),
             indexes: checks.indexes.clone(),
+            shared: checks.shared.clone(),
             files: Vec::new(),
             maps: Vec::new(),
             buf: Vec::new(),
@@ -302,7 +308,9 @@ impl WorkerReads {
             }
             at += framed;
         }
-        let chunks = if self.checks.mmap {
+        let chunks = if let Some(shared) = self.shared.clone() {
+            self.shared_maps(&shared, raw, &order, &runs)?
+        } else if self.checks.mmap {
             self.mapped(raw, &order, &runs)?
         } else {
             self.pread(raw, &order, &runs, at)?
@@ -345,6 +353,27 @@ impl WorkerReads {
             }
         }
         Ok(())
+    }
+
+    /// Each run as a view of the shared map of its shard; a run of a shard
+    /// not read through one, or past the end it was mapped at (cut or grown
+    /// since), through the worker's own map, which names what is wrong.
+    fn shared_maps(
+        &mut self,
+        shared: &RandomAccess,
+        raw: &RawBatch,
+        order: &[u32],
+        runs: &[Run],
+    ) -> Result<Vec<Bytes>, PipelineError> {
+        let mut chunks = Vec::with_capacity(runs.len());
+        for (k, run) in runs.iter().enumerate() {
+            let url = file_name(&raw.files, run.file);
+            match shared.mapped_range(run.file as usize, url, run.offset, run.len as u64) {
+                Some(chunk) => chunks.push(chunk),
+                None => chunks.extend(self.mapped(raw, order, &runs[k..=k])?),
+            }
+        }
+        Ok(chunks)
     }
 
     /// Reads each run with one `pread` into the worker's buffer (`at`
@@ -526,6 +555,7 @@ mod tests {
         WorkerReads::new(&ReadChecks {
             read: ReadOptions::default(),
             indexes: None,
+            shared: None,
         })
     }
 
@@ -535,6 +565,7 @@ mod tests {
         WorkerReads::new(&ReadChecks {
             read: ReadOptions::default().mmap(mmap),
             indexes: Some(Arc::new(HashMap::from([(url.to_owned(), Arc::new(index))]))),
+            shared: None,
         })
     }
 

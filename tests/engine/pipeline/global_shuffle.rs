@@ -5,8 +5,10 @@
 //! state of a few bytes; GZIP shards; equal batch counts from the indexes;
 //! what it cannot be combined with.
 
-use infeed::pipeline::{EqualBatches, Pipeline, merge_states};
+use infeed::index::{BuildOptions, build, index_url, save};
+use infeed::pipeline::{EqualBatches, Pipeline, PipelineError, merge_states};
 use infeed::record::Compression;
+use infeed::source::SourceOptions;
 use proptest::prelude::*;
 
 use super::restore_props::all_records;
@@ -211,4 +213,96 @@ fn a_stale_index_is_refused_by_name() {
     let err = pipeline(&files, None).build_raw(2, false).err().unwrap();
     assert!(err.to_string().contains("stale index of"), "{err}");
     assert!(err.to_string().contains(".index"), "{err}");
+}
+
+/// The records of plain local shards are left to the workers (the global
+/// shuffle's thread hands on stand-ins of their lengths), those of GZIP
+/// shards read by its thread; a step before the workers that needs the
+/// bytes (a filter) has its thread read them all. Either way the same
+/// records in the same batches, in record and block mode, on 2 workers.
+#[test]
+fn the_workers_read_what_its_reader_would_and_the_same_batches_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    let gzip = dir.path().join("gzip");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::create_dir(&gzip).unwrap();
+    let mut files = dataset(&plain, &[40, 0, 77], Compression::None);
+    files.extend(dataset(&gzip, &[13, 21], Compression::Gzip));
+    for blocks in [None, Some(300)] {
+        let batches = |p: Pipeline| -> Vec<Vec<String>> {
+            p.threads(2)
+                .repeat(Some(2))
+                .build_raw(9, false)
+                .unwrap()
+                .map(|b| {
+                    let b = b.unwrap();
+                    b.records
+                        .iter()
+                        .map(|r| String::from_utf8(r.to_vec()).unwrap())
+                        .collect()
+                })
+                .collect()
+        };
+        let by_workers = batches(pipeline(&files, blocks));
+        let by_its_reader = batches(pipeline(&files, blocks).filter(|_: &[u8]| true));
+        assert_eq!(by_workers.concat().len(), 2 * 151, "{blocks:?}");
+        assert_eq!(by_workers, by_its_reader, "{blocks:?}");
+    }
+}
+
+/// A record corrupted after its shard was indexed is found by the worker
+/// that reads it: a typed error naming the shard, the record's offset and
+/// its number in the shard; the batches before it are delivered.
+#[test]
+fn a_record_corrupted_since_it_was_indexed_is_named_by_the_worker_that_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), &[1000], Compression::None);
+    let shard = &files[0];
+    // Long enough that the byte changed lies outside the first and last
+    // 4 KiB, which the index's identity hashes.
+    let indexes = dir.path().join("indexes").display().to_string();
+    std::fs::create_dir(&indexes).unwrap();
+    let index = build(shard, &BuildOptions::default()).unwrap();
+    save(
+        &index,
+        &index_url(shard, Some(&indexes)),
+        &SourceOptions::default(),
+    )
+    .unwrap();
+    // Record 550's payload "f0-r550", changed in place, the file's time
+    // kept: the index still matches the file.
+    let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();
+    let modified = std::fs::metadata(shard).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(shard).unwrap();
+    bytes[offset as usize + 12] ^= 0x20;
+    std::fs::write(shard, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(shard)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let mut batches = pipeline(&files, None)
+        .index_dir(&indexes)
+        .build_raw(10, false)
+        .unwrap();
+    let mut delivered = 0;
+    let err = loop {
+        match batches.next_batch() {
+            Ok(Some(b)) => delivered += b.records.len(),
+            Ok(None) => panic!("the run ended without an error"),
+            Err(e) => break e,
+        }
+    };
+    let PipelineError::Record(e) = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!((e.path.as_str(), e.offset), (shard.as_str(), offset));
+    assert_eq!(e.index, Some(550));
+    assert!(
+        matches!(e.kind, infeed::record::ErrorKind::DataCrc { .. }),
+        "{e}"
+    );
+    assert!(delivered < 1000);
 }
