@@ -220,22 +220,6 @@ impl RandomAccess {
             .is_some_and(|s| s.local && s.index.compression == Compression::None)
     }
 
-    /// `len` bytes at `offset` of shard `shard`: a view of its map, which
-    /// every reader of this access shares (the file opened and mapped on
-    /// the first read), if it is the local plain shard at `url`, read
-    /// through a map, and that long; else `None` (the caller reads it
-    /// another way, and names what is wrong).
-    pub fn mapped_range(&self, shard: usize, url: &str, offset: u64, len: u64) -> Option<Bytes> {
-        let s = self.shards.get(shard)?;
-        if !self.opts.mmap || !self.plain_local(shard) || s.info.url != url {
-            return None;
-        }
-        let local = s.file.get_or_init(|| open_local(&s.info.url, true));
-        let map = local.as_ref().ok()?.map.as_ref()?;
-        let end = offset.checked_add(len)?;
-        (end <= map.len() as u64).then(|| map.slice(offset as usize..end as usize))
-    }
-
     /// True when record `i` is read without waiting: a slice of a mapped
     /// local plain shard (a caller may then skip handing off its thread,
     /// as Python's GIL for a few records).

@@ -18,6 +18,7 @@ use super::group::raw_batch::{BatchFn, RawBatch};
 use super::ops::mix;
 use super::read::again::record_index;
 use super::read::in_workers::{Indexes, ReadChecks};
+use super::read::shared_maps::SharedMaps;
 use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats, StreamCounters};
 use super::threads::affinity::CpuAffinity;
@@ -27,7 +28,6 @@ use super::threads::streams::{self as streams_thread, StreamInput, Streams};
 use super::threads::window::{self, Entry, Exit};
 use super::threads::workers::{self as worker_threads, Delivery, Made, Outcome};
 use crate::batch::{Provenance, RecordPosition};
-use crate::index::RandomAccess;
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -43,8 +43,8 @@ pub(crate) struct ExecConfig {
     pub source: crate::source::SourceOptions,
     /// With `worker_reads`, the shards' indexes (to name a bad record).
     pub indexes: Option<Indexes>,
-    /// The shards' maps the workers share (the global shuffle's).
-    pub shared: Option<Arc<RandomAccess>>,
+    /// The shards' maps the workers share, for scattered records.
+    pub shared: Option<Arc<SharedMaps>>,
     /// The cores every thread started here pins itself to.
     pub affinity: CpuAffinity,
 }

@@ -9,10 +9,9 @@
 
 use std::sync::Arc;
 
-use crate::index::RandomAccess;
-
 use super::ops::global_shuffle::Dataset;
 use super::read::in_workers::Indexes;
+use super::read::shared_maps::SharedMaps;
 
 /// What one record source (the pipeline, or one source of a mixture) read
 /// at the start.
@@ -23,9 +22,8 @@ pub(crate) struct Loaded {
     /// Per plain local shard whose records the workers read, its index
     /// (`worker_reads`, or the global shuffle's shards).
     pub indexes: Option<Indexes>,
-    /// The global shuffle's access, whose maps the workers read its
-    /// scattered records through.
-    pub shared: Option<Arc<RandomAccess>>,
+    /// The shards' maps the workers read scattered records through.
+    pub shared: Option<Arc<SharedMaps>>,
     /// A mixture's sources', in the order given.
     pub sources: Vec<Loaded>,
     /// A mixture by tokens: each source's mean tokens per record.

@@ -18,12 +18,12 @@ use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
 use super::read::in_workers::Indexes;
+use super::read::shared_maps::SharedMaps;
 use super::settings::{EqualBatches, RecordSettings};
 use super::skip_steps::SkipSteps;
 use super::stats::{StageStats, StreamCounters};
 use super::threads::record_thread::RecordThread;
 use crate::batch::Bucketer;
-use crate::index::RandomAccess;
 use crate::record::CorruptPolicy;
 
 /// Records per chunk that the prefilter threads parse for `filter_rows`.
@@ -419,24 +419,31 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
 }
 
 /// The indexes of the shards whose records the workers read themselves,
-/// and the maps they share for it: with `worker_reads`, this host's plain
-/// local shards' (no shared maps: each worker `pread`s its batch's runs);
-/// with the global shuffle, which has every shard's index and maps already,
-/// its plain local shards', read through its maps, whenever nothing before
-/// the workers needs the records' bytes (a mixture's sources read theirs,
-/// as before). `None`: every record is read before the workers.
+/// and the maps they share to read scattered records: with `worker_reads`,
+/// this host's plain local shards' (shared maps under a shuffle buffer,
+/// whose batches are scattered; else each worker `pread`s its batch's runs
+/// of neighbours); with the global shuffle, which has every shard's index
+/// already, its plain local shards', always through shared maps, whenever
+/// nothing before the workers needs the records' bytes (a mixture's
+/// sources read theirs, as before). `None`: every record is read before
+/// the workers.
 fn unread_records(
     p: &RecordSettings,
     record: &RecordWork,
     loaded: &Loaded,
     job: &Job,
-) -> Result<(Option<Indexes>, Option<Arc<RandomAccess>>), PipelineError> {
+) -> Result<(Option<Indexes>, Option<Arc<SharedMaps>>), PipelineError> {
+    let shared = || Some(Arc::new(SharedMaps::new(p.files.len())));
     match &loaded.dataset {
         Some(data) if needs_bytes_before_workers(p, record).is_none() => {
-            Ok((Some(data.plain_local_indexes()), Some(data.access())))
+            Ok((Some(data.plain_local_indexes()), shared()))
         }
         Some(_) => Ok((None, None)),
-        None => Ok((load_worker_reads(p, job)?, None)),
+        None => {
+            let indexes = load_worker_reads(p, job)?;
+            let scattered = indexes.is_some() && p.ops.shuffle.buffer > 0;
+            Ok((indexes, if scattered { shared() } else { None }))
+        }
     }
 }
 

@@ -69,3 +69,20 @@ pub fn offsets<R: AsRef<[u8]>>(records: &[R]) -> Vec<u64> {
         })
         .collect()
 }
+
+/// Flips a bit of the byte at `at` of the file at `path` in place, keeping
+/// its modified time: an index written before still matches the file (its
+/// identity is the size, the time and hashes of the first and last 4 KiB),
+/// so only the record's own CRC tells.
+pub fn corrupt_keeping_time(path: &str, at: u64) {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 0x20;
+    std::fs::write(path, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+}

@@ -116,7 +116,7 @@ impl GlobalShuffleSettings {
 /// The records a global shuffle permutes: every record of the files, or of
 /// their ranges, with the file of each.
 pub(crate) struct Dataset {
-    access: Arc<RandomAccess>,
+    access: RandomAccess,
     /// Per file: the access index of its first selected record.
     firsts: Vec<u64>,
     /// Records selected before each file; last: the total.
@@ -165,7 +165,7 @@ impl Dataset {
             starts.push(start + count);
         }
         Ok(Dataset {
-            access: Arc::new(access),
+            access,
             firsts,
             starts,
             blocks,
@@ -182,12 +182,6 @@ impl Dataset {
                 .map(|(_, (url, index))| (url.to_owned(), index.clone()))
                 .collect(),
         )
-    }
-
-    /// Its shards' access: their indexes, and their maps, which the
-    /// workers may read the records of plain local shards through.
-    pub fn access(&self) -> Arc<RandomAccess> {
-        self.access.clone()
     }
 
     /// Records the shuffle permutes.

@@ -800,6 +800,31 @@ mod tests {
         assert_eq!(counted(None), (599, 599, 1));
     }
 
+    /// Three plain files in `dir` of `records` records each (`record(f, i)`),
+    /// read with the default options.
+    fn three_files(dir: &std::path::Path, records: usize) -> Arc<StreamFiles> {
+        let files = (0..3)
+            .map(|f| {
+                let path = dir.join(format!("f{f}.tfrecord"));
+                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+                for i in 0..records {
+                    w.write_record(&record(f, i)).unwrap();
+                }
+                w.finish().unwrap();
+                path.display().to_string()
+            })
+            .collect();
+        Arc::new(StreamFiles {
+            files,
+            ranges: Vec::new(),
+            read: ReadOptions::default(),
+            source: SourceOptions::default(),
+            scan: None,
+            unread: None,
+            order_seed: None,
+        })
+    }
+
     /// The next file of the order is read ahead from its start while the
     /// one before it is read, and taken over when that one ends; a reader
     /// started once a file has ended starts at the block size that file
@@ -808,26 +833,7 @@ mod tests {
     #[test]
     fn the_next_file_is_read_ahead_at_the_block_size_the_last_reached() {
         let dir = tempfile::tempdir().unwrap();
-        let files: Vec<String> = (0..3)
-            .map(|f| {
-                let path = dir.path().join(format!("f{f}.tfrecord"));
-                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-                for i in 0..3000 {
-                    w.write_record(&record(f, i)).unwrap();
-                }
-                w.finish().unwrap();
-                path.display().to_string()
-            })
-            .collect();
-        let input = Arc::new(StreamFiles {
-            files,
-            ranges: Vec::new(),
-            read: ReadOptions::default(),
-            source: SourceOptions::default(),
-            scan: None,
-            unread: None,
-            order_seed: None,
-        });
+        let input = three_files(dir.path(), 3000);
         let stats = || Arc::new(StageStats::default());
         let mut op = Interleave::new(
             &InterleaveSettings::default(),
@@ -873,26 +879,7 @@ mod tests {
     #[test]
     fn the_next_epochs_first_file_is_read_ahead_when_one_follows() {
         let dir = tempfile::tempdir().unwrap();
-        let files: Vec<String> = (0..3)
-            .map(|f| {
-                let path = dir.path().join(format!("f{f}.tfrecord"));
-                let mut w = RecordWriter::create(&path, Compression::None).unwrap();
-                for i in 0..10 {
-                    w.write_record(&record(f, i)).unwrap();
-                }
-                w.finish().unwrap();
-                path.display().to_string()
-            })
-            .collect();
-        let input = Arc::new(StreamFiles {
-            files,
-            ranges: Vec::new(),
-            read: ReadOptions::default(),
-            source: SourceOptions::default(),
-            scan: None,
-            unread: None,
-            order_seed: None,
-        });
+        let input = three_files(dir.path(), 10);
         let stats = || Arc::new(StageStats::default());
         let ahead = |op: &Interleave| op.ahead.as_ref().map(|(file, ..)| *file);
         for (shuffle_files, epochs) in [(false, Some(1)), (false, Some(3)), (true, None)] {

@@ -20,15 +20,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::index::{IndexOptions, RandomAccess, ShardIndex, load_or_build, read_at};
+use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{RawBatch, file_name};
-use crate::record::mapped;
 use crate::record::{
     Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, RecordPart,
     parse_header,
 };
 use crate::source::SourceOptions;
+
+use super::shared_maps::{SharedMaps, map_shard};
 
 /// Header and footer around a payload.
 const FRAME: u64 = 16;
@@ -159,20 +160,6 @@ impl<'a> UnreadShard<'a> {
     }
 }
 
-/// Maps the local shard `url` whole: to cut views of its long records
-/// from ([`UnreadShard`]), or, with [`ReadOptions::mmap`], a worker's map
-/// that it reads its records through ([`WorkerReads`]).
-fn map_shard(url: &str) -> Result<Bytes, RecordError> {
-    let path = url.strip_prefix("file://").unwrap_or(url);
-    let io = |e: std::io::Error| RecordError::new(url, 0, ErrorKind::from_io(e));
-    let file = std::fs::File::open(path).map_err(io)?;
-    // An `UnreadShard`'s map is never read through: its views only carry
-    // each record's length to the worker, which reads the record from the
-    // file. A worker's map under `ReadOptions::mmap` is read, and a shard
-    // cut short under it is an error of its deframer (`record::mapped`).
-    mapped::map_whole(&file).map_err(io)
-}
-
 /// The error for the record at `offset`, `framed` bytes long, of a shard
 /// that ends at `len`: the part of the record the file ends in.
 fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> RecordError {
@@ -231,10 +218,11 @@ pub(crate) struct ReadChecks {
     pub read: ReadOptions,
     /// The shards' indexes, to name a bad record's number in its error.
     pub indexes: Option<Indexes>,
-    /// Maps of the shards shared by every worker (the global shuffle's):
-    /// records scattered over many shards are read as views of them, not
-    /// by a `pread` each or maps of each worker's own.
-    pub shared: Option<Arc<RandomAccess>>,
+    /// Maps of the shards that every worker reads through, for batches of
+    /// records scattered over the shards (the global shuffle's, a shuffle
+    /// buffer's): a view of a map each, not a `pread` each, nor maps of
+    /// each worker's own (`shared_maps.rs`).
+    pub shared: Option<Arc<SharedMaps>>,
 }
 
 /// A worker's reader of unread records: the shards it has open, and the
@@ -246,7 +234,7 @@ pub(crate) struct ReadChecks {
 pub(crate) struct WorkerReads {
     checks: ReadOptions,
     indexes: Option<Indexes>,
-    shared: Option<Arc<RandomAccess>>,
+    shared: Option<Arc<SharedMaps>>,
     /// Its open shards by file number, the most recently read last.
     files: Vec<(u32, std::fs::File)>,
     /// Its maps of shards by file number, likewise, at most as many (`mmap`
@@ -360,7 +348,7 @@ impl WorkerReads {
     /// since), through the worker's own map, which names what is wrong.
     fn shared_maps(
         &mut self,
-        shared: &RandomAccess,
+        shared: &SharedMaps,
         raw: &RawBatch,
         order: &[u32],
         runs: &[Run],
@@ -368,7 +356,7 @@ impl WorkerReads {
         let mut chunks = Vec::with_capacity(runs.len());
         for (k, run) in runs.iter().enumerate() {
             let url = file_name(&raw.files, run.file);
-            match shared.mapped_range(run.file as usize, url, run.offset, run.len as u64) {
+            match shared.range(run.file, url, run.offset, run.len as u64) {
                 Some(chunk) => chunks.push(chunk),
                 None => chunks.extend(self.mapped(raw, order, &runs[k..=k])?),
             }

@@ -12,7 +12,7 @@ use infeed::source::SourceOptions;
 use proptest::prelude::*;
 
 use super::restore_props::all_records;
-use crate::support::tfrecord::write_files;
+use crate::support::tfrecord::{corrupt_keeping_time, write_files};
 
 /// Records "f{f}-r{i}" of files of `counts` records.
 fn dataset(dir: &std::path::Path, counts: &[usize], c: Compression) -> Vec<String> {
@@ -273,16 +273,7 @@ fn a_record_corrupted_since_it_was_indexed_is_named_by_the_worker_that_reads_it(
     // Record 550's payload "f0-r550", changed in place, the file's time
     // kept: the index still matches the file.
     let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();
-    let modified = std::fs::metadata(shard).unwrap().modified().unwrap();
-    let mut bytes = std::fs::read(shard).unwrap();
-    bytes[offset as usize + 12] ^= 0x20;
-    std::fs::write(shard, &bytes).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(shard)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    corrupt_keeping_time(shard, offset + 12);
     let mut batches = pipeline(&files, None)
         .index_dir(&indexes)
         .build_raw(10, false)

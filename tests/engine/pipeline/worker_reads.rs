@@ -12,7 +12,7 @@ use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::source::SourceOptions;
 
 use super::grouping::{spec, write_lm_files};
-use crate::support::tfrecord::write_files;
+use crate::support::tfrecord::{corrupt_keeping_time, write_files};
 
 /// Each batch's records as strings, with the state after it, and the error
 /// that ended the run, if one did.
@@ -173,16 +173,7 @@ fn a_record_corrupted_since_it_was_indexed_is_the_error_a_shard_thread_gives() {
     // Record 550's payload "f0-r550", changed in place, the file's time
     // kept: the index still matches the file.
     let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();
-    let modified = std::fs::metadata(shard).unwrap().modified().unwrap();
-    let mut bytes = std::fs::read(shard).unwrap();
-    bytes[offset as usize + 12] ^= 0x20;
-    std::fs::write(shard, &bytes).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(shard)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    corrupt_keeping_time(shard, offset + 12);
 
     let p = Pipeline::from_files(files.clone()).unwrap().threads(2);
     let (read, read_error) = run(&p, 100);
