@@ -209,7 +209,8 @@ impl RecordChain {
                 cfg.job_seed,
                 cfg.place,
                 cfg.files.scan.clone(),
-                cfg.files.unread.as_ref(),
+                // The workers read what the start left them (`start.rs`).
+                cfg.files.unread.is_some(),
                 read_stats.clone(),
                 stats.clone(),
             )?)

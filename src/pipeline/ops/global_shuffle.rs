@@ -19,7 +19,7 @@
 //! records at a time through [`RandomAccess::get_many`] (neighbours in one
 //! read, the rest in parallel), measuring each record as a shard reader
 //! does. Where the pipeline lets the workers read its records (nothing
-//! before them needs their bytes: `start.rs`, `leaves_records_unread`), the
+//! before them needs their bytes: `start.rs`, `needs_bytes_before_workers`), the
 //! records of plain local shards are not read here: each is handed on
 //! unread, a stand-in of its length at its place, and the worker that
 //! assembles it reads and checks it (`read/in_workers.rs`), so that the
@@ -338,7 +338,7 @@ impl Ahead {
         order: Order,
         from: u64,
         scan: Option<LengthScan>,
-        unread: Arc<Vec<bool>>,
+        leave_unread: bool,
         stats: Arc<StageStats>,
     ) -> Ahead {
         let (tx, rx) = sync_channel(AHEAD);
@@ -346,7 +346,13 @@ impl Ahead {
             let mut open = Vec::new();
             for indices in order.chunks(from) {
                 let timer = stats.busy_timer();
-                let items = chunk_items(&order.data, &indices, &unread, &mut open, scan.as_ref());
+                let items = chunk_items(
+                    &order.data,
+                    &indices,
+                    leave_unread,
+                    &mut open,
+                    scan.as_ref(),
+                );
                 if let Ok(items) = &items {
                     stats.add_records(items.len() as u64);
                     stats.add_bytes(items.iter().map(|i| i.data.len() as u64 + 16).sum());
@@ -374,14 +380,15 @@ impl Ahead {
     }
 }
 
-/// The records at `indices` of `data`, in order: those of the shards
-/// marked in `unread` as unread stand-ins at their places, for the workers
-/// to read (`open`: those shards, opened on their first record); the
-/// others read here, neighbours together, each measured with `scan`.
+/// The records at `indices` of `data`, in order: with `leave_unread`,
+/// those of plain local shards as unread stand-ins at their places, for
+/// the workers to read (`open`: those shards, opened on their first
+/// record); the others read here, neighbours together, each measured with
+/// `scan`.
 fn chunk_items<'a>(
     data: &'a Dataset,
     indices: &[u64],
-    unread: &[bool],
+    leave_unread: bool,
     open: &mut Vec<Option<UnreadShard<'a>>>,
     scan: Option<&LengthScan>,
 ) -> Result<Vec<Item>, PipelineError> {
@@ -389,7 +396,7 @@ fn chunk_items<'a>(
     let mut to_read: Vec<(usize, u64)> = Vec::new();
     for &i in indices {
         let (shard, offset, framed) = data.access.place(i)?;
-        if !unread.get(shard).copied().unwrap_or(false) {
+        if !(leave_unread && data.access.plain_local(shard)) {
             to_read.push((items.len(), i));
             items.push(None);
             continue;
@@ -451,8 +458,8 @@ pub(crate) struct GlobalShuffle {
     seed: u64,
     place: (u64, u64),
     scan: Option<LengthScan>,
-    /// Per shard of the dataset: its records are handed on unread.
-    unread: Arc<Vec<bool>>,
+    /// Its plain local shards' records are handed on unread.
+    leave_unread: bool,
     read_stats: Arc<StageStats>,
     stats: Arc<StageStats>,
     order: Option<Order>,
@@ -467,8 +474,8 @@ impl GlobalShuffle {
     /// Stream `place.0` of `place.1`, permuting with the job's `seed` (the
     /// same on every stream, so the streams share one permutation); not
     /// started until [`start_epoch`](EpochInput::start_epoch) or a restore.
-    /// The records of the shards in `unread` are handed on unread, for the
-    /// workers to read.
+    /// With `leave_unread`, its plain local shards' records are handed on
+    /// unread, for the workers to read.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         settings: &GlobalShuffleSettings,
@@ -478,23 +485,15 @@ impl GlobalShuffle {
         seed: u64,
         place: (u64, u64),
         scan: Option<LengthScan>,
-        unread: Option<&Indexes>,
+        leave_unread: bool,
         read_stats: Arc<StageStats>,
         stats: Arc<StageStats>,
     ) -> Result<GlobalShuffle, PipelineError> {
         let data = data.ok_or_else(|| {
             PipelineError::Config("global_shuffle: the indexes were not read".into())
         })?;
-        let unread = data
-            .access
-            .shards()
-            .enumerate()
-            .map(|(i, url)| {
-                data.access.plain_local(i) && unread.is_some_and(|u| u.contains_key(url))
-            })
-            .collect();
         Ok(GlobalShuffle {
-            unread: Arc::new(unread),
+            leave_unread,
             settings: settings.clone(),
             data,
             files,
@@ -543,7 +542,7 @@ impl EpochInput for GlobalShuffle {
                     order.clone(),
                     self.taken,
                     self.scan.clone(),
-                    self.unread.clone(),
+                    self.leave_unread,
                     self.read_stats.clone(),
                 )
             });

@@ -5,13 +5,12 @@
 //! state of a few bytes; GZIP shards; equal batch counts from the indexes;
 //! what it cannot be combined with.
 
-use infeed::index::{BuildOptions, build, index_url, save};
 use infeed::pipeline::{EqualBatches, Pipeline, PipelineError, merge_states};
 use infeed::record::Compression;
-use infeed::source::SourceOptions;
 use proptest::prelude::*;
 
 use super::restore_props::all_records;
+use super::worker_reads::save_index;
 use crate::support::tfrecord::{corrupt_keeping_time, write_files};
 
 /// Records "f{f}-r{i}" of files of `counts` records.
@@ -263,13 +262,7 @@ fn a_record_corrupted_since_it_was_indexed_is_named_by_the_worker_that_reads_it(
     // 4 KiB, which the index's identity hashes.
     let indexes = dir.path().join("indexes").display().to_string();
     std::fs::create_dir(&indexes).unwrap();
-    let index = build(shard, &BuildOptions::default()).unwrap();
-    save(
-        &index,
-        &index_url(shard, Some(&indexes)),
-        &SourceOptions::default(),
-    )
-    .unwrap();
+    save_index(shard, &indexes);
     // Record 550's payload "f0-r550", changed in place, the file's time
     // kept: the index still matches the file.
     let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();

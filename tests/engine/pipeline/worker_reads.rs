@@ -38,7 +38,7 @@ fn run(p: &Pipeline, batch: usize) -> Run {
 }
 
 /// Builds `shard`'s index and saves it into the folder `dir`.
-fn save_index(shard: &str, dir: &str) {
+pub(super) fn save_index(shard: &str, dir: &str) {
     let index = build(shard, &BuildOptions::default()).unwrap();
     let url = index_url(shard, Some(dir));
     save(&index, &url, &SourceOptions::default()).unwrap();
