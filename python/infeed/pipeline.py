@@ -474,19 +474,18 @@ class Pipeline:
         return self._option(index_dir=os.fspath(dir))
 
     def worker_reads(self) -> Pipeline:
-        """Has the worker that assembles a batch read its records itself,
-        through the shards' indexes (:func:`infeed.build_index`, found as
-        :meth:`index_dir` says; a shard without one is indexed in memory
-        first), so each record's bytes are read, checked and assembled on
-        one core (with ``read_options(mmap=True)``, as views of each
-        worker's own map of the shard, no copy). The same records in the
-        same order; plain local shards only (others are read as usual).
-        A corrupt record ends the run at
-        its batch. A shuffle buffer then holds records unread (a few dozen
-        bytes each, not the record). Refused with record filters and maps,
-        buckets, packing, padding to a shape several hosts share, a mixture
-        and skipping corrupt records. With the global shuffle it changes
-        nothing: the workers read its records already."""
+        """Frames the plain local shards by their indexes
+        (:func:`infeed.build_index`, found as :meth:`index_dir` says; a
+        shard without one is indexed in memory first) rather than by their
+        headers. Without it the workers read those shards' records already
+        whenever no step before them needs the bytes (each shard thread
+        walks its shard's headers and leaves the records for the worker
+        that assembles them); an index saves that walk on the first pass.
+        The same records in the same order. A corrupt record ends the run
+        at its batch. Refused with record filters and maps, buckets,
+        packing, padding to a shape several hosts share, a mixture and
+        skipping corrupt records. With the global shuffle it changes
+        nothing: the workers read its records by its indexes already."""
         return self._option(worker_reads=True)
 
     def shuffle(self, buffer_size: int) -> Pipeline:

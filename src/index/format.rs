@@ -113,6 +113,11 @@ impl RecordsBuilder {
     }
 
     /// The next record: its header's offset and its payload's length.
+    /// Records pushed so far.
+    pub fn len(&self) -> u64 {
+        self.offsets.len() as u64
+    }
+
     pub fn push(&mut self, offset: u64, len: u64) -> Result<(), String> {
         let len32 =
             u32::try_from(len).map_err(|_| format!("a record of {len} bytes (at most 4 GiB)"))?;

@@ -28,6 +28,7 @@ pub(crate) use access::read_at;
 pub use access::{AccessOptions, RandomAccess};
 pub use build::{BuildOptions, DEFAULT_SPAN, IndexBuilder, build};
 pub use error::IndexError;
+pub(crate) use format::RecordsBuilder;
 pub use format::{FORMAT_VERSION, ShardIndex};
 pub use identity::{ShardId, Version, current};
 pub use location::{

@@ -17,8 +17,9 @@ use super::error::{PipelineError, RecordIndex};
 use super::group::raw_batch::{BatchFn, RawBatch};
 use super::ops::mix;
 use super::read::again::record_index;
-use super::read::in_workers::{Indexes, ReadChecks};
+use super::read::in_workers::ReadChecks;
 use super::read::shared_maps::SharedMaps;
+use super::read::unread::LeftUnread;
 use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats, StreamCounters};
 use super::threads::affinity::CpuAffinity;
@@ -41,8 +42,9 @@ pub(crate) struct ExecConfig {
     pub read: crate::record::ReadOptions,
     /// How their bytes are fetched (likewise).
     pub source: crate::source::SourceOptions,
-    /// With `worker_reads`, the shards' indexes (to name a bad record).
-    pub indexes: Option<Indexes>,
+    /// The shards whose records the workers read (with their indexes, to
+    /// name a bad record).
+    pub unread: Option<LeftUnread>,
     /// The shards' maps the workers share, for scattered records.
     pub shared: Option<Arc<SharedMaps>>,
     /// The cores every thread started here pins itself to.
@@ -162,9 +164,9 @@ pub struct Batches<T> {
 /// a core after a wake-up while the workers hold both, can fall that far
 /// behind without a worker running dry. Paired runs on 2 cores, depth 8:
 /// lm +4% to +7% (four sets), img +3% and +5%; pinned lm +0.3%.
-fn raw_depth(workers: usize, indexes: &Option<Indexes>) -> usize {
-    match indexes {
-        Some(unread) if !unread.is_empty() => 4 * workers,
+fn raw_depth(workers: usize, unread: &Option<LeftUnread>) -> usize {
+    match unread {
+        Some(u) if u.by_headers || !u.indexes.is_empty() => 4 * workers,
         _ => workers + 1,
     }
 }
@@ -206,7 +208,7 @@ impl<T: Send + 'static> Batches<T> {
         let source = cfg.source.clone();
         let prefetch = cfg.prefetch;
         let workers = cfg.workers.max(1);
-        let depth = raw_depth(workers, &cfg.indexes);
+        let depth = raw_depth(workers, &cfg.unread);
         let out_depth = prefetch.max(1) + workers;
         let (raw_tx, raw_rx) = bounded::<Delivery<RawBatch>>(depth);
         let (out_tx, out_rx) = bounded::<Delivery<Made<T>>>(out_depth);
@@ -516,7 +518,7 @@ fn spawn_threads<T: Send + 'static>(
         &cfg.affinity,
         &ReadChecks {
             read: cfg.read.clone(),
-            indexes: cfg.indexes.clone(),
+            indexes: cfg.unread.as_ref().map(|u| u.indexes.clone()),
             shared: cfg.shared.clone(),
         },
         threads,

@@ -508,31 +508,26 @@ impl Pipeline {
         self
     }
 
-    /// Has the worker that assembles a batch read its records itself,
-    /// through the shards' indexes (`infeed index`, found as
-    /// [`index_dir`](Self::index_dir) says; a shard without one is indexed
-    /// in memory first, and a log line says so), instead of a shard thread
-    /// reading them for every worker. Each record's bytes are then read,
-    /// checked and assembled on one core: on the reference pipelines, lm
-    /// +5% and img +18% pinned to one core, +15% and +27% on two
-    /// (docs/performance.md, `scripts/floor.sh`). With
-    /// [`ReadOptions::mmap`](crate::record::ReadOptions::mmap), each worker
-    /// reads its records as views of its own map of the shard, no copy. The
-    /// same records, in the same order, with the same state. Plain local
-    /// shards only: a compressed or cloud shard is read by its shard
-    /// thread as without this word. A corrupt record ends the run at its
-    /// batch, as a failed read does, with no partial batch of the rows
-    /// before it. A [`shuffle`](Self::shuffle) buffer then holds each
-    /// record unread, as ~50 bytes of place and length: a buffer of
-    /// 100 000 img records took 33 MB instead of 383, and ran 1.8× as
-    /// fast; its scattered batches are read through one map per shard that
-    /// the workers share (lm, a buffer of 10 000: ~1.4× the shuffle through
-    /// the shard threads on 2 cores). The ops that need a record's bytes
+    /// Frames the plain local shards by their indexes (`infeed index`,
+    /// found as [`index_dir`](Self::index_dir) says; a shard without one is
+    /// indexed in memory first, and a log line says so) rather than by
+    /// their headers. Without this word the workers read those shards'
+    /// records already, whenever no step before them needs the bytes: each
+    /// shard thread walks its shard's headers and leaves the records unread
+    /// for the worker that assembles them, which reads and checks them
+    /// (docs/architecture.md, "Decisions"). An index saves that walk's one
+    /// dependent read per record on the first pass (lm 0.75-0.80 → 0.90 M
+    /// records/s pinned, 1.12-1.26 → 1.42 M on 2 cores, docs/performance.md);
+    /// later passes are framed by what the walk learned either way. The
+    /// same records, in the same order, with the same state. A corrupt
+    /// record ends the run at its batch, with no partial batch of the rows
+    /// before it, as without this word. The ops that need a record's bytes
     /// before the workers refuse it when the pipeline starts: filters and
     /// maps on serialized records, buckets and packing (and the shared
     /// shapes that padding takes across several hosts), a mixture and
     /// `on_corrupt(Skip)`. With the [`global_shuffle`](Self::global_shuffle)
-    /// it changes nothing: the workers read its records already.
+    /// it changes nothing: the workers read its records by its indexes
+    /// already.
     pub fn worker_reads(mut self) -> Self {
         self.d.options.worker_reads = true;
         self.s.ops.worker_reads.on = true;

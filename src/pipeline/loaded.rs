@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use super::ops::global_shuffle::Dataset;
-use super::read::in_workers::Indexes;
 use super::read::shared_maps::SharedMaps;
+use super::read::unread::LeftUnread;
 
 /// What one record source (the pipeline, or one source of a mixture) read
 /// at the start.
@@ -19,9 +19,9 @@ use super::read::shared_maps::SharedMaps;
 pub(crate) struct Loaded {
     /// The global shuffle's records, when it is on.
     pub dataset: Option<Arc<Dataset>>,
-    /// Per plain local shard whose records the workers read, its index
-    /// (`worker_reads`, or the global shuffle's shards).
-    pub indexes: Option<Indexes>,
+    /// The shards whose records the workers read: by their indexes
+    /// (`worker_reads`', the global shuffle's) or their headers.
+    pub unread: Option<LeftUnread>,
     /// The shards' maps the workers read scattered records through.
     pub shared: Option<Arc<SharedMaps>>,
     /// A mixture's sources', in the order given.

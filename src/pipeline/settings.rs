@@ -197,7 +197,7 @@ impl RecordSettings {
                 read: p.read.clone(),
                 source: p.source_options.clone(),
                 scan: scan.filter(|_| !map).cloned(),
-                unread: loaded.indexes.clone(),
+                unread: loaded.unread.clone(),
                 order_seed: record_shard.map(|_| SHARED_FILE_ORDER_SEED),
             }),
             seed,

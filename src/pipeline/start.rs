@@ -17,8 +17,9 @@ use super::limits;
 use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
-use super::read::in_workers::Indexes;
 use super::read::shared_maps::SharedMaps;
+use super::read::unread::Indexes;
+use super::read::unread::LeftUnread;
 use super::settings::{EqualBatches, RecordSettings};
 use super::skip_steps::SkipSteps;
 use super::stats::{StageStats, StreamCounters};
@@ -71,7 +72,7 @@ pub(crate) fn start<T: Send + 'static>(
         unordered: p.unordered,
         read: p.read.clone(),
         source: p.source_options.clone(),
-        indexes: planned.loaded.indexes.clone(),
+        unread: planned.loaded.unread.clone(),
         shared: planned.loaded.shared.clone(),
         affinity: p.affinity.clone(),
     };
@@ -119,7 +120,7 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     let mut loaded = p.load()?;
     loaded.token_means = measure_token_weights(p, &record)?;
     let job = Job::of(p)?;
-    (loaded.indexes, loaded.shared) = unread_records(p, &record, &loaded, &job)?;
+    (loaded.unread, loaded.shared) = unread_records(p, &record, &loaded, &job)?;
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
@@ -418,31 +419,44 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
         .map(|(_, what)| what)
 }
 
-/// The indexes of the shards whose records the workers read themselves,
-/// and the maps they share to read scattered records: with `worker_reads`,
-/// this host's plain local shards' (shared maps under a shuffle buffer,
-/// whose batches are scattered; else each worker `pread`s its batch's runs
-/// of neighbours); with the global shuffle, which has every shard's index
-/// already, its plain local shards', always through shared maps, whenever
-/// nothing before the workers needs the records' bytes (a mixture's
-/// sources read theirs, as before). `None`: every record is read before
-/// the workers.
+/// The shards whose records the workers read themselves, and the maps
+/// they share to read scattered records, whenever nothing before the
+/// workers needs the records' bytes (a mixture's sources read theirs, as
+/// before): with the global shuffle, which has every shard's index
+/// already, its plain local shards', framed by their indexes, always
+/// through shared maps; else every plain local shard, framed by its
+/// headers as its shard thread opens it (by its index with
+/// `worker_reads`, which loads or builds them first), through shared maps
+/// under a shuffle buffer, whose batches are scattered (else each worker
+/// `pread`s its batch's runs of neighbours). `None`: every record is read
+/// before the workers.
 fn unread_records(
     p: &RecordSettings,
     record: &RecordWork,
     loaded: &Loaded,
     job: &Job,
-) -> Result<(Option<Indexes>, Option<Arc<SharedMaps>>), PipelineError> {
+) -> Result<(Option<LeftUnread>, Option<Arc<SharedMaps>>), PipelineError> {
+    if p.mixture.is_some() || needs_bytes_before_workers(p, record).is_some() {
+        return Ok((None, None));
+    }
     let shared = || Some(Arc::new(SharedMaps::new(p.files.len())));
     match &loaded.dataset {
-        Some(data) if needs_bytes_before_workers(p, record).is_none() => {
-            Ok((Some(data.plain_local_indexes()), shared()))
-        }
-        Some(_) => Ok((None, None)),
+        Some(data) => Ok((
+            Some(LeftUnread::indexed(data.plain_local_indexes())),
+            shared(),
+        )),
         None => {
-            let indexes = load_worker_reads(p, job)?;
-            let scattered = indexes.is_some() && p.ops.shuffle.buffer > 0;
-            Ok((indexes, if scattered { shared() } else { None }))
+            let left = match load_worker_reads(p, job)? {
+                Some(indexes) => LeftUnread::indexed(indexes),
+                // Framings learned on a first pass serve the next.
+                None => LeftUnread::by_headers(p.ops.epochs.epochs() != Some(1)),
+            };
+            if !p.files.iter().any(|f| left.framing(f, &p.read).is_some()) {
+                // Compressed or cloud shards only: all read before.
+                return Ok((None, None));
+            }
+            let scattered = p.ops.shuffle.buffer > 0;
+            Ok((Some(left), if scattered { shared() } else { None }))
         }
     }
 }

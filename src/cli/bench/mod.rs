@@ -184,8 +184,9 @@ pub struct BenchArgs {
     /// beside the shards, else beside each shard).
     #[arg(group = "words", long, value_name = "DIR")]
     index_dir: Option<String>,
-    /// Each worker reads its batches' records itself, through the shards'
-    /// indexes (`Pipeline::worker_reads`; plain local shards).
+    /// Frame the plain local shards by their indexes, not their headers
+    /// (`Pipeline::worker_reads`: the workers read those records either
+    /// way).
     #[arg(group = "words", long)]
     worker_reads: bool,
     /// Files read at once (interleave cycle length).

@@ -34,7 +34,7 @@ use crate::index::{AccessOptions, IndexOptions, RandomAccess};
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, LengthScan, carried};
-use crate::pipeline::read::in_workers::{Indexes, UnreadShard};
+use crate::pipeline::read::unread::{Indexes, UnreadShard};
 use crate::pipeline::rng::{IndexShuffle, domain};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn;

@@ -18,7 +18,7 @@ use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::item::{Item, LengthScan, UNMEASURED};
 use crate::pipeline::read::blocks::{Begin, Framing, ShardBlocks};
-use crate::pipeline::read::in_workers::Indexes;
+use crate::pipeline::read::unread::LeftUnread;
 use crate::pipeline::rng::{CounterRng, domain};
 use crate::pipeline::stats::{StageFigures, StageStats};
 use crate::prefetch::prefetch;
@@ -79,9 +79,9 @@ pub(crate) struct StreamFiles {
     /// The grouping's length scan, for the shard readers to run (`None`
     /// where nothing is measured, or a record map changes the bytes).
     pub scan: Option<LengthScan>,
-    /// With `worker_reads`: the plain local shards' indexes, which their
-    /// readers frame them by, leaving the records for the workers to read.
-    pub unread: Option<Indexes>,
+    /// The shards whose readers frame them, leaving their records for the
+    /// workers to read (`None`: every shard's reader reads its records).
+    pub unread: Option<LeftUnread>,
     /// The seed of the file order where it is not the stream's: under
     /// record sharding every host orders the files alike, since a host
     /// keeps records by their ordinal in the interleaved stream.
@@ -398,11 +398,11 @@ impl Interleave {
             stats,
             Framing {
                 scan: self.input.scan.clone(),
-                index: self
+                unread: self
                     .input
                     .unread
                     .as_ref()
-                    .and_then(|u| u.get(path).cloned()),
+                    .and_then(|u| u.framing(path, &self.input.read)),
             },
             Begin {
                 ramped: self.ramped,

@@ -27,8 +27,7 @@ use crate::record::{
 
 use bytes::Bytes;
 
-use super::in_workers;
-use crate::index::ShardIndex;
+use super::unread::{self, Unread};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{LengthScan, carried};
 use crate::pipeline::stats::StageStats;
@@ -88,10 +87,9 @@ pub(crate) struct Framing {
     /// Measures every record as it is framed (see
     /// [`ShardBlocks::next_measured`]).
     pub scan: Option<LengthScan>,
-    /// The shard's index, to frame a plain local shard by and leave its
-    /// records unread for the workers (`in_workers.rs`), instead of
-    /// reading it.
-    pub index: Option<Arc<ShardIndex>>,
+    /// How a plain local shard is framed to leave its records unread for
+    /// the workers (`unread.rs`), instead of read.
+    pub unread: Option<Unread>,
 }
 
 impl ShardBlocks {
@@ -148,11 +146,23 @@ impl ShardBlocks {
                 stats: &stats,
                 taken: &consumed,
                 mapped: &is_mapped,
-                unread: &is_unread,
                 scan: framing.scan.as_ref(),
+                chunk_size: opts.chunk_size,
             };
-            let read = match &framing.index {
-                Some(index) => leave_unread(&path, start, opts.chunk_size, index, &shard),
+            let read = match &framing.unread {
+                Some(Unread::ByIndex(index)) => {
+                    is_unread.store(true, Relaxed);
+                    unread::by_index(&path, start, index, &stats, &shard)
+                }
+                Some(Unread::ByHeaders(learn)) => match unread::plain_by_content(&path, &opts) {
+                    Ok(true) => {
+                        is_unread.store(true, Relaxed);
+                        let learn = learn.as_deref();
+                        unread::by_headers(&path, start, &opts, learn, &stats, &shard)
+                    }
+                    Ok(false) => read_shard(&path, start, &opts, &source, &shard),
+                    Err(e) => Err(e),
+                },
                 None => read_shard(&path, start, &opts, &source, &shard),
             };
             if let Err(e) = read {
@@ -241,8 +251,9 @@ struct ShardThread<'a> {
     stats: &'a StageStats,
     taken: &'a AtomicU32,
     mapped: &'a AtomicBool,
-    unread: &'a AtomicBool,
     scan: Option<&'a LengthScan>,
+    /// The read chunk: blocks grow up to a chunk's worth.
+    chunk_size: usize,
 }
 
 impl ShardThread<'_> {
@@ -431,53 +442,17 @@ fn read_shard(
     }
 }
 
-/// Frames the plain local shard `path` from `start` by its `index` and
-/// sends its records on unread: views of the mapped file, whose bytes
-/// nothing here touches (the workers read them: `in_workers.rs`), in
-/// blocks sized as [`read_shard`]'s.
-fn leave_unread(
-    path: &str,
-    start: u64,
-    chunk_size: usize,
-    index: &ShardIndex,
-    shard: &ShardThread<'_>,
-) -> Result<(), RecordError> {
-    let mut shard_file = in_workers::UnreadShard::open(path)?;
-    shard.unread.store(true, Relaxed);
-    let (mut i, n) = (index.first_from(start), index.len());
-    // Records a block took: the next is sized for as many (grown from
-    // empty, a block of a thousand lm records was reallocated ten times).
-    let mut last = 0;
-    while i < n {
-        let timer = shard.stats.busy_timer();
-        let block_bytes = SizeRamp::at(shard.taken.load(Relaxed) / BLOCKS_PER_DOUBLING, chunk_size);
-        let (mut block, mut bytes, mut failure) = (Vec::with_capacity(last), 0, None);
-        while i < n && bytes < block_bytes as u64 {
-            let (offset, framed) = index.record(i).unwrap_or_default();
-            match shard_file.view(offset, framed) {
-                Ok(data) => block.push(Record { data, offset }),
-                // The file is shorter than its index says (cut since): the
-                // records before go first.
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-            bytes += framed;
-            i += 1;
-        }
-        shard.stats.add_records(block.len() as u64);
-        shard.stats.add_bytes(bytes);
-        drop(timer);
-        last = last.max(block.len());
-        if !block.is_empty() && !shard.send((block, Vec::new())) {
-            return Ok(());
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
+impl unread::HandOn for ShardThread<'_> {
+    fn block_bytes(&self) -> u64 {
+        SizeRamp::at(
+            self.taken.load(Relaxed) / BLOCKS_PER_DOUBLING,
+            self.chunk_size,
+        ) as u64
     }
-    Ok(())
+
+    fn hand_on(&self, block: Vec<Record>) -> bool {
+        self.send((block, Vec::new()))
+    }
 }
 
 #[cfg(test)]

@@ -15,32 +15,25 @@
 //! parsed. A compressed or cloud shard is read by its shard thread as
 //! usual.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::index::{IndexOptions, ShardIndex, load_or_build, read_at};
+use crate::index::{IndexOptions, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{RawBatch, file_name};
 use crate::record::{
-    Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, RecordPart,
-    parse_header,
+    Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, parse_header,
 };
 use crate::source::SourceOptions;
 
 use super::shared_maps::{SharedMaps, map_shard};
-
-/// Header and footer around a payload.
-const FRAME: u64 = 16;
+use super::unread::{FRAME, Indexes, cut_short, is_local, number_by_headers, read_plain};
 
 /// Shards a worker keeps open, the most recently read (a batch reads from
 /// one, or from an interleave's few; a job may have thousands, and each
 /// worker keeping them all would run into the process's file limit).
 const OPEN_FILES: usize = 16;
-
-/// The index of each plain local shard, by its URL.
-pub(crate) type Indexes = Arc<HashMap<String, Arc<ShardIndex>>>;
 
 /// The word `worker_reads`, and the indexes it reads by once prepared.
 #[derive(Clone, Default)]
@@ -85,94 +78,6 @@ impl WorkerReadsSettings {
             .collect();
         Ok(Some(Arc::new(indexes)))
     }
-}
-
-fn is_local(url: &str) -> bool {
-    !url.contains("://") || url.starts_with("file://")
-}
-
-/// Not known to be compressed: by the read options, or else by its name
-/// (a shard named like neither is told by its index).
-fn read_plain(url: &str, read: &ReadOptions) -> bool {
-    match read.compression {
-        Some(c) => c == Compression::None,
-        None => Compression::from_extension(url).is_none_or(|c| c == Compression::None),
-    }
-}
-
-/// What unread records of up to this many bytes stand on ([`STAND_IN`]).
-const STAND_IN_LEN: usize = 64 << 10;
-
-/// The bytes an unread record of up to [`STAND_IN_LEN`] bytes is carried
-/// as: a slice of this static, of the payload's length, which nothing
-/// reads. Handing such a record on and dropping it touch no reference
-/// count, where a view of the mapped shard raised the map's count on the
-/// shard thread and lowered it on a worker, for every record: ~3% of a
-/// pinned lm profile, and more on 2 cores, whose caches passed that count's
-/// line back and forth. A longer record is a view of the mapped shard
-/// still: its count is shared out over its bytes.
-static STAND_IN: [u8; STAND_IN_LEN] = [0; STAND_IN_LEN];
-
-/// A local shard whose records are handed on unread: its length, to check
-/// the index against, and its map once a record too long for [`STAND_IN`]
-/// needs it.
-pub(crate) struct UnreadShard<'a> {
-    url: &'a str,
-    len: u64,
-    map: Option<Bytes>,
-}
-
-impl<'a> UnreadShard<'a> {
-    /// The shard at `url`, as long as it is now.
-    pub fn open(url: &'a str) -> Result<Self, RecordError> {
-        let path = url.strip_prefix("file://").unwrap_or(url);
-        let len = std::fs::metadata(path)
-            .map_err(|e| RecordError::new(url, 0, ErrorKind::from_io(e)))?
-            .len();
-        Ok(UnreadShard {
-            url,
-            len,
-            map: None,
-        })
-    }
-
-    /// The unread stand-in for the payload of the record at `offset`,
-    /// `framed` bytes long with its header and footer: bytes of its length
-    /// that only that length is taken from. An error naming the shard if
-    /// the file is shorter than the index says.
-    pub fn view(&mut self, offset: u64, framed: u64) -> Result<Bytes, RecordError> {
-        if framed < FRAME || offset.saturating_add(framed) > self.len {
-            return Err(cut_short(self.url, offset, framed, self.len));
-        }
-        let payload = (framed - FRAME) as usize;
-        if payload <= STAND_IN_LEN {
-            return Ok(Bytes::from_static(&STAND_IN[..payload]));
-        }
-        let map = match &self.map {
-            Some(map) => map,
-            None => self.map.insert(map_shard(self.url)?),
-        };
-        // Cut since it was opened: the map is shorter than `len`.
-        if offset + framed > map.len() as u64 {
-            return Err(cut_short(self.url, offset, framed, map.len() as u64));
-        }
-        Ok(map.slice((offset + 12) as usize..(offset + framed - 4) as usize))
-    }
-}
-
-/// The error for the record at `offset`, `framed` bytes long, of a shard
-/// that ends at `len`: the part of the record the file ends in.
-fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> RecordError {
-    let payload = framed.saturating_sub(FRAME);
-    let left = len.saturating_sub(offset);
-    let (part, have, need) = if left < 12 {
-        (RecordPart::Header, left, 12)
-    } else if left - 12 < payload {
-        (RecordPart::Payload, left - 12, payload)
-    } else {
-        (RecordPart::Footer, left - 12 - payload, 4)
-    };
-    RecordError::new(url, offset, ErrorKind::Truncated { part, have, need })
 }
 
 /// Shard `file`'s entry in `list` (the most recently used last, at most
@@ -467,9 +372,14 @@ impl WorkerReads {
         recent(&mut self.files, file, || std::fs::File::open(path))
     }
 
-    /// The number in its shard of the record at `offset`, by the index.
+    /// The number in its shard of the record at `offset`, by the index,
+    /// or by the shard's headers where it has none (an error is rare: a
+    /// walk of the headers before it costs nothing on the way there).
     fn record_number(&self, url: &str, offset: u64) -> Option<u64> {
-        self.indexes.as_ref()?.get(url)?.record_at(offset)
+        match self.indexes.as_ref().and_then(|i| i.get(url)) {
+            Some(index) => index.record_at(offset),
+            None => number_by_headers(url, offset, &self.checks),
+        }
     }
 
     /// Takes the buffer back from the last batch if nothing holds a slice
@@ -485,11 +395,14 @@ impl WorkerReads {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::super::testing::record;
+    use super::super::unread::{STAND_IN, STAND_IN_LEN, UnreadShard};
     use super::*;
-    use crate::index::{BuildOptions, build};
+    use crate::index::{BuildOptions, ShardIndex, build};
     use crate::pipeline::group::raw_batch::GroupLayout;
-    use crate::record::RecordWriter;
+    use crate::record::{RecordPart, RecordWriter};
 
     /// Two plain shards of 8 records each, with their indexes.
     fn shards(dir: &std::path::Path) -> Vec<(String, ShardIndex)> {
@@ -778,38 +691,6 @@ mod tests {
             [1, 0]
         );
         assert!(reads.buf.is_empty() && reads.files.is_empty());
-    }
-
-    #[test]
-    fn a_shard_shorter_than_its_index_says_is_an_error_naming_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let shards = shards(dir.path());
-        let (offset, framed) = shards[0].1.record(7).unwrap();
-        let url = shards[0].0.as_str();
-        let cut = |len: u64| {
-            UnreadShard {
-                url,
-                len,
-                map: None,
-            }
-            .view(offset, framed)
-        };
-        let e = cut(offset + framed - 1).unwrap_err();
-        assert_eq!((e.path.as_str(), e.offset), (url, offset));
-        let truncated = |part, have, need| ErrorKind::Truncated { part, have, need };
-        assert_eq!(e.kind, truncated(RecordPart::Footer, 3, 4));
-        assert_eq!(
-            cut(offset + 50).unwrap_err().kind,
-            truncated(RecordPart::Payload, 38, 100)
-        );
-        assert_eq!(
-            cut(offset + 5).unwrap_err().kind,
-            truncated(RecordPart::Header, 5, 12)
-        );
-        // Whole: a stand-in of the payload's length, no bytes of the file.
-        let whole = cut(offset + framed).unwrap();
-        assert_eq!(whole.len(), record(0, 7).len());
-        assert_eq!(whole.as_ptr(), STAND_IN.as_ptr());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! thread, which reads, inflates, frames and checks one shard and hands its
 //! records over in blocks) and [`again`] (records read again at their
 //! positions, for a restore; a file's first records, for a sample; a
-//! record's index, for an error), and [`in_workers`] (records left unread
-//! by the shard thread, read by the worker that assembles them), with
+//! record's index, for an error), [`unread`] (which shards' records a shard
+//! thread leaves unread, and how it frames them) and [`in_workers`] (those
+//! records read by the worker that assembles them), with
 //! [`shared_maps`] (maps of the shards, one per shard, that workers read
 //! scattered records through). The record ops and the start of a pipeline
 //! read through here; it knows no op.
@@ -12,6 +13,7 @@ pub(crate) mod again;
 pub(crate) mod blocks;
 pub(crate) mod in_workers;
 pub(crate) mod shared_maps;
+pub(crate) mod unread;
 
 #[cfg(test)]
 pub(crate) mod testing {

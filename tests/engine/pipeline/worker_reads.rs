@@ -1,14 +1,18 @@
-//! `Pipeline::worker_reads`: the workers read the records through the
-//! shards' indexes (built in memory, or read from `index_dir`), and the
+//! Records read by the workers: a plain local shard's records are left
+//! unread by its shard thread, framed by their headers (by default) or by
+//! the shard's index (`Pipeline::worker_reads`: built in memory, or read
+//! from `index_dir`), and read by the worker that assembles them (by
+//! `pread`, or with `mmap` as views of each worker's own maps). The
 //! pipeline gives the same batches and the same states as when its shard
-//! threads read them (by `pread`, or with `mmap` as views of each
-//! worker's own maps), across a restore either way; a record corrupted
-//! after it was indexed is the same error; a GZIP shard is read by its
-//! shard thread; the words that need a record's bytes first are refused.
+//! threads read the records (as they do when a step before the workers
+//! needs their bytes), across a restore either way; a record corrupted in
+//! place is the error a reader gives; a GZIP shard is read by its shard
+//! thread; `worker_reads` with the words that need a record's bytes first
+//! is refused.
 
 use infeed::index::{BuildOptions, build, index_url, save};
 use infeed::pipeline::{Pipeline, PipelineError};
-use infeed::record::{Compression, CorruptPolicy, ReadOptions};
+use infeed::record::{Compression, CorruptPolicy, ErrorKind, ReadOptions, RecordReader};
 use infeed::source::SourceOptions;
 
 use super::grouping::{spec, write_lm_files};
@@ -44,6 +48,14 @@ pub(super) fn save_index(shard: &str, dir: &str) {
     save(&index, &url, &SourceOptions::default()).unwrap();
 }
 
+/// `p` with its records read by its shard threads, before the workers:
+/// skipping corrupt records needs their bytes there, and changes nothing
+/// where none is corrupt (nor the states: the policy is not part of a
+/// pipeline's identity).
+fn read_first(p: Pipeline) -> Pipeline {
+    p.read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
+}
+
 fn pipeline(files: &[String]) -> Pipeline {
     Pipeline::from_files(files.to_vec())
         .unwrap()
@@ -58,16 +70,18 @@ fn a_shuffle_buffer_holds_the_records_unread_and_shuffles_them_alike() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[40, 0, 77, 13, 1], Compression::None);
     let shuffled = || pipeline(&files).shuffle(25).shuffle_files();
-    let (read, end) = run(&shuffled(), 7);
+    let (read, end) = run(&read_first(shuffled()), 7);
     assert!(end.is_none());
-    let (workers, end) = run(&shuffled().worker_reads(), 7);
-    assert!(end.is_none());
-    assert_eq!(workers, read);
-    // A restore refills the buffer by reading its records again: those
-    // come read, the rest unread, in the same batches.
-    for cut in [3, 20] {
-        let (rest, _) = run(&shuffled().worker_reads().resume_from(&read[cut].1), 7);
-        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+    for unread in [shuffled(), shuffled().worker_reads()] {
+        let (workers, end) = run(&unread, 7);
+        assert!(end.is_none());
+        assert_eq!(workers, read);
+        // A restore refills the buffer by reading its records again:
+        // those come read, the rest unread, in the same batches.
+        for cut in [3, 20] {
+            let (rest, _) = run(&unread.clone().resume_from(&read[cut].1), 7);
+            assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+        }
     }
 }
 
@@ -75,9 +89,12 @@ fn a_shuffle_buffer_holds_the_records_unread_and_shuffles_them_alike() {
 fn the_same_batches_and_states_as_the_shard_threads_give() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[40, 0, 77, 13, 1], Compression::None);
-    let (read, end) = run(&pipeline(&files), 7);
+    let (read, end) = run(&read_first(pipeline(&files)), 7);
     assert!(end.is_none());
     assert_eq!(read.len(), (2 * 131usize).div_ceil(7));
+    let (by_headers, end) = run(&pipeline(&files), 7);
+    assert!(end.is_none());
+    assert_eq!(by_headers, read);
     let (workers, end) = run(&pipeline(&files).worker_reads(), 7);
     assert!(end.is_none());
     assert_eq!(workers, read);
@@ -88,12 +105,17 @@ fn the_same_batches_and_states_as_the_shard_threads_give() {
     assert_eq!(mapped_workers, read);
     let (rest, _) = run(&mapped().worker_reads().resume_from(&read[9].1), 7);
     assert_eq!(rest, read[10..]);
-    // A state of either resumes the other, exactly.
+    // A state of any resumes the others, exactly.
     for cut in [0, 5, 18, 30] {
         let state = &read[cut].1;
         let (rest, _) = run(&pipeline(&files).worker_reads().resume_from(state), 7);
         assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
-        let (rest, _) = run(&pipeline(&files).resume_from(&workers[cut].1), 7);
+        let (rest, _) = run(&pipeline(&files).resume_from(state), 7);
+        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+        let (rest, _) = run(
+            &read_first(pipeline(&files)).resume_from(&workers[cut].1),
+            7,
+        );
         assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
     }
 }
@@ -112,11 +134,13 @@ fn the_same_with_logical_streams_host_shards_and_skip_take() {
     ];
     for (n, variant) in variants.iter().enumerate() {
         let base = || variant(Pipeline::from_files(files.clone()).unwrap().threads(2));
-        let (read, end) = run(&base(), 6);
+        let (read, end) = run(&read_first(base()), 6);
         assert!(end.is_none() && !read.is_empty());
-        let (workers, end) = run(&base().worker_reads(), 6);
-        assert!(end.is_none());
-        assert_eq!(workers, read, "variant {n}");
+        for unread in [base(), base().worker_reads()] {
+            let (workers, end) = run(&unread, 6);
+            assert!(end.is_none());
+            assert_eq!(workers, read, "variant {n}");
+        }
     }
 }
 
@@ -129,10 +153,12 @@ fn a_host_indexes_only_the_shards_it_reads() {
         std::fs::write(&files[f], b"not a TFRecord shard").unwrap();
     }
     let host0 = || Pipeline::from_files(files.clone()).unwrap().shard(0, 2);
-    let (read, _) = run(&host0(), 8);
-    let (workers, end) = run(&host0().worker_reads(), 8);
-    assert!(end.is_none(), "{end:?}");
-    assert_eq!(workers, read);
+    let (read, _) = run(&read_first(host0()), 8);
+    for unread in [host0(), host0().worker_reads()] {
+        let (workers, end) = run(&unread, 8);
+        assert!(end.is_none(), "{end:?}");
+        assert_eq!(workers, read);
+    }
     assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 40);
 }
 
@@ -160,8 +186,12 @@ fn indexes_are_read_from_index_dir_and_gzip_shards_read_as_usual() {
     assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 2 * 72);
 }
 
+/// A record corrupted in place, after its shard was indexed (the index
+/// still matches the file), is the error a reader of the shard gives, its
+/// number in the shard included, whether the shard is framed by its
+/// headers or by its index; the batches before its own are delivered.
 #[test]
-fn a_record_corrupted_since_it_was_indexed_is_the_error_a_shard_thread_gives() {
+fn a_record_corrupted_in_place_is_the_error_a_reader_gives() {
     let dir = tempfile::tempdir().unwrap();
     // Long enough that the byte changed lies outside the first and last
     // 4 KiB, which the index's identity hashes.
@@ -170,33 +200,31 @@ fn a_record_corrupted_since_it_was_indexed_is_the_error_a_shard_thread_gives() {
     let indexes = dir.path().join("indexes").display().to_string();
     std::fs::create_dir(&indexes).unwrap();
     save_index(shard, &indexes);
+    let p = Pipeline::from_files(files.clone()).unwrap().threads(2);
+    let (clean, _) = run(&p, 100);
     // Record 550's payload "f0-r550", changed in place, the file's time
-    // kept: the index still matches the file.
+    // kept.
     let offset: u64 = (0..550).map(|i| format!("f0-r{i}").len() as u64 + 16).sum();
     corrupt_keeping_time(shard, offset + 12);
-
-    let p = Pipeline::from_files(files.clone()).unwrap().threads(2);
-    let (read, read_error) = run(&p, 100);
-    let (workers, error) = run(&p.worker_reads().index_dir(&indexes), 100);
-    let Some(PipelineError::Record(e)) = error else {
-        panic!("{error:?}");
-    };
-    assert_eq!((e.path.as_str(), e.offset), (shard.as_str(), offset));
-    assert!(
-        matches!(e.kind, infeed::record::ErrorKind::DataCrc { .. }),
-        "{e}"
-    );
+    let reader_error = RecordReader::open(shard, &ReadOptions::default())
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap();
     assert_eq!(
-        read_error.map(|e| e.to_string()),
-        Some(PipelineError::Record(e).to_string())
+        (reader_error.offset, reader_error.index),
+        (offset, Some(550))
     );
-    // The batches before the corrupt record's are delivered, and none of
-    // its own rows, where the shard threads' run delivers the 50 rows
-    // before it as a short batch.
-    assert_eq!(read.len(), 6);
-    assert_eq!(read[5].0.len(), 50);
-    assert_eq!(workers.len(), 5);
-    assert_eq!(workers[..], read[..5]);
+    assert!(
+        matches!(reader_error.kind, ErrorKind::DataCrc { .. }),
+        "{reader_error}"
+    );
+    let expected = PipelineError::Record(reader_error).to_string();
+    for unread in [p.clone(), p.clone().worker_reads().index_dir(&indexes)] {
+        let (workers, error) = run(&unread, 100);
+        assert_eq!(error.map(|e| e.to_string()), Some(expected.clone()));
+        // The batches before the corrupt record's, and none of its rows.
+        assert_eq!(workers[..], clean[..5]);
+    }
 }
 
 #[test]

@@ -1,0 +1,814 @@
+//! Records left unread for the workers: which shards' ([`LeftUnread`]),
+//! and how a shard thread hands them on: framed by the shard's index
+//! ([`by_index`]) or by its headers as it goes ([`by_headers`]), each
+//! record a stand-in of its length ([`stand_in`]) that the worker which
+//! assembles it reads and checks in its place (`in_workers.rs`).
+//!
+//! Framing by the headers needs no index before the first batch: the shard
+//! thread walks a plain local shard through maps of a few MiB at a time,
+//! checking each header (its length's CRC, the largest record) as a reader
+//! would, never touching a payload. So a pipeline whose steps need no
+//! record's bytes before the workers has its records read where they are
+//! assembled, with nothing asked for and nothing built beforehand.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use crate::index::{RecordsBuilder, ShardId, ShardIndex, read_at};
+use crate::pipeline::stats::{StageStats, Timer};
+use crate::record::mapped;
+use crate::record::{
+    Compression, DETECT_LEN, Deframer, ErrorKind, FOOTER_LEN, HEADER_LEN, ReadOptions, Record,
+    RecordError, RecordPart, parse_header,
+};
+
+use super::shared_maps::map_shard;
+
+/// Header and footer around a payload.
+pub(super) const FRAME: u64 = (HEADER_LEN + FOOTER_LEN) as u64;
+
+/// The index of each plain local shard, by its URL.
+pub(crate) type Indexes = Arc<HashMap<String, Arc<ShardIndex>>>;
+
+/// Which shards' records are left unread for the workers.
+#[derive(Clone)]
+pub(crate) struct LeftUnread {
+    /// Shards framed by their index (`worker_reads`' or the global
+    /// shuffle's, which have them).
+    pub indexes: Indexes,
+    /// Plain local shards without an index are framed by their headers.
+    pub by_headers: bool,
+    /// The framings learned by those walks, for the passes after the first
+    /// (a stream that reads its files more than once).
+    pub learned: Option<Arc<Learned>>,
+}
+
+impl LeftUnread {
+    /// Every plain local shard, framed by its headers: no index needed;
+    /// with `learn`, a shard is walked once and framed by what its walk
+    /// learned afterwards (within [`LEARNED_RECORDS`]).
+    pub fn by_headers(learn: bool) -> Self {
+        LeftUnread {
+            indexes: Arc::default(),
+            by_headers: true,
+            learned: learn.then(|| Arc::new(Learned::new(LEARNED_RECORDS))),
+        }
+    }
+
+    /// Exactly the shards of `indexes`, each framed by its own.
+    pub fn indexed(indexes: Indexes) -> Self {
+        LeftUnread {
+            indexes,
+            by_headers: false,
+            learned: None,
+        }
+    }
+
+    /// How the shard thread of `url` (read with `read`) hands on its
+    /// records; `None`: it reads them.
+    pub fn framing(&self, url: &str, read: &ReadOptions) -> Option<Unread> {
+        if let Some(index) = self.indexes.get(url) {
+            return Some(Unread::ByIndex(index.clone()));
+        }
+        if let Some(index) = self.learned.as_ref().and_then(|l| l.get(url)) {
+            return Some(Unread::ByIndex(index));
+        }
+        (self.by_headers && is_local(url) && read_plain(url, read))
+            .then(|| Unread::ByHeaders(self.learned.clone()))
+    }
+}
+
+/// How a shard thread frames a shard whose records it leaves unread.
+#[derive(Clone)]
+pub(crate) enum Unread {
+    /// By its index ([`by_index`]).
+    ByIndex(Arc<ShardIndex>),
+    /// By its headers as it goes ([`by_headers`]), keeping what it learns
+    /// where given; a shard found to be compressed after all is read.
+    ByHeaders(Option<Arc<Learned>>),
+}
+
+/// Records whose framing a pipeline keeps from its walks, in all: 8 bytes
+/// each, 128 MiB (16 Mi records, ~16 GiB of lm shards). A dataset read
+/// more than once beyond that is walked again each pass for the rest.
+const LEARNED_RECORDS: u64 = 16 << 20;
+
+/// Shards' framings learned by walking their headers whole, by URL, up to
+/// a number of records in all.
+pub(crate) struct Learned {
+    indexes: Mutex<HashMap<String, Arc<ShardIndex>>>,
+    /// Records it may still keep.
+    room: AtomicU64,
+}
+
+impl Learned {
+    fn new(records: u64) -> Self {
+        Learned {
+            indexes: Mutex::default(),
+            room: AtomicU64::new(records),
+        }
+    }
+
+    fn get(&self, url: &str) -> Option<Arc<ShardIndex>> {
+        self.indexes.lock().ok()?.get(url).cloned()
+    }
+
+    /// Whether `records` more fit (a walk stops collecting past that).
+    fn fits(&self, records: u64) -> bool {
+        records <= self.room.load(Relaxed)
+    }
+
+    /// Keeps `url`'s framing, `records` long, if there is room for it.
+    fn keep(&self, url: &str, records: RecordsBuilder, len: u64) {
+        let n = records.len();
+        let taken = self
+            .room
+            .fetch_update(Relaxed, Relaxed, |room| room.checked_sub(n));
+        if taken.is_err() {
+            return;
+        }
+        // Made in this run, never saved: its identity is the shard's size
+        // (the records' CRCs, and a cut, are checked as they are read).
+        let shard = ShardId {
+            name: url.rsplit('/').next().unwrap_or(url).to_owned(),
+            size: len,
+            head_hash: 0,
+            tail_hash: 0,
+            version: None,
+        };
+        let index = records.finish(shard, Compression::None, 0, Vec::new());
+        if let Ok(mut indexes) = self.indexes.lock() {
+            indexes.insert(url.to_owned(), Arc::new(index));
+        }
+    }
+}
+
+pub(crate) fn is_local(url: &str) -> bool {
+    !url.contains("://") || url.starts_with("file://")
+}
+
+/// Not known to be compressed: by the read options, or else by its name
+/// (a shard named like neither is told by its first bytes, or its index).
+pub(crate) fn read_plain(url: &str, read: &ReadOptions) -> bool {
+    match read.compression {
+        Some(c) => c == Compression::None,
+        None => Compression::from_extension(url).is_none_or(|c| c == Compression::None),
+    }
+}
+
+/// Whether the local shard `url`, which [`read_plain`] could not tell
+/// compressed, is plain by its first bytes as well (where the options and
+/// its name say nothing, as a reader detects it).
+pub(super) fn plain_by_content(url: &str, read: &ReadOptions) -> Result<bool, RecordError> {
+    if read.compression.is_some() || Compression::from_extension(url).is_some() {
+        return Ok(true);
+    }
+    let file = open(url)?;
+    let len = file
+        .metadata()
+        .map_err(|e| io_error(url, 0, e))?
+        .len()
+        .min(DETECT_LEN as u64);
+    let mut head = vec![0; len as usize];
+    read_at(&file, &mut head, 0).map_err(|e| io_error(url, 0, e))?;
+    Ok(Compression::detect(url, &head) == Compression::None)
+}
+
+/// What unread records of up to this many bytes stand on ([`STAND_IN`]).
+pub(super) const STAND_IN_LEN: usize = 64 << 10;
+
+/// The bytes an unread record of up to [`STAND_IN_LEN`] bytes is carried
+/// as: a slice of this static, of the payload's length, which nothing
+/// reads. Handing such a record on and dropping it touch no reference
+/// count, where a view of the mapped shard raised the map's count on the
+/// shard thread and lowered it on a worker, for every record: ~3% of a
+/// pinned lm profile, and more on 2 cores, whose caches passed that count's
+/// line back and forth. A longer record is a view of the mapped shard
+/// still: its count is shared out over its bytes.
+pub(super) static STAND_IN: [u8; STAND_IN_LEN] = [0; STAND_IN_LEN];
+
+/// The stand-in for an unread payload of `len` bytes, if it is short
+/// enough for one.
+fn short_stand_in(len: usize) -> Option<Bytes> {
+    (len <= STAND_IN_LEN).then(|| Bytes::from_static(&STAND_IN[..len]))
+}
+
+/// What an unread record whose payload is `view` (of a map of its shard,
+/// never read) is handed on as.
+fn stand_in(view: Bytes) -> Bytes {
+    short_stand_in(view.len()).unwrap_or(view)
+}
+
+/// A local shard whose records are handed on unread: its length, to check
+/// the index against, and its map once a record too long for [`STAND_IN`]
+/// needs it.
+pub(crate) struct UnreadShard<'a> {
+    url: &'a str,
+    len: u64,
+    map: Option<Bytes>,
+}
+
+impl<'a> UnreadShard<'a> {
+    /// The shard at `url`, as long as it is now.
+    pub fn open(url: &'a str) -> Result<Self, RecordError> {
+        let path = url.strip_prefix("file://").unwrap_or(url);
+        let len = std::fs::metadata(path)
+            .map_err(|e| io_error(url, 0, e))?
+            .len();
+        Ok(UnreadShard {
+            url,
+            len,
+            map: None,
+        })
+    }
+
+    /// The unread stand-in for the payload of the record at `offset`,
+    /// `framed` bytes long with its header and footer: bytes of its length
+    /// that only that length is taken from. An error naming the shard if
+    /// the file is shorter than the index says.
+    pub fn view(&mut self, offset: u64, framed: u64) -> Result<Bytes, RecordError> {
+        if framed < FRAME || offset.saturating_add(framed) > self.len {
+            return Err(cut_short(self.url, offset, framed, self.len));
+        }
+        if let Some(short) = short_stand_in((framed - FRAME) as usize) {
+            return Ok(short);
+        }
+        let map = match &self.map {
+            Some(map) => map,
+            None => self.map.insert(map_shard(self.url)?),
+        };
+        // Cut since it was opened: the map is shorter than `len`.
+        if offset + framed > map.len() as u64 {
+            return Err(cut_short(self.url, offset, framed, map.len() as u64));
+        }
+        Ok(map.slice((offset + 12) as usize..(offset + framed - 4) as usize))
+    }
+}
+
+/// The error for the record at `offset`, `framed` bytes long, of a shard
+/// that ends at `len`: the part of the record the file ends in.
+pub(super) fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> RecordError {
+    let payload = framed.saturating_sub(FRAME);
+    let left = len.saturating_sub(offset);
+    let (part, have, need) = if left < 12 {
+        (RecordPart::Header, left, 12)
+    } else if left - 12 < payload {
+        (RecordPart::Payload, left - 12, payload)
+    } else {
+        (RecordPart::Footer, left - 12 - payload, 4)
+    };
+    RecordError::new(url, offset, ErrorKind::Truncated { part, have, need })
+}
+
+/// Where a shard thread hands its blocks of unread records.
+pub(super) trait HandOn {
+    /// Framed bytes the next block holds (its size ramps up as the
+    /// consumer takes blocks).
+    fn block_bytes(&self) -> u64;
+    /// Hands `block` on; false when nothing takes it any more.
+    fn hand_on(&self, block: Vec<Record>) -> bool;
+}
+
+/// Frames the plain local shard `url` from `start` by its `index` and hands
+/// its records on unread in blocks, counting them into `stats`. A file
+/// shorter than its index says is an error at the record it ends in, after
+/// the records before it.
+pub(super) fn by_index(
+    url: &str,
+    start: u64,
+    index: &ShardIndex,
+    stats: &StageStats,
+    out: &impl HandOn,
+) -> Result<(), RecordError> {
+    let mut shard = UnreadShard::open(url)?;
+    let (mut i, n) = (index.first_from(start), index.len());
+    // Records a block took: the next is sized for as many (grown from
+    // empty, a block of a thousand lm records was reallocated ten times).
+    let mut last = 0;
+    while i < n {
+        let busy = framing(url, stats);
+        let block_bytes = out.block_bytes();
+        let (mut block, mut bytes, mut failure) = (Vec::with_capacity(last), 0, None);
+        while i < n && bytes < block_bytes {
+            let (offset, framed) = index.record(i).unwrap_or_default();
+            match shard.view(offset, framed) {
+                Ok(data) => block.push(Record { data, offset }),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            bytes += framed;
+            i += 1;
+        }
+        stats.add_records(block.len() as u64);
+        stats.add_bytes(bytes);
+        drop(busy);
+        last = last.max(block.len());
+        if !block.is_empty() && !out.hand_on(block) {
+            return Ok(());
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Counts a block's framing as the read stage's busy time, traced as a
+/// shard reader's block is (`infeed.read`), until dropped.
+fn framing<'a>(url: &str, stats: &'a StageStats) -> (Timer<'a>, tracing::span::EnteredSpan) {
+    let span = tracing::trace_span!("infeed.read", file = url).entered();
+    (stats.busy_timer(), span)
+}
+
+/// How far ahead of the record a walk is at it prefetches the shard's
+/// lines, a record's length of them each time, so every line is asked
+/// for once: the walk reads one header per record, each a step that waits
+/// on the last one's length, and ~1 KB apart the hardware prefetcher did
+/// not fetch them ahead (a miss each, ~6% of an lm run pinned to one
+/// core; prefetched, lm pinned went from 0.72 to 0.75 M records/s).
+const PREFETCH_AHEAD: usize = 8192;
+
+/// Bytes of a shard mapped at a time while its headers are walked: the
+/// pages it touches count in the process's RSS only while their window is
+/// mapped, and a window is mapped and dropped a few times a second at most.
+const WINDOW: u64 = 8 << 20;
+
+/// Frames the plain local shard `url` from the record boundary `start` by
+/// its headers and hands its records on unread in blocks, counting them
+/// into `stats`.
+///
+/// The shard is mapped a window at a time ([`WINDOW`], or one record
+/// longer than that), each window starting at a record's header; a
+/// deframer that checks headers only (the CRC of each length, the largest
+/// record) walks it, so the errors are a reader's: a corrupt header or
+/// length, a file that ends inside a record, a file cut under its map.
+/// The payloads' CRCs are the workers' to check.
+///
+/// A walk of the whole shard keeps its framing in `learn`, where given and
+/// there is room, for the next pass to frame it by.
+pub(super) fn by_headers(
+    url: &str,
+    start: u64,
+    read: &ReadOptions,
+    learn: Option<&Learned>,
+    stats: &StageStats,
+    out: &impl HandOn,
+) -> Result<(), RecordError> {
+    walk_headers(url, start, read, learn, stats, out, WINDOW)
+}
+
+/// [`by_headers`] with windows of `window` bytes.
+fn walk_headers(
+    url: &str,
+    start: u64,
+    read: &ReadOptions,
+    learn: Option<&Learned>,
+    stats: &StageStats,
+    out: &impl HandOn,
+    window: u64,
+) -> Result<(), RecordError> {
+    let file = open(url)?;
+    let len = file.metadata().map_err(|e| io_error(url, start, e))?.len();
+    let mut learning = learn
+        .filter(|_| start == 0)
+        .map(|learn| (learn, RecordsBuilder::new()));
+    let headers_only = ReadOptions {
+        verify_crc: false,
+        ..read.clone()
+    };
+    // Records before each window: a window's deframer counts from its
+    // start, and an error names the record's number in the shard when the
+    // walk began at its first.
+    let mut records_before = 0u64;
+    let mut at = start;
+    let mut last = 0;
+    let mut block: Vec<Record> = Vec::new();
+    let mut bytes = 0u64;
+    let mut busy = Some(framing(url, stats));
+    let mut block_bytes = out.block_bytes();
+    let number = |mut e: RecordError, before: u64| {
+        if start == 0 {
+            e.index = Some(before);
+        }
+        e
+    };
+    loop {
+        let mut deframer = Deframer::starting_at(url, &headers_only, at);
+        // The window, to prefetch its lines from.
+        let mut view = Bytes::new();
+        let view_at = at;
+        let end = window_end(&file, at, len, window);
+        if end > at {
+            let window = mapped::map(&file, at, (end - at) as usize, false)
+                .map_err(|e| io_error(url, at, e))?;
+            deframer.push(window.clone());
+            view = window;
+        }
+        let (mut framed_here, mut failure, mut finished) = (0, None, false);
+        loop {
+            let next = match deframer.next_record() {
+                // The last window's whole records taken: what it leaves
+                // is a record cut short.
+                Ok(None) if end == len && !finished => {
+                    finished = true;
+                    deframer.finish().and_then(|()| deframer.next_record())
+                }
+                next => next,
+            };
+            let record = match next {
+                Ok(Some(record)) => record,
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(number(e, records_before + framed_here));
+                    break;
+                }
+            };
+            framed_here += 1;
+            let framed = record.data.len() as u64 + FRAME;
+            let from = (record.offset - view_at) as usize + PREFETCH_AHEAD;
+            let to = (from + framed as usize).min(view.len());
+            if from < to {
+                crate::prefetch::prefetch(&view[from..to]);
+            }
+            if let Some((learn, records)) = &mut learning {
+                let kept = records.push(record.offset, framed - FRAME).is_ok();
+                if !kept || !learn.fits(records.len()) {
+                    learning = None;
+                }
+            }
+            block.push(Record {
+                data: stand_in(record.data),
+                offset: record.offset,
+            });
+            bytes += framed;
+            if bytes >= block_bytes {
+                stats.add_records(block.len() as u64);
+                stats.add_bytes(bytes);
+                last = last.max(block.len());
+                drop(busy.take());
+                if !out.hand_on(std::mem::replace(&mut block, Vec::with_capacity(last))) {
+                    return Ok(());
+                }
+                busy = Some(framing(url, stats));
+                block_bytes = out.block_bytes();
+                bytes = 0;
+            }
+        }
+        records_before += framed_here;
+        at = deframer.offset();
+        if failure.is_some() || end == len {
+            stats.add_records(block.len() as u64);
+            stats.add_bytes(bytes);
+            drop(busy);
+            // The records before an error go first.
+            if let (None, Some((learn, records))) = (&failure, learning) {
+                learn.keep(url, records, len);
+            }
+            if !block.is_empty() && !out.hand_on(block) {
+                return Ok(());
+            }
+            return failure.map_or(Ok(()), Err);
+        }
+    }
+}
+
+/// The number of the record at `offset` of the plain local shard `url`, by
+/// a walk of its headers from its start (`None` where no record starts
+/// there, or the shard cannot be mapped): for an error, where no index
+/// gives it.
+pub(super) fn number_by_headers(url: &str, offset: u64, read: &ReadOptions) -> Option<u64> {
+    let map = map_shard(url).ok()?;
+    let before = map.get(..usize::try_from(offset).ok()?)?;
+    let headers_only = ReadOptions {
+        verify_crc: false,
+        ..read.clone()
+    };
+    let mut deframer = Deframer::new(url, &headers_only);
+    deframer.push(map.slice_ref(before));
+    while let Ok(Some(_)) = deframer.next_record() {}
+    (deframer.offset() == offset).then(|| deframer.records_from_start())?
+}
+
+/// Where the window of a shard `len` bytes long that starts at the record
+/// header `at` ends: `window` bytes on, or further to hold that record
+/// whole (by its length as given: the deframer checks it), never past the
+/// end.
+fn window_end(file: &std::fs::File, at: u64, len: u64, window: u64) -> u64 {
+    let mut header = [0u8; HEADER_LEN];
+    let record_end = match read_at(file, &mut header, at) {
+        Ok(()) => at
+            .saturating_add(FRAME)
+            .saturating_add(parse_header(&header).0),
+        Err(_) => len,
+    };
+    at.saturating_add(window).max(record_end).min(len)
+}
+
+fn open(url: &str) -> Result<std::fs::File, RecordError> {
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    std::fs::File::open(path).map_err(|e| io_error(url, 0, e))
+}
+
+fn io_error(url: &str, offset: u64, e: std::io::Error) -> RecordError {
+    RecordError::new(url, offset, ErrorKind::from_io(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::index::{BuildOptions, build};
+    use crate::record::{RecordReader, RecordWriter};
+
+    /// A shard at `dir/name` of records of the given lengths (record `i`
+    /// filled with `i`), and its records.
+    fn shard(dir: &std::path::Path, name: &str, lens: &[usize]) -> (String, Vec<Vec<u8>>) {
+        let path = dir.join(name);
+        let records: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| vec![i as u8; n])
+            .collect();
+        let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+        for r in &records {
+            w.write_record(r).unwrap();
+        }
+        w.finish().unwrap();
+        (path.display().to_string(), records)
+    }
+
+    /// Takes blocks of `block_bytes`.
+    struct Taker {
+        block_bytes: u64,
+        blocks: RefCell<Vec<Vec<Record>>>,
+    }
+
+    impl HandOn for Taker {
+        fn block_bytes(&self) -> u64 {
+            self.block_bytes
+        }
+        fn hand_on(&self, block: Vec<Record>) -> bool {
+            self.blocks.borrow_mut().push(block);
+            true
+        }
+    }
+
+    /// What walking `url` from `start` by its headers in windows of
+    /// `window` bytes hands on, in blocks of `block_bytes`, and how it
+    /// ends.
+    fn walk(
+        url: &str,
+        start: u64,
+        window: u64,
+        block_bytes: u64,
+    ) -> (Vec<Vec<Record>>, Result<(), RecordError>) {
+        walk_learning(url, start, window, block_bytes, None)
+    }
+
+    /// [`walk`], keeping what it learns in `learn`.
+    fn walk_learning(
+        url: &str,
+        start: u64,
+        window: u64,
+        block_bytes: u64,
+        learn: Option<&Learned>,
+    ) -> (Vec<Vec<Record>>, Result<(), RecordError>) {
+        let taker = Taker {
+            block_bytes,
+            blocks: RefCell::default(),
+        };
+        let stats = StageStats::default();
+        let read = ReadOptions::default();
+        let ended = walk_headers(url, start, &read, learn, &stats, &taker, window);
+        let blocks = taker.blocks.into_inner();
+        let records: usize = blocks.iter().map(Vec::len).sum();
+        assert_eq!(stats.figures().records, records as u64);
+        (blocks, ended)
+    }
+
+    /// Each record's offset and payload length, as a reader gives them
+    /// (from `start`), and its error if it ends in one.
+    fn read(url: &str, start: u64) -> (Vec<(u64, usize)>, Option<RecordError>) {
+        use std::io::{Seek, SeekFrom};
+        let mut file = std::fs::File::open(url).unwrap();
+        file.seek(SeekFrom::Start(start)).unwrap();
+        let reader =
+            RecordReader::resume(file, url, Compression::None, &ReadOptions::default(), start);
+        let mut found = Vec::new();
+        for r in reader {
+            match r {
+                Ok(r) => found.push((r.offset, r.data.len())),
+                Err(e) => return (found, Some(e)),
+            }
+        }
+        (found, None)
+    }
+
+    fn framed(blocks: &[Vec<Record>]) -> Vec<(u64, usize)> {
+        blocks
+            .iter()
+            .flatten()
+            .map(|r| (r.offset, r.data.len()))
+            .collect()
+    }
+
+    /// By its headers a shard gives the records a reader gives, at their
+    /// offsets, whatever the windows (records across a window's end, one
+    /// longer than a window) and from a record boundary; short payloads
+    /// are stand-ins, no bytes of the file, long ones views of it.
+    #[test]
+    fn headers_frame_the_records_a_reader_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let lens = [10, 300, 0, 5000, STAND_IN_LEN + 1, 7, 90, 1];
+        let (url, records) = shard(dir.path(), "s.tfrecord", &lens);
+        let (expected, error) = read(&url, 0);
+        assert!(error.is_none());
+        for window in [64, 1000, 4096, WINDOW] {
+            for block_bytes in [1, 500, 1 << 20] {
+                let (blocks, ended) = walk(&url, 0, window, block_bytes);
+                ended.unwrap();
+                assert_eq!(framed(&blocks), expected, "window {window}");
+                let all: Vec<&Record> = blocks.iter().flatten().collect();
+                assert_eq!(all[0].data.as_ptr(), STAND_IN.as_ptr());
+                assert_eq!(all[4].data, records[4]);
+                if block_bytes == 1 {
+                    assert!(blocks.iter().all(|b| b.len() == 1));
+                }
+            }
+            let from = expected[3].0;
+            let (blocks, ended) = walk(&url, from, window, 1 << 20);
+            ended.unwrap();
+            assert_eq!(framed(&blocks), expected[3..]);
+        }
+        let empty = dir.path().join("empty.tfrecord");
+        std::fs::write(&empty, b"").unwrap();
+        let (blocks, ended) = walk(empty.to_str().unwrap(), 0, WINDOW, 1);
+        assert!(blocks.is_empty() && ended.is_ok());
+    }
+
+    /// A corrupt header, an absurd length and a file that ends inside a
+    /// record: the records before are handed on, then the error a reader
+    /// gives, with the record's number from the shard's start (none from
+    /// elsewhere, as a reader's).
+    #[test]
+    fn a_bad_header_or_a_cut_end_is_the_readers_error_after_the_records_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let lens = [100, 200, 300, 400, 500];
+        let (url, _) = shard(dir.path(), "s.tfrecord", &lens);
+        let whole = std::fs::read(&url).unwrap();
+        let at = |i: usize| lens[..i].iter().map(|n| n + 16).sum::<usize>();
+        let mut corrupt_length = whole.clone();
+        corrupt_length[at(3)] ^= 1;
+        let mut absurd = whole.clone();
+        absurd[at(2)..at(2) + 12].copy_from_slice(&crate::record::encode_header(1 << 40));
+        let cut = whole[..whole.len() - 3].to_vec();
+        for (name, bytes, good) in [
+            ("length.tfrecord", corrupt_length, 3),
+            ("absurd.tfrecord", absurd, 2),
+            ("cut.tfrecord", cut, 4),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let url = path.display().to_string();
+            let (expected, error) = read(&url, 0);
+            let error = error.unwrap();
+            assert_eq!(expected.len(), good, "{name}");
+            for window in [64, 1000, WINDOW] {
+                let (blocks, ended) = walk(&url, 0, window, 1);
+                assert_eq!(framed(&blocks), expected, "{name}, window {window}");
+                let e = ended.unwrap_err();
+                assert_eq!(e.to_string(), error.to_string(), "{name}");
+                assert_eq!((e.offset, e.index), (error.offset, Some(good as u64)));
+            }
+            let (_, error_from) = read(&url, at(1) as u64);
+            let (_, ended) = walk(&url, at(1) as u64, 1000, 1);
+            let e = ended.unwrap_err();
+            assert_eq!((e.offset, e.index), (error.offset, None));
+            assert_eq!(e.to_string(), error_from.unwrap().to_string());
+        }
+    }
+
+    /// A walk of a whole shard is kept, and frames the shard's next pass
+    /// as the walk did; a walk from a later record, one that ends in an
+    /// error and one past the room left are not kept.
+    #[test]
+    fn a_whole_walk_is_learned_for_the_next_pass_within_its_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, _) = shard(dir.path(), "s.tfrecord", &[10, 300, 0, 5000, 7]);
+        let (other, _) = shard(dir.path(), "t.tfrecord", &[1, 2, 3]);
+        let left = LeftUnread {
+            learned: Some(Arc::new(Learned::new(8))),
+            ..LeftUnread::by_headers(false)
+        };
+        let learned = left.learned.as_deref();
+        let read = ReadOptions::default();
+        let (walked, ended) = walk_learning(&url, 0, 64, 1, learned);
+        ended.unwrap();
+        let Some(Unread::ByIndex(index)) = left.framing(&url, &read) else {
+            panic!("not learned");
+        };
+        let taker = Taker {
+            block_bytes: 1 << 20,
+            blocks: RefCell::default(),
+        };
+        by_index(&url, 0, &index, &StageStats::default(), &taker).unwrap();
+        assert_eq!(framed(&taker.blocks.into_inner()), framed(&walked));
+        // From its second record (after 1 + 16 bytes): not the whole shard.
+        let (from_second, ended) = walk_learning(&other, 17, 64, 1, learned);
+        ended.unwrap();
+        assert_eq!(framed(&from_second), [(17, 2), (35, 3)]);
+        let by_headers = |url: &str| matches!(left.framing(url, &read), Some(Unread::ByHeaders(_)));
+        assert!(by_headers(&other));
+        // Its three records fit in the room left; a fourth does not.
+        walk_learning(&other, 0, 64, 1, learned).1.unwrap();
+        assert!(matches!(
+            left.framing(&other, &read),
+            Some(Unread::ByIndex(_))
+        ));
+        let (third, _) = shard(dir.path(), "u.tfrecord", &[1]);
+        walk_learning(&third, 0, 64, 1, learned).1.unwrap();
+        assert!(by_headers(&third));
+        // A walk that ends in an error.
+        let (cut, _) = shard(dir.path(), "v.tfrecord", &[1]);
+        let bytes = std::fs::read(&cut).unwrap();
+        std::fs::write(&cut, &bytes[..bytes.len() - 1]).unwrap();
+        let roomy = Learned::new(100);
+        walk_learning(&cut, 0, 64, 1, Some(&roomy)).1.unwrap_err();
+        assert!(roomy.get(&cut).is_none());
+    }
+
+    /// A shard named like neither is told by its first bytes: a GZIP
+    /// stream is read, not walked.
+    #[test]
+    fn a_shard_is_plain_by_its_options_name_or_first_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, _) = shard(dir.path(), "plain", &[5, 6]);
+        let gz = dir.path().join("gz");
+        let mut w = RecordWriter::create(&gz, Compression::Gzip).unwrap();
+        w.write_record(b"zipped").unwrap();
+        w.finish().unwrap();
+        let gz = gz.display().to_string();
+        let by_default = ReadOptions::default();
+        assert!(plain_by_content(&plain, &by_default).unwrap());
+        assert!(!plain_by_content(&gz, &by_default).unwrap());
+        let said = ReadOptions::default().compression(Compression::None);
+        assert!(plain_by_content(&gz, &said).unwrap());
+        assert!(read_plain("a.tfrecord", &by_default) && !read_plain("a.gz", &by_default));
+        assert!(!read_plain(
+            "a",
+            &ReadOptions::default().compression(Compression::Zlib)
+        ));
+        let left = LeftUnread::by_headers(false);
+        assert!(matches!(
+            left.framing("a.tfrecord", &by_default),
+            Some(Unread::ByHeaders(None))
+        ));
+        assert!(left.framing("gs://b/a.tfrecord", &by_default).is_none());
+        assert!(left.framing("a.tfrecord.gz", &by_default).is_none());
+        assert!(
+            LeftUnread::indexed(Arc::default())
+                .framing("a", &by_default)
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_shard_shorter_than_its_index_says_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, records) = shard(dir.path(), "s.tfrecord", &[100; 8]);
+        let index = build(&url, &BuildOptions::default()).unwrap();
+        let (offset, framed) = index.record(7).unwrap();
+        let url = url.as_str();
+        let cut = |len: u64| {
+            UnreadShard {
+                url,
+                len,
+                map: None,
+            }
+            .view(offset, framed)
+        };
+        let e = cut(offset + framed - 1).unwrap_err();
+        assert_eq!((e.path.as_str(), e.offset), (url, offset));
+        let truncated = |part, have, need| ErrorKind::Truncated { part, have, need };
+        assert_eq!(e.kind, truncated(RecordPart::Footer, 3, 4));
+        assert_eq!(
+            cut(offset + 50).unwrap_err().kind,
+            truncated(RecordPart::Payload, 38, 100)
+        );
+        assert_eq!(
+            cut(offset + 5).unwrap_err().kind,
+            truncated(RecordPart::Header, 5, 12)
+        );
+        // Whole: a stand-in of the payload's length, no bytes of the file.
+        let whole = cut(offset + framed).unwrap();
+        assert_eq!(whole.len(), records[7].len());
+        assert_eq!(whole.as_ptr(), STAND_IN.as_ptr());
+    }
+}
