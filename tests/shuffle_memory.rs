@@ -1,7 +1,7 @@
 //! The shuffle buffer's memory as the allocator sees it.
 //!
-//! docs/performance.md (Shuffle buffer memory): a buffered record costs at
-//! most 1.25x its bytes (tf.data's buffer: ~2.5x). The pipeline's own figure (`stats().record_thread`) is the
+//! docs/performance.md (Shuffle buffer memory): a buffered record read
+//! before the workers costs at most 1.25x its bytes (tf.data's buffer: ~2.5x). The pipeline's own figure (`stats().record_thread`) is the
 //! buffer's bookkeeping; here a counting global allocator (this binary's
 //! only, which is why this is a test binary of its own) counts every live
 //! byte of the process, read while the consumer pauses and every pipeline
@@ -82,8 +82,11 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
 /// Writes `n` records of `len(i)` bytes to one file; returns its path and
 /// the records' lengths.
 fn write_file(dir: &Path, n: u64, mut len: impl FnMut(u64) -> usize) -> (String, Vec<usize>) {
-    let path = dir.join("records.tfrecord");
-    let mut w = RecordWriter::create(&path, Compression::None).unwrap();
+    // GZIP: records read by the shard thread, which the buffer stores (a
+    // plain local shard's are left unread for the workers, and the buffer
+    // holds their ~50-byte stand-ins).
+    let path = dir.join("records.tfrecord.gz");
+    let mut w = RecordWriter::create(&path, Compression::Gzip).unwrap();
     let mut lens = Vec::new();
     for i in 0..n {
         let len = len(i);

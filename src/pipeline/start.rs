@@ -120,7 +120,10 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     let mut loaded = p.load()?;
     loaded.token_means = measure_token_weights(p, &record)?;
     let job = Job::of(p)?;
-    (loaded.unread, loaded.shared) = unread_records(p, &record, &loaded, &job)?;
+    (loaded.unread, loaded.shared) = match p.mixture.is_some() {
+        false => unread_records(p, &record, &loaded, &job)?,
+        true => unread_sources(p, &record, &mut loaded.sources),
+    };
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
@@ -421,8 +424,8 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
 
 /// The shards whose records the workers read themselves, and the maps
 /// they share to read scattered records, whenever nothing before the
-/// workers needs the records' bytes (a mixture's sources read theirs, as
-/// before): with the global shuffle, which has every shard's index
+/// workers needs the records' bytes (a mixture's: [`unread_sources`]):
+/// with the global shuffle, which has every shard's index
 /// already, its plain local shards', framed by their indexes, always
 /// through shared maps; else every plain local shard, framed by its
 /// headers as its shard thread opens it (by its index with
@@ -436,7 +439,7 @@ fn unread_records(
     loaded: &Loaded,
     job: &Job,
 ) -> Result<(Option<LeftUnread>, Option<Arc<SharedMaps>>), PipelineError> {
-    if p.mixture.is_some() || needs_bytes_before_workers(p, record).is_some() {
+    if needs_bytes_before_workers(p, record).is_some() {
         return Ok((None, None));
     }
     let shared = || Some(Arc::new(SharedMaps::new(p.files.len())));
@@ -459,6 +462,49 @@ fn unread_records(
             Ok((Some(left), if scattered { shared() } else { None }))
         }
     }
+}
+
+/// A mixture's shards whose records the workers read: each source's plain
+/// local shards, framed by their headers, where nothing before the
+/// workers needs the source's bytes (a source with a global shuffle reads
+/// its own, as before), set into the source's `loaded`; and what the
+/// workers read by, as [`unread_records`] gives it: no indexes (a bad
+/// record's number comes from a walk of its shard's headers), and maps
+/// they share where a source shuffles (numbered as the mixture numbers
+/// its sources' files, one after the other).
+fn unread_sources(
+    p: &RecordSettings,
+    record: &RecordWork,
+    sources: &mut [Loaded],
+) -> (Option<LeftUnread>, Option<Arc<SharedMaps>>) {
+    let Some(mix) = &p.mixture else {
+        return (None, None);
+    };
+    if needs_bytes_before_workers(p, record).is_some() {
+        return (None, None);
+    }
+    let (mut any, mut scattered, mut files) = (false, false, 0);
+    for ((_, source), own) in mix.sources.iter().zip(sources) {
+        files += source.files.len();
+        if source.mixture.is_some()
+            || own.dataset.is_some()
+            || needs_bytes_before_workers(source, record).is_some()
+        {
+            continue;
+        }
+        let left = LeftUnread::by_headers(source.ops.epochs.epochs() != Some(1));
+        if source
+            .files
+            .iter()
+            .any(|f| left.framing(f, &source.read).is_some())
+        {
+            own.unread = Some(left);
+            any = true;
+            scattered |= source.ops.shuffle.buffer > 0;
+        }
+    }
+    let shared = scattered.then(|| Arc::new(SharedMaps::new(files)));
+    (any.then(|| LeftUnread::by_headers(false)), shared)
 }
 
 /// A mixture whose weights count tokens: each source's mean tokens per

@@ -144,6 +144,38 @@ fn the_same_with_logical_streams_host_shards_and_skip_take() {
     }
 }
 
+/// A mixture's sources are read by the workers too: the same batches and
+/// states as when their shard threads read them, a shuffled source's
+/// included, across a restore.
+#[test]
+fn a_mixtures_sources_are_read_by_the_workers_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[40, 0, 77, 13, 1], Compression::None);
+    let (a, b) = (files[..2].to_vec(), files[2..].to_vec());
+    let mix = |first: fn(Pipeline) -> Pipeline| {
+        let a = Pipeline::from_files(a.clone()).unwrap().repeat(Some(3));
+        let b = Pipeline::from_files(b.clone())
+            .unwrap()
+            .shuffle(20)
+            .shuffle_files()
+            .repeat(Some(2));
+        Pipeline::mix([("a", first(a)), ("b", first(b))], &[1.0, 2.0])
+            .unwrap()
+            .seed(5)
+            .threads(2)
+    };
+    let (read, end) = run(&mix(read_first), 7);
+    assert!(end.is_none());
+    assert!(read.len() > 20);
+    let (workers, end) = run(&mix(|p| p), 7);
+    assert!(end.is_none());
+    assert_eq!(workers, read);
+    for cut in [0, 9, 20] {
+        let (rest, _) = run(&mix(|p| p).resume_from(&read[cut].1), 7);
+        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+    }
+}
+
 #[test]
 fn a_host_indexes_only_the_shards_it_reads() {
     let dir = tempfile::tempdir().unwrap();
