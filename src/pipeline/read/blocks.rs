@@ -8,8 +8,9 @@
 //! the thread hand-off costs once per block, not once per record
 //! (a cross-core wake-up costs ~40 µs here: docs/architecture.md, Decisions). Decompression,
 //! framing and CRC checks run on this thread, in parallel with the other
-//! open shards. With `worker_reads`, a plain local shard's thread only
-//! frames it by its index and leaves the reading and the checks to the
+//! open shards. A plain local shard's thread, when no step before the
+//! workers needs the bytes, only frames it (by its headers or its index:
+//! [`unread`](super::unread)) and leaves the reading and the checks to the
 //! workers ([`in_workers`](super::in_workers)).
 
 use std::io::Read;
@@ -61,8 +62,8 @@ pub(crate) struct ShardBlocks {
     /// Set (before the first block is sent) when the records are views of
     /// a mapped file.
     mapped: Arc<AtomicBool>,
-    /// Set likewise when they are left unread (framed by the shard's index,
-    /// for the workers to read: `in_workers.rs`).
+    /// Set likewise when they are left unread (framed by the shard's
+    /// headers or index, for the workers to read: `unread.rs`).
     unread: Arc<AtomicBool>,
     /// From when its waits for room count (see [`Begin::ahead`]).
     waits_from: Arc<OnceLock<Instant>>,
@@ -158,7 +159,8 @@ impl ShardBlocks {
                     Ok(true) => {
                         is_unread.store(true, Relaxed);
                         let learn = learn.as_deref();
-                        unread::by_headers(&path, start, &opts, learn, &stats, &shard)
+                        let window = unread::WINDOW;
+                        unread::by_headers(&path, start, &opts, learn, &stats, &shard, window)
                     }
                     Ok(false) => read_shard(&path, start, &opts, &source, &shard),
                     Err(e) => Err(e),

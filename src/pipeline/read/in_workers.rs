@@ -1,12 +1,13 @@
-//! Reads in workers ([`Pipeline::worker_reads`](crate::pipeline::Pipeline::worker_reads)):
-//! each record's bytes read, checked and assembled on one core.
+//! Reads in workers: each record's bytes read, checked and assembled on
+//! one core.
 //!
 //! On the plain path a shard thread reads a chunk and checks its records,
 //! and a worker on another core assembles them: every record's bytes cross
 //! between the cores' caches (docs/architecture.md, "Threads"). Here a
-//! plain local shard's thread frames it by its index instead and hands on
-//! its records unread: stand-ins of each record's length, which nothing
-//! before the worker reads ([`Item::unread`](crate::pipeline::item::Item)). The
+//! plain local shard's thread frames it instead (by its headers, or by its
+//! index: `unread.rs`) and hands on its records unread: stand-ins of each
+//! record's length, which nothing before the worker reads
+//! ([`Item::unread`](crate::pipeline::item::Item)). The
 //! worker that assembles a batch reads its unread records itself
 //! ([`WorkerReads`]), one `pread` per run of neighbours into a buffer of
 //! its own that it reuses (with [`ReadOptions::mmap`], a view of its own

@@ -117,11 +117,6 @@ impl Learned {
         self.indexes.lock().ok()?.get(url).cloned()
     }
 
-    /// Whether `records` more fit (a walk stops collecting past that).
-    fn fits(&self, records: u64) -> bool {
-        records <= self.room.load(Relaxed)
-    }
-
     /// Keeps `url`'s framing, `records` long, if there is room for it.
     fn keep(&self, url: &str, records: RecordsBuilder, len: u64) {
         let n = records.len();
@@ -337,7 +332,7 @@ const PREFETCH_AHEAD: usize = 8192;
 /// Bytes of a shard mapped at a time while its headers are walked: the
 /// pages it touches count in the process's RSS only while their window is
 /// mapped, and a window is mapped and dropped a few times a second at most.
-const WINDOW: u64 = 8 << 20;
+pub(super) const WINDOW: u64 = 8 << 20;
 
 /// Frames the plain local shard `url` from the record boundary `start` by
 /// its headers and hands its records on unread in blocks, counting them
@@ -351,20 +346,9 @@ const WINDOW: u64 = 8 << 20;
 /// The payloads' CRCs are the workers' to check.
 ///
 /// A walk of the whole shard keeps its framing in `learn`, where given and
-/// there is room, for the next pass to frame it by.
+/// there is room, for the next pass to frame it by. `window`: [`WINDOW`]
+/// (tests walk smaller ones).
 pub(super) fn by_headers(
-    url: &str,
-    start: u64,
-    read: &ReadOptions,
-    learn: Option<&Learned>,
-    stats: &StageStats,
-    out: &impl HandOn,
-) -> Result<(), RecordError> {
-    walk_headers(url, start, read, learn, stats, out, WINDOW)
-}
-
-/// [`by_headers`] with windows of `window` bytes.
-fn walk_headers(
     url: &str,
     start: u64,
     read: &ReadOptions,
@@ -375,9 +359,11 @@ fn walk_headers(
 ) -> Result<(), RecordError> {
     let file = open(url)?;
     let len = file.metadata().map_err(|e| io_error(url, start, e))?.len();
+    // The room left when the walk began: a walk longer than that would
+    // not be kept, so it stops collecting there.
     let mut learning = learn
         .filter(|_| start == 0)
-        .map(|learn| (learn, RecordsBuilder::new()));
+        .map(|learn| (learn, learn.room.load(Relaxed), RecordsBuilder::new()));
     let headers_only = ReadOptions {
         verify_crc: false,
         ..read.clone()
@@ -436,9 +422,9 @@ fn walk_headers(
             if from < to {
                 crate::prefetch::prefetch(&view[from..to]);
             }
-            if let Some((learn, records)) = &mut learning {
+            if let Some((_, room, records)) = &mut learning {
                 let kept = records.push(record.offset, framed - FRAME).is_ok();
-                if !kept || !learn.fits(records.len()) {
+                if !kept || records.len() > *room {
                     learning = None;
                 }
             }
@@ -467,7 +453,7 @@ fn walk_headers(
             stats.add_bytes(bytes);
             drop(busy);
             // The records before an error go first.
-            if let (None, Some((learn, records))) = (&failure, learning) {
+            if let (None, Some((learn, _, records))) = (&failure, learning) {
                 learn.keep(url, records, len);
             }
             if !block.is_empty() && !out.hand_on(block) {
@@ -586,7 +572,7 @@ mod tests {
         };
         let stats = StageStats::default();
         let read = ReadOptions::default();
-        let ended = walk_headers(url, start, &read, learn, &stats, &taker, window);
+        let ended = by_headers(url, start, &read, learn, &stats, &taker, window);
         let blocks = taker.blocks.into_inner();
         let records: usize = blocks.iter().map(Vec::len).sum();
         assert_eq!(stats.figures().records, records as u64);
