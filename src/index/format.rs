@@ -217,6 +217,13 @@ impl ShardIndex {
         self.offsets.partition_point(|&o| o < offset) as u64
     }
 
+    /// Whether its records follow one another from the first to the end
+    /// (false for an index built past a corrupt region, whose bytes are
+    /// between records).
+    pub fn contiguous(&self) -> bool {
+        self.lens.is_none()
+    }
+
     /// The end of the last record in the uncompressed stream.
     pub fn end(&self) -> u64 {
         self.end

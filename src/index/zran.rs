@@ -347,6 +347,22 @@ pub fn inflate_from(
     compressed: &[u8],
     want: std::ops::Range<u64>,
 ) -> Result<Vec<u8>, ZError> {
+    let mut out = Vec::new();
+    inflate_into(compression, point, compressed, want, &mut out)?;
+    Ok(out)
+}
+
+/// As [`inflate_from`], into `out` (its bytes replaced; a buffer used
+/// again costs no page faults): the wanted range is inflated straight
+/// into it, only the output before the range goes through a scratch
+/// buffer.
+pub fn inflate_into(
+    compression: Compression,
+    point: &AccessPoint,
+    compressed: &[u8],
+    want: std::ops::Range<u64>,
+    out: &mut Vec<u8>,
+) -> Result<(), ZError> {
     let mut stream = Stream::new(-15)?;
     let mut input = compressed;
     if point.bits > 0 {
@@ -362,12 +378,14 @@ pub fn inflate_from(
     }
     let len = usize::try_from(want.end.saturating_sub(want.start))
         .map_err(|_| ZError("the range is too large".into()))?;
-    let mut out = Vec::with_capacity(len);
+    out.clear();
+    out.resize(len, 0);
     let mut at = point.out;
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut filled = 0;
+    let mut before = Vec::new();
     let mut skip = 0usize;
     let mut raw = true;
-    while at < want.end {
+    while filled < len {
         if skip > 0 {
             let n = skip.min(input.len());
             skip -= n;
@@ -379,16 +397,18 @@ pub fn inflate_from(
             raw = false;
             continue;
         }
-        let (ret, used, made) = stream.inflate(input, &mut buf, z::Z_NO_FLUSH);
+        let (ret, used, made) = if at < want.start {
+            // Never past the range's start: what follows goes into `out`.
+            let n = usize::try_from(want.start - at).map_or(BEFORE, |n| n.min(BEFORE));
+            before.resize(n, 0);
+            stream.inflate(input, &mut before, z::Z_NO_FLUSH)
+        } else {
+            let made = stream.inflate(input, &mut out[filled..], z::Z_NO_FLUSH);
+            filled += made.2;
+            made
+        };
         input = &input[used..];
-        let piece = &buf[..made];
-        let piece_start = at;
         at += made as u64;
-        if at > want.start && piece_start < want.end {
-            let from = want.start.saturating_sub(piece_start) as usize;
-            let to = (want.end.min(at) - piece_start) as usize;
-            out.extend_from_slice(&piece[from..to]);
-        }
         match ret {
             z::Z_OK => {}
             z::Z_STREAM_END => {
@@ -409,8 +429,11 @@ pub fn inflate_from(
             _ => return Err(ZError(stream.message(ret))),
         }
     }
-    Ok(out)
+    Ok(())
 }
+
+/// The scratch buffer the output before a wanted range is inflated into.
+const BEFORE: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {

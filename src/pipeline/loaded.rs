@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::ops::global_shuffle::Dataset;
 use super::read::shared_maps::SharedMaps;
+use super::read::spans::SpanReads;
 use super::read::unread::LeftUnread;
 
 /// What one record source (the pipeline, or one source of a mixture) read
@@ -22,6 +23,8 @@ pub(crate) struct Loaded {
     /// The shards whose records the workers read: by their indexes
     /// (`worker_reads`', the global shuffle's) or their headers.
     pub unread: Option<LeftUnread>,
+    /// How its compressed local shards with indexes are read by spans.
+    pub spans: Option<SpanReads>,
     /// The shards' maps the workers read scattered records through.
     pub shared: Option<Arc<SharedMaps>>,
     /// A mixture's sources', in the order given.

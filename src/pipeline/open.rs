@@ -210,6 +210,7 @@ mod tests {
                     source: Default::default(),
                     scan: None,
                     unread: None,
+                    spans: None,
                     order_seed: self.order_seed,
                 }),
                 seed: self.seed,

@@ -198,6 +198,7 @@ impl RecordSettings {
                 source: p.source_options.clone(),
                 scan: scan.filter(|_| !map).cloned(),
                 unread: loaded.unread.clone(),
+                spans: loaded.spans.clone(),
                 order_seed: record_shard.map(|_| SHARED_FILE_ORDER_SEED),
             }),
             seed,

@@ -18,6 +18,7 @@ use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
 use super::read::shared_maps::SharedMaps;
+use super::read::spans::SpanReads;
 use super::read::unread::Indexes;
 use super::read::unread::LeftUnread;
 use super::settings::{EqualBatches, RecordSettings};
@@ -124,6 +125,7 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
         false => unread_records(p, &record, &loaded, &job)?,
         true => unread_sources(p, &record, &mut loaded.sources),
     };
+    span_reads(p, &job, &mut loaded);
     // The host's grouping, for the digest of the shapes hosts must share.
     let mut host_grouping = record.grouping.clone();
     let mut record = record.per_stream(job.per_host as usize)?;
@@ -505,6 +507,27 @@ fn unread_sources(
     }
     let shared = scattered.then(|| Arc::new(SharedMaps::new(files)));
     (any.then(|| LeftUnread::by_headers(false)), shared)
+}
+
+/// How the compressed local shards of the pipeline (each source's, for a
+/// mixture) are read by spans: each shard the host keeps open gets its
+/// share of the workers (`spans.rs`).
+fn span_reads(p: &RecordSettings, job: &Job, loaded: &mut Loaded) {
+    let open = |s: &RecordSettings| {
+        let cycle = s.ops.interleave.cycle_length * job.per_host as usize;
+        cycle.min(s.files.len())
+    };
+    let index_dir = p.ops.global_shuffle.index_dir.clone();
+    match &p.mixture {
+        None => loaded.spans = SpanReads::for_host(p.workers, open(p), index_dir),
+        Some(mix) => {
+            let all = mix.sources.iter().map(|(_, s)| open(s)).sum();
+            let spans = SpanReads::for_host(p.workers, all, index_dir);
+            for own in &mut loaded.sources {
+                own.spans = spans.clone();
+            }
+        }
+    }
 }
 
 /// A mixture whose weights count tokens: each source's mean tokens per

@@ -360,6 +360,7 @@ mod tests {
                 source: SourceOptions::default(),
                 scan,
                 unread: None,
+                spans: None,
                 order_seed: None,
             }),
             seed: 7,

@@ -18,6 +18,7 @@ use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::item::{Item, LengthScan, UNMEASURED};
 use crate::pipeline::read::blocks::{Begin, Framing, ShardBlocks};
+use crate::pipeline::read::spans::SpanReads;
 use crate::pipeline::read::unread::LeftUnread;
 use crate::pipeline::rng::{CounterRng, domain};
 use crate::pipeline::stats::{StageFigures, StageStats};
@@ -82,6 +83,9 @@ pub(crate) struct StreamFiles {
     /// The shards whose readers frame them, leaving their records for the
     /// workers to read (`None`: every shard's reader reads its records).
     pub unread: Option<LeftUnread>,
+    /// How its compressed local shards are read by spans on several
+    /// threads, where they have indexes (`None`: one thread a shard).
+    pub spans: Option<SpanReads>,
     /// The seed of the file order where it is not the stream's: under
     /// record sharding every host orders the files alike, since a host
     /// keeps records by their ordinal in the interleaved stream.
@@ -403,6 +407,7 @@ impl Interleave {
                     .unread
                     .as_ref()
                     .and_then(|u| u.framing(path, &self.input.read)),
+                spans: self.input.spans.clone(),
             },
             Begin {
                 ramped: self.ramped,
@@ -772,6 +777,7 @@ mod tests {
             source: SourceOptions::default(),
             scan: None,
             unread: None,
+            spans: None,
             order_seed: None,
         });
         let counted = |cut: Option<usize>| {
@@ -821,6 +827,7 @@ mod tests {
             source: SourceOptions::default(),
             scan: None,
             unread: None,
+            spans: None,
             order_seed: None,
         })
     }

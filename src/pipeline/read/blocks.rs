@@ -28,6 +28,7 @@ use crate::record::{
 
 use bytes::Bytes;
 
+use super::spans::{self, SpanReads};
 use super::unread::{self, Unread};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{LengthScan, carried};
@@ -91,6 +92,9 @@ pub(crate) struct Framing {
     /// How a plain local shard is framed to leave its records unread for
     /// the workers (`unread.rs`), instead of read.
     pub unread: Option<Unread>,
+    /// How a compressed local shard with an index is read by several
+    /// threads (`spans.rs`), where it is read.
+    pub spans: Option<SpanReads>,
 }
 
 impl ShardBlocks {
@@ -165,7 +169,20 @@ impl ShardBlocks {
                     Ok(false) => read_shard(&path, start, &opts, &source, &shard),
                     Err(e) => Err(e),
                 },
-                None => read_shard(&path, start, &opts, &source, &shard),
+                None => {
+                    let read_on = |at| read_shard(&path, at, &opts, &source, &shard);
+                    let spans = framing.spans.as_ref();
+                    match spans.and_then(|s| Some((s.threads, s.index_of(&path, &opts)?))) {
+                        Some((threads, index)) => {
+                            let scan = framing.scan.as_ref();
+                            let stats = &*stats;
+                            spans::by_spans(
+                                &path, start, &opts, &index, threads, scan, stats, &shard, read_on,
+                            )
+                        }
+                        None => read_on(start),
+                    }
+                }
             };
             if let Err(e) = read {
                 let _ = tx.send(Err(e));
@@ -452,8 +469,8 @@ impl unread::HandOn for ShardThread<'_> {
         ) as u64
     }
 
-    fn hand_on(&self, block: Vec<Record>) -> bool {
-        self.send((block, Vec::new()))
+    fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
+        self.send((block, lengths))
     }
 }
 
@@ -874,5 +891,129 @@ mod tests {
             n += block.unwrap().len();
         }
         assert_eq!(n, 2000);
+    }
+
+    /// Everything a shard reader hands on: each record's offset and bytes,
+    /// its measured lengths, then its error (`Debug`), and what it skipped.
+    type Handed = (Vec<(u64, Vec<u8>)>, Vec<u32>, Option<String>, (u64, u64));
+
+    fn handed(path: &str, start: u64, opts: &ReadOptions, framing: Framing) -> Handed {
+        let stats = Arc::new(StageStats::default());
+        let source = SourceOptions::default();
+        let mut reader = ShardBlocks::spawn_measured(
+            path.to_owned(),
+            start,
+            opts.clone(),
+            source,
+            stats.clone(),
+            framing,
+            Begin::default(),
+        );
+        let (mut records, mut lengths, mut error) = (Vec::new(), Vec::new(), None);
+        while let Some(block) = reader.next_measured() {
+            match block {
+                Ok((block, lens)) => {
+                    records.extend(block.into_iter().map(|r| (r.offset, r.data.to_vec())));
+                    lengths.extend(lens);
+                }
+                Err(e) => error = Some(format!("{e:?}")),
+            }
+        }
+        drop(reader);
+        let f = stats.figures();
+        (records, lengths, error, (f.skipped_records, f.records))
+    }
+
+    /// A GZIP shard with an index is read by spans on helper threads, and
+    /// hands on exactly what its reader alone does: its records, measured,
+    /// from its start or a record in the middle, and around a corrupt
+    /// record the reader's error (failing) or skip (skipping).
+    #[test]
+    fn a_gzip_shard_read_by_spans_hands_on_what_its_reader_does() {
+        use super::super::testing::{gzip_shard_of, noisy};
+        use crate::index::{BuildOptions, build, index_url, save};
+        use crate::record::CorruptPolicy;
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<Vec<u8>> = (0..3000).map(noisy).collect();
+        for bad in [None, Some(2100)] {
+            let path = gzip_shard_of(&dir.path().join("s.tfrecord.gz"), &records, bad);
+            let build_opts = BuildOptions {
+                read: ReadOptions {
+                    verify_crc: false,
+                    ..ReadOptions::default()
+                },
+                span: 16 << 10,
+                ..BuildOptions::default()
+            };
+            let index = build(&path, &build_opts).unwrap();
+            save(&index, &index_url(&path, None), &SourceOptions::default()).unwrap();
+            let middle = index.record(1000).unwrap().0;
+            let scan: LengthScan = Arc::new(|r: &[u8]| Some(r.len() + 1));
+            for policy in [CorruptPolicy::Fail, CorruptPolicy::Skip] {
+                let opts = ReadOptions {
+                    on_corrupt: policy,
+                    chunk_size: 8192,
+                    ..ReadOptions::default()
+                };
+                for start in [0, middle] {
+                    let alone = Framing {
+                        scan: Some(scan.clone()),
+                        ..Framing::default()
+                    };
+                    let by_spans = Framing {
+                        spans: Some(SpanReads {
+                            threads: 3,
+                            index_dir: None,
+                        }),
+                        ..alone.clone()
+                    };
+                    let want = handed(&path, start, &opts, alone);
+                    let got = handed(&path, start, &opts, by_spans);
+                    let what = format!("bad {bad:?}, {policy:?}, from {start}");
+                    assert_eq!(want.0.len(), got.0.len(), "{what}");
+                    assert!(want == got, "{what}: {:?} against {:?}", got.2, want.2);
+                    assert_eq!(
+                        want.2.is_some(),
+                        bad.is_some() && policy == CorruptPolicy::Fail
+                    );
+                }
+            }
+        }
+    }
+
+    /// Read by spans, a shard's spans are inflated on `infeed-inflate`
+    /// threads ahead of the consumer (which here takes nothing).
+    #[test]
+    fn spans_are_inflated_on_helper_threads() {
+        use super::super::testing::{gzip_shard_of, noisy};
+        use crate::index::{BuildOptions, build, index_url, save};
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<Vec<u8>> = (0..3000).map(noisy).collect();
+        let path = gzip_shard_of(&dir.path().join("s.tfrecord.gz"), &records, None);
+        let build_opts = BuildOptions {
+            span: 16 << 10,
+            ..BuildOptions::default()
+        };
+        let index = build(&path, &build_opts).unwrap();
+        save(&index, &index_url(&path, None), &SourceOptions::default()).unwrap();
+        let framing = Framing {
+            spans: Some(SpanReads {
+                threads: 2,
+                index_dir: None,
+            }),
+            ..Framing::default()
+        };
+        let opts = ReadOptions::default();
+        let source = SourceOptions::default();
+        let stats = Arc::default();
+        let reader =
+            ShardBlocks::spawn_measured(path, 0, opts, source, stats, framing, Begin::default());
+        wait_until("an infeed-inflate thread", || {
+            std::fs::read_dir("/proc/self/task").unwrap().any(|t| {
+                std::fs::read_to_string(t.unwrap().path().join("comm"))
+                    .is_ok_and(|name| name.trim() == "infeed-inflate")
+            })
+        });
+        drop(reader);
     }
 }

@@ -13,17 +13,90 @@ pub(crate) mod again;
 pub(crate) mod blocks;
 pub(crate) mod in_workers;
 pub(crate) mod shared_maps;
+pub(crate) mod spans;
 pub(crate) mod unread;
 
 #[cfg(test)]
 pub(crate) mod testing {
-    use crate::record::{Compression, RecordWriter};
+    use std::cell::RefCell;
+
+    use crate::record::{Compression, Record, RecordWriter};
+
+    /// Takes the blocks a shard thread hands on, of `block_bytes` each,
+    /// and their lengths.
+    pub struct Taker {
+        pub block_bytes: u64,
+        pub blocks: RefCell<Vec<Vec<Record>>>,
+        pub lengths: RefCell<Vec<u32>>,
+    }
+
+    impl Taker {
+        pub fn new(block_bytes: u64) -> Self {
+            Taker {
+                block_bytes,
+                blocks: RefCell::default(),
+                lengths: RefCell::default(),
+            }
+        }
+    }
+
+    impl super::unread::HandOn for Taker {
+        fn block_bytes(&self) -> u64 {
+            self.block_bytes
+        }
+        fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
+            self.blocks.borrow_mut().push(block);
+            self.lengths.borrow_mut().extend(lengths);
+            true
+        }
+    }
 
     /// Records of 100 bytes, "f{f}-r{i}" padded with the file's letter.
     pub fn record(f: usize, i: usize) -> Vec<u8> {
         let mut r = format!("f{f}-r{i}-").into_bytes();
         r.resize(100, b'a' + f as u8);
         r
+    }
+
+    /// Record `i` of a shard that deflate cannot shrink much: 50 to 199
+    /// bytes of a counter's noise (a deflate block every ~16 KiB of
+    /// output, so a small shard has many access points).
+    pub fn noisy(i: usize) -> Vec<u8> {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (0..50 + i * 37 % 150)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// Writes `records` as a GZIP shard at `path`, the data CRC of record
+    /// `bad` wrong; returns the path.
+    pub fn gzip_shard_of(
+        path: &std::path::Path,
+        records: &[Vec<u8>],
+        bad: Option<usize>,
+    ) -> String {
+        use crate::record::{encode_footer, encode_header};
+        use std::io::Write;
+        let mut framed = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            framed.extend_from_slice(&encode_header(r.len() as u64));
+            framed.extend_from_slice(r);
+            let mut footer = encode_footer(r);
+            if bad == Some(i) {
+                footer[0] ^= 1;
+            }
+            framed.extend_from_slice(&footer);
+        }
+        let file = std::fs::File::create(path).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        gz.write_all(&framed).unwrap();
+        gz.finish().unwrap();
+        path.display().to_string()
     }
 
     /// Writes `n` records to each of `files` GZIP shards.

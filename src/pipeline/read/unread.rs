@@ -259,13 +259,19 @@ pub(super) fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> Record
     RecordError::new(url, offset, ErrorKind::Truncated { part, have, need })
 }
 
-/// Where a shard thread hands its blocks of unread records.
+/// Where a shard thread hands its blocks of records (unread, or read by
+/// spans: `spans.rs`).
 pub(super) trait HandOn {
     /// Framed bytes the next block holds (its size ramps up as the
     /// consumer takes blocks).
     fn block_bytes(&self) -> u64;
-    /// Hands `block` on; false when nothing takes it any more.
-    fn hand_on(&self, block: Vec<Record>) -> bool;
+    /// Hands `block` on with its records' measured lengths (empty where
+    /// none are measured); false when nothing takes it any more.
+    fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool;
+    /// Hands `block` on, unmeasured.
+    fn hand_on(&self, block: Vec<Record>) -> bool {
+        self.hand_on_measured(block, Vec::new())
+    }
 }
 
 /// Frames the plain local shard `url` from `start` by its `index` and hands
@@ -507,8 +513,7 @@ fn io_error(url: &str, offset: u64, e: std::io::Error) -> RecordError {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
+    use super::super::testing::Taker;
     use super::*;
     use crate::index::{BuildOptions, build};
     use crate::record::{RecordReader, RecordWriter};
@@ -528,22 +533,6 @@ mod tests {
         }
         w.finish().unwrap();
         (path.display().to_string(), records)
-    }
-
-    /// Takes blocks of `block_bytes`.
-    struct Taker {
-        block_bytes: u64,
-        blocks: RefCell<Vec<Vec<Record>>>,
-    }
-
-    impl HandOn for Taker {
-        fn block_bytes(&self) -> u64 {
-            self.block_bytes
-        }
-        fn hand_on(&self, block: Vec<Record>) -> bool {
-            self.blocks.borrow_mut().push(block);
-            true
-        }
     }
 
     /// What walking `url` from `start` by its headers in windows of
@@ -566,10 +555,7 @@ mod tests {
         block_bytes: u64,
         learn: Option<&Learned>,
     ) -> (Vec<Vec<Record>>, Result<(), RecordError>) {
-        let taker = Taker {
-            block_bytes,
-            blocks: RefCell::default(),
-        };
+        let taker = Taker::new(block_bytes);
         let stats = StageStats::default();
         let read = ReadOptions::default();
         let ended = by_headers(url, start, &read, learn, &stats, &taker, window);
@@ -700,10 +686,7 @@ mod tests {
         let Some(Unread::ByIndex(index)) = left.framing(&url, &read) else {
             panic!("not learned");
         };
-        let taker = Taker {
-            block_bytes: 1 << 20,
-            blocks: RefCell::default(),
-        };
+        let taker = Taker::new(1 << 20);
         by_index(&url, 0, &index, &StageStats::default(), &taker).unwrap();
         assert_eq!(framed(&taker.blocks.into_inner()), framed(&walked));
         // From its second record (after 1 + 16 bytes): not the whole shard.

@@ -26,6 +26,7 @@ mod records;
 mod recycle;
 mod restore_props;
 mod sequence;
+mod spans;
 mod state_fixtures;
 mod tf_oracle;
 // RLIMIT_NPROC and /proc: Linux only.

@@ -1,0 +1,496 @@
+//! A compressed local shard read by several threads at once: its index's
+//! access points cut it into spans (about a MiB of output each, as
+//! `infeed convert` and `infeed index` write them), and helper threads
+//! (`infeed-inflate`) each inflate a span from its point, frame it and
+//! check its records' CRCs, while the shard thread hands the spans'
+//! records on in order. A dataset of a few large GZIP shards uses as many
+//! cores as the stream gives it, where one thread per shard inflated at
+//! one core's rate.
+//!
+//! It only ever speeds a read up: the first span that does not read
+//! cleanly (a bad CRC, a cut file, a stream that does not inflate) ends
+//! it, and the shard's own reader goes on from that span's first record
+//! not handed on, so every error, and every skip under
+//! `on_corrupt(Skip)`, is exactly the reader's. A shard without an index,
+//! with a stale one, or on a cloud store is read by its reader alone.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+use crossbeam_channel::{bounded, unbounded};
+
+use super::unread::{HandOn, is_local};
+use crate::index::zran::inflate_into;
+use crate::index::{IndexError, ShardIndex, index_urls, load};
+use crate::pipeline::item::{LengthScan, carried};
+use crate::pipeline::stats::StageStats;
+use crate::pipeline::threads::spawn_scoped;
+use crate::record::chunk_ring::ChunkRing;
+use crate::record::{Compression, CorruptPolicy, Deframer, ReadOptions, Record, RecordError};
+use crate::record::{FOOTER_LEN, HEADER_LEN, mapped};
+use crate::source::SourceOptions;
+
+/// Header and footer of a framed record.
+const FRAME: u64 = (HEADER_LEN + FOOTER_LEN) as u64;
+
+/// How a stream's compressed local shards are read by spans.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SpanReads {
+    /// Helper threads per shard.
+    pub threads: usize,
+    /// Where the shards' indexes are (`None`: beside each shard).
+    pub index_dir: Option<String>,
+}
+
+impl SpanReads {
+    /// For a host of `workers` workers that keeps `open` shards open at
+    /// once: each shard gets its share of the workers' cores, `None` where
+    /// that share is below two (a thread per shard reads as fast, without
+    /// the hand-offs).
+    pub fn for_host(workers: usize, open: usize, index_dir: Option<String>) -> Option<SpanReads> {
+        let threads = workers / open.max(1);
+        (threads >= 2).then_some(SpanReads { threads, index_dir })
+    }
+
+    /// The index to read `url` by, when it is a compressed local shard
+    /// (by `read`'s compression or its name) with a current index whose
+    /// spans cover it; `None`: its reader reads it alone.
+    pub fn index_of(&self, url: &str, read: &ReadOptions) -> Option<ShardIndex> {
+        let compression = read
+            .compression
+            .or_else(|| Compression::from_extension(url))?;
+        if compression == Compression::None || !is_local(url) {
+            return None;
+        }
+        let source = SourceOptions::default();
+        for place in index_urls(url, self.index_dir.as_deref()) {
+            match load(url, &place, &source) {
+                Ok(index) => return covered(index, compression),
+                Err(IndexError::Missing { .. }) => {}
+                // A stale or unreadable index: the reader needs none.
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+}
+
+/// `index`, if its access points cover its records: the first at the
+/// start of the stream, its records one after another (an index built past
+/// a corrupt region leaves bytes no span would check).
+fn covered(index: ShardIndex, compression: Compression) -> Option<ShardIndex> {
+    let ok = index.compression == compression
+        && index.contiguous()
+        && index.points.first().is_some_and(|p| p.out == 0);
+    ok.then_some(index)
+}
+
+/// The records of one span: from `from` to `to` in the uncompressed
+/// stream, inflated from access point `point`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    point: usize,
+    from: u64,
+    to: u64,
+}
+
+/// The spans of `index` from the record boundary `start` on: each holds
+/// the records whose headers lie between its access point and the next.
+fn spans(index: &ShardIndex, start: u64) -> Vec<Span> {
+    let header = |i: u64| index.record(i).map_or(index.end(), |(offset, _)| offset);
+    let bounds: Vec<u64> = index
+        .points
+        .iter()
+        .map(|p| header(index.first_from(p.out)))
+        .chain([index.end()])
+        .collect();
+    bounds
+        .windows(2)
+        .enumerate()
+        .map(|(point, w)| Span {
+            point,
+            from: w[0].max(start),
+            to: w[1],
+        })
+        .filter(|s| s.from < s.to)
+        .collect()
+}
+
+/// A span read: its records (and their lengths, when measured), and
+/// where the shard's reader must go on if it did not read cleanly.
+struct Read {
+    records: Vec<Record>,
+    lengths: Vec<u32>,
+    bytes: u64,
+    stopped_at: Option<u64>,
+}
+
+/// Inflates `span` of the shard `url` (mapped whole as `map`) from its
+/// access point into a buffer of `ring`, and frames and checks its records
+/// as the reader would.
+fn read_span(
+    ring: &mut ChunkRing,
+    url: &str,
+    index: &ShardIndex,
+    map: &Bytes,
+    span: Span,
+    checks: &ReadOptions,
+    scan: Option<&LengthScan>,
+) -> Read {
+    let mut read = Read {
+        records: Vec::new(),
+        lengths: Vec::new(),
+        bytes: 0,
+        stopped_at: Some(span.from),
+    };
+    let point = &index.points[span.point];
+    let Some(compressed) = usize::try_from(point.input)
+        .ok()
+        .and_then(|at| at.checked_sub(usize::from(point.bits > 0)))
+        .and_then(|at| map.get(at..))
+    else {
+        return read;
+    };
+    let faults = mapped::faults();
+    let want = span.from..span.to;
+    let mut out = ring.take(usize::try_from(span.to - span.from).unwrap_or(0));
+    let inflated = inflate_into(index.compression, point, compressed, want, &mut out);
+    let cut = mapped::faults() != faults && mapped::cut_under(map.as_ptr() as usize, map.len());
+    if cut || inflated.is_err() {
+        return read;
+    }
+    let inflated = Bytes::from(out);
+    ring.keep(&inflated);
+    let mut deframer = Deframer::starting_at(url, checks, span.from);
+    deframer.push(inflated);
+    let mut next = span.from;
+    let mut finished = false;
+    loop {
+        let record = match deframer.next_record() {
+            Ok(Some(record)) => record,
+            Ok(None) if !finished => {
+                finished = true;
+                if deframer.finish().is_err() {
+                    break;
+                }
+                continue;
+            }
+            Ok(None) | Err(_) => break,
+        };
+        next = record.offset + record.data.len() as u64 + FRAME;
+        read.bytes += record.data.len() as u64 + FRAME;
+        if let Some(scan) = scan {
+            read.lengths.push(carried(scan, &record.data));
+        }
+        read.records.push(record);
+    }
+    read.stopped_at = (next != span.to).then_some(next);
+    read
+}
+
+/// Reads the compressed local shard `url` from the record boundary
+/// `start` by the spans of its `index` on `threads` helper threads, handing
+/// the records on in order, in blocks sized by `out`, counted into
+/// `stats`; where a span does not read cleanly, `read_on` reads the shard
+/// from its first record not handed on (its errors numbered by the index
+/// when the read began at the shard's start, as the reader numbers them).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn by_spans(
+    url: &str,
+    start: u64,
+    read: &ReadOptions,
+    index: &ShardIndex,
+    threads: usize,
+    scan: Option<&LengthScan>,
+    stats: &StageStats,
+    out: &impl HandOn,
+    read_on: impl FnOnce(u64) -> Result<(), RecordError>,
+) -> Result<(), RecordError> {
+    let number = |mut e: RecordError| {
+        if start == 0 && e.index.is_none() {
+            e.index = index.record_at(e.offset);
+        }
+        e
+    };
+    let map = match std::fs::File::open(url.strip_prefix("file://").unwrap_or(url))
+        .and_then(|f| mapped::map_whole(&f))
+    {
+        Ok(map) => map,
+        Err(_) => return read_on(start).map_err(number),
+    };
+    let spans = spans(index, start);
+    // Spans each span's reader is checked with: the first problem ends
+    // the span, and the shard's reader meets it again.
+    let checks = ReadOptions {
+        on_corrupt: CorruptPolicy::Fail,
+        ..read.clone()
+    };
+    let stop = AtomicBool::new(false);
+    let went_on = std::thread::scope(|scope| {
+        let (jobs, to_do) = bounded::<usize>(spans.len().max(1));
+        let (done, results) = unbounded::<(usize, Read)>();
+        let mut helpers = 0;
+        for _ in 0..threads {
+            let (to_do, done) = (to_do.clone(), done.clone());
+            let (spans, map, checks, stop) = (&spans, &map, &checks, &stop);
+            let helper = spawn_scoped(scope, "infeed-inflate", move || {
+                let mut ring = ChunkRing::shared();
+                for s in to_do {
+                    if stop.load(Relaxed) {
+                        return;
+                    }
+                    let busy = stats.busy_timer();
+                    let read = read_span(&mut ring, url, index, map, spans[s], checks, scan);
+                    drop(busy);
+                    if done.send((s, read)).is_err() {
+                        return;
+                    }
+                }
+            });
+            helpers += usize::from(helper.is_ok());
+        }
+        drop((to_do, done));
+        if helpers == 0 {
+            // No thread to spare: the reader reads it all.
+            return Some(start);
+        }
+        // Spans inflated ahead of the one handed on: enough to keep every
+        // helper busy while the consumer takes one.
+        let ahead = 2 * helpers;
+        let (mut sent, mut next) = (0, 0);
+        let mut ready: BTreeMap<usize, Read> = BTreeMap::new();
+        let mut block = Vec::new();
+        let mut lengths = Vec::new();
+        let mut bytes = 0;
+        let ended = loop {
+            while sent < spans.len() && sent < next + ahead {
+                let _ = jobs.send(sent);
+                sent += 1;
+            }
+            if next == spans.len() {
+                break None;
+            }
+            let span = match ready.remove(&next) {
+                Some(span) => span,
+                None => match results.recv() {
+                    Ok((s, span)) => {
+                        ready.insert(s, span);
+                        continue;
+                    }
+                    Err(_) => break Some(spans[next].from),
+                },
+            };
+            next += 1;
+            let measured = scan.is_some();
+            let mut lens = span.lengths.into_iter();
+            for record in span.records {
+                bytes += record.data.len() as u64 + FRAME;
+                block.push(record);
+                if measured {
+                    lengths.extend(lens.next());
+                }
+                if bytes >= out.block_bytes() {
+                    stats.add_records(block.len() as u64);
+                    stats.add_bytes(bytes);
+                    bytes = 0;
+                    let full = std::mem::take(&mut block);
+                    if !out.hand_on_measured(full, std::mem::take(&mut lengths)) {
+                        stop.store(true, Relaxed);
+                        return None;
+                    }
+                }
+            }
+            if span.stopped_at.is_some() {
+                break span.stopped_at;
+            }
+        };
+        stop.store(true, Relaxed);
+        drop(jobs);
+        stats.add_records(block.len() as u64);
+        stats.add_bytes(bytes);
+        if !block.is_empty() && !out.hand_on_measured(block, lengths) {
+            return None;
+        }
+        ended
+    });
+    match went_on {
+        Some(at) => read_on(at).map_err(number),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::testing::{Taker, gzip_shard_of, noisy};
+    use super::*;
+    use crate::index::{BuildOptions, build};
+    use crate::record::RecordReader;
+
+    /// A GZIP shard of `n` noisy records (record `bad`'s CRC wrong) and
+    /// its index with access points every `span` bytes of output, built
+    /// without checking CRCs.
+    fn shard(
+        dir: &std::path::Path,
+        n: usize,
+        bad: Option<usize>,
+        span: u64,
+    ) -> (String, ShardIndex) {
+        let records: Vec<Vec<u8>> = (0..n).map(noisy).collect();
+        let url = gzip_shard_of(&dir.join("s.tfrecord.gz"), &records, bad);
+        let opts = BuildOptions {
+            read: ReadOptions {
+                verify_crc: false,
+                ..ReadOptions::default()
+            },
+            span,
+            ..BuildOptions::default()
+        };
+        let index = build(&url, &opts).unwrap();
+        (url, index)
+    }
+
+    /// What the shard's reader gives from `start`: each record's offset and
+    /// bytes, then its error.
+    fn read_alone(url: &str, start: u64) -> (Vec<(u64, Vec<u8>)>, Option<RecordError>) {
+        let file = std::fs::File::open(url).unwrap();
+        let opts = ReadOptions::default();
+        let reader = RecordReader::resume(file, url, Compression::Gzip, &opts, start);
+        let mut records = Vec::new();
+        for r in reader {
+            match r {
+                Ok(r) => records.push((r.offset, r.data.to_vec())),
+                Err(e) => return (records, Some(e)),
+            }
+        }
+        (records, None)
+    }
+
+    fn taken(taker: Taker) -> Vec<(u64, Vec<u8>)> {
+        let blocks = taker.blocks.into_inner();
+        blocks
+            .into_iter()
+            .flatten()
+            .map(|r| (r.offset, r.data.to_vec()))
+            .collect()
+    }
+
+    /// The spans from a record boundary hold each record after it once, in
+    /// order, from that boundary to the end of the last record.
+    #[test]
+    fn spans_cover_each_record_from_the_start_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, index) = shard(dir.path(), 2000, None, 16 << 10);
+        assert!(index.points.len() >= 8, "{} points", index.points.len());
+        for first in [0, 1, 777, 1999] {
+            let start = index.record(first).unwrap().0;
+            let spans = spans(&index, start);
+            assert_eq!(spans[0].from, start);
+            for pair in spans.windows(2) {
+                assert_eq!(pair[0].to, pair[1].from);
+                assert!(pair[0].point < pair[1].point);
+            }
+            assert_eq!(spans.last().unwrap().to, index.end());
+            for s in &spans {
+                assert!(index.record_at(s.from).is_some(), "{s:?}");
+                assert!(index.points[s.point].out <= s.from);
+            }
+        }
+    }
+
+    /// Read by spans on three threads, a shard gives exactly its reader's
+    /// records, from its start and from a record in its middle, measured
+    /// where a scan is given, without asking the reader for anything.
+    #[test]
+    fn a_shard_read_by_spans_gives_its_readers_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, index) = shard(dir.path(), 2000, None, 16 << 10);
+        let scan: LengthScan = Arc::new(|r: &[u8]| Some(r.len() * 2));
+        for first in [0, 1234] {
+            let start = index.record(first).unwrap().0;
+            let taker = Taker::new(5000);
+            let stats = StageStats::default();
+            let read = ReadOptions::default();
+            let never = |at| panic!("the reader asked to go on at {at}");
+            let scanned = Some(&scan);
+            by_spans(
+                &url, start, &read, &index, 3, scanned, &stats, &taker, never,
+            )
+            .unwrap();
+            let lengths = taker.lengths.borrow().clone();
+            let got = taken(taker);
+            let (want, error) = read_alone(&url, start);
+            assert!(error.is_none());
+            assert_eq!(got.len(), 2000 - first as usize);
+            assert!(got == want, "from record {first}");
+            let doubled: Vec<u32> = want.iter().map(|(_, r)| 2 * r.len() as u32).collect();
+            assert_eq!(lengths, doubled);
+            assert_eq!(stats.figures().records, got.len() as u64);
+        }
+    }
+
+    /// A record whose CRC is wrong ends the spans: the records before it
+    /// are handed on, and the reader is asked to go on at it.
+    #[test]
+    fn a_corrupt_record_is_left_to_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, index) = shard(dir.path(), 2000, Some(1500), 16 << 10);
+        let taker = Taker::new(5000);
+        let asked = std::cell::Cell::new(None);
+        let read_on = |at| {
+            asked.set(Some(at));
+            Ok(())
+        };
+        let read = ReadOptions::default();
+        let stats = StageStats::default();
+        by_spans(&url, 0, &read, &index, 2, None, &stats, &taker, read_on).unwrap();
+        assert_eq!(asked.get(), Some(index.record(1500).unwrap().0));
+        let (want, error) = read_alone(&url, 0);
+        assert_eq!(error.unwrap().offset, index.record(1500).unwrap().0);
+        assert!(taken(taker) == want);
+    }
+
+    /// The reader's errors after spans are numbered by the index, as the
+    /// reader numbers them from a shard's start.
+    #[test]
+    fn the_readers_errors_are_numbered_by_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, index) = shard(dir.path(), 300, Some(200), 4 << 10);
+        let at = index.record(200).unwrap().0;
+        let kind = crate::record::ErrorKind::DataCrc {
+            stored: 0,
+            computed: 1,
+        };
+        let fail = |_| Err(RecordError::new(url.clone(), at, kind));
+        let (read, stats) = (ReadOptions::default(), StageStats::default());
+        let taker = Taker::new(1 << 20);
+        let e = by_spans(&url, 0, &read, &index, 2, None, &stats, &taker, fail).unwrap_err();
+        assert_eq!((e.offset, e.index), (at, Some(200)));
+    }
+
+    /// Only a compressed local shard with a current index covering it is
+    /// read by spans.
+    #[test]
+    fn only_compressed_local_shards_with_current_indexes_are_read_by_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, index) = shard(dir.path(), 300, None, 4 << 10);
+        let spans = SpanReads::for_host(4, 1, None).unwrap();
+        let read = ReadOptions::default();
+        assert!(spans.index_of(&url, &read).is_none(), "no index saved");
+        let place = crate::index::index_url(&url, None);
+        crate::index::save(&index, &place, &SourceOptions::default()).unwrap();
+        assert_eq!(spans.index_of(&url, &read), Some(index.clone()));
+        assert_eq!(spans.index_of(&format!("file://{url}"), &read), Some(index));
+        assert!(spans.index_of("gs://b/s.tfrecord.gz", &read).is_none());
+        // Rewritten since: stale.
+        let records: Vec<Vec<u8>> = (0..301).map(noisy).collect();
+        gzip_shard_of(std::path::Path::new(&url), &records, None);
+        assert!(spans.index_of(&url, &read).is_none());
+        // Too few workers for two threads a shard.
+        assert_eq!(SpanReads::for_host(3, 2, None), None);
+        assert_eq!(SpanReads::for_host(4, 2, None).map(|s| s.threads), Some(2));
+    }
+}
