@@ -363,6 +363,49 @@ pub fn inflate_into(
     want: std::ops::Range<u64>,
     out: &mut Vec<u8>,
 ) -> Result<(), ZError> {
+    match inflate_range(compression, point, compressed, want, out)? {
+        Filled::Whole => Ok(()),
+        Filled::Short(short) => Err(ZError(format!(
+            "the compressed bytes end {short} bytes before the wanted range does"
+        ))),
+    }
+}
+
+/// Whether the stream inflated from `point` (its bytes from there as
+/// [`inflate_from`] takes them) ends exactly at output `end`: no byte after
+/// it, and the compressed bytes end with its last member's trailer. False
+/// where it goes on, or does not inflate cleanly to there.
+pub fn ends_at(compression: Compression, point: &AccessPoint, compressed: &[u8], end: u64) -> bool {
+    let mut after = Vec::new();
+    let next = end..end.saturating_add(1);
+    matches!(
+        inflate_range(compression, point, compressed, next, &mut after),
+        Ok(Filled::Short(1))
+    )
+}
+
+/// How far [`inflate_range`] filled its range.
+enum Filled {
+    Whole,
+    /// The compressed bytes ended this many bytes before the range did.
+    Short(u64),
+}
+
+/// Inflates `want` from `point` into `out`, as [`inflate_into`] does;
+/// where the compressed bytes end first, how far short.
+fn inflate_range(
+    compression: Compression,
+    point: &AccessPoint,
+    compressed: &[u8],
+    want: std::ops::Range<u64>,
+    out: &mut Vec<u8>,
+) -> Result<Filled, ZError> {
+    if want.start < point.out {
+        return Err(ZError(format!(
+            "the range starts at {}, before the access point at {}",
+            want.start, point.out
+        )));
+    }
     let mut stream = Stream::new(-15)?;
     let mut input = compressed;
     if point.bits > 0 {
@@ -420,16 +463,13 @@ pub fn inflate_into(
                 }
             }
             z::Z_BUF_ERROR if used == 0 && made == 0 => {
-                return Err(ZError(format!(
-                    "the compressed bytes end {} bytes before the wanted range does",
-                    want.end - at
-                )));
+                return Ok(Filled::Short(want.end - at));
             }
             z::Z_BUF_ERROR => {}
             _ => return Err(ZError(stream.message(ret))),
         }
     }
-    Ok(())
+    Ok(Filled::Whole)
 }
 
 /// The scratch buffer the output before a wanted range is inflated into.

@@ -131,6 +131,14 @@ impl Deframer {
         }
     }
 
+    /// Counts the records from the file's start as `records` before the
+    /// next one (a deframer resumed where that count is known), so its
+    /// errors are numbered as a reader's from the start.
+    pub(crate) fn count_from(&mut self, records: u64) {
+        self.records = records;
+        self.counts_from_start = true;
+    }
+
     /// The file name given at construction.
     pub fn path(&self) -> &str {
         &self.path

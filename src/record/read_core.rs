@@ -96,6 +96,11 @@ impl ReadCore {
         self.deframer.path()
     }
 
+    /// See [`Deframer::count_from`].
+    pub(crate) fn count_from(&mut self, records: u64) {
+        self.deframer.count_from(records);
+    }
+
     /// The compression and what chose it, once known (after the first
     /// bytes when detecting).
     pub(crate) fn detection(&self) -> Option<Detection> {

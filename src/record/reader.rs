@@ -139,6 +139,13 @@ impl<R: Read> RecordReader<R> {
         }
     }
 
+    /// Resumed where `records` records precede its offset: its errors are
+    /// numbered from the file's start, as a reader's from there are.
+    pub(crate) fn counting_from(mut self, records: u64) -> Self {
+        self.core.count_from(records);
+        self
+    }
+
     /// What the skip policy has skipped so far (complete once the iterator ends).
     pub fn skipped(&self) -> &SkipReport {
         self.core.skipped()

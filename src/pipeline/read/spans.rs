@@ -11,10 +11,20 @@
 //! cleanly (a bad CRC, a cut file, a stream that does not inflate) ends
 //! it, and the shard's own reader goes on from that span's first record
 //! not handed on, so every error, and every skip under
-//! `on_corrupt(Skip)`, is exactly the reader's. A shard without an index,
-//! with a stale one, or on a cloud store is read by its reader alone.
+//! `on_corrupt(Skip)`, is exactly the reader's (its errors numbered from
+//! the shard's start, as the reader's are). The last span must end where
+//! the stream does, so a shard indexed with its cut last record skipped is
+//! the reader's to report. A shard without an index, with a stale one, one
+//! whose spans would be over [`SPAN_MAX`], or on a cloud store is read by
+//! its reader alone.
+//!
+//! Not checked here, where the reader checks it: the CRC-32 and length in
+//! the trailer of a GZIP member that ends inside the shard (the records'
+//! own CRCs cover their bytes; the last member's trailer lies in the last
+//! 4 KiB, which the index's identity hashes).
 
 use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -22,7 +32,7 @@ use bytes::Bytes;
 use crossbeam_channel::{bounded, unbounded};
 
 use super::unread::{HandOn, is_local};
-use crate::index::zran::inflate_into;
+use crate::index::zran::{ends_at, inflate_into};
 use crate::index::{IndexError, ShardIndex, index_urls, load};
 use crate::pipeline::item::{LengthScan, carried};
 use crate::pipeline::stats::StageStats;
@@ -34,6 +44,12 @@ use crate::source::SourceOptions;
 
 /// Header and footer of a framed record.
 const FRAME: u64 = (HEADER_LEN + FOOTER_LEN) as u64;
+
+/// Output a span may inflate (from its access point to its last record's
+/// end): 8 default spans. An index with fewer points, or records larger
+/// than that, is read by the reader alone, so the spans in flight never
+/// hold more than `2 × threads` of this.
+const SPAN_MAX: u64 = 8 * crate::index::DEFAULT_SPAN;
 
 /// How a stream's compressed local shards are read by spans.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,11 +136,23 @@ fn spans(index: &ShardIndex, start: u64) -> Vec<Span> {
 
 /// A span read: its records (and their lengths, when measured), and
 /// where the shard's reader must go on if it did not read cleanly.
-struct Read {
+struct SpanRead {
     records: Vec<Record>,
     lengths: Vec<u32>,
     bytes: u64,
     stopped_at: Option<u64>,
+}
+
+impl SpanRead {
+    /// Nothing read: the reader goes on at `from`.
+    fn failed(from: u64) -> Self {
+        SpanRead {
+            records: Vec::new(),
+            lengths: Vec::new(),
+            bytes: 0,
+            stopped_at: Some(from),
+        }
+    }
 }
 
 /// Inflates `span` of the shard `url` (mapped whole as `map`) from its
@@ -138,13 +166,8 @@ fn read_span(
     span: Span,
     checks: &ReadOptions,
     scan: Option<&LengthScan>,
-) -> Read {
-    let mut read = Read {
-        records: Vec::new(),
-        lengths: Vec::new(),
-        bytes: 0,
-        stopped_at: Some(span.from),
-    };
+) -> SpanRead {
+    let mut read = SpanRead::failed(span.from);
     let point = &index.points[span.point];
     let Some(compressed) = usize::try_from(point.input)
         .ok()
@@ -186,7 +209,11 @@ fn read_span(
         }
         read.records.push(record);
     }
-    read.stopped_at = (next != span.to).then_some(next);
+    // The last span's end must be the stream's: a shard indexed with a
+    // record cut off its end (skipped) is the reader's to report.
+    let whole = next == span.to
+        && (span.to < index.end() || ends_at(index.compression, point, compressed, span.to));
+    read.stopped_at = (!whole).then_some(next);
     read
 }
 
@@ -194,8 +221,9 @@ fn read_span(
 /// `start` by the spans of its `index` on `threads` helper threads, handing
 /// the records on in order, in blocks sized by `out`, counted into
 /// `stats`; where a span does not read cleanly, `read_on` reads the shard
-/// from its first record not handed on (its errors numbered by the index
-/// when the read began at the shard's start, as the reader numbers them).
+/// from its first record not handed on, given the records before it when
+/// the read began at the shard's start (so that its errors are numbered
+/// as a reader's from the start).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn by_spans(
     url: &str,
@@ -206,31 +234,32 @@ pub(super) fn by_spans(
     scan: Option<&LengthScan>,
     stats: &StageStats,
     out: &impl HandOn,
-    read_on: impl FnOnce(u64) -> Result<(), RecordError>,
+    read_on: impl FnOnce(u64, Option<u64>) -> Result<(), RecordError>,
 ) -> Result<(), RecordError> {
-    let number = |mut e: RecordError| {
-        if start == 0 && e.index.is_none() {
-            e.index = index.record_at(e.offset);
-        }
-        e
-    };
+    let counted = |at: u64| (start == 0).then(|| index.first_from(at));
     let map = match std::fs::File::open(url.strip_prefix("file://").unwrap_or(url))
         .and_then(|f| mapped::map_whole(&f))
     {
         Ok(map) => map,
-        Err(_) => return read_on(start).map_err(number),
+        Err(_) => return read_on(start, counted(start)),
     };
     let spans = spans(index, start);
-    // Spans each span's reader is checked with: the first problem ends
-    // the span, and the shard's reader meets it again.
+    if spans
+        .iter()
+        .any(|s| s.to - index.points[s.point].out > SPAN_MAX)
+    {
+        return read_on(start, counted(start));
+    }
+    // What each span is checked with: its first problem ends it, and the
+    // shard's reader meets that problem again, under the user's policy.
     let checks = ReadOptions {
         on_corrupt: CorruptPolicy::Fail,
         ..read.clone()
     };
     let stop = AtomicBool::new(false);
-    let went_on = std::thread::scope(|scope| {
+    let reader_from = std::thread::scope(|scope| {
         let (jobs, to_do) = bounded::<usize>(spans.len().max(1));
-        let (done, results) = unbounded::<(usize, Read)>();
+        let (done, results) = unbounded::<(usize, SpanRead)>();
         let mut helpers = 0;
         for _ in 0..threads {
             let (to_do, done) = (to_do.clone(), done.clone());
@@ -242,7 +271,13 @@ pub(super) fn by_spans(
                         return;
                     }
                     let busy = stats.busy_timer();
-                    let read = read_span(&mut ring, url, index, map, spans[s], checks, scan);
+                    let span = spans[s];
+                    // A panic (a length scan's) must not lose the span the
+                    // shard thread waits for: the reader meets it again.
+                    let read = catch_unwind(AssertUnwindSafe(|| {
+                        read_span(&mut ring, url, index, map, span, checks, scan)
+                    }))
+                    .unwrap_or_else(|_| SpanRead::failed(span.from));
                     drop(busy);
                     if done.send((s, read)).is_err() {
                         return;
@@ -260,11 +295,11 @@ pub(super) fn by_spans(
         // helper busy while the consumer takes one.
         let ahead = 2 * helpers;
         let (mut sent, mut next) = (0, 0);
-        let mut ready: BTreeMap<usize, Read> = BTreeMap::new();
+        let mut ready: BTreeMap<usize, SpanRead> = BTreeMap::new();
         let mut block = Vec::new();
         let mut lengths = Vec::new();
         let mut bytes = 0;
-        let ended = loop {
+        let stopped_at = loop {
             while sent < spans.len() && sent < next + ahead {
                 let _ = jobs.send(sent);
                 sent += 1;
@@ -313,10 +348,10 @@ pub(super) fn by_spans(
         if !block.is_empty() && !out.hand_on_measured(block, lengths) {
             return None;
         }
-        ended
+        stopped_at
     });
-    match went_on {
-        Some(at) => read_on(at).map_err(number),
+    match reader_from {
+        Some(at) => read_on(at, counted(at)),
         None => Ok(()),
     }
 }
@@ -414,7 +449,7 @@ mod tests {
             let taker = Taker::new(5000);
             let stats = StageStats::default();
             let read = ReadOptions::default();
-            let never = |at| panic!("the reader asked to go on at {at}");
+            let never = |at, _| panic!("the reader asked to go on at {at}");
             let scanned = Some(&scan);
             by_spans(
                 &url, start, &read, &index, 3, scanned, &stats, &taker, never,
@@ -433,42 +468,103 @@ mod tests {
     }
 
     /// A record whose CRC is wrong ends the spans: the records before it
-    /// are handed on, and the reader is asked to go on at it.
+    /// are handed on, and the reader is asked to go on at it, told the
+    /// records before it when the read began at the shard's start.
     #[test]
     fn a_corrupt_record_is_left_to_the_reader() {
         let dir = tempfile::tempdir().unwrap();
         let (url, index) = shard(dir.path(), 2000, Some(1500), 16 << 10);
-        let taker = Taker::new(5000);
+        let bad = index.record(1500).unwrap().0;
+        for (first, counted) in [(0, Some(1500)), (700, None)] {
+            let start = index.record(first).unwrap().0;
+            let taker = Taker::new(5000);
+            let asked = std::cell::Cell::new(None);
+            let read_on = |at, counted| {
+                asked.set(Some((at, counted)));
+                Ok(())
+            };
+            let read = ReadOptions::default();
+            let stats = StageStats::default();
+            by_spans(&url, start, &read, &index, 2, None, &stats, &taker, read_on).unwrap();
+            assert_eq!(asked.get(), Some((bad, counted)));
+            let (want, error) = read_alone(&url, start);
+            assert_eq!(error.unwrap().offset, bad);
+            assert!(taken(taker) == want);
+        }
+    }
+
+    /// A shard whose last record was cut off after it was indexed with
+    /// that record skipped (the index ends before the stream does) is left
+    /// to the reader at the index's end; a span that panics, at its start.
+    #[test]
+    fn what_follows_the_index_and_a_panic_are_left_to_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, index) = shard(dir.path(), 2000, None, 16 << 10);
+        // The stream's last 5 bytes cut, the file written again whole.
+        let mut plain = Vec::new();
+        let file = std::fs::File::open(&url).unwrap();
+        std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(file), &mut plain)
+            .unwrap();
+        plain.truncate(plain.len() - 5);
+        let cut_url = dir.path().join("cut.tfrecord.gz");
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&cut_url).unwrap(),
+            flate2::Compression::default(),
+        );
+        std::io::Write::write_all(&mut gz, &plain).unwrap();
+        gz.finish().unwrap();
+        let cut_url = cut_url.display().to_string();
+        let skipping = BuildOptions {
+            read: ReadOptions::default().on_corrupt(CorruptPolicy::Skip),
+            span: 16 << 10,
+            ..BuildOptions::default()
+        };
+        let cut_index = build(&cut_url, &skipping).unwrap();
+        assert_eq!(cut_index.len(), 1999);
         let asked = std::cell::Cell::new(None);
-        let read_on = |at| {
+        let read_on = |at, _| {
             asked.set(Some(at));
             Ok(())
         };
-        let read = ReadOptions::default();
-        let stats = StageStats::default();
-        by_spans(&url, 0, &read, &index, 2, None, &stats, &taker, read_on).unwrap();
-        assert_eq!(asked.get(), Some(index.record(1500).unwrap().0));
-        let (want, error) = read_alone(&url, 0);
-        assert_eq!(error.unwrap().offset, index.record(1500).unwrap().0);
-        assert!(taken(taker) == want);
-    }
-
-    /// The reader's errors after spans are numbered by the index, as the
-    /// reader numbers them from a shard's start.
-    #[test]
-    fn the_readers_errors_are_numbered_by_the_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let (url, index) = shard(dir.path(), 300, Some(200), 4 << 10);
-        let at = index.record(200).unwrap().0;
-        let kind = crate::record::ErrorKind::DataCrc {
-            stored: 0,
-            computed: 1,
-        };
-        let fail = |_| Err(RecordError::new(url.clone(), at, kind));
         let (read, stats) = (ReadOptions::default(), StageStats::default());
         let taker = Taker::new(1 << 20);
-        let e = by_spans(&url, 0, &read, &index, 2, None, &stats, &taker, fail).unwrap_err();
-        assert_eq!((e.offset, e.index), (at, Some(200)));
+        by_spans(
+            &cut_url, 0, &read, &cut_index, 2, None, &stats, &taker, read_on,
+        )
+        .unwrap();
+        assert_eq!(asked.get(), Some(cut_index.end()));
+        assert_eq!(taken(taker).len(), 1999);
+        // A scan that panics on record 900: its span goes to the reader.
+        let at = index.record(900).unwrap().0;
+        let scan: LengthScan = Arc::new(move |r: &[u8]| {
+            assert!(r != noisy(900).as_slice(), "record 900");
+            Some(r.len())
+        });
+        let asked = std::cell::Cell::new(None);
+        let read_on = |at, _| {
+            asked.set(Some(at));
+            Ok(())
+        };
+        let taker = Taker::new(1 << 20);
+        by_spans(
+            &url,
+            0,
+            &read,
+            &index,
+            2,
+            Some(&scan),
+            &stats,
+            &taker,
+            read_on,
+        )
+        .unwrap();
+        let asked = asked.get().unwrap();
+        assert!(asked <= at, "{asked} after record 900's {at}");
+        let before = taken(taker);
+        assert_eq!(
+            before.last().map_or(0, |(o, r)| o + r.len() as u64 + FRAME),
+            asked
+        );
     }
 
     /// Only a compressed local shard with a current index covering it is
