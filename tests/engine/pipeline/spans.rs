@@ -9,34 +9,12 @@
 use std::time::{Duration, Instant};
 
 use infeed::index::{BuildOptions, build, index_url, save};
-use infeed::pipeline::{Pipeline, PipelineError};
+use infeed::pipeline::Pipeline;
 use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use infeed::source::SourceOptions;
 
+use super::worker_reads::run;
 use crate::support::tfrecord::{corrupt_keeping_time, write_file};
-
-/// Each batch's records as strings, with the state after it, and the error
-/// that ended the run, if one did.
-type Run = (Vec<(Vec<String>, Vec<u8>)>, Option<PipelineError>);
-
-fn run(p: &Pipeline, batch: usize) -> Run {
-    let mut batches = p.build_raw(batch, false).unwrap();
-    let mut out = Vec::new();
-    loop {
-        match batches.next_batch() {
-            Ok(Some(raw)) => {
-                let records = raw
-                    .records
-                    .iter()
-                    .map(|r| String::from_utf8(r.to_vec()).unwrap())
-                    .collect();
-                out.push((records, batches.state()));
-            }
-            Ok(None) => return (out, None),
-            Err(e) => return (out, Some(e)),
-        }
-    }
-}
 
 /// GZIP shards of `counts` records that deflate cannot shrink much
 /// (`f{f}-r{i}-` and 64 hex digits of noise: a deflate block every ~32

@@ -20,9 +20,9 @@ use crate::support::tfrecord::{corrupt_keeping_time, write_files};
 
 /// Each batch's records as strings, with the state after it, and the error
 /// that ended the run, if one did.
-type Run = (Vec<(Vec<String>, Vec<u8>)>, Option<PipelineError>);
+pub(super) type Run = (Vec<(Vec<String>, Vec<u8>)>, Option<PipelineError>);
 
-fn run(p: &Pipeline, batch: usize) -> Run {
+pub(super) fn run(p: &Pipeline, batch: usize) -> Run {
     let mut batches = p.build_raw(batch, false).unwrap();
     let mut out = Vec::new();
     loop {
