@@ -31,19 +31,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 use crossbeam_channel::{bounded, unbounded};
 
-use super::unread::{HandOn, is_local};
+use super::unread::{FRAME, HandOn, is_local, open};
 use crate::index::zran::{ends_at, inflate_into};
 use crate::index::{IndexError, ShardIndex, index_urls, load};
 use crate::pipeline::item::{LengthScan, carried};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn_scoped;
 use crate::record::chunk_ring::ChunkRing;
+use crate::record::mapped;
 use crate::record::{Compression, CorruptPolicy, Deframer, ReadOptions, Record, RecordError};
-use crate::record::{FOOTER_LEN, HEADER_LEN, mapped};
 use crate::source::SourceOptions;
-
-/// Header and footer of a framed record.
-const FRAME: u64 = (HEADER_LEN + FOOTER_LEN) as u64;
 
 /// Output a span may inflate (from its access point to its last record's
 /// end): 8 default spans. An index with fewer points, or records larger
@@ -139,7 +136,6 @@ fn spans(index: &ShardIndex, start: u64) -> Vec<Span> {
 struct SpanRead {
     records: Vec<Record>,
     lengths: Vec<u32>,
-    bytes: u64,
     stopped_at: Option<u64>,
 }
 
@@ -149,7 +145,6 @@ impl SpanRead {
         SpanRead {
             records: Vec::new(),
             lengths: Vec::new(),
-            bytes: 0,
             stopped_at: Some(from),
         }
     }
@@ -203,7 +198,6 @@ fn read_span(
             Ok(None) | Err(_) => break,
         };
         next = record.offset + record.data.len() as u64 + FRAME;
-        read.bytes += record.data.len() as u64 + FRAME;
         if let Some(scan) = scan {
             read.lengths.push(carried(scan, &record.data));
         }
@@ -237,11 +231,9 @@ pub(super) fn by_spans(
     read_on: impl FnOnce(u64, Option<u64>) -> Result<(), RecordError>,
 ) -> Result<(), RecordError> {
     let counted = |at: u64| (start == 0).then(|| index.first_from(at));
-    let map = match std::fs::File::open(url.strip_prefix("file://").unwrap_or(url))
-        .and_then(|f| mapped::map_whole(&f))
-    {
-        Ok(map) => map,
-        Err(_) => return read_on(start, counted(start)),
+    // A shard that cannot be mapped: the reader meets (and names) that.
+    let Some(map) = open(url).ok().and_then(|f| mapped::map_whole(&f).ok()) else {
+        return read_on(start, counted(start));
     };
     let spans = spans(index, start);
     if spans
@@ -299,6 +291,8 @@ pub(super) fn by_spans(
         let mut block = Vec::new();
         let mut lengths = Vec::new();
         let mut bytes = 0;
+        // Sized once a block, as the consumer's pace ramps it up.
+        let mut block_bytes = out.block_bytes();
         let stopped_at = loop {
             while sent < spans.len() && sent < next + ahead {
                 let _ = jobs.send(sent);
@@ -326,7 +320,7 @@ pub(super) fn by_spans(
                 if measured {
                     lengths.extend(lens.next());
                 }
-                if bytes >= out.block_bytes() {
+                if bytes >= block_bytes {
                     stats.add_records(block.len() as u64);
                     stats.add_bytes(bytes);
                     bytes = 0;
@@ -335,6 +329,7 @@ pub(super) fn by_spans(
                         stop.store(true, Relaxed);
                         return None;
                     }
+                    block_bytes = out.block_bytes();
                 }
             }
             if span.stopped_at.is_some() {

@@ -502,7 +502,7 @@ fn window_end(file: &std::fs::File, at: u64, len: u64, window: u64) -> u64 {
     at.saturating_add(window).max(record_end).min(len)
 }
 
-fn open(url: &str) -> Result<std::fs::File, RecordError> {
+pub(super) fn open(url: &str) -> Result<std::fs::File, RecordError> {
     let path = url.strip_prefix("file://").unwrap_or(url);
     std::fs::File::open(path).map_err(|e| io_error(url, 0, e))
 }
