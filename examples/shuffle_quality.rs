@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut order: Vec<u64> = Vec::with_capacity(n as usize);
         for batch in p.build_raw(1024, false)? {
             let batch = batch?;
-            for i in 0..batch.records.len() {
+            for i in 0..batch.len() {
                 let (file, offset) = batch.origin(i);
                 order.push(place[&(file.to_owned(), offset)]);
             }

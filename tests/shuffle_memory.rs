@@ -112,7 +112,7 @@ fn live_at_pauses(p: &Pipeline, records: usize, last: usize) -> (usize, usize) {
     let mut samples = Vec::new();
     let (mut n, mut taken) = (0, 0);
     while let Some(batch) = batches.next_batch().unwrap() {
-        n += batch.records.len();
+        n += batch.len();
         drop(batch);
         taken += 1;
         if taken % step == 0 && taken <= last {

@@ -162,7 +162,7 @@ fn read_tfds(
     }
     for batch in pipeline.build_raw(1024, false)? {
         let batch = batch?;
-        for (i, data) in batch.records.iter().enumerate() {
+        for (i, data) in batch.records().enumerate() {
             let (path, offset) = batch.origin(i);
             let row = files
                 .iter_mut()

@@ -17,7 +17,7 @@ use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
 use super::group::grouping::{Grouping, RecordWork};
-use super::group::raw_batch::{GroupLayout, RawBatch};
+use super::group::raw_batch::RawBatch;
 use super::group::schedule::Schedule;
 use super::item::Item;
 use super::loaded::Loaded;
@@ -182,15 +182,7 @@ fn stream_run(
                 .iter()
                 .map(|i| measure(i).map(Some).map_err(|e| named(e, i.file)))
                 .collect::<Result<_, _>>()?,
-            (None, Some(prefilter)) => prefilter(&RawBatch {
-                number: 0,
-                starts: 0,
-                records: items.iter().map(|i| i.data.clone()).collect(),
-                provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
-                unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),
-                files: files.clone(),
-                layout: GroupLayout::Rows,
-            })?,
+            (None, Some(prefilter)) => prefilter(&RawBatch::chunk(items.clone(), files.clone()))?,
             (None, None) => vec![Some(0); items.len()],
         };
         for (item, len) in items.into_iter().zip(lengths) {

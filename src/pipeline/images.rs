@@ -197,6 +197,8 @@ impl ParsedStep for ImageStep {
 mod tests {
     use super::*;
     use crate::spec::DType;
+    #[cfg(feature = "images")]
+    use {crate::pipeline::item::Item, bytes::Bytes};
 
     #[cfg(feature = "images")]
     fn png_1x1(rgb: [u8; 3]) -> Vec<u8> {
@@ -213,15 +215,11 @@ mod tests {
     /// `img` column holding `images`.
     #[cfg(feature = "images")]
     fn group(images: &[&[u8]]) -> (RawBatch, ParsedBatch) {
-        let raw = RawBatch {
-            records: Vec::new(),
-            provenance: (0..images.len() as u64).map(|i| (0, i * 100)).collect(),
-            unread: Vec::new(),
-            files: Arc::new(vec!["dir/a.tfrecord".to_owned()]),
-            layout: Default::default(),
-            number: 0,
-            starts: images.len(),
-        };
+        let items = (0..images.len() as u64)
+            .map(|i| Item::new(Bytes::new(), 0, i * 100))
+            .collect();
+        let mut raw = RawBatch::chunk(items, Arc::new(vec!["dir/a.tfrecord".to_owned()]));
+        raw.starts = images.len();
         let parsed = ParsedBatch {
             num_records: images.len(),
             columns: vec![(

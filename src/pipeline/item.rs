@@ -53,6 +53,14 @@ impl Item {
     }
 }
 
+/// A record's bytes (an unread one's stand-in), as parsers take them.
+impl AsRef<[u8]> for Item {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 /// The grouping's length scan of a serialized record, run by the shard
 /// readers as they frame it (its bytes are in cache then, and the record
 /// thread, which orders every record, is spared it); `None` when it cannot

@@ -105,13 +105,16 @@ pub(crate) fn records_of(
 /// The rows of one stream's group, as its worker lays them out.
 fn rows_of(raw: &RawBatch, grouping: &Grouping) -> Vec<RowRecords> {
     let at = |i: usize| {
-        let (file, offset) = raw.provenance[i];
+        let item = &raw.items[i];
         (
-            raw.files.get(file as usize).cloned().unwrap_or_default(),
-            offset,
+            raw.files
+                .get(item.file as usize)
+                .cloned()
+                .unwrap_or_default(),
+            item.offset,
         )
     };
-    let records = raw.provenance.len();
+    let records = raw.len();
     match (&raw.layout, grouping) {
         (
             GroupLayout::Pack(packed),

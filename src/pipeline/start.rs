@@ -10,7 +10,7 @@ use super::checkpoint::{self, Decoded, Snapshot, StreamNode, StreamSnapshot};
 use super::equal::{self, EqualEnd};
 use super::error::{PipelineError, StateError};
 use super::group::grouping::{Grouping, MeasureFn, PrefilterFn, RecordWork};
-use super::group::raw_batch::{BatchFn, GroupLayout, RawBatch};
+use super::group::raw_batch::{BatchFn, RawBatch};
 use super::group::schedule::{SAMPLE_FILES, SAMPLE_PER_FILE, Schedule};
 use super::item::Item;
 use super::limits;
@@ -728,16 +728,9 @@ fn sample_lengths(
             // A record the sample cannot measure is left out of it: the
             // pipeline reports it, with its file and offset, when it gets there.
             (Some(measure), _) => items.iter().map(|i| measure(i).ok()).collect(),
-            (None, Some(prefilter)) => prefilter(&RawBatch {
-                records: items.iter().map(|i| i.data.clone()).collect(),
-                provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
-                unread: crate::pipeline::group::raw_batch::unread_of(items.iter()),
-                files: Arc::new(p.files.clone()),
-                layout: GroupLayout::Rows,
-                number: 0,
-                starts: 0,
-            })
-            .unwrap_or_default(),
+            (None, Some(prefilter)) => {
+                prefilter(&RawBatch::chunk(items, Arc::new(p.files.clone()))).unwrap_or_default()
+            }
             (None, None) => Vec::new(),
         };
         out.extend(lengths.into_iter().flatten());

@@ -28,16 +28,16 @@ pub(super) trait Measured {
 
 impl Measured for RawBatch {
     fn records(&self) -> usize {
-        self.records.len()
+        self.len()
     }
     fn hash_into(&self, h: &mut Xxh3) {
-        for r in &self.records {
+        for r in self.records() {
             h.update(&(r.len() as u64).to_le_bytes());
             h.update(r);
         }
     }
     fn shape(&self) -> Value {
-        json!({ "records": [self.records.len()] })
+        json!({ "records": [self.len()] })
     }
 }
 

@@ -115,7 +115,7 @@ impl ParserPool {
     pub(super) fn parse(&self, raw: &RawBatch) -> Result<(AnyParser, ParsedBatch), PipelineError> {
         let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let (mut parser, mut parsed) = taken.unwrap_or_else(|| self.fresh());
-        match parser.parse_into(&raw.records, &mut parsed) {
+        match parser.parse_into(&raw.items, &mut parsed) {
             Ok(()) => Ok((parser, parsed)),
             Err(error) => {
                 self.put(parser, parsed);

@@ -41,15 +41,13 @@ impl ParsedSettings {
             GroupAssembly::Rows(assembler) if direct => {
                 Arc::new(move |raw: RawBatch| {
                     // Fixed-length features (img): straight from the records.
-                    if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.records) {
+                    if let Some(batch) = assembler.assemble_dense_direct(&spec, &raw.items) {
                         return Ok(batch);
                     }
                     // Straight into the padded tensors when the plan allows;
                     // anything else (and every error) takes the two-step path.
                     if let Some(batch) = parsers.with_parser(|parser| match parser {
-                        AnyParser::Example(parser) => {
-                            assembler.assemble_direct(parser, &raw.records)
-                        }
+                        AnyParser::Example(parser) => assembler.assemble_direct(parser, &raw.items),
                         AnyParser::Sequence(..) => None,
                     }) {
                         return Ok(batch);
@@ -81,12 +79,9 @@ impl ParsedSettings {
                 // for rows); anything else, and every error, takes two steps.
                 if direct
                     && let Some(batch) = parsers.with_parser(|parser| match parser {
-                        AnyParser::Example(parser) => assembler.assemble_direct_bucket(
-                            parser,
-                            &raw.records,
-                            batch_size,
-                            pad_to,
-                        ),
+                        AnyParser::Example(parser) => {
+                            assembler.assemble_direct_bucket(parser, &raw.items, batch_size, pad_to)
+                        }
                         AnyParser::Sequence(..) => None,
                     })
                 {
@@ -173,7 +168,7 @@ impl ParsedSettings {
         let work: BatchFn<ParsedBatch> = Arc::new(move |raw: RawBatch| {
             let mut parsed = spare.take();
             parsers
-                .with_parser(|parser| parser.parse_into(&raw.records, &mut parsed))
+                .with_parser(|parser| parser.parse_into(&raw.items, &mut parsed))
                 .map_err(|error| parse_error(&raw, error))?;
             let mut parsed = parsed::apply_maps(&ops, parsed).map_err(|e| map_error(&raw, e))?;
             for step in &decoded {
@@ -191,7 +186,7 @@ impl ParsedSettings {
 /// taken out).
 fn with_provenance(work: BatchFn<Batch>, decoded: Vec<Step>) -> BatchFn<Batch> {
     Arc::new(move |raw: RawBatch| {
-        let (files, records) = (raw.files.clone(), raw.provenance.clone());
+        let (files, records) = (raw.files.clone(), raw.provenance());
         // Forgets what an earlier group that failed on this worker left out.
         for step in &decoded {
             step.take_left_out();

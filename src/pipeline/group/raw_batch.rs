@@ -41,15 +41,12 @@ pub struct Packed {
 
 /// A batch of serialized records as the record thread cut it.
 pub struct RawBatch {
-    /// The records, in order.
-    pub records: Vec<Bytes>,
-    /// For each record: its file's path index and byte offset (for errors).
-    pub(crate) provenance: Vec<(u32, u64)>,
-    /// The records still to read, in order (`worker_reads`: each is an
-    /// unread view whose length only is known; the worker reads and checks
-    /// it before the batch is made: `read/in_workers.rs`). Empty when all
-    /// are read.
-    pub(crate) unread: Vec<u32>,
+    /// The records, in order, each with its file and offset (for errors)
+    /// and whether it is still to read: the record thread moves its items
+    /// in whole, so a batch costs it nothing per record. An unread record
+    /// is a view whose length only is known; the worker reads and checks
+    /// it before the batch is made (`read/in_workers.rs`).
+    pub(crate) items: Vec<Item>,
     /// The host's files, to name them in errors.
     pub(crate) files: Arc<Vec<String>>,
     /// How the worker lays the records out (rows, a bucket, packed rows).
@@ -65,6 +62,38 @@ pub struct RawBatch {
 }
 
 impl RawBatch {
+    /// A chunk of `items` that is not a batch (number 0, no records
+    /// counted as placed): what a prefilter or a sample parses.
+    pub(crate) fn chunk(items: Vec<Item>, files: Arc<Vec<String>>) -> Self {
+        RawBatch {
+            items,
+            files,
+            layout: GroupLayout::Rows,
+            number: 0,
+            starts: 0,
+        }
+    }
+
+    /// How many records the batch holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The serialized records, in order.
+    pub fn records(&self) -> impl ExactSizeIterator<Item = &Bytes> {
+        self.items.iter().map(|item| &item.data)
+    }
+
+    /// The serialized records, in order, taken out of the batch.
+    pub fn into_records(self) -> Vec<Bytes> {
+        self.items.into_iter().map(|item| item.data).collect()
+    }
+
     /// How the records are to be laid out: one row each, padded to a
     /// bucket's length, or packed.
     pub fn layout(&self) -> &GroupLayout {
@@ -79,10 +108,15 @@ impl RawBatch {
 
     /// File and byte offset of record `i` of the batch.
     pub fn origin(&self, i: usize) -> (&str, u64) {
-        match self.provenance.get(i) {
-            Some(&(file, offset)) => (file_name(&self.files, file), offset),
+        match self.items.get(i) {
+            Some(item) => (file_name(&self.files, item.file), item.offset),
             None => ("?", 0),
         }
+    }
+
+    /// Each record's file (its index in the host's list) and byte offset.
+    pub(crate) fn provenance(&self) -> Vec<(u32, u64)> {
+        self.items.iter().map(|i| (i.file, i.offset)).collect()
     }
 }
 
@@ -90,15 +124,6 @@ impl RawBatch {
 /// provenance numbers them), `?` for a number it has not.
 pub(crate) fn file_name(files: &[String], file: u32) -> &str {
     files.get(file as usize).map_or("?", String::as_str)
-}
-
-/// The places of the unread records among `items` (see [`RawBatch::unread`]).
-pub(crate) fn unread_of<'a>(items: impl Iterator<Item = &'a Item>) -> Vec<u32> {
-    items
-        .enumerate()
-        .filter(|(_, item)| item.unread)
-        .map(|(i, _)| i as u32)
-        .collect()
 }
 
 /// Turns a raw batch into the pipeline's output; runs on the worker pool.

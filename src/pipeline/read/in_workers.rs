@@ -170,22 +170,34 @@ impl WorkerReads {
     /// its place: an error names the shard and the record's offset, as a
     /// shard reader's would.
     pub fn read(&mut self, raw: &mut RawBatch) -> Result<(), PipelineError> {
-        if raw.unread.is_empty() {
+        // Read by their workers, mostly all or none: sized once.
+        let mut order = match raw.items.first() {
+            Some(item) if item.unread => Vec::with_capacity(raw.len()),
+            _ => Vec::new(),
+        };
+        order.extend(
+            (raw.items.iter().enumerate()).filter_map(|(i, it)| it.unread.then_some(i as u32)),
+        );
+        if order.is_empty() {
             return Ok(());
         }
         self.take_back();
         // In shard order, so that neighbours in a shard are read together
         // whatever their order in the batch (an interleave alternates
         // shards record by record).
-        let mut order = std::mem::take(&mut raw.unread);
-        if !order.is_sorted_by_key(|&i| raw.provenance[i as usize]) {
-            order.sort_unstable_by_key(|&i| raw.provenance[i as usize]);
+        let place = |i: &u32| {
+            let item = &raw.items[*i as usize];
+            (item.file, item.offset)
+        };
+        if !order.is_sorted_by_key(place) {
+            order.sort_unstable_by_key(place);
         }
         let mut runs: Vec<Run> = Vec::new();
         let mut at = 0;
         for (k, &i) in order.iter().enumerate() {
-            let (file, offset) = raw.provenance[i as usize];
-            let framed = raw.records[i as usize].len() + FRAME as usize;
+            let item = &raw.items[i as usize];
+            let (file, offset) = (item.file, item.offset);
+            let framed = item.data.len() + FRAME as usize;
             match runs.last_mut() {
                 Some(run) if run.file == file && run.offset + run.len as u64 == offset => {
                     run.len += framed;
@@ -214,15 +226,16 @@ impl WorkerReads {
             let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
             deframer.push(chunk.clone());
             for &i in &order[run.first..run.end] {
-                let (_, offset) = raw.provenance[i as usize];
-                let want = raw.records[i as usize].len();
+                let item = &mut raw.items[i as usize];
+                let (offset, want) = (item.offset, item.data.len());
                 let record = deframer.next_record().map_err(|mut e| {
                     e.index = self.record_number(url, e.offset);
                     e
                 })?;
                 match record {
                     Some(record) if record.offset == offset && record.data.len() == want => {
-                        raw.records[i as usize] = record.data;
+                        item.data = record.data;
+                        item.unread = false;
                     }
                     // The shard holds another record than its index says
                     // (changed since, with the same size and time): the
@@ -356,8 +369,8 @@ impl WorkerReads {
     ) -> PipelineError {
         let mut error = otherwise;
         for &i in &order[run.first..run.end] {
-            let (_, offset) = raw.provenance[i as usize];
-            let framed = raw.records[i as usize].len() as u64 + FRAME;
+            let item = &raw.items[i as usize];
+            let (offset, framed) = (item.offset, item.data.len() as u64 + FRAME);
             if offset + framed > len {
                 error = cut_short(url, offset, framed, len);
                 break;
@@ -402,7 +415,7 @@ mod tests {
     use super::super::unread::{STAND_IN, STAND_IN_LEN, UnreadShard};
     use super::*;
     use crate::index::{BuildOptions, ShardIndex, build};
-    use crate::pipeline::group::raw_batch::GroupLayout;
+    use crate::pipeline::item::Item;
     use crate::record::{RecordPart, RecordWriter};
 
     /// Two plain shards of 8 records each, with their indexes.
@@ -434,22 +447,29 @@ mod tests {
             .iter()
             .map(|(p, _)| UnreadShard::open(p).unwrap())
             .collect();
-        let mut raw = RawBatch {
-            records: Vec::new(),
-            provenance: Vec::new(),
-            unread: Vec::new(),
-            files: Arc::new(shards.iter().map(|(p, _)| p.clone()).collect()),
-            layout: GroupLayout::Rows,
-            number: 0,
-            starts: 0,
-        };
-        for &(f, i) in wanted {
-            let (offset, framed) = shards[f].1.record(i).unwrap();
-            raw.unread.push(raw.records.len() as u32);
-            raw.records.push(files[f].view(offset, framed).unwrap());
-            raw.provenance.push((f as u32, offset));
-        }
-        raw
+        let items = wanted
+            .iter()
+            .map(|&(f, i)| {
+                let (offset, framed) = shards[f].1.record(i).unwrap();
+                unread_item(files[f].view(offset, framed).unwrap(), f, offset)
+            })
+            .collect();
+        RawBatch::chunk(
+            items,
+            Arc::new(shards.iter().map(|(p, _)| p.clone()).collect()),
+        )
+    }
+
+    /// A record left unread: `view` stands in for it.
+    fn unread_item(view: Bytes, file: usize, offset: u64) -> Item {
+        let mut item = Item::new(view, file as u32, offset);
+        item.unread = true;
+        item
+    }
+
+    /// The records of `raw`, in order.
+    fn records(raw: &RawBatch) -> Vec<Bytes> {
+        raw.records().cloned().collect()
     }
 
     /// A worker's reader checking as by default, with no indexes.
@@ -473,8 +493,8 @@ mod tests {
 
     /// Where the first record lies, and where each lies from it.
     fn starts(raw: &RawBatch) -> (usize, Vec<usize>) {
-        let base = raw.records[0].as_ptr() as usize;
-        let at = raw.records.iter().map(|r| r.as_ptr() as usize - base);
+        let base = raw.items[0].data.as_ptr() as usize;
+        let at = raw.records().map(|r| r.as_ptr() as usize - base);
         (base, at.collect())
     }
 
@@ -487,8 +507,8 @@ mod tests {
         let mut reads = reader();
         let mut raw = unread_batch(&shards, &wanted);
         reads.read(&mut raw).unwrap();
-        assert!(raw.unread.is_empty());
-        let got: Vec<&[u8]> = raw.records.iter().map(|r| r.as_ref()).collect();
+        assert!(raw.items.iter().all(|item| !item.unread));
+        let got: Vec<&[u8]> = raw.records().map(|r| r.as_ref()).collect();
         let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
         assert_eq!(got, want.iter().map(Vec::as_slice).collect::<Vec<_>>());
         // Each payload follows the one before it in shard order in the
@@ -499,8 +519,8 @@ mod tests {
         // The next batch reads into the same buffer.
         let mut raw = unread_batch(&shards, &[(1, 7)]);
         reads.read(&mut raw).unwrap();
-        assert_eq!(raw.records[0].as_ref(), record(1, 7));
-        assert_eq!(raw.records[0].as_ptr() as usize, base);
+        assert_eq!(raw.items[0].data.as_ref(), record(1, 7));
+        assert_eq!(raw.items[0].data.as_ptr() as usize, base);
     }
 
     #[test]
@@ -512,7 +532,7 @@ mod tests {
         let mut raw = unread_batch(&shards, &wanted);
         reads.read(&mut raw).unwrap();
         let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
-        assert_eq!(raw.records, want);
+        assert_eq!(records(&raw), want);
         // One run per shard: shard 0's three records, then shard 1's.
         let (_, starts) = starts(&raw);
         assert_eq!(starts, [0, 348, 116, 464, 232, 580]);
@@ -526,7 +546,7 @@ mod tests {
         for f in 0..shards.len() {
             let mut raw = unread_batch(&shards, &[(f, 1)]);
             reads.read(&mut raw).unwrap();
-            assert_eq!(raw.records[0].as_ref(), record(f, 1));
+            assert_eq!(raw.items[0].data.as_ref(), record(f, 1));
         }
         let open: Vec<u32> = reads.files.iter().map(|(f, _)| *f).collect();
         assert_eq!(open, (4..OPEN_FILES as u32 + 4).collect::<Vec<_>>());
@@ -546,8 +566,8 @@ mod tests {
         reads.read(&mut first).unwrap();
         let mut second = unread_batch(&shards, &[(0, 1)]);
         reads.read(&mut second).unwrap();
-        assert_eq!(first.records[0].as_ref(), record(0, 0));
-        assert_eq!(second.records[0].as_ref(), record(0, 1));
+        assert_eq!(first.items[0].data.as_ref(), record(0, 0));
+        assert_eq!(second.items[0].data.as_ref(), record(0, 1));
     }
 
     #[test]
@@ -660,7 +680,7 @@ mod tests {
         let shard = [write(8)];
         let mut raw = unread_batch(&shard, &[(0, 3), (0, 6)]);
         reads.read(&mut raw).unwrap();
-        assert_eq!(raw.records, [record(0, 3), record(0, 6)]);
+        assert_eq!(records(&raw), [record(0, 3), record(0, 6)]);
         assert_eq!(reads.maps.len(), 1);
     }
 
@@ -673,15 +693,15 @@ mod tests {
         let mut raw = unread_batch(&shards, &wanted);
         reads.read(&mut raw).unwrap();
         let want: Vec<Vec<u8>> = wanted.iter().map(|&(f, i)| record(f, i as usize)).collect();
-        assert_eq!(raw.records, want);
+        assert_eq!(records(&raw), want);
         // Records lie where their shard's map puts them: as far apart as in
         // the file, batch after batch (a read copies each batch's records
         // to the front of the worker's buffer).
-        let first = raw.records[0].as_ptr() as u64;
-        let later = |raw: &RawBatch| raw.records[0].as_ptr() as u64 - first;
+        let first = raw.items[0].data.as_ptr() as u64;
+        let later = |raw: &RawBatch| raw.items[0].data.as_ptr() as u64 - first;
         let mut raw = unread_batch(&shards, &[(0, 5)]);
         reads.read(&mut raw).unwrap();
-        assert_eq!(raw.records[0].as_ref(), record(0, 5));
+        assert_eq!(raw.items[0].data.as_ref(), record(0, 5));
         let (at0, _) = shards[0].1.record(0).unwrap();
         let (at5, _) = shards[0].1.record(5).unwrap();
         assert_eq!(later(&raw), at5 - at0);
@@ -722,17 +742,12 @@ mod tests {
         );
 
         // A worker reads all three, the long one included.
-        let mut raw = RawBatch {
-            records: views,
-            provenance: (0..3).map(|i| (0, index.record(i).unwrap().0)).collect(),
-            unread: vec![0, 1, 2],
-            files: Arc::new(vec![url.clone()]),
-            layout: GroupLayout::Rows,
-            number: 0,
-            starts: 0,
-        };
+        let items = (views.into_iter().enumerate())
+            .map(|(i, view)| unread_item(view, 0, index.record(i as u64).unwrap().0))
+            .collect();
+        let mut raw = RawBatch::chunk(items, Arc::new(vec![url.clone()]));
         reader().read(&mut raw).unwrap();
-        assert_eq!(raw.records, records);
+        assert_eq!(self::records(&raw), records);
 
         // Cut after it was opened, before its map was made: the map's
         // length is checked too.

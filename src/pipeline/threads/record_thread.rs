@@ -15,7 +15,7 @@ use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
 use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn};
 use crate::pipeline::group::part::GroupPart;
-use crate::pipeline::group::raw_batch::{GroupLayout, RawBatch, unread_of};
+use crate::pipeline::group::raw_batch::RawBatch;
 use crate::pipeline::item::Item;
 use crate::pipeline::ops::stream_chain::StreamChain;
 use crate::pipeline::stats::StageStats;
@@ -265,15 +265,9 @@ impl RecordThread {
                         .map_err(|e| self.locate(e, item.file))
                 })
                 .collect::<Result<_, _>>()?,
-            (None, Some(prefilter)) => prefilter(&RawBatch {
-                records: items.iter().map(|i| i.data.clone()).collect(),
-                provenance: items.iter().map(|i| (i.file, i.offset)).collect(),
-                unread: unread_of(items.iter()),
-                files: self.files.clone(),
-                layout: GroupLayout::Rows,
-                number: 0,
-                starts: 0,
-            })?,
+            (None, Some(prefilter)) => {
+                prefilter(&RawBatch::chunk(items.clone(), self.files.clone()))?
+            }
             (None, None) => vec![Some(0); items.len()],
         };
         let mut out = Vec::new();
@@ -427,15 +421,10 @@ impl RecordThread {
                 if items.is_empty() {
                     break;
                 }
-                let raw = RawBatch {
-                    records: items.iter().map(|(i, _)| i.data.clone()).collect(),
-                    provenance: items.iter().map(|(i, _)| (i.file, i.offset)).collect(),
-                    unread: unread_of(items.iter().map(|(i, _)| i)),
-                    files: self.files.clone(),
-                    layout: GroupLayout::Rows,
-                    number: 0,
-                    starts: 0,
-                };
+                let raw = RawBatch::chunk(
+                    items.iter().map(|(i, _)| i.clone()).collect(),
+                    self.files.clone(),
+                );
                 let chunk = Chunk {
                     items,
                     stream: Arc::new(self.chain.state()),
@@ -544,26 +533,8 @@ impl GroupSender<'_> {
                 }),
             }],
         };
-        // Move the records out (no reference-count traffic per record).
-        let mut records = Vec::with_capacity(group.items.len());
-        let mut provenance = Vec::with_capacity(group.items.len());
-        // Read by their workers, mostly all or none: sized once (grown
-        // from empty it was reallocated ~8 times a batch).
-        let mut unread = match group.items.first() {
-            Some(item) if item.unread => Vec::with_capacity(group.items.len()),
-            _ => Vec::new(),
-        };
-        for item in group.items {
-            if item.unread {
-                unread.push(records.len() as u32);
-            }
-            records.push(item.data);
-            provenance.push((item.file, item.offset));
-        }
         let raw = RawBatch {
-            records,
-            provenance,
-            unread,
+            items: group.items,
             files: self.files.clone(),
             layout: group.layout,
             number: self.first + self.seq,

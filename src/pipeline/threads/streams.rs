@@ -122,24 +122,17 @@ fn join(
 ) {
     let batch = joined.get_or_insert_with(|| RawBatch {
         number: raw.number,
-        records: Vec::new(),
-        provenance: Vec::new(),
-        unread: Vec::new(),
+        items: Vec::new(),
         files: files.clone(),
         layout: GroupLayout::Rows,
         starts: 0,
     });
-    let records_before = batch.records.len();
+    let records_before = batch.items.len();
     batch.starts += raw.starts;
-    batch
-        .unread
-        .extend(raw.unread.iter().map(|&i| i + records_before as u32));
-    batch.records.extend(raw.records);
-    batch.provenance.extend(
-        raw.provenance
-            .iter()
-            .map(|&(file, offset)| (file + first_file, offset)),
-    );
+    batch.items.extend(raw.items.into_iter().map(|mut item| {
+        item.file += first_file;
+        item
+    }));
     batch.layout = match (std::mem::take(&mut batch.layout), raw.layout) {
         // Every stream follows the same schedule, so their buckets agree.
         (GroupLayout::Bucket(a), GroupLayout::Bucket(b)) => GroupLayout::Bucket(a.max(b)),

@@ -67,10 +67,10 @@ fn run_worker<T>(
     while let Ok((seq, message)) = rx.recv() {
         let result = message.and_then(|(mut raw, state)| {
             let _busy = stats.busy_timer();
-            let n = raw.records.len() as u64;
+            let n = raw.len() as u64;
             let _span =
                 tracing::trace_span!("infeed.batch", step = raw.number, records = n).entered();
-            let bytes: usize = raw.records.iter().map(Bytes::len).sum();
+            let bytes: usize = raw.records().map(Bytes::len).sum();
             let records = raw.starts as u64;
             accounting::take_left_out_here();
             // A panic in a user's function (map_batch) must become an error

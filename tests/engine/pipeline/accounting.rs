@@ -144,7 +144,7 @@ fn corrupt_records_skipped_are_read_and_left_out() {
         .unwrap()
         .read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
         .repeat(Some(2));
-    let (rows, acc) = drain(p.build_raw(2, false).unwrap(), |b| b.records.len());
+    let (rows, acc) = drain(p.build_raw(2, false).unwrap(), |b| b.len());
     // Record 2 of 5 fails its CRC, each epoch.
     assert_eq!(rows, 8);
     let left_out = LeftOut {

@@ -15,7 +15,7 @@ use crate::support::wire::varint;
 
 fn records(batches: infeed::pipeline::Batches<infeed::pipeline::RawBatch>) -> Vec<String> {
     batches
-        .flat_map(|b| b.unwrap().records)
+        .flat_map(|b| b.unwrap().into_records())
         .map(|r| String::from_utf8(r.to_vec()).unwrap())
         .collect()
 }
@@ -46,7 +46,7 @@ fn restore(p: &Pipeline, state: &[u8]) -> Result<Vec<String>, PipelineError> {
         .and_then(|b| b.collect::<Result<Vec<_>, _>>())
         .map(|b| {
             b.into_iter()
-                .flat_map(|b| b.records)
+                .flat_map(|b| b.into_records())
                 .map(|r| String::from_utf8(r.to_vec()).unwrap())
                 .collect()
         })

@@ -75,10 +75,10 @@ fn a_shard_cut_while_read_is_an_error_naming_it_in_every_mode() {
         // A quarter of the shard left: most of what follows is past its end.
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         file.set_len(2 << 20).unwrap();
-        let mut delivered = first.records;
+        let mut delivered = first.into_records();
         let err = loop {
             match batches.next_batch() {
-                Ok(Some(batch)) => delivered.extend(batch.records),
+                Ok(Some(batch)) => delivered.extend(batch.into_records()),
                 Ok(None) => panic!("{mode}: the run ended without an error"),
                 Err(e) => break e,
             }

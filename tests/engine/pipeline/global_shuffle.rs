@@ -33,7 +33,7 @@ fn pipeline(files: &[String], blocks: Option<u64>) -> Pipeline {
 fn records(p: &Pipeline, batch: usize) -> Vec<String> {
     p.build_raw(batch, false)
         .unwrap()
-        .flat_map(|b| b.unwrap().records)
+        .flat_map(|b| b.unwrap().into_records())
         .map(|r| String::from_utf8(r.to_vec()).unwrap())
         .collect()
 }
@@ -117,7 +117,7 @@ proptest! {
                 job(h, 2)
                     .build_raw(4, true)
                     .unwrap()
-                    .map(|b| b.unwrap().records.iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
+                    .map(|b| b.unwrap().into_records().iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
                     .collect()
             })
             .collect();
@@ -142,7 +142,7 @@ proptest! {
                 .resume_from(&merged)
                 .build_raw(4, true)
                 .unwrap()
-                .map(|b| b.unwrap().records.iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
+                .map(|b| b.unwrap().into_records().iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
                 .collect();
             prop_assert_eq!(&rest[..], &full[h as usize][cut..]);
         }
@@ -151,7 +151,7 @@ proptest! {
             .resume_from(&merged)
             .build_raw(8, true)
             .unwrap()
-            .map(|b| b.unwrap().records.iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
+            .map(|b| b.unwrap().into_records().iter().map(|r| String::from_utf8(r.to_vec()).unwrap()).collect())
             .collect();
         for (k, step) in one.iter().enumerate().take(steps - cut) {
             let mut want = full[0][cut + k].clone();
@@ -236,8 +236,7 @@ fn the_workers_read_what_its_reader_would_and_the_same_batches_come() {
                 .unwrap()
                 .map(|b| {
                     let b = b.unwrap();
-                    b.records
-                        .iter()
+                    b.records()
                         .map(|r| String::from_utf8(r.to_vec()).unwrap())
                         .collect()
                 })
@@ -274,7 +273,7 @@ fn a_record_corrupted_since_it_was_indexed_is_named_by_the_worker_that_reads_it(
     let mut delivered = 0;
     let err = loop {
         match batches.next_batch() {
-            Ok(Some(b)) => delivered += b.records.len(),
+            Ok(Some(b)) => delivered += b.len(),
             Ok(None) => panic!("the run ended without an error"),
             Err(e) => break e,
         }

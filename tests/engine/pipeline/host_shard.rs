@@ -37,7 +37,7 @@ fn host_records(
     };
     p.build_raw(3, false)
         .unwrap()
-        .flat_map(|b| b.unwrap().records)
+        .flat_map(|b| b.unwrap().into_records())
         .map(|r| String::from_utf8(r.to_vec()).unwrap())
         .collect()
 }
@@ -127,7 +127,7 @@ fn file_orders(files: &[String], host: Option<(u64, u64)>, seed: u64) -> Vec<Str
     }
     p.build_raw(4, false)
         .unwrap()
-        .flat_map(|b| b.unwrap().records)
+        .flat_map(|b| b.unwrap().into_records())
         .map(|r| String::from_utf8(r[..2].to_vec()).unwrap())
         .collect()
 }

@@ -68,8 +68,7 @@ fn batches(p: &Pipeline, batch: usize, limit: usize) -> Vec<Vec<String>> {
         .take(limit)
         .map(|b| {
             b.unwrap()
-                .records
-                .iter()
+                .records()
                 .map(|r| String::from_utf8(r.to_vec()).unwrap())
                 .collect()
         })
@@ -168,7 +167,7 @@ fn the_policies_when_a_source_runs_out() {
     let stop: Vec<String> = p(OnExhausted::Stop)
         .build_raw(10, false)
         .unwrap()
-        .flat_map(|b| b.unwrap().records)
+        .flat_map(|b| b.unwrap().into_records())
         .map(|r| String::from_utf8(r.to_vec()).unwrap())
         .collect();
     let code = stop.iter().filter(|r| r.starts_with('c')).count();
@@ -179,7 +178,7 @@ fn the_policies_when_a_source_runs_out() {
     let drop = p(OnExhausted::Drop)
         .build_raw(10, false)
         .unwrap()
-        .map(|b| b.unwrap().records.len())
+        .map(|b| b.unwrap().len())
         .sum::<usize>();
     assert_eq!(drop, 1600);
     // Fail: an error naming the source, after every record before it.
@@ -625,8 +624,7 @@ fn global_run(
             let batch = b.next_batch().unwrap().unwrap();
             got.push(
                 batch
-                    .records
-                    .iter()
+                    .records()
                     .map(|r| String::from_utf8(r.to_vec()).unwrap())
                     .collect::<Vec<_>>(),
             );

@@ -12,13 +12,13 @@ use proptest::prelude::*;
 /// Every record of every batch, as strings, with batch boundaries flattened.
 fn run(p: &Pipeline, batch: usize, drop_remainder: bool) -> Vec<String> {
     let batches = p.build_raw(batch, drop_remainder).unwrap();
-    batches.flat_map(|b| texts(&b.unwrap().records)).collect()
+    batches.flat_map(|b| texts(b.unwrap().records())).collect()
 }
 
 /// A batch's records, as strings.
-fn texts<R: AsRef<[u8]>>(records: &[R]) -> Vec<String> {
+fn texts<R: AsRef<[u8]>>(records: impl IntoIterator<Item = R>) -> Vec<String> {
     records
-        .iter()
+        .into_iter()
         .map(|r| String::from_utf8(r.as_ref().to_vec()).unwrap())
         .collect()
 }
@@ -198,17 +198,17 @@ fn a_corrupt_record_names_file_and_offset_or_is_skipped_and_counted() {
     let corrupt = super::testdata("corrupt.tfrecord");
     let p = Pipeline::from_files([corrupt.clone()]).unwrap();
     let mut batches = p.build_raw(1, false).unwrap();
-    assert_eq!(batches.next_batch().unwrap().unwrap().records.len(), 1);
-    assert_eq!(batches.next_batch().unwrap().unwrap().records.len(), 1);
+    assert_eq!(batches.next_batch().unwrap().unwrap().len(), 1);
+    assert_eq!(batches.next_batch().unwrap().unwrap().len(), 1);
     match batches.next_batch() {
         Err(PipelineError::Record(e)) => {
             assert_eq!((e.path.as_str(), e.offset), (corrupt.as_str(), 117));
         }
-        other => panic!("{:?}", other.map(|b| b.map(|b| b.records))),
+        other => panic!("{:?}", other.map(|b| b.map(|b| b.into_records()))),
     }
     let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
     let mut batches = p.read_options(skip).build_raw(10, false).unwrap();
-    assert_eq!(batches.next_batch().unwrap().unwrap().records.len(), 4);
+    assert_eq!(batches.next_batch().unwrap().unwrap().len(), 4);
     assert!(batches.next_batch().unwrap().is_none());
     let stats = batches.stats();
     assert_eq!(
@@ -248,12 +248,12 @@ fn a_panicking_map_in_one_of_several_streams_is_an_error_not_short_batches() {
     assert!(
         matches!(last, Err(PipelineError::Worker(m)) if m.contains("user map failed")),
         "{:?}",
-        last.as_ref().map(|b| texts(&b.records))
+        last.as_ref().map(|b| texts(b.records()))
     );
     // Steps 0..4 hold f0-r0..7 and f1-r0..7, two rows of each stream a step.
     let texts: Vec<Vec<String>> = batches
         .iter()
-        .map(|b| texts(&b.as_ref().unwrap().records))
+        .map(|b| texts(b.as_ref().unwrap().records()))
         .collect();
     assert_eq!(texts.len(), 4, "{texts:?}");
     for (t, rows) in texts.iter().enumerate() {
@@ -294,10 +294,12 @@ fn a_state_from_another_pipeline_is_refused() {
     let mut batches = p.build_raw(2, false).unwrap();
     batches.next_batch().unwrap();
     let state = batches.state();
-    let rest: Vec<_> = batches.map(|b| b.unwrap().records).collect();
+    let rest: Vec<_> = batches.map(|b| b.unwrap().into_records()).collect();
     let restored = p.seed(2).resume_from(&state).build_raw(2, false).unwrap();
     assert_eq!(
-        restored.map(|b| b.unwrap().records).collect::<Vec<_>>(),
+        restored
+            .map(|b| b.unwrap().into_records())
+            .collect::<Vec<_>>(),
         rest
     );
 }
@@ -318,7 +320,7 @@ fn state_with_a_full_10k_shuffle_buffer_is_under_64_kib() {
     let state = batches.state();
     assert!(state.len() < 64 * 1024, "{} bytes", state.len());
     let rest: Vec<String> = batches
-        .flat_map(|b| b.unwrap().records)
+        .flat_map(|b| b.unwrap().into_records())
         .map(|r| String::from_utf8(r.to_vec()).unwrap())
         .collect();
     let resumed = run(&p.clone().resume_from(&state), 256, true);
@@ -354,7 +356,7 @@ fn a_full_shuffle_buffer_costs_at_most_a_quarter_over_its_payload() {
     let mut batches = p.build_raw(256, false).unwrap();
     let mut records = 0;
     while let Some(batch) = batches.next_batch().unwrap() {
-        records += batch.records.len();
+        records += batch.len();
     }
     assert_eq!(records, 30_000);
     let shuffle = batches.stats().record_thread;
@@ -409,11 +411,11 @@ fn a_mapped_shuffle_holds_long_records_and_gives_the_same_run() {
     let mut batches = p(true).build_raw(64, false).unwrap();
     let mut mapped = Vec::new();
     for _ in 0..40 {
-        mapped.extend(texts(&batches.next_batch().unwrap().unwrap().records));
+        mapped.extend(texts(batches.next_batch().unwrap().unwrap().records()));
     }
     let state = batches.state();
     for batch in batches.by_ref() {
-        mapped.extend(texts(&batch.unwrap().records));
+        mapped.extend(texts(batch.unwrap().records()));
     }
     assert_eq!(mapped, read);
     let shuffle = batches.stats().record_thread;
@@ -456,7 +458,7 @@ proptest! {
         let files = write_files(dir.path(), &counts, compression);
         let mut p = Pipeline::from_files(files).unwrap().seed(seed).shuffle_files().interleave(cycle, block);
         p = if repeat_first { p.repeat(Some(epochs)).shuffle(buffer) } else { p.shuffle(buffer).repeat(Some(epochs)) };
-        let full: Vec<Vec<bytes::Bytes>> = p.build_raw(batch, false).unwrap().map(|b| b.unwrap().records).collect();
+        let full: Vec<Vec<bytes::Bytes>> = p.build_raw(batch, false).unwrap().map(|b| b.unwrap().into_records()).collect();
         let cut = ((full.len() as f64) * cut_fraction) as usize;
         let mut first = p.build_raw(batch, false).unwrap();
         for _ in 0..cut {
@@ -465,7 +467,7 @@ proptest! {
         let state = first.state();
         drop(first);
         let rest: Vec<Vec<bytes::Bytes>> =
-            p.clone().resume_from(&state).build_raw(batch, false).unwrap().map(|b| b.unwrap().records).collect();
+            p.clone().resume_from(&state).build_raw(batch, false).unwrap().map(|b| b.unwrap().into_records()).collect();
         prop_assert_eq!(&rest[..], &full[cut..]);
     }
 }
@@ -484,11 +486,11 @@ async fn the_async_stream_yields_the_same_batches_and_state() {
     let mut stream = p.build_raw(4, false).unwrap().into_stream();
     let mut got = Vec::new();
     for _ in 0..5 {
-        got.extend(texts(&stream.next().await.unwrap().unwrap().records));
+        got.extend(texts(stream.next().await.unwrap().unwrap().records()));
     }
     let state = stream.state();
     while let Some(batch) = stream.next().await {
-        got.extend(texts(&batch.unwrap().records));
+        got.extend(texts(batch.unwrap().records()));
     }
     assert_eq!(got, blocking);
     let resumed = run(&p.clone().resume_from(&state), 4, false);
@@ -527,7 +529,7 @@ fn equal_batches_give_every_host_the_same_count() {
     let sizes = |p: Pipeline| -> Vec<usize> {
         p.build_raw(4, false)
             .unwrap()
-            .map(|b| b.unwrap().records.len())
+            .map(|b| b.unwrap().len())
             .collect()
     };
     assert_eq!(sizes(host(0, EqualBatches::Drop)), [4, 4, 4]);

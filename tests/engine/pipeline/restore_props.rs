@@ -141,7 +141,7 @@ fn take_then_state<T: Send + 'static>(mut batches: Batches<T>, cut: usize) -> (V
 fn raw(p: &Pipeline, batch: usize, drop: bool) -> Vec<Raw> {
     collect(p.build_raw(batch, drop).unwrap())
         .into_iter()
-        .map(|b| b.records)
+        .map(|b| b.into_records())
         .collect()
 }
 
@@ -159,7 +159,7 @@ fn check_raw_restore(
     let full = raw(p, batch, drop);
     let cut = ((full.len() as f64) * cut_fraction) as usize;
     let (first, state) = take_then_state(p.build_raw(batch, drop).unwrap(), cut);
-    let first: Vec<Raw> = first.into_iter().map(|b| b.records).collect();
+    let first: Vec<Raw> = first.into_iter().map(|b| b.into_records()).collect();
     prop_assert_eq!(&first[..], &full[..cut]);
     let rest = raw(&resumed(p.clone()).resume_from(&state), batch, drop);
     prop_assert_eq!(&rest[..], &full[cut..], "cut at batch {}", cut);
@@ -449,13 +449,13 @@ fn slowed(p: &Pipeline, batch: usize) -> Batches<Raw> {
         false,
         Arc::new(|b| {
             let slow = b
-                .records
-                .first()
+                .records()
+                .next()
                 .is_some_and(|r| r.last().is_some_and(|&c| c % 3 == 0));
             if slow {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            Ok(b.records)
+            Ok(b.into_records())
         }),
     )
     .unwrap()
@@ -480,10 +480,12 @@ fn an_unordered_state_taken_ahead_of_a_slow_batch_repeats_what_was_ahead() {
             Arc::new(move |b| {
                 // Held until the gate opens (as the test goes on, or as it
                 // fails: `Open` below), however long the others take.
-                while b.records[0].as_ref() == b"f0-r0" && !gate.load(Ordering::Acquire) {
+                while b.records().next().is_some_and(|r| r.as_ref() == b"f0-r0")
+                    && !gate.load(Ordering::Acquire)
+                {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                Ok(b.records)
+                Ok(b.into_records())
             }),
         )
         .unwrap()

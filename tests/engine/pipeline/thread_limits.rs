@@ -295,8 +295,7 @@ fn check(what: &str, run: &Run, expected: &[Vec<String>]) -> Option<String> {
 
 /// A batch's raw records.
 fn records(b: &infeed::pipeline::RawBatch) -> Vec<String> {
-    b.records
-        .iter()
+    b.records()
         .map(|r| String::from_utf8_lossy(r).into_owned())
         .collect()
 }

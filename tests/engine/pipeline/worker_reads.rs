@@ -29,8 +29,7 @@ pub(super) fn run(p: &Pipeline, batch: usize) -> Run {
         match batches.next_batch() {
             Ok(Some(raw)) => {
                 let records = raw
-                    .records
-                    .iter()
+                    .records()
                     .map(|r| String::from_utf8(r.to_vec()).unwrap())
                     .collect();
                 out.push((records, batches.state()));

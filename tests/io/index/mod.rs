@@ -475,7 +475,7 @@ fn indexes_of_cloud_shards_read_every_record() {
                 let mut got: Vec<Vec<u8>> = p
                     .build_raw(16, false)
                     .unwrap()
-                    .flat_map(|b| b.unwrap().records)
+                    .flat_map(|b| b.unwrap().into_records())
                     .map(|r| r.to_vec())
                     .collect();
                 got.sort();

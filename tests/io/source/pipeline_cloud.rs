@@ -43,7 +43,7 @@ async fn gcs_pipeline_equals_local_and_restores_exactly() {
         let collect = |p: &Pipeline| -> Vec<Vec<bytes::Bytes>> {
             p.build_raw(16, false)
                 .unwrap()
-                .map(|b| b.unwrap().records)
+                .map(|b| b.unwrap().into_records())
                 .collect()
         };
         let full = collect(&remote);

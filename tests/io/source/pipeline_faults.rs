@@ -73,7 +73,7 @@ async fn every_record_arrives_once_through_500s_and_resets() {
                 .unwrap();
             let mut records = Vec::new();
             while let Some(batch) = batches.next_batch().expect("no error reaches the consumer") {
-                records.extend(batch.records);
+                records.extend(batch.into_records());
             }
             (records, batches.stats().read.retries)
         };
@@ -147,7 +147,7 @@ async fn source_options_bound_the_retries(scheme: &str, test: &str) {
             let mut records = 0;
             let result = loop {
                 match batches.next_batch() {
-                    Ok(Some(batch)) => records += batch.records.len(),
+                    Ok(Some(batch)) => records += batch.len(),
                     Ok(None) => break Ok(records),
                     Err(e) => break Err(e),
                 }

@@ -42,7 +42,7 @@ async fn reads_a_slice_like_local_disk(scheme: &str) {
                 .unwrap()
                 .build_raw(64, false)
                 .unwrap()
-                .flat_map(|b| b.unwrap().records)
+                .flat_map(|b| b.unwrap().into_records())
                 .collect()
         };
         for split in ["train[250:260]", "train[-3:]+train[:2]"] {

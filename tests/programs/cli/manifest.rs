@@ -32,7 +32,7 @@ fn host0_batches(out: &Path) -> Vec<usize> {
         .equal_batches(EqualBatches::Pad)
         .build_raw(2, false)
         .unwrap()
-        .map(|b| b.unwrap().records.len())
+        .map(|b| b.unwrap().len())
         .collect()
 }
 
