@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
-use crate::pipeline::item::{Item, LengthScan, UNMEASURED};
+use crate::pipeline::item::{Item, LengthScan};
 use crate::pipeline::read::blocks::{Begin, Framing, ShardBlocks};
 use crate::pipeline::read::spans::SpanReads;
 use crate::pipeline::read::unread::LeftUnread;
@@ -24,7 +24,7 @@ use crate::pipeline::rng::{CounterRng, domain};
 use crate::pipeline::stats::{StageFigures, StageStats};
 use crate::prefetch::prefetch;
 use crate::record::chunk_ring::SpareHold;
-use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, ReadOptions, Record};
+use crate::record::{CorruptPolicy, FOOTER_LEN, HEADER_LEN, ReadOptions};
 use crate::source::SourceOptions;
 
 use super::{EpochInput, Restore};
@@ -163,9 +163,7 @@ struct Slot {
     /// as its blocks are taken (declared after `reader`, so that the
     /// reader's thread has ended when the last are passed on).
     counts: Option<AheadCounts>,
-    block: std::vec::IntoIter<Record>,
-    /// The block's records' lengths, when the reader measures them.
-    lengths: std::vec::IntoIter<u32>,
+    block: std::vec::IntoIter<Item>,
     next_offset: u64,
     /// The record number in the file of the next record, and the file's
     /// record range (the whole file when `None`).
@@ -179,12 +177,10 @@ struct Slot {
 }
 
 impl Slot {
-    /// The next record, with its carried length ([`UNMEASURED`] when the
-    /// reader measures none).
-    fn next_record(&mut self, stats: &StageStats) -> Result<Option<(Record, u32)>, PipelineError> {
+    /// The next record.
+    fn next_record(&mut self, stats: &StageStats) -> Result<Option<Item>, PipelineError> {
         loop {
             if let Some(record) = self.block.next() {
-                let measured = self.lengths.next().unwrap_or(UNMEASURED);
                 // This slot is read again a cycle later: its next record
                 // by then is in cache (an unread one is the worker's).
                 if let Some(next) = self.block.as_slice().first()
@@ -194,11 +190,11 @@ impl Slot {
                 }
                 self.next_offset =
                     record.offset + (HEADER_LEN + FOOTER_LEN) as u64 + record.data.len() as u64;
-                return Ok(Some((record, measured)));
+                return Ok(Some(record));
             }
             let next = {
                 let _wait = stats.wait_timer();
-                self.reader.next_measured()
+                self.reader.next_block()
             };
             match next {
                 None => return Ok(None),
@@ -206,9 +202,7 @@ impl Slot {
                     if let Some(counts) = self.counts.as_mut() {
                         counts.pass_on();
                     }
-                    let (records, lengths) = block?;
-                    self.block = records.into_iter();
-                    self.lengths = lengths.into_iter();
+                    self.block = block?.into_iter();
                 }
             }
         }
@@ -348,7 +342,7 @@ impl Interleave {
                 (reader, Some(counts))
             }
             _ => {
-                let reader = self.spawn(path, offset, self.read_stats.clone(), false);
+                let reader = self.spawn(file, path, offset, self.read_stats.clone(), false);
                 (reader, None)
             }
         };
@@ -357,7 +351,6 @@ impl Interleave {
             reader,
             counts,
             block: Vec::new().into_iter(),
-            lengths: Vec::new().into_iter(),
             next_offset: offset,
             record_no: record,
             range: self.input.ranges.get(file as usize).copied().flatten(),
@@ -386,14 +379,21 @@ impl Interleave {
             return;
         };
         let own = Arc::new(StageStats::default());
-        let reader = self.spawn(path, 0, own.clone(), true);
+        let reader = self.spawn(file, path, 0, own.clone(), true);
         self.ahead = Some((file, reader, own));
     }
 
-    /// A reader of `path` from byte `offset`, counting into `stats`, at the
-    /// block size the last finished file reached; `ahead` of its turn or
-    /// not.
-    fn spawn(&self, path: &str, offset: u64, stats: Arc<StageStats>, ahead: bool) -> ShardBlocks {
+    /// A reader of file `file` (at `path`) from byte `offset`, counting
+    /// into `stats`, at the block size the last finished file reached;
+    /// `ahead` of its turn or not.
+    fn spawn(
+        &self,
+        file: u32,
+        path: &str,
+        offset: u64,
+        stats: Arc<StageStats>,
+        ahead: bool,
+    ) -> ShardBlocks {
         ShardBlocks::spawn_measured(
             path.to_owned(),
             offset,
@@ -412,6 +412,7 @@ impl Interleave {
             Begin {
                 ramped: self.ramped,
                 ahead,
+                file,
             },
         )
     }
@@ -440,7 +441,7 @@ impl EpochInput for Interleave {
                 slot.next_record(&self.stats)?
             };
             match next {
-                Some((record, measured)) => {
+                Some(record) => {
                     let file = slot.file;
                     if let Some(offset) = slot.check_at.take() {
                         // A slot's saved offset is the end of the record it
@@ -468,14 +469,7 @@ impl EpochInput for Interleave {
                         self.in_block = 0;
                         self.cursor = (self.cursor + 1) % cycle;
                     }
-                    return Ok(Some(Item {
-                        data: record.data,
-                        file,
-                        offset: record.offset,
-                        measured,
-                        mapped: slot.reader.mapped(),
-                        unread: slot.reader.unread(),
-                    }));
+                    return Ok(Some(record));
                 }
                 None => {
                     // The next file goes on at the block size this one
@@ -517,21 +511,11 @@ impl EpochInput for Interleave {
             usize::try_from(block_length - self.in_block).unwrap_or(usize::MAX)
         };
         let n = max.min(slot.block.len()).min(stay);
-        let mapped = slot.reader.mapped();
-        let unread = slot.reader.unread();
-        out.reserve(n);
-        for record in slot.block.by_ref().take(n) {
-            let measured = slot.lengths.next().unwrap_or(UNMEASURED);
+        // Moved whole: the shard thread made each item.
+        out.extend(slot.block.by_ref().take(n));
+        if let Some(last) = out.last() {
             slot.next_offset =
-                record.offset + (HEADER_LEN + FOOTER_LEN) as u64 + record.data.len() as u64;
-            out.push(Item {
-                data: record.data,
-                file: slot.file,
-                offset: record.offset,
-                measured,
-                mapped,
-                unread,
-            });
+                last.offset + (HEADER_LEN + FOOTER_LEN) as u64 + last.data.len() as u64;
         }
         slot.record_no += n as u64;
         self.in_block += n as u64;

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use super::spans::{self, SpanReads};
 use super::unread::{self, Unread};
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::item::{LengthScan, carried};
+use crate::pipeline::item::{Item, LengthScan, UNMEASURED, carried};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn;
 use crate::record::chunk_source::{ChunkSource, Prefixed};
@@ -50,9 +50,11 @@ const BLOCKS_PER_DOUBLING: u32 = 4;
 /// doubled past any chunk size up to 4 GiB).
 pub(crate) const RAMPED: u32 = 16 * BLOCKS_PER_DOUBLING;
 
-/// A block of records, with each record's [`carried`] length when the
-/// reader measures them (else no lengths).
-type Block = (Vec<Record>, Vec<u32>);
+/// A block of records as the pipeline passes them: each carries its file,
+/// its [`carried`] length when the reader measures them, and whether it is
+/// a view of a mapped file or left unread. Made on the shard thread, so the
+/// record thread, which every record passes, only moves them.
+type Block = Vec<Item>;
 
 /// The reading side of a shard thread.
 pub(crate) struct ShardBlocks {
@@ -60,10 +62,7 @@ pub(crate) struct ShardBlocks {
     handle: Option<JoinHandle<()>>,
     /// Blocks the consumer has taken: the thread sizes its next block by it.
     taken: Arc<AtomicU32>,
-    /// Set (before the first block is sent) when the records are views of
-    /// a mapped file.
-    mapped: Arc<AtomicBool>,
-    /// Set likewise when they are left unread (framed by the shard's
+    /// Set (before the first block is sent) when the records are left unread (framed by the shard's
     /// headers or index, for the workers to read: `unread.rs`).
     unread: Arc<AtomicBool>,
     /// From when its waits for room count (see [`Begin::ahead`]).
@@ -81,13 +80,15 @@ pub(crate) struct Begin {
     /// from [`ShardBlocks::take_over`] on (before, it waits for the file
     /// before it, which is no waiting of the read stage's).
     pub ahead: bool,
+    /// Its file's number in the host's list, which its records carry.
+    pub file: u32,
 }
 
 /// How a shard reader frames its records.
 #[derive(Clone, Default)]
 pub(crate) struct Framing {
     /// Measures every record as it is framed (see
-    /// [`ShardBlocks::next_measured`]).
+    /// [`ShardBlocks::next_block`]).
     pub scan: Option<LengthScan>,
     /// How a plain local shard is framed to leave its records unread for
     /// the workers (`unread.rs`), instead of read.
@@ -139,18 +140,21 @@ impl ShardBlocks {
         }
         let counted_from = waits_from.clone();
         let consumed = taken.clone();
-        let mapped = Arc::new(AtomicBool::new(false));
-        let is_mapped = mapped.clone();
         let unread = Arc::new(AtomicBool::new(false));
         let is_unread = unread.clone();
         let named = path.clone();
         let spawned = spawn("infeed-shard", move || {
+            // Set by the reader before its first block: its records are
+            // views of a mapped file.
+            let is_mapped = AtomicBool::new(false);
             let shard = ShardThread {
                 tx: &tx,
                 waits_from: &counted_from,
                 stats: &stats,
                 taken: &consumed,
                 mapped: &is_mapped,
+                unread: &is_unread,
+                file: begin.file,
                 scan: framing.scan.as_ref(),
                 chunk_size: opts.chunk_size,
             };
@@ -200,17 +204,9 @@ impl ShardBlocks {
             rx,
             handle,
             taken,
-            mapped,
             unread,
             waits_from,
         }
-    }
-
-    /// True when the records of the blocks received are views of a mapped
-    /// file (local, uncompressed, `ReadOptions::mmap`).
-    pub fn mapped(&self) -> bool {
-        // Set before the first block was sent: the channel orders it.
-        self.mapped.load(Relaxed)
     }
 
     /// True when the records of the blocks received are unread views,
@@ -236,14 +232,9 @@ impl ShardBlocks {
         self.waits_from.get_or_init(Instant::now);
     }
 
-    /// The next block, or `None` at the end of the shard.
-    pub fn next_block(&mut self) -> Option<Result<Vec<Record>, RecordError>> {
-        self.next_measured().map(|b| b.map(|(records, _)| records))
-    }
-
-    /// The next block with its records' lengths (empty unless the reader
-    /// was started with a scan), or `None` at the end of the shard.
-    pub fn next_measured(&mut self) -> Option<Result<Block, RecordError>> {
+    /// The next block (its records measured where the reader was started
+    /// with a scan), or `None` at the end of the shard.
+    pub fn next_block(&mut self) -> Option<Result<Block, RecordError>> {
         // Counted first: the thread sizes its next block as soon as this
         // receive frees a slot.
         self.taken.fetch_add(1, Relaxed);
@@ -271,15 +262,31 @@ struct ShardThread<'a> {
     stats: &'a StageStats,
     taken: &'a AtomicU32,
     mapped: &'a AtomicBool,
+    unread: &'a AtomicBool,
+    file: u32,
     scan: Option<&'a LengthScan>,
     /// The read chunk: blocks grow up to a chunk's worth.
     chunk_size: usize,
 }
 
 impl ShardThread<'_> {
-    /// Sends a block on, counting the wait for room from the reader's
-    /// turn; false when the receiver has gone.
-    fn send(&self, block: Block) -> bool {
+    /// Sends a block of `records` on (with their `lengths`, where they are
+    /// measured), counting the wait for room from the reader's turn; false
+    /// when the receiver has gone.
+    fn send(&self, records: Vec<Record>, lengths: Vec<u32>) -> bool {
+        let (mapped, unread) = (self.mapped.load(Relaxed), self.unread.load(Relaxed));
+        let mut lengths = lengths.into_iter();
+        let block = records
+            .into_iter()
+            .map(|record| Item {
+                data: record.data,
+                file: self.file,
+                offset: record.offset,
+                measured: lengths.next().unwrap_or(UNMEASURED),
+                mapped,
+                unread,
+            })
+            .collect();
         let waiting = Instant::now();
         let sent = self.tx.send(Ok(block));
         // Only the part of the wait from the reader's turn on counts.
@@ -454,7 +461,7 @@ fn read_shard(
         retries_reported = retries;
         drop(span);
         drop(timer);
-        if !block.is_empty() && !shard.send((block, lengths)) {
+        if !block.is_empty() && !shard.send(block, lengths) {
             return Ok(());
         }
         if let Some(e) = failure {
@@ -477,7 +484,7 @@ impl unread::HandOn for ShardThread<'_> {
     }
 
     fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
-        self.send((block, lengths))
+        self.send(block, lengths)
     }
 }
 
@@ -736,7 +743,7 @@ mod tests {
             let stats: Arc<StageStats> = Arc::default();
             let begin = Begin {
                 ramped,
-                ahead: false,
+                ..Begin::default()
             };
             let mut reader = begun(&path, &stats, begin);
             wait_until("the read-ahead", || {
@@ -767,7 +774,14 @@ mod tests {
         let path = shard_at(&dir.path().join("s.tfrecord"), 0, 5000, Compression::None);
         let waited = |ahead: bool| {
             let stats: Arc<StageStats> = Arc::default();
-            let mut reader = begun(&path, &stats, Begin { ramped: 0, ahead });
+            let mut reader = begun(
+                &path,
+                &stats,
+                Begin {
+                    ahead,
+                    ..Begin::default()
+                },
+            );
             // Its read-ahead made, the thread waits to send the third
             // block; a take lets that send finish.
             let ahead_blocks = (BLOCKS_IN_FLIGHT + 1) as u64;
@@ -917,11 +931,11 @@ mod tests {
             Begin::default(),
         );
         let (mut records, mut lengths, mut error) = (Vec::new(), Vec::new(), None);
-        while let Some(block) = reader.next_measured() {
+        while let Some(block) = reader.next_block() {
             match block {
-                Ok((block, lens)) => {
+                Ok(block) => {
+                    lengths.extend(block.iter().map(|r| r.measured));
                     records.extend(block.into_iter().map(|r| (r.offset, r.data.to_vec())));
-                    lengths.extend(lens);
                 }
                 Err(e) => error = Some(format!("{e:?}")),
             }
