@@ -30,6 +30,7 @@ use bytes::Bytes;
 
 use super::spans::{self, SpanReads};
 use super::unread::{self, Unread};
+use crate::index::ShardIndex;
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::{Item, LengthScan, UNMEASURED, carried};
 use crate::pipeline::stats::StageStats;
@@ -138,9 +139,35 @@ impl ShardBlocks {
         if !begin.ahead {
             let _ = waits_from.set(Instant::now());
         }
+        let unread = Arc::new(AtomicBool::new(false));
+        if let Some(index) = framed_here(&framing, start) {
+            unread.store(true, Relaxed);
+            let shard = ShardThread {
+                tx: &tx,
+                waits_from: &waits_from,
+                stats: &stats,
+                taken: &taken,
+                mapped: &AtomicBool::new(false),
+                unread: &unread,
+                file: begin.file,
+                scan: None,
+                chunk_size: opts.chunk_size,
+            };
+            if let Err(e) = unread::by_index(&path, start, index, &stats, &OneBlock(&shard)) {
+                let _ = tx.send(Err(e));
+            }
+            // Dropped here, so the receiver ends after what was sent.
+            drop(tx);
+            return ShardBlocks {
+                rx,
+                handle: None,
+                taken,
+                unread,
+                waits_from,
+            };
+        }
         let counted_from = waits_from.clone();
         let consumed = taken.clone();
-        let unread = Arc::new(AtomicBool::new(false));
         let is_unread = unread.clone();
         let named = path.clone();
         let spawned = spawn("infeed-shard", move || {
@@ -250,6 +277,47 @@ impl Drop for ShardBlocks {
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
+    }
+}
+
+/// Records left in a shard framed by its index up to which the thread
+/// that opens it frames it itself, in one block, rather than starting a
+/// shard thread: starting and joining a thread and the wake-up for its
+/// first block cost the opening thread (the record thread) more than
+/// framing this many records from an index (a small shard read for many
+/// epochs opened one thread per epoch: docs/performance.md, "Small files
+/// repeated").
+const FRAMED_HERE: u64 = 1024;
+
+/// The index by which the shard is framed on the opening thread, from
+/// `start`: a shard left unread, framed by its index, with at most
+/// [`FRAMED_HERE`] records left (and nothing to measure, which an unread
+/// record never is).
+fn framed_here(framing: &Framing, start: u64) -> Option<&ShardIndex> {
+    match &framing.unread {
+        Some(Unread::ByIndex(index)) if framing.scan.is_none() => {
+            let left = index.len().saturating_sub(index.first_from(start));
+            (left <= FRAMED_HERE).then_some(&**index)
+        }
+        _ => None,
+    }
+}
+
+/// A shard framed on the opening thread, handed on in one block: the
+/// block and an error after it are at most the two messages its channel
+/// holds ([`BLOCKS_IN_FLIGHT`]), so no send waits for a receiver that is
+/// the sender itself.
+struct OneBlock<'a>(&'a ShardThread<'a>);
+
+const _: () = assert!(BLOCKS_IN_FLIGHT >= 2);
+
+impl unread::HandOn for OneBlock<'_> {
+    fn block_bytes(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
+        self.0.send(block, lengths)
     }
 }
 
@@ -943,6 +1011,75 @@ mod tests {
         drop(reader);
         let f = stats.figures();
         (records, lengths, error, (f.skipped_records, f.records))
+    }
+
+    /// A shard framed by its index with at most [`FRAMED_HERE`] records
+    /// left is framed by the thread that opens it, in one block whatever
+    /// the block size reached, as a shard thread frames it by its headers;
+    /// one record more and a shard thread frames it, in blocks. Cut short
+    /// under its index, the records before the cut, then the error naming
+    /// the shard and the record the file ends in.
+    #[test]
+    fn a_small_indexed_shard_is_framed_in_one_block_by_its_opener() {
+        use crate::index::{BuildOptions, build};
+        let dir = tempfile::tempdir().unwrap();
+        let n = FRAMED_HERE as usize;
+        let small = shard_at(&dir.path().join("small.tfrecord"), 0, n, Compression::None);
+        let large = shard_at(
+            &dir.path().join("large.tfrecord"),
+            1,
+            n + 1,
+            Compression::None,
+        );
+        let opts = ReadOptions::default();
+        let by = |unread| Framing {
+            unread: Some(unread),
+            ..Framing::default()
+        };
+        let blocks = |path: &str, start: u64, framing: Framing| {
+            let mut reader = ShardBlocks::spawn_measured(
+                path.to_owned(),
+                start,
+                opts.clone(),
+                SourceOptions::default(),
+                Arc::default(),
+                framing,
+                Begin::default(),
+            );
+            let mut sizes = Vec::new();
+            while let Some(block) = reader.next_block() {
+                sizes.push(block.unwrap().len());
+            }
+            (sizes, reader.handle.is_some())
+        };
+        for (path, threaded) in [(&small, false), (&large, true)] {
+            let index = Arc::new(build(path, &BuildOptions::default()).unwrap());
+            let by_headers = handed(path, 0, &opts, by(Unread::ByHeaders(None)));
+            let by_index = handed(path, 0, &opts, by(Unread::ByIndex(index.clone())));
+            assert_eq!(by_index, by_headers, "{path}");
+            let third = index.record(2).unwrap().0;
+            let from_third = handed(path, third, &opts, by(Unread::ByIndex(index.clone())));
+            assert_eq!(from_third.0, by_headers.0[2..], "{path}");
+            let (sizes, thread) = blocks(path, 0, by(Unread::ByIndex(index.clone())));
+            assert_eq!(thread, threaded, "{path}");
+            assert_eq!(sizes.iter().sum::<usize>(), index.len() as usize);
+            if !threaded {
+                assert_eq!(sizes, [n]);
+            }
+        }
+        let index = Arc::new(build(&small, &BuildOptions::default()).unwrap());
+        let cut_at = index.record(100).unwrap().0 + 5;
+        let whole = std::fs::read(&small).unwrap();
+        std::fs::write(&small, &whole[..cut_at as usize]).unwrap();
+        let (records, _, error, _) = handed(&small, 0, &opts, by(Unread::ByIndex(index)));
+        assert_eq!(records.len(), 100);
+        let error = error.unwrap();
+        assert!(error.contains(&small), "{error}");
+        assert!(
+            error.contains(&format!("offset: {}", cut_at - 5)),
+            "{error}"
+        );
+        assert!(error.contains("Truncated"), "{error}");
     }
 
     /// A GZIP shard with an index is read by spans on helper threads, and
