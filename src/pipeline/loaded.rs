@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use super::ops::global_shuffle::Dataset;
+use super::read::kept::Kept;
 use super::read::shared_maps::SharedMaps;
 use super::read::spans::SpanReads;
 use super::read::unread::LeftUnread;
@@ -25,6 +26,9 @@ pub(crate) struct Loaded {
     pub unread: Option<LeftUnread>,
     /// How its compressed local shards with indexes are read by spans.
     pub spans: Option<SpanReads>,
+    /// Where its small shards are kept after a pass, when it reads its
+    /// files more than once.
+    pub kept: Option<Arc<Kept>>,
     /// The shards' maps the workers read scattered records through.
     pub shared: Option<Arc<SharedMaps>>,
     /// A mixture's sources', in the order given.

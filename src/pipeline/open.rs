@@ -211,6 +211,7 @@ mod tests {
                     scan: None,
                     unread: None,
                     spans: None,
+                    kept: None,
                     order_seed: self.order_seed,
                 }),
                 seed: self.seed,

@@ -12,6 +12,7 @@ use super::ops::chain::{ChainConfig, ChainSettings};
 use super::ops::interleave::{RecordRange, StreamFiles};
 use super::ops::mix::{MixChoice, OnExhausted};
 use super::ops::mix_schedule::MixSchedule;
+use super::read::kept::{KEPT_BYTES, Kept};
 use super::rng::{CounterRng, domain};
 use super::threads::affinity::CpuAffinity;
 use crate::record::ReadOptions;
@@ -129,8 +130,14 @@ impl MixSettings {
 
 impl RecordSettings {
     /// What the ops read once per pipeline, before the job is placed: the
-    /// global shuffle's indexes (a mixture's sources' too).
+    /// global shuffle's indexes (a mixture's sources' too); and where the
+    /// small shards of a pipeline that reads its files more than once are
+    /// kept (one room for a mixture's sources).
     pub fn load(&self) -> Result<Loaded, PipelineError> {
+        self.load_keeping(&Arc::new(Kept::new(KEPT_BYTES)))
+    }
+
+    fn load_keeping(&self, kept: &Arc<Kept>) -> Result<Loaded, PipelineError> {
         let dataset = self.ops.global_shuffle.load(
             &self.files,
             &self.ranges,
@@ -141,13 +148,15 @@ impl RecordSettings {
             Some(mix) => mix
                 .sources
                 .iter()
-                .map(|(_, source)| source.load())
+                .map(|(_, source)| source.load_keeping(kept))
                 .collect::<Result<_, _>>()?,
             None => Vec::new(),
         };
+        let more_than_once = self.ops.epochs.epochs() != Some(1);
         Ok(Loaded {
             dataset,
             sources,
+            kept: more_than_once.then(|| kept.clone()),
             ..Loaded::default()
         })
     }
@@ -199,6 +208,7 @@ impl RecordSettings {
                 scan: scan.filter(|_| !map).cloned(),
                 unread: loaded.unread.clone(),
                 spans: loaded.spans.clone(),
+                kept: loaded.kept.clone(),
                 order_seed: record_shard.map(|_| SHARED_FILE_ORDER_SEED),
             }),
             seed,

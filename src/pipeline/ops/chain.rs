@@ -361,6 +361,7 @@ mod tests {
                 scan,
                 unread: None,
                 spans: None,
+                kept: None,
                 order_seed: None,
             }),
             seed: 7,

@@ -18,6 +18,7 @@ use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::{PipelineError, StateError};
 use crate::pipeline::item::{Item, LengthScan};
 use crate::pipeline::read::blocks::{Begin, Framing, ShardBlocks};
+use crate::pipeline::read::kept::Kept;
 use crate::pipeline::read::spans::SpanReads;
 use crate::pipeline::read::unread::LeftUnread;
 use crate::pipeline::rng::{CounterRng, domain};
@@ -86,6 +87,9 @@ pub(crate) struct StreamFiles {
     /// How its compressed local shards are read by spans on several
     /// threads, where they have indexes (`None`: one thread a shard).
     pub spans: Option<SpanReads>,
+    /// Where small shards read whole are kept for the passes after
+    /// (`None`: each file is read once, or each pass reads again).
+    pub kept: Option<Arc<Kept>>,
     /// The seed of the file order where it is not the stream's: under
     /// record sharding every host orders the files alike, since a host
     /// keeps records by their ordinal in the interleaved stream.
@@ -408,6 +412,11 @@ impl Interleave {
                     .as_ref()
                     .and_then(|u| u.framing(path, &self.input.read)),
                 spans: self.input.spans.clone(),
+                kept: self.input.kept.as_ref().and_then(|kept| {
+                    let measured = self.input.scan.is_some();
+                    kept.get(path, measured)
+                }),
+                keep: self.input.kept.clone(),
             },
             Begin {
                 ramped: self.ramped,
@@ -762,6 +771,7 @@ mod tests {
             scan: None,
             unread: None,
             spans: None,
+            kept: None,
             order_seed: None,
         });
         let counted = |cut: Option<usize>| {
@@ -790,6 +800,71 @@ mod tests {
         assert_eq!(counted(None), (599, 599, 1));
     }
 
+    /// A pipeline that reads its files more than once keeps a small shard
+    /// its reader read whole, and later epochs hand on the kept records
+    /// (the same records, at the same offsets: the same bytes as the kept
+    /// copies, not another read); a GZIP shard and a plain one alike.
+    #[test]
+    fn later_epochs_hand_on_the_records_a_whole_pass_kept() {
+        use crate::pipeline::read::kept::Kept;
+        use crate::pipeline::read::testing::gzip_shard_of;
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<Vec<u8>> = (0..300).map(|i| record(0, i)).collect();
+        let gzip = gzip_shard_of(&dir.path().join("a.tfrecord.gz"), &records, None);
+        let plain = three_files(dir.path(), 200).files[1].clone();
+        let kept = Arc::new(Kept::new(1 << 20));
+        let input = Arc::new(StreamFiles {
+            files: vec![gzip.clone(), plain.clone()],
+            ranges: Vec::new(),
+            read: ReadOptions::default(),
+            source: SourceOptions::default(),
+            scan: None,
+            unread: None,
+            spans: None,
+            kept: Some(kept.clone()),
+            order_seed: None,
+        });
+        let stats = || Arc::new(StageStats::default());
+        let settings = InterleaveSettings::default();
+        let mut op = Interleave::new(&settings, input, 1, Some(4), stats(), stats());
+        let mut epochs = Vec::new();
+        for epoch in 0..4 {
+            op.start_epoch(epoch);
+            let mut items = Vec::new();
+            while let Some(item) = op.next().unwrap() {
+                items.push(item);
+            }
+            epochs.push(items);
+        }
+        let expected: Vec<(u32, Vec<u8>)> = (0..300)
+            .map(|i| (0, record(0, i)))
+            .chain((0..200).map(|i| (1, record(1, i))))
+            .collect();
+        let last = epochs.last().unwrap();
+        for items in &epochs {
+            let got: Vec<(u32, Vec<u8>)> =
+                items.iter().map(|r| (r.file, r.data.to_vec())).collect();
+            assert_eq!(got, expected);
+            let offsets: Vec<u64> = items.iter().map(|r| r.offset).collect();
+            let last_offsets: Vec<u64> = last.iter().map(|r| r.offset).collect();
+            assert_eq!(offsets, last_offsets);
+        }
+        for (file, url) in [(0, &gzip), (1, &plain)] {
+            let shard = kept.get(url, false).expect("kept");
+            let mut handed = Vec::new();
+            let taker = crate::pipeline::read::testing::Taker::new(u64::MAX);
+            shard.hand_on(0, &StageStats::default(), &taker);
+            handed.extend(taker.blocks.into_inner().concat());
+            let from_kept: Vec<_> = handed.iter().map(|r| r.data.as_ptr()).collect();
+            let in_last: Vec<_> = last
+                .iter()
+                .filter(|r| r.file == file)
+                .map(|r| r.data.as_ptr())
+                .collect();
+            assert_eq!(in_last, from_kept, "{url}");
+        }
+    }
+
     /// Three plain files in `dir` of `records` records each (`record(f, i)`),
     /// read with the default options.
     fn three_files(dir: &std::path::Path, records: usize) -> Arc<StreamFiles> {
@@ -812,6 +887,7 @@ mod tests {
             scan: None,
             unread: None,
             spans: None,
+            kept: None,
             order_seed: None,
         })
     }

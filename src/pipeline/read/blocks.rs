@@ -28,6 +28,7 @@ use crate::record::{
 
 use bytes::Bytes;
 
+use super::kept::{Keeping, Kept, KeptShard};
 use super::spans::{self, SpanReads};
 use super::unread::{self, Unread};
 use crate::index::ShardIndex;
@@ -97,6 +98,11 @@ pub(crate) struct Framing {
     /// How a compressed local shard with an index is read by several
     /// threads (`spans.rs`), where it is read.
     pub spans: Option<SpanReads>,
+    /// Its records kept from an earlier pass (`kept.rs`), handed on from
+    /// memory: before any other framing.
+    pub kept: Option<Arc<KeptShard>>,
+    /// Where a whole pass of its reader (not by spans) is kept, if it fits.
+    pub keep: Option<Arc<Kept>>,
 }
 
 impl ShardBlocks {
@@ -140,8 +146,8 @@ impl ShardBlocks {
             let _ = waits_from.set(Instant::now());
         }
         let unread = Arc::new(AtomicBool::new(false));
-        if let Some(index) = framed_here(&framing, start) {
-            unread.store(true, Relaxed);
+        if let Some(here) = framed_here(&framing, start) {
+            unread.store(matches!(here, Here::Index(_)), Relaxed);
             let shard = ShardThread {
                 tx: &tx,
                 waits_from: &waits_from,
@@ -153,7 +159,16 @@ impl ShardBlocks {
                 scan: None,
                 chunk_size: opts.chunk_size,
             };
-            if let Err(e) = unread::by_index(&path, start, index, &stats, &OneBlock(&shard)) {
+            let framed = match here {
+                Here::Index(index) => {
+                    unread::by_index(&path, start, index, &stats, &OneBlock(&shard))
+                }
+                Here::Kept(kept) => {
+                    kept.hand_on(start, &stats, &OneBlock(&shard));
+                    Ok(())
+                }
+            };
+            if let Err(e) = framed {
                 let _ = tx.send(Err(e));
             }
             // Dropped here, so the receiver ends after what was sent.
@@ -186,6 +201,12 @@ impl ShardBlocks {
                 chunk_size: opts.chunk_size,
             };
             let read = match &framing.unread {
+                _ if framing.kept.is_some() => {
+                    if let Some(kept) = &framing.kept {
+                        kept.hand_on(start, &stats, &shard);
+                    }
+                    Ok(())
+                }
                 Some(Unread::ByIndex(index)) => {
                     is_unread.store(true, Relaxed);
                     unread::by_index(&path, start, index, &stats, &shard)
@@ -197,12 +218,12 @@ impl ShardBlocks {
                         let window = unread::WINDOW;
                         unread::by_headers(&path, start, &opts, learn, &stats, &shard, window)
                     }
-                    Ok(false) => read_shard(&path, start, None, &opts, &source, &shard),
+                    Ok(false) => read_shard(&path, start, None, &opts, &source, &shard, None),
                     Err(e) => Err(e),
                 },
                 None => {
                     let read_on =
-                        |at, counted| read_shard(&path, at, counted, &opts, &source, &shard);
+                        |at, counted| read_shard(&path, at, counted, &opts, &source, &shard, None);
                     let spans = framing.spans.as_ref();
                     match spans.and_then(|s| Some((s.threads, s.index_of(&path, &opts)?))) {
                         Some((threads, index)) => {
@@ -212,7 +233,12 @@ impl ShardBlocks {
                                 &path, start, &opts, &index, threads, scan, stats, &shard, read_on,
                             )
                         }
-                        None => read_on(start, None),
+                        None => {
+                            // A whole pass of the shard may be kept for the next.
+                            let keep = framing.keep.as_ref().filter(|_| start == 0);
+                            let keeping = keep.and_then(|kept| kept.keeping(&path));
+                            read_shard(&path, start, None, &opts, &source, &shard, keeping)
+                        }
                     }
                 }
             };
@@ -289,18 +315,29 @@ impl Drop for ShardBlocks {
 /// repeated").
 const FRAMED_HERE: u64 = 1024;
 
-/// The index by which the shard is framed on the opening thread, from
-/// `start`: a shard left unread, framed by its index, with at most
-/// [`FRAMED_HERE`] records left (and nothing to measure, which an unread
-/// record never is).
-fn framed_here(framing: &Framing, start: u64) -> Option<&ShardIndex> {
-    match &framing.unread {
-        Some(Unread::ByIndex(index)) if framing.scan.is_none() => {
+/// How the shard is framed on the opening thread, from `start`, if it is:
+/// kept from an earlier pass, or left unread and framed by its index (with
+/// nothing to measure, which an unread record never is), with at most
+/// [`FRAMED_HERE`] records left.
+fn framed_here(framing: &Framing, start: u64) -> Option<Here<'_>> {
+    match (&framing.kept, &framing.unread) {
+        (Some(kept), _) => {
+            (kept.left_from(start) as u64 <= FRAMED_HERE).then_some(Here::Kept(kept))
+        }
+        (None, Some(Unread::ByIndex(index))) if framing.scan.is_none() => {
             let left = index.len().saturating_sub(index.first_from(start));
-            (left <= FRAMED_HERE).then_some(&**index)
+            (left <= FRAMED_HERE).then_some(Here::Index(index))
         }
         _ => None,
     }
+}
+
+/// What a shard framed on the opening thread is framed by.
+enum Here<'a> {
+    /// Its index: its records left unread.
+    Index(&'a ShardIndex),
+    /// Its records kept from an earlier pass.
+    Kept(&'a KeptShard),
 }
 
 /// A shard framed on the opening thread, handed on in one block: the
@@ -475,6 +512,7 @@ fn read_shard(
     opts: &ReadOptions,
     source: &SourceOptions,
     shard: &ShardThread<'_>,
+    mut keeping: Option<Keeping>,
 ) -> Result<(), RecordError> {
     let ShardThread {
         stats,
@@ -527,6 +565,9 @@ fn read_shard(
         let retries: u64 = sources.iter().map(|s| s.retries.load(Relaxed)).sum();
         stats.add_retries(retries - retries_reported);
         retries_reported = retries;
+        if keeping.as_mut().is_some_and(|k| !k.add(&block, &lengths)) {
+            keeping = None;
+        }
         drop(span);
         drop(timer);
         if !block.is_empty() && !shard.send(block, lengths) {
@@ -538,6 +579,10 @@ fn read_shard(
         if ended {
             let skipped = reader.skipped();
             stats.add_skipped(skipped.records, skipped.bytes);
+            // A pass that skipped records is not kept: the next counts them.
+            if let Some(keeping) = keeping.filter(|_| skipped.records == 0 && skipped.bytes == 0) {
+                keeping.finish();
+            }
             return Ok(());
         }
     }

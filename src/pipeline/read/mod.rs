@@ -6,12 +6,14 @@
 //! thread leaves unread, and how it frames them) and [`in_workers`] (those
 //! records read by the worker that assembles them), with
 //! [`shared_maps`] (maps of the shards, one per shard, that workers read
-//! scattered records through). The record ops and the start of a pipeline
+//! scattered records through), and [`kept`] (small shards kept whole after
+//! a pass, for the passes after it). The record ops and the start of a pipeline
 //! read through here; it knows no op.
 
 pub(crate) mod again;
 pub(crate) mod blocks;
 pub(crate) mod in_workers;
+pub(crate) mod kept;
 pub(crate) mod shared_maps;
 pub(crate) mod spans;
 pub(crate) mod unread;

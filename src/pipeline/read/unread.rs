@@ -261,7 +261,7 @@ pub(super) fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> Record
 
 /// Where a shard thread hands its blocks of records (unread, or read by
 /// spans: `spans.rs`).
-pub(super) trait HandOn {
+pub(crate) trait HandOn {
     /// Framed bytes the next block holds (its size ramps up as the
     /// consumer takes blocks).
     fn block_bytes(&self) -> u64;

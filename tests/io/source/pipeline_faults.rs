@@ -1,7 +1,8 @@
 //! The whole pipeline reading gs:// shards through a proxy that answers
 //! 500s and resets connections: every record arrives exactly once, in the
 //! order a local read gives, and the read stage reports one retry per
-//! injected fault. (tests/io/source/faults.rs checks the byte-level resume,
+//! injected fault; and a small object read for many epochs is fetched
+//! twice, not once an epoch. (tests/io/source/faults.rs checks the byte-level resume,
 //! stalls included, under the source layer alone.)
 //!
 //! The pipeline finds its GCS endpoint the usual way, through the
@@ -223,4 +224,61 @@ async fn source_options_bound_the_retries_s3() {
 #[ignore = "needs emulators: scripts/emulators.sh start"]
 async fn source_options_bound_the_retries_az() {
     source_options_bound_the_retries("az", &test_name("source_options_bound_the_retries_az")).await;
+}
+
+/// A small object read for many epochs is fetched for two passes only:
+/// the first, which the pipeline keeps (`read/kept.rs`), and the second,
+/// read ahead while the first was read; the epochs after hand on the kept
+/// records. Every epoch's records are the local file's, and the read stage
+/// counts every epoch's records as read. Through a proxy that counts the
+/// GETs (it injects no fault).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs emulators: scripts/emulators.sh start"]
+async fn a_small_object_read_for_many_epochs_is_fetched_twice() {
+    require_emulators();
+    // It sets GOOGLE_SERVICE_ACCOUNT: alone in a child process.
+    if !run_alone(&test_name(
+        "a_small_object_read_for_many_epochs_is_fetched_twice",
+    )) {
+        return;
+    }
+    let name = "lm-sample.tfrecord.gz";
+    let base = format!("gs://{}", bucket());
+    let key = format!("{}/{name}", unique_prefix("pipeline-kept"));
+    upload(&base, &key, &file_bytes(name)).await;
+    let proxy = Proxy::start(gcs_upstream(), Vec::new()).await;
+    let key_file = tempfile::NamedTempFile::new().expect("key file");
+    proxy.write_gcs_key(key_file.path());
+    // SAFETY: this process runs only this test (`run_alone`), which sets it
+    // before anything reads the environment for GCS (no store exists yet);
+    // no other thread of the process touches the environment.
+    unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", key_file.path()) };
+    let read = |url: String, epochs: u64| {
+        tokio::task::spawn_blocking(move || {
+            let mut batches = Pipeline::from_files([url])
+                .unwrap()
+                .repeat(Some(epochs))
+                .build_raw(100, false)
+                .unwrap();
+            let mut records = Vec::new();
+            while let Some(batch) = batches.next_batch().expect("no error") {
+                records.extend(batch.into_records());
+            }
+            (records, batches.stats().read.records)
+        })
+    };
+    let gets = |proxy: &Proxy| proxy.seen().iter().filter(|s| s.method == "GET").count();
+    let remote = format!("{base}/{key}");
+    let local = testdata(name).display().to_string();
+
+    let (once, counted) = read(remote.clone(), 1).await.expect("task");
+    assert_eq!((once.len(), counted), (256, 256));
+    let pass = gets(&proxy);
+    assert!(pass > 0);
+    let (got, counted) = read(remote, 6).await.expect("task");
+    let (want, _) = read(local, 6).await.expect("task");
+    assert_eq!(got.len(), 6 * 256);
+    assert!(got == want, "records differ from a local read");
+    assert_eq!(counted, 6 * 256);
+    assert_eq!(gets(&proxy) - pass, 2 * pass, "two passes fetched, not six");
 }
