@@ -1,6 +1,7 @@
 //! What a pipeline reads once at its start, before any stream opens: the
 //! global shuffle's dataset (its shards' indexes), `worker_reads`' indexes,
-//! and for a mixture each source's own and their mean tokens per record.
+//! where its small shards are kept after a pass, and for a mixture each
+//! source's own and their mean tokens per record.
 //!
 //! Kept apart from the settings, which say only what was asked (and from
 //! the [`Description`](super::Description), which a start never changes):
@@ -35,4 +36,15 @@ pub(crate) struct Loaded {
     pub sources: Vec<Loaded>,
     /// A mixture by tokens: each source's mean tokens per record.
     pub token_means: Option<Vec<f64>>,
+}
+
+impl Loaded {
+    /// The same, keeping no shard (its sources' neither).
+    pub fn without_kept(&self) -> Loaded {
+        Loaded {
+            kept: None,
+            sources: self.sources.iter().map(Loaded::without_kept).collect(),
+            ..self.clone()
+        }
+    }
 }

@@ -609,7 +609,9 @@ fn count_by_grouping(
     if p.equal_batches.is_none() || !finite {
         return Ok(None);
     }
-    // Counted apart: the simulation's records are not the run's.
+    // Counted apart: the simulation's records are not the run's; nor are
+    // its shards kept (it reads every host's).
+    let loaded = &loaded.without_kept();
     let opener = Opener {
         p,
         loaded,

@@ -414,7 +414,7 @@ impl Interleave {
                 spans: self.input.spans.clone(),
                 kept: self.input.kept.as_ref().and_then(|kept| {
                     let measured = self.input.scan.is_some();
-                    kept.get(path, measured)
+                    kept.get(path, &self.input.read, measured)
                 }),
                 keep: self.input.kept.clone(),
             },
@@ -850,7 +850,7 @@ mod tests {
             assert_eq!(offsets, last_offsets);
         }
         for (file, url) in [(0, &gzip), (1, &plain)] {
-            let shard = kept.get(url, false).expect("kept");
+            let shard = kept.get(url, &ReadOptions::default(), false).expect("kept");
             let mut handed = Vec::new();
             let taker = crate::pipeline::read::testing::Taker::new(u64::MAX);
             shard.hand_on(0, &StageStats::default(), &taker);

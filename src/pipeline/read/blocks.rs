@@ -236,7 +236,7 @@ impl ShardBlocks {
                         None => {
                             // A whole pass of the shard may be kept for the next.
                             let keep = framing.keep.as_ref().filter(|_| start == 0);
-                            let keeping = keep.and_then(|kept| kept.keeping(&path));
+                            let keeping = keep.and_then(|kept| kept.keeping(&path, &opts));
                             read_shard(&path, start, None, &opts, &source, &shard, keeping)
                         }
                     }
@@ -430,6 +430,8 @@ pub(super) struct Opened {
     sources: Vec<Arc<ReadStats>>,
     /// Its records are views of the mapped file.
     mapped: bool,
+    /// Its bytes (compressed, for a compressed shard).
+    size: u64,
 }
 
 /// Opens the shard `url` (local path or gs://, s3://, az:// object)
@@ -478,7 +480,7 @@ pub(super) fn open_at(
             }
         }
     };
-    let local = shard.rest.is_local();
+    let (local, size) = (shard.rest.is_local(), shard.rest.size());
     let mapped = opts.mmap && local && compression.compression == Compression::None;
     let reader = if opts.mmap || !local {
         RecordReader::resume_chunks(Box::new(shard), url, compression, opts, start)
@@ -490,6 +492,7 @@ pub(super) fn open_at(
         reader,
         sources,
         mapped,
+        size,
     })
 }
 
@@ -512,7 +515,7 @@ fn read_shard(
     opts: &ReadOptions,
     source: &SourceOptions,
     shard: &ShardThread<'_>,
-    mut keeping: Option<Keeping>,
+    keeping: Option<Keeping>,
 ) -> Result<(), RecordError> {
     let ShardThread {
         stats,
@@ -525,7 +528,10 @@ fn read_shard(
         mut reader,
         sources,
         mapped: is_mapped,
+        size,
     } = open_at(path, start, opts, source)?;
+    // An object, or a compressed file, too large to keep is not copied.
+    let mut keeping = keeping.and_then(|keeping| keeping.sized(size));
     if let Some(records) = counted {
         reader = reader.counting_from(records);
     }

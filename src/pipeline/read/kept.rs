@@ -8,8 +8,15 @@
 //!
 //! A kept shard is what its first whole pass read. A local one is checked
 //! against its file's size and modification time each time it is opened,
-//! and read again when either changed; an object in a store is taken to
-//! stay as it was read for the run, as every reader of a run takes it.
+//! and read again when either changed (a rewrite to the same size within
+//! the file system's time resolution, or one that keeps the time, as
+//! `cp -p` does, is not seen); an object in a store is taken to stay as it
+//! was read for the run, as every reader of a run takes it.
+//!
+//! What a first pass copies of a shard it then finds too large is bounded:
+//! a local file, an object or a compressed file over [`SHARD_BYTES`] is
+//! never copied (its size is known once it is open), and a compressed one
+//! that inflates past it is copied up to it once, then never tried again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
@@ -21,7 +28,7 @@ use bytes::Bytes;
 
 use super::unread::{HandOn, is_local};
 use crate::pipeline::stats::StageStats;
-use crate::record::Record;
+use crate::record::{ReadOptions, Record};
 
 /// Bytes of records a pipeline keeps in all (each record counted with
 /// [`RECORD_COST`]): enough for a fine-tuning set of tens of thousands of
@@ -37,7 +44,9 @@ const SHARD_BYTES: u64 = 16 << 20;
 /// reference count, its offset and measured length.
 const RECORD_COST: u64 = 64;
 
-/// The shards a pipeline keeps, by URL, up to a number of bytes in all.
+/// The shards a pipeline keeps, by URL and the read options that make
+/// their records (a mixture's sources share one room, and may read one
+/// file with other options), up to a number of bytes in all.
 pub(crate) struct Kept {
     shards: Mutex<HashMap<String, Arc<KeptShard>>>,
     /// Shards found too large for the room: not copied again on each pass
@@ -68,11 +77,11 @@ impl Kept {
         }
     }
 
-    /// The kept records of `url`, if they were kept and (for a local file)
-    /// it has not changed since; `measured`: only if their lengths were
-    /// measured.
-    pub fn get(&self, url: &str, measured: bool) -> Option<Arc<KeptShard>> {
-        let shard = self.shards.lock().ok()?.get(url).cloned()?;
+    /// The kept records of `url` read with `read`, if they were kept and
+    /// (for a local file) it has not changed since; `measured`: only if
+    /// their lengths were measured.
+    pub fn get(&self, url: &str, read: &ReadOptions, measured: bool) -> Option<Arc<KeptShard>> {
+        let shard = self.shards.lock().ok()?.get(&key(url, read)).cloned()?;
         if measured && shard.lengths.is_empty() && !shard.records.is_empty() {
             return None;
         }
@@ -87,25 +96,39 @@ impl Kept {
     /// than the room left or [`SHARD_BYTES`] (its records are at least its
     /// bytes less their frames, compressed or not: counted with their
     /// cost, more).
-    pub fn keeping(self: &Arc<Self>, url: &str) -> Option<Keeping> {
+    pub fn keeping(self: &Arc<Self>, url: &str, read: &ReadOptions) -> Option<Keeping> {
+        let key = key(url, read);
         let room = self.room.load(Relaxed);
-        if room == 0 || self.too_large.lock().ok()?.contains(url) {
+        if room == 0 || self.too_large.lock().ok()?.contains(&key) {
             return None;
         }
-        // Taken before the read: a file changed during it is read again.
+        // Taken before the read: a file changed during it is read again. A
+        // local file whose time cannot be had is never kept.
         let version = version(url);
+        if is_local(url) && version.is_none() {
+            return None;
+        }
         if version.is_some_and(|(len, _)| len > room.min(SHARD_BYTES)) {
             return None;
         }
         Some(Keeping {
             kept: self.clone(),
-            url: url.to_owned(),
+            url: key,
             version,
             records: Vec::new(),
             lengths: Vec::new(),
             bytes: 0,
         })
     }
+}
+
+/// What a shard is kept by: its URL and the options that make its records
+/// (compression, CRC checks, the largest record, the corrupt-record policy).
+fn key(url: &str, read: &ReadOptions) -> String {
+    format!(
+        "{url}\0{:?}\0{}\0{}\0{:?}",
+        read.compression, read.verify_crc, read.max_record_size, read.on_corrupt
+    )
 }
 
 /// A local file's size and modification time (`None` for an object in a
@@ -124,6 +147,7 @@ fn version(url: &str) -> Option<(u64, SystemTime)> {
 /// never hold more than the room), and given back unless kept.
 pub(crate) struct Keeping {
     kept: Arc<Kept>,
+    /// What it is kept by ([`key`]).
     url: String,
     version: Option<(u64, SystemTime)>,
     records: Vec<Record>,
@@ -132,21 +156,31 @@ pub(crate) struct Keeping {
 }
 
 impl Keeping {
+    /// Goes on only for a shard of `size` bytes (an object's, or a
+    /// compressed file's, known once it is open) that may fit: a shard's
+    /// records are about its bytes or more.
+    pub fn sized(self, size: u64) -> Option<Self> {
+        (size <= SHARD_BYTES).then_some(self)
+    }
+
     /// Copies a block of records (and their measured lengths); false once
-    /// the pass has outgrown [`SHARD_BYTES`] or the room left, when nothing
-    /// more is kept and the shard is not tried again.
+    /// the pass has outgrown [`SHARD_BYTES`] (when the shard is not tried
+    /// again) or the room left (which passes given up may give back: tried
+    /// again on the next pass), when nothing more is kept.
     pub fn add(&mut self, block: &[Record], lengths: &[u32]) -> bool {
         let cost: u64 = block.iter().map(|r| r.data.len() as u64).sum::<u64>()
             + RECORD_COST * block.len() as u64;
-        let room = &self.kept.room;
-        let fits = self.bytes + cost <= SHARD_BYTES
-            && room
-                .fetch_update(Relaxed, Relaxed, |room| room.checked_sub(cost))
-                .is_ok();
-        if !fits {
+        if self.bytes + cost > SHARD_BYTES {
             if let Ok(mut too_large) = self.kept.too_large.lock() {
                 too_large.insert(std::mem::take(&mut self.url));
             }
+            return false;
+        }
+        let room = &self.kept.room;
+        if room
+            .fetch_update(Relaxed, Relaxed, |room| room.checked_sub(cost))
+            .is_err()
+        {
             return false;
         }
         self.bytes += cost;
@@ -245,7 +279,7 @@ mod tests {
     }
 
     fn keep(kept: &Arc<Kept>, url: &str, block: &[Record], lengths: &[u32]) -> bool {
-        let mut keeping = kept.keeping(url).unwrap();
+        let mut keeping = kept.keeping(url, &ReadOptions::default()).unwrap();
         let fits = keeping.add(block, lengths);
         if fits {
             keeping.finish();
@@ -261,7 +295,9 @@ mod tests {
         let kept = Arc::new(Kept::new(1 << 20));
         let block = records(&[10, 0, 300, 7]);
         assert!(keep(&kept, "gs://b/s.tfrecord.gz", &block, &[1, 2, 3, 4]));
-        let shard = kept.get("gs://b/s.tfrecord.gz", true).unwrap();
+        let shard = kept
+            .get("gs://b/s.tfrecord.gz", &ReadOptions::default(), true)
+            .unwrap();
         assert!(!std::ptr::eq(
             shard.records[0].data.as_ptr(),
             block[0].data.as_ptr()
@@ -292,8 +328,14 @@ mod tests {
         let cost = 200 + 2 * RECORD_COST;
         let kept = Arc::new(Kept::new(2 * cost + 10));
         assert!(keep(&kept, "gs://b/a", &one, &[]));
-        assert!(kept.get("gs://b/a", false).is_some());
-        assert!(kept.get("gs://b/a", true).is_none());
+        assert!(
+            kept.get("gs://b/a", &ReadOptions::default(), false)
+                .is_some()
+        );
+        assert!(
+            kept.get("gs://b/a", &ReadOptions::default(), true)
+                .is_none()
+        );
         // The same version again (a pass read ahead) takes no more room.
         let room = kept.room.load(Relaxed);
         assert!(keep(&kept, "gs://b/a", &one, &[]));
@@ -304,12 +346,21 @@ mod tests {
             &records(&[2 * cost as usize]),
             &[]
         ));
-        assert!(kept.get("gs://b/big", false).is_none());
-        // Found too large once, not copied again.
-        assert!(kept.keeping("gs://b/big").is_none());
+        assert!(
+            kept.get("gs://b/big", &ReadOptions::default(), false)
+                .is_none()
+        );
+        // Short of room, not too large: tried again.
+        assert!(
+            kept.keeping("gs://b/big", &ReadOptions::default())
+                .is_some()
+        );
         assert!(keep(&kept, "gs://b/c", &one, &[]));
         assert!(!keep(&kept, "gs://b/d", &one, &[]));
-        assert!(kept.get("gs://b/d", false).is_none());
+        assert!(
+            kept.get("gs://b/d", &ReadOptions::default(), false)
+                .is_none()
+        );
     }
 
     /// A pass takes its room as it copies, so passes kept at once never
@@ -321,8 +372,8 @@ mod tests {
         let cost = 200 + 2 * RECORD_COST;
         let kept = Arc::new(Kept::new(cost + 1));
         let room = || kept.room.load(Relaxed);
-        let mut first = kept.keeping("gs://b/a").unwrap();
-        let mut second = kept.keeping("gs://b/b").unwrap();
+        let mut first = kept.keeping("gs://b/a", &ReadOptions::default()).unwrap();
+        let mut second = kept.keeping("gs://b/b", &ReadOptions::default()).unwrap();
         assert!(first.add(&one, &[]));
         assert_eq!(room(), 1);
         assert!(!second.add(&one, &[]));
@@ -332,10 +383,46 @@ mod tests {
         assert!(keep(&kept, "gs://b/a", &one, &[]));
         assert_eq!(room(), 1);
         let roomy = Arc::new(Kept::new(4 * SHARD_BYTES));
-        let mut large = roomy.keeping("gs://b/large").unwrap();
+        let mut large = roomy
+            .keeping("gs://b/large", &ReadOptions::default())
+            .unwrap();
         assert!(!large.add(&records(&[SHARD_BYTES as usize]), &[]));
         drop(large);
         assert_eq!(roomy.room.load(Relaxed), 4 * SHARD_BYTES);
+        // Found too large once, not copied again.
+        assert!(
+            roomy
+                .keeping("gs://b/large", &ReadOptions::default())
+                .is_none()
+        );
+        // Nor is one whose size, once open, says it is too large.
+        let sized = |size| {
+            roomy
+                .keeping("gs://b/c", &ReadOptions::default())?
+                .sized(size)
+        };
+        assert!(sized(SHARD_BYTES + 1).is_none());
+        assert!(sized(SHARD_BYTES).is_some());
+    }
+
+    /// A shard kept as read with some options is not another reader's
+    /// with others (a mixture's sources may read one file unchecked and
+    /// checked).
+    #[test]
+    fn a_shard_is_kept_for_the_options_it_was_read_with() {
+        let kept = Arc::new(Kept::new(1 << 20));
+        let unchecked = ReadOptions {
+            verify_crc: false,
+            ..ReadOptions::default()
+        };
+        let mut keeping = kept.keeping("gs://b/a", &unchecked).unwrap();
+        assert!(keeping.add(&records(&[10]), &[]));
+        keeping.finish();
+        assert!(kept.get("gs://b/a", &unchecked, false).is_some());
+        assert!(
+            kept.get("gs://b/a", &ReadOptions::default(), false)
+                .is_none()
+        );
     }
 
     /// A local file larger than the room is not kept (nor copied).
@@ -345,8 +432,16 @@ mod tests {
         let path = dir.path().join("s.tfrecord.gz");
         std::fs::write(&path, [0; 100]).unwrap();
         let url = path.display().to_string();
-        assert!(Arc::new(Kept::new(99)).keeping(&url).is_none());
-        assert!(Arc::new(Kept::new(100)).keeping(&url).is_some());
+        assert!(
+            Arc::new(Kept::new(99))
+                .keeping(&url, &ReadOptions::default())
+                .is_none()
+        );
+        assert!(
+            Arc::new(Kept::new(100))
+                .keeping(&url, &ReadOptions::default())
+                .is_some()
+        );
     }
 
     /// A local shard changed since it was kept is not handed on from what
@@ -359,13 +454,20 @@ mod tests {
         let url = path.display().to_string();
         let kept = Arc::new(Kept::new(1 << 20));
         assert!(keep(&kept, &url, &records(&[3]), &[]));
-        assert!(kept.get(&url, false).is_some());
+        assert!(kept.get(&url, &ReadOptions::default(), false).is_some());
         let room = kept.room.load(Relaxed);
         std::fs::write(&path, b"rewritten").unwrap();
-        assert!(kept.get(&url, false).is_none());
+        assert!(kept.get(&url, &ReadOptions::default(), false).is_none());
         // Kept again, in the old one's room.
         assert!(keep(&kept, &url, &records(&[5]), &[]));
-        assert_eq!(kept.get(&url, false).unwrap().records[0].data.len(), 5);
+        assert_eq!(
+            kept.get(&url, &ReadOptions::default(), false)
+                .unwrap()
+                .records[0]
+                .data
+                .len(),
+            5
+        );
         assert_eq!(kept.room.load(Relaxed), room - 2);
     }
 }
