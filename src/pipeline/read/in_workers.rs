@@ -23,6 +23,7 @@ use bytes::Bytes;
 use crate::index::{IndexOptions, load_or_build, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{RawBatch, file_name};
+use crate::prefetch::{WHOLE_RECORD_BYTES, prefetch_ahead};
 use crate::record::{
     Compression, Deframer, ErrorKind, HEADER_LEN, ReadOptions, RecordError, parse_header,
 };
@@ -221,7 +222,11 @@ impl WorkerReads {
         } else {
             self.pread(raw, &order, &runs, at)?
         };
-        for (run, chunk) in runs.iter().zip(chunks) {
+        for (k, (run, chunk)) in runs.iter().zip(&chunks).enumerate() {
+            // A scattered record (a shuffle's, through a map) is a cache
+            // and TLB miss where its header is read: its lines are asked
+            // for a few runs ahead, while the runs between are checked.
+            prefetch_ahead(&chunks, k, WHOLE_RECORD_BYTES);
             let url = file_name(&raw.files, run.file);
             let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
             deframer.push(chunk.clone());
