@@ -763,17 +763,8 @@ mod tests {
     fn a_file_read_ahead_counts_only_once_taken_over() {
         let dir = tempfile::tempdir().unwrap();
         let files = files_with_a_corrupt_one(dir.path(), 3, 1);
-        let input = Arc::new(StreamFiles {
-            files,
-            ranges: Vec::new(),
-            read: ReadOptions::default().on_corrupt(CorruptPolicy::Skip),
-            source: SourceOptions::default(),
-            scan: None,
-            unread: None,
-            spans: None,
-            kept: None,
-            order_seed: None,
-        });
+        let skipping = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
+        let input = input_of(files, skipping, None);
         let counted = |cut: Option<usize>| {
             let read_stats = Arc::new(StageStats::default());
             let stats = Arc::new(StageStats::default());
@@ -806,24 +797,14 @@ mod tests {
     /// copies, not another read); a GZIP shard and a plain one alike.
     #[test]
     fn later_epochs_hand_on_the_records_a_whole_pass_kept() {
-        use crate::pipeline::read::kept::Kept;
         use crate::pipeline::read::testing::gzip_shard_of;
         let dir = tempfile::tempdir().unwrap();
         let records: Vec<Vec<u8>> = (0..300).map(|i| record(0, i)).collect();
         let gzip = gzip_shard_of(&dir.path().join("a.tfrecord.gz"), &records, None);
         let plain = three_files(dir.path(), 200).files[1].clone();
         let kept = Arc::new(Kept::new(1 << 20));
-        let input = Arc::new(StreamFiles {
-            files: vec![gzip.clone(), plain.clone()],
-            ranges: Vec::new(),
-            read: ReadOptions::default(),
-            source: SourceOptions::default(),
-            scan: None,
-            unread: None,
-            spans: None,
-            kept: Some(kept.clone()),
-            order_seed: None,
-        });
+        let files = vec![gzip.clone(), plain.clone()];
+        let input = input_of(files, ReadOptions::default(), Some(kept.clone()));
         let stats = || Arc::new(StageStats::default());
         let settings = InterleaveSettings::default();
         let mut op = Interleave::new(&settings, input, 1, Some(4), stats(), stats());
@@ -879,15 +860,25 @@ mod tests {
                 path.display().to_string()
             })
             .collect();
+        input_of(files, ReadOptions::default(), None)
+    }
+
+    /// `files` read whole with `read`, each shard by its own reader, kept
+    /// in `kept` where given.
+    fn input_of(
+        files: Vec<String>,
+        read: ReadOptions,
+        kept: Option<Arc<Kept>>,
+    ) -> Arc<StreamFiles> {
         Arc::new(StreamFiles {
             files,
             ranges: Vec::new(),
-            read: ReadOptions::default(),
+            read,
             source: SourceOptions::default(),
             scan: None,
             unread: None,
             spans: None,
-            kept: None,
+            kept,
             order_seed: None,
         })
     }
