@@ -412,11 +412,7 @@ impl Interleave {
                     .as_ref()
                     .and_then(|u| u.framing(path, &self.input.read)),
                 spans: self.input.spans.clone(),
-                kept: self.input.kept.as_ref().and_then(|kept| {
-                    let measured = self.input.scan.is_some();
-                    kept.get(path, &self.input.read, measured)
-                }),
-                keep: self.input.kept.clone(),
+                kept: self.input.kept.clone(),
             },
             Begin {
                 ramped: self.ramped,

@@ -98,11 +98,10 @@ pub(crate) struct Framing {
     /// How a compressed local shard with an index is read by several
     /// threads (`spans.rs`), where it is read.
     pub spans: Option<SpanReads>,
-    /// Its records kept from an earlier pass (`kept.rs`), handed on from
-    /// memory: before any other framing.
-    pub kept: Option<Arc<KeptShard>>,
-    /// Where a whole pass of its reader (not by spans) is kept, if it fits.
-    pub keep: Option<Arc<Kept>>,
+    /// Where small shards are kept (`kept.rs`): a shard kept from an
+    /// earlier pass is handed on from memory, before any other framing; a
+    /// whole pass of its reader (not by spans) is kept, if it fits.
+    pub kept: Option<Arc<Kept>>,
 }
 
 impl ShardBlocks {
@@ -146,7 +145,9 @@ impl ShardBlocks {
             let _ = waits_from.set(Instant::now());
         }
         let unread = Arc::new(AtomicBool::new(false));
-        if let Some(here) = framed_here(&framing, start) {
+        let measured = framing.scan.is_some();
+        let kept = (framing.kept.as_ref()).and_then(|k| k.get(&path, &opts, measured));
+        if let Some(here) = framed_here(&framing, kept.as_deref(), start) {
             unread.store(matches!(here, Here::Index(_)), Relaxed);
             let shard = ShardThread {
                 tx: &tx,
@@ -200,28 +201,28 @@ impl ShardBlocks {
                 scan: framing.scan.as_ref(),
                 chunk_size: opts.chunk_size,
             };
-            let read = match &framing.unread {
-                _ if framing.kept.is_some() => {
-                    if let Some(kept) = &framing.kept {
-                        kept.hand_on(start, &stats, &shard);
-                    }
+            let read = match (&kept, &framing.unread) {
+                (Some(kept), _) => {
+                    kept.hand_on(start, &stats, &shard);
                     Ok(())
                 }
-                Some(Unread::ByIndex(index)) => {
+                (None, Some(Unread::ByIndex(index))) => {
                     is_unread.store(true, Relaxed);
                     unread::by_index(&path, start, index, &stats, &shard)
                 }
-                Some(Unread::ByHeaders(learn)) => match unread::plain_by_content(&path, &opts) {
-                    Ok(true) => {
-                        is_unread.store(true, Relaxed);
-                        let learn = learn.as_deref();
-                        let window = unread::WINDOW;
-                        unread::by_headers(&path, start, &opts, learn, &stats, &shard, window)
+                (None, Some(Unread::ByHeaders(learn))) => {
+                    match unread::plain_by_content(&path, &opts) {
+                        Ok(true) => {
+                            is_unread.store(true, Relaxed);
+                            let learn = learn.as_deref();
+                            let window = unread::WINDOW;
+                            unread::by_headers(&path, start, &opts, learn, &stats, &shard, window)
+                        }
+                        Ok(false) => read_shard(&path, start, None, &opts, &source, &shard, None),
+                        Err(e) => Err(e),
                     }
-                    Ok(false) => read_shard(&path, start, None, &opts, &source, &shard, None),
-                    Err(e) => Err(e),
-                },
-                None => {
+                }
+                (None, None) => {
                     let read_on =
                         |at, counted| read_shard(&path, at, counted, &opts, &source, &shard, None);
                     let spans = framing.spans.as_ref();
@@ -235,7 +236,7 @@ impl ShardBlocks {
                         }
                         None => {
                             // A whole pass of the shard may be kept for the next.
-                            let keep = framing.keep.as_ref().filter(|_| start == 0);
+                            let keep = framing.kept.as_ref().filter(|_| start == 0);
                             let keeping = keep.and_then(|kept| kept.keeping(&path, &opts));
                             read_shard(&path, start, None, &opts, &source, &shard, keeping)
                         }
@@ -316,11 +317,15 @@ impl Drop for ShardBlocks {
 const FRAMED_HERE: u64 = 1024;
 
 /// How the shard is framed on the opening thread, from `start`, if it is:
-/// kept from an earlier pass, or left unread and framed by its index (with
+/// `kept` from an earlier pass, or left unread and framed by its index (with
 /// nothing to measure, which an unread record never is), with at most
 /// [`FRAMED_HERE`] records left.
-fn framed_here(framing: &Framing, start: u64) -> Option<Here<'_>> {
-    match (&framing.kept, &framing.unread) {
+fn framed_here<'a>(
+    framing: &'a Framing,
+    kept: Option<&'a KeptShard>,
+    start: u64,
+) -> Option<Here<'a>> {
+    match (kept, &framing.unread) {
         (Some(kept), _) => {
             (kept.left_from(start) as u64 <= FRAMED_HERE).then_some(Here::Kept(kept))
         }
