@@ -239,6 +239,16 @@ impl IndexBuilder {
 
     /// The shard's next bytes, as written.
     pub fn push(&mut self, bytes: &[u8]) -> Result<(), IndexError> {
+        self.push_each(bytes, |_| {})
+    }
+
+    /// The shard's next bytes, as read: each record framed from them (its
+    /// CRCs checked) is handed to `each` as well as indexed.
+    pub fn push_each(
+        &mut self,
+        bytes: &[u8],
+        mut each: impl FnMut(Record),
+    ) -> Result<(), IndexError> {
         let room = HASHED as usize - self.head.len();
         self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
         self.tail
@@ -250,12 +260,20 @@ impl IndexBuilder {
         self.framer.push(bytes, &mut |r: Record| {
             records
                 .push(r.offset, r.data.len() as u64)
-                .map_err(|e| corrupt(&url, r.offset, e))
+                .map_err(|e| corrupt(&url, r.offset, e))?;
+            each(r);
+            Ok(())
         })
     }
 
     /// The index of the bytes pushed.
     pub fn finish(self) -> Result<ShardIndex, IndexError> {
+        self.finish_each(|_| {})
+    }
+
+    /// The index of the bytes pushed, the records framed from the last of
+    /// them handed to `each`.
+    pub fn finish_each(self, mut each: impl FnMut(Record)) -> Result<ShardIndex, IndexError> {
         let IndexBuilder {
             framer,
             mut records,
@@ -269,7 +287,9 @@ impl IndexBuilder {
         let points = framer.finish(&mut |r: Record| {
             records
                 .push(r.offset, r.data.len() as u64)
-                .map_err(|e| corrupt(&url, r.offset, e))
+                .map_err(|e| corrupt(&url, r.offset, e))?;
+            each(r);
+            Ok(())
         })?;
         let shard = ShardId {
             name: String::new(),

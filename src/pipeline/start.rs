@@ -518,11 +518,14 @@ fn span_reads(p: &RecordSettings, job: &Job, loaded: &mut Loaded) {
         cycle.min(s.files.len())
     };
     let index_dir = p.ops.global_shuffle.index_dir.clone();
+    // Points learned on a first pass serve the next.
+    let learn = |s: &RecordSettings| s.ops.epochs.epochs() != Some(1);
     match &p.mixture {
-        None => loaded.spans = SpanReads::for_host(p.workers, open(p), index_dir),
+        None => loaded.spans = SpanReads::for_host(p.workers, open(p), index_dir, learn(p)),
         Some(mix) => {
             let all = mix.sources.iter().map(|(_, s)| open(s)).sum();
-            let spans = SpanReads::for_host(p.workers, all, index_dir);
+            let learn = mix.sources.iter().any(|(_, s)| learn(s));
+            let spans = SpanReads::for_host(p.workers, all, index_dir, learn);
             for own in &mut loaded.sources {
                 own.spans = spans.clone();
             }

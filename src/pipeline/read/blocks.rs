@@ -235,10 +235,20 @@ impl ShardBlocks {
                             )
                         }
                         None => {
-                            // A whole pass of the shard may be kept for the next.
+                            // A whole pass of the shard may be kept for the
+                            // next; one too large to keep learns its points.
                             let keep = framing.kept.as_ref().filter(|_| start == 0);
                             let keeping = keep.and_then(|kept| kept.keeping(&path, &opts));
-                            read_shard(&path, start, None, &opts, &source, &shard, keeping)
+                            let learn = spans.filter(|_| start == 0 && keeping.is_none());
+                            match learn.and_then(|s| s.learning(&path, &opts)) {
+                                Some(learning) => {
+                                    let scan = framing.scan.as_ref();
+                                    learning.read(&opts, scan, &stats, &shard, read_on)
+                                }
+                                None => {
+                                    read_shard(&path, start, None, &opts, &source, &shard, keeping)
+                                }
+                            }
                         }
                     }
                 }
@@ -1176,6 +1186,7 @@ mod tests {
             let spans = SpanReads {
                 threads: 3,
                 index_dir: None,
+                learned: None,
             };
             // The index qualifies: the shard thread reads by spans.
             assert!(spans.index_of(&path, &ReadOptions::default()).is_some());
@@ -1208,6 +1219,78 @@ mod tests {
         }
     }
 
+    /// A GZIP shard without an index learns its access points on its
+    /// first pass, which hands on exactly what its reader does, and the
+    /// passes after it are read by spans by what it learned: the same
+    /// records again. A pass that meets a corrupt record hands on the
+    /// reader's records and error (failing) or skip (skipping), and its
+    /// shard is not learned; a shard rewritten since is learned again.
+    #[test]
+    fn a_gzip_shard_without_an_index_learns_its_points_on_a_first_pass() {
+        use super::super::points::LearnedPoints;
+        use super::super::testing::{gzip_shard_of, noisy};
+        use crate::index::{BuildOptions, build};
+        use crate::record::CorruptPolicy;
+        let dir = tempfile::tempdir().unwrap();
+        let records: Vec<Vec<u8>> = (0..3000).map(noisy).collect();
+        let scan: LengthScan = Arc::new(|r: &[u8]| Some(r.len() + 1));
+        for (bad, policy) in [
+            (None, CorruptPolicy::Fail),
+            (Some(2100), CorruptPolicy::Fail),
+            (Some(2100), CorruptPolicy::Skip),
+        ] {
+            let path = gzip_shard_of(&dir.path().join("s.tfrecord.gz"), &records, bad);
+            let opts = ReadOptions {
+                on_corrupt: policy,
+                chunk_size: 8192,
+                ..ReadOptions::default()
+            };
+            let alone = Framing {
+                scan: Some(scan.clone()),
+                ..Framing::default()
+            };
+            let want = handed(&path, 0, &opts, alone.clone());
+            let spans = SpanReads {
+                threads: 2,
+                index_dir: None,
+                learned: Some(Arc::new(LearnedPoints::new(1 << 30, 16 << 10))),
+            };
+            let learning = Framing {
+                spans: Some(spans.clone()),
+                ..alone
+            };
+            let what = format!("bad {bad:?}, {policy:?}");
+            for pass in 0..3 {
+                let got = handed(&path, 0, &opts, learning.clone());
+                assert_eq!(want.0.len(), got.0.len(), "{what}, pass {pass}");
+                assert!(want == got, "{what}, pass {pass}: {:?}", got.2);
+            }
+            let Some(learned) = spans.index_of(&path, &opts) else {
+                assert!(bad.is_some(), "a clean shard not learned");
+                continue;
+            };
+            assert!(bad.is_none(), "{what}: learned");
+            // What `infeed index` finds in it.
+            let build_opts = BuildOptions {
+                span: 16 << 10,
+                ..BuildOptions::default()
+            };
+            let built = build(&path, &build_opts).unwrap();
+            assert!(built.points.len() >= 8, "{} points", built.points.len());
+            assert_eq!(learned.points, built.points);
+            assert_eq!(learned.len(), built.len());
+            let offsets = |i: &ShardIndex| (0..i.len()).map(|n| i.record(n)).collect::<Vec<_>>();
+            assert_eq!(offsets(&learned), offsets(&built));
+            // Rewritten: what was learned is not used, and it learns again.
+            let more: Vec<Vec<u8>> = (0..3001).map(noisy).collect();
+            gzip_shard_of(std::path::Path::new(&path), &more, None);
+            assert!(spans.index_of(&path, &opts).is_none());
+            let again = handed(&path, 0, &opts, learning.clone());
+            assert_eq!(again.0.len(), 3001);
+            assert_eq!(spans.index_of(&path, &opts).map(|i| i.len()), Some(3001));
+        }
+    }
+
     /// Read by spans, a shard's spans are inflated on `infeed-inflate`
     /// threads ahead of the consumer (which here takes nothing).
     #[test]
@@ -1227,6 +1310,7 @@ mod tests {
             spans: Some(SpanReads {
                 threads: 2,
                 index_dir: None,
+                learned: None,
             }),
             ..Framing::default()
         };

@@ -133,7 +133,7 @@ fn key(url: &str, read: &ReadOptions) -> String {
 
 /// A local file's size and modification time (`None` for an object in a
 /// store, or a file whose time cannot be had).
-fn version(url: &str) -> Option<(u64, SystemTime)> {
+pub(super) fn version(url: &str) -> Option<(u64, SystemTime)> {
     if !is_local(url) {
         return None;
     }

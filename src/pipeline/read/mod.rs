@@ -14,6 +14,7 @@ pub(crate) mod again;
 pub(crate) mod blocks;
 pub(crate) mod in_workers;
 pub(crate) mod kept;
+pub(crate) mod points;
 pub(crate) mod shared_maps;
 pub(crate) mod spans;
 pub(crate) mod unread;

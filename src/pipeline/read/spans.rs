@@ -25,12 +25,14 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::Bytes;
 use crossbeam_channel::{bounded, unbounded};
 
+use super::points::{LearnedPoints, Learning};
 use super::unread::{FRAME, HandOn, is_local, open};
 use crate::index::zran::{ends_at, inflate_into};
 use crate::index::{IndexError, ShardIndex, index_urls, load};
@@ -49,12 +51,15 @@ use crate::source::SourceOptions;
 const SPAN_MAX: u64 = 8 * crate::index::DEFAULT_SPAN;
 
 /// How a stream's compressed local shards are read by spans.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct SpanReads {
     /// Helper threads per shard.
     pub threads: usize,
     /// Where the shards' indexes are (`None`: beside each shard).
     pub index_dir: Option<String>,
+    /// The points learned by first passes of shards without an index, for
+    /// the passes after (`None`: each file is read once).
+    pub learned: Option<Arc<LearnedPoints>>,
 }
 
 impl SpanReads {
@@ -62,25 +67,44 @@ impl SpanReads {
     /// once: each shard gets its share of the workers' cores, `None` where
     /// that share is below two (a thread per shard reads as fast, without
     /// the hand-offs).
-    pub fn for_host(workers: usize, open: usize, index_dir: Option<String>) -> Option<SpanReads> {
+    /// With `learn`, a shard without an index learns its points on its
+    /// first pass (`points.rs`).
+    pub fn for_host(
+        workers: usize,
+        open: usize,
+        index_dir: Option<String>,
+        learn: bool,
+    ) -> Option<SpanReads> {
         let threads = workers / open.max(1);
-        (threads >= 2).then_some(SpanReads { threads, index_dir })
+        (threads >= 2).then(|| SpanReads {
+            threads,
+            index_dir,
+            learned: learn.then(Arc::default),
+        })
+    }
+
+    /// How a first pass of `url` learns its points, where it can.
+    pub fn learning(&self, url: &str, read: &ReadOptions) -> Option<Learning<'_>> {
+        self.learned.as_ref()?.learning(url, read)
     }
 
     /// The index to read `url` by, when it is a compressed local shard
     /// (by `read`'s compression or its name) with a current index whose
     /// spans cover it; `None`: its reader reads it alone.
-    pub fn index_of(&self, url: &str, read: &ReadOptions) -> Option<ShardIndex> {
+    pub fn index_of(&self, url: &str, read: &ReadOptions) -> Option<Arc<ShardIndex>> {
         let compression = read
             .compression
             .or_else(|| Compression::from_extension(url))?;
         if compression == Compression::None || !is_local(url) {
             return None;
         }
+        if let Some(index) = self.learned.as_ref().and_then(|l| l.get(url)) {
+            return covered(index, compression);
+        }
         let source = SourceOptions::default();
         for place in index_urls(url, self.index_dir.as_deref()) {
             match load(url, &place, &source) {
-                Ok(index) => return covered(index, compression),
+                Ok(index) => return covered(Arc::new(index), compression),
                 Err(IndexError::Missing { .. }) => {}
                 // A stale or unreadable index: the reader needs none.
                 Err(_) => return None,
@@ -93,7 +117,7 @@ impl SpanReads {
 /// `index`, if its access points cover its records: the first at the
 /// start of the stream, its records one after another (an index built past
 /// a corrupt region leaves bytes no span would check).
-fn covered(index: ShardIndex, compression: Compression) -> Option<ShardIndex> {
+fn covered(index: Arc<ShardIndex>, compression: Compression) -> Option<Arc<ShardIndex>> {
     let ok = index.compression == compression
         && index.contiguous()
         && index.points.first().is_some_and(|p| p.out == 0);
@@ -568,20 +592,24 @@ mod tests {
     fn only_compressed_local_shards_with_current_indexes_are_read_by_spans() {
         let dir = tempfile::tempdir().unwrap();
         let (url, index) = shard(dir.path(), 300, None, 4 << 10);
-        let spans = SpanReads::for_host(4, 1, None).unwrap();
+        let spans = SpanReads::for_host(4, 1, None, false).unwrap();
         let read = ReadOptions::default();
         assert!(spans.index_of(&url, &read).is_none(), "no index saved");
         let place = crate::index::index_url(&url, None);
         crate::index::save(&index, &place, &SourceOptions::default()).unwrap();
-        assert_eq!(spans.index_of(&url, &read), Some(index.clone()));
-        assert_eq!(spans.index_of(&format!("file://{url}"), &read), Some(index));
+        let index = Some(Arc::new(index));
+        assert_eq!(spans.index_of(&url, &read), index);
+        assert_eq!(spans.index_of(&format!("file://{url}"), &read), index);
         assert!(spans.index_of("gs://b/s.tfrecord.gz", &read).is_none());
         // Rewritten since: stale.
         let records: Vec<Vec<u8>> = (0..301).map(noisy).collect();
         gzip_shard_of(std::path::Path::new(&url), &records, None);
         assert!(spans.index_of(&url, &read).is_none());
         // Too few workers for two threads a shard.
-        assert_eq!(SpanReads::for_host(3, 2, None), None);
-        assert_eq!(SpanReads::for_host(4, 2, None).map(|s| s.threads), Some(2));
+        assert!(SpanReads::for_host(3, 2, None, false).is_none());
+        assert_eq!(
+            SpanReads::for_host(4, 2, None, false).map(|s| s.threads),
+            Some(2)
+        );
     }
 }
