@@ -226,12 +226,14 @@ impl ShardBlocks {
                     let read_on =
                         |at, counted| read_shard(&path, at, counted, &opts, &source, &shard, None);
                     let spans = framing.spans.as_ref();
-                    match spans.and_then(|s| Some((s.threads, s.index_of(&path, &opts)?))) {
+                    let index = |s: &SpanReads| s.index_of(&path, &opts, &source);
+                    match spans.and_then(|s| Some((s.threads, index(s)?))) {
                         Some((threads, index)) => {
                             let scan = framing.scan.as_ref();
-                            let stats = &*stats;
+                            let (stats, source) = (&*stats, &source);
                             spans::by_spans(
-                                &path, start, &opts, &index, threads, scan, stats, &shard, read_on,
+                                &path, start, &opts, source, &index, threads, scan, stats, &shard,
+                                read_on,
                             )
                         }
                         None => {
@@ -240,7 +242,7 @@ impl ShardBlocks {
                             let keep = framing.kept.as_ref().filter(|_| start == 0);
                             let keeping = keep.and_then(|kept| kept.keeping(&path, &opts));
                             let learn = spans.filter(|_| start == 0 && keeping.is_none());
-                            match learn.and_then(|s| s.learning(&path, &opts)) {
+                            match learn.and_then(|s| s.learning(&path, &opts, &source)) {
                                 Some(learning) => {
                                     let scan = framing.scan.as_ref();
                                     learning.read(&opts, scan, &stats, &shard, read_on)
@@ -1187,9 +1189,14 @@ mod tests {
                 threads: 3,
                 index_dir: None,
                 learned: None,
+                found: Default::default(),
             };
             // The index qualifies: the shard thread reads by spans.
-            assert!(spans.index_of(&path, &ReadOptions::default()).is_some());
+            assert!(
+                spans
+                    .index_of(&path, &ReadOptions::default(), &SourceOptions::default())
+                    .is_some()
+            );
             let scan: LengthScan = Arc::new(|r: &[u8]| Some(r.len() + 1));
             for policy in [CorruptPolicy::Fail, CorruptPolicy::Skip] {
                 let opts = ReadOptions {
@@ -1254,6 +1261,7 @@ mod tests {
                 threads: 2,
                 index_dir: None,
                 learned: Some(Arc::new(LearnedPoints::new(1 << 30, 16 << 10))),
+                found: Default::default(),
             };
             let learning = Framing {
                 spans: Some(spans.clone()),
@@ -1265,7 +1273,7 @@ mod tests {
                 assert_eq!(want.0.len(), got.0.len(), "{what}, pass {pass}");
                 assert!(want == got, "{what}, pass {pass}: {:?}", got.2);
             }
-            let Some(learned) = spans.index_of(&path, &opts) else {
+            let Some(learned) = spans.index_of(&path, &opts, &SourceOptions::default()) else {
                 assert!(bad.is_some(), "a clean shard not learned");
                 continue;
             };
@@ -1284,10 +1292,19 @@ mod tests {
             // Rewritten: what was learned is not used, and it learns again.
             let more: Vec<Vec<u8>> = (0..3001).map(noisy).collect();
             gzip_shard_of(std::path::Path::new(&path), &more, None);
-            assert!(spans.index_of(&path, &opts).is_none());
+            assert!(
+                spans
+                    .index_of(&path, &opts, &SourceOptions::default())
+                    .is_none()
+            );
             let again = handed(&path, 0, &opts, learning.clone());
             assert_eq!(again.0.len(), 3001);
-            assert_eq!(spans.index_of(&path, &opts).map(|i| i.len()), Some(3001));
+            assert_eq!(
+                spans
+                    .index_of(&path, &opts, &SourceOptions::default())
+                    .map(|i| i.len()),
+                Some(3001)
+            );
         }
     }
 
@@ -1311,6 +1328,7 @@ mod tests {
                 threads: 2,
                 index_dir: None,
                 learned: None,
+                found: Default::default(),
             }),
             ..Framing::default()
         };

@@ -158,9 +158,16 @@ pub(crate) struct Keeping {
 impl Keeping {
     /// Goes on only for a shard of `size` bytes (an object's, or a
     /// compressed file's, known once it is open) that may fit: a shard's
-    /// records are about its bytes or more.
-    pub fn sized(self, size: u64) -> Option<Self> {
-        (size <= SHARD_BYTES).then_some(self)
+    /// records are about its bytes or more. One that cannot is not tried
+    /// again (a large object learns its access points instead).
+    pub fn sized(mut self, size: u64) -> Option<Self> {
+        if size <= SHARD_BYTES {
+            return Some(self);
+        }
+        if let Ok(mut too_large) = self.kept.too_large.lock() {
+            too_large.insert(std::mem::take(&mut self.url));
+        }
+        None
     }
 
     /// Copies a block of records (and their measured lengths); false once
@@ -395,14 +402,16 @@ mod tests {
                 .keeping("gs://b/large", &ReadOptions::default())
                 .is_none()
         );
-        // Nor is one whose size, once open, says it is too large.
+        // Nor is one whose size, once open, says it is too large, nor is
+        // it tried again (a large object learns its access points instead).
         let sized = |size| {
             roomy
                 .keeping("gs://b/c", &ReadOptions::default())?
                 .sized(size)
         };
-        assert!(sized(SHARD_BYTES + 1).is_none());
         assert!(sized(SHARD_BYTES).is_some());
+        assert!(sized(SHARD_BYTES + 1).is_none());
+        assert!(roomy.keeping("gs://b/c", &ReadOptions::default()).is_none());
     }
 
     /// A shard kept as read with some options is not another reader's

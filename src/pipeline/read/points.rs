@@ -1,6 +1,7 @@
-//! A compressed local shard's access points, learned on its first whole
-//! pass: a GZIP or ZLIB shard with no index, read by a pipeline that reads
-//! its files more than once, is inflated on that pass through the
+//! A compressed shard's access points, learned on its first whole pass: a
+//! GZIP or ZLIB shard (a local file or an object) with no index, read by a
+//! pipeline that reads its files more than once, and too large to keep
+//! (`kept.rs`), is inflated on that pass through the
 //! [`IndexBuilder`] that `infeed index` and `infeed convert` use, which
 //! keeps an access point every MiB of output and every record's offset as
 //! it hands the records on. The passes after it are read by spans on
@@ -13,10 +14,17 @@
 //! and every skip under `on_corrupt(Skip)`, is exactly the reader's. A
 //! shard whose pass did not read cleanly is not learned, nor tried again.
 //!
-//! A learned index is checked against its file's size and modification
-//! time each time it is used, as a kept shard is (`kept.rs`); the spans
-//! check every record's CRCs, and that the last span ends where the stream
-//! does, as they do with an index from a file.
+//! A learned index of a local file is checked against its size and
+//! modification time each time it is used, as a kept shard is (an object
+//! is taken to stay as it was for the run, as every reader of a run takes
+//! it); the spans check every record's CRCs, and that the last span ends
+//! where the stream does, as they do with an index from a file.
+//!
+//! A shard whose next pass is begun while this one learns (a one-shard
+//! dataset: the interleave begins a file's next pass as it opens this one)
+//! is read by its reader on that pass, and by spans from the pass after:
+//! waiting for the learning could deadlock where both passes are open at
+//! once.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -31,6 +39,7 @@ use crate::index::{BuildOptions, DEFAULT_SPAN, IndexBuilder, ShardIndex};
 use crate::pipeline::item::{LengthScan, carried};
 use crate::pipeline::stats::{StageStats, Timer};
 use crate::record::{Compression, CorruptPolicy, ReadOptions, Record, RecordError};
+use crate::source::{SourceOptions, open_blocking};
 
 /// Bytes of learned indexes a pipeline holds in all (8 a record, and each
 /// access point's packed window: ~2% of lm's output): ~6 GiB of lm shards.
@@ -58,8 +67,8 @@ pub(crate) struct LearnedPoints {
 
 struct Learnt {
     index: Arc<ShardIndex>,
-    /// The file's size and modification time before its pass.
-    version: (u64, SystemTime),
+    /// A local file's size and modification time before its pass.
+    version: Option<(u64, SystemTime)>,
 }
 
 impl std::fmt::Debug for LearnedPoints {
@@ -91,37 +100,48 @@ impl LearnedPoints {
     pub fn get(&self, url: &str) -> Option<Arc<ShardIndex>> {
         let indexes = self.indexes.lock().ok()?;
         let learnt = indexes.get(url)?;
-        (version(url) == Some(learnt.version)).then(|| learnt.index.clone())
+        let current = learnt.version.is_none() || version(url) == learnt.version;
+        current.then(|| learnt.index.clone())
     }
 
-    /// How a first pass of `url` (read with `read`) learns its points:
-    /// `None` where it cannot (not a compressed local file, learned
-    /// already, refused before, or no room left).
-    pub fn learning(&self, url: &str, read: &ReadOptions) -> Option<Learning<'_>> {
+    /// How a first pass of `url` (read with `read`, fetched with
+    /// `source`) learns its points: `None` where it cannot (not
+    /// compressed, learned already, refused before, or no room left).
+    pub fn learning(
+        &self,
+        url: &str,
+        read: &ReadOptions,
+        source: &SourceOptions,
+    ) -> Option<Learning<'_>> {
         let compression = read
             .compression
             .or_else(|| Compression::from_extension(url))?;
-        if compression == Compression::None || !is_local(url) || self.room.load(Relaxed) == 0 {
+        if compression == Compression::None || self.room.load(Relaxed) == 0 {
             return None;
         }
         if self.get(url).is_some() || self.refused.lock().ok()?.contains(url) {
             return None;
         }
-        // Taken before the pass: a file changed during it is not used.
-        let version = version(url)?;
+        // Taken before the pass: a file changed during it is not used. An
+        // object is taken to stay as it was for the run.
+        let version = version(url);
+        if is_local(url) && version.is_none() {
+            return None;
+        }
         if !self.underway.lock().ok()?.insert(url.to_owned()) {
             return None;
         }
         Some(Learning {
             store: self,
             url: url.to_owned(),
+            source: source.clone(),
             compression,
             version,
         })
     }
 
     /// Keeps `url`'s index, if there is room for it.
-    fn keep(&self, url: &str, index: ShardIndex, version: (u64, SystemTime)) {
+    fn keep(&self, url: &str, index: ShardIndex, version: Option<(u64, SystemTime)>) {
         let cost = 8 * index.len()
             + index
                 .points
@@ -151,8 +171,9 @@ impl LearnedPoints {
 pub(crate) struct Learning<'a> {
     store: &'a LearnedPoints,
     url: String,
+    source: SourceOptions,
     compression: Compression,
-    version: (u64, SystemTime),
+    version: Option<(u64, SystemTime)>,
 }
 
 impl Drop for Learning<'_> {
@@ -209,7 +230,7 @@ impl Learning<'_> {
             return Ok(());
         }
         match learned {
-            Some(index) if index.end() == blocks.next && index.shard.size == self.version.0 => {
+            Some(index) if index.end() == blocks.next && self.unchanged(&index) => {
                 self.store.keep(url, index, self.version);
                 Ok(())
             }
@@ -223,13 +244,24 @@ impl Learning<'_> {
     /// The shard inflated through an index builder, its records handed to
     /// `blocks`; its index, or `None` at its first problem (or when
     /// nothing takes the records any more).
+    /// Whether the shard read as `index` is the file it was before its
+    /// pass, by its size.
+    fn unchanged(&self, index: &ShardIndex) -> bool {
+        self.version
+            .is_none_or(|(size, _)| size == index.shard.size)
+    }
+
     fn inflate(
         &self,
         url: &str,
         opts: &BuildOptions,
         blocks: &mut Blocks<'_, impl HandOn>,
     ) -> Option<ShardIndex> {
-        let mut file = open(url).ok()?;
+        let mut file: Box<dyn Read> = if is_local(url) {
+            Box::new(open(url).ok()?)
+        } else {
+            Box::new(open_blocking(url, &self.source).ok()?)
+        };
         let mut builder = IndexBuilder::new(url, self.compression, opts).ok()?;
         let mut buf = vec![0; READ];
         loop {
@@ -315,11 +347,12 @@ mod tests {
         let records: Vec<Vec<u8>> = (0..2000).map(noisy).collect();
         let url = gzip_shard_of(&dir.path().join("s.tfrecord.gz"), &records, None);
         let read = ReadOptions::default();
+        let source = SourceOptions::default();
         for (room, learned) in [(1 << 20, true), (1000, false)] {
             let store = LearnedPoints::new(room, 16 << 10);
             let taker = Taker::new(4096);
             let stats = StageStats::default();
-            let learning = store.learning(&url, &read).unwrap();
+            let learning = store.learning(&url, &read, &source).unwrap();
             let read_on = |_, _| panic!("a clean pass went on by the reader");
             learning.read(&read, None, &stats, &taker, read_on).unwrap();
             let got: Vec<Vec<u8>> = taker
@@ -334,15 +367,11 @@ mod tests {
             assert_eq!(stats.figures().records, 2000);
             assert_eq!(store.get(&url).is_some(), learned, "room {room}");
             // Learned or refused: not learned again.
-            assert!(store.learning(&url, &read).is_none());
+            assert!(store.learning(&url, &read, &source).is_none());
         }
-        // A plain shard, or one in a store, has nothing to learn.
+        // A plain shard has nothing to learn.
         let store = LearnedPoints::default();
-        assert!(
-            store
-                .learning(&format!("{}/p.tfrecord", dir.path().display()), &read)
-                .is_none()
-        );
-        assert!(store.learning("gs://b/s.tfrecord.gz", &read).is_none());
+        let plain = format!("{}/p.tfrecord", dir.path().display());
+        assert!(store.learning(&plain, &read, &source).is_none());
     }
 }

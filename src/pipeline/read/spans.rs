@@ -1,11 +1,14 @@
-//! A compressed local shard read by several threads at once: its index's
-//! access points cut it into spans (about a MiB of output each, as
-//! `infeed convert` and `infeed index` write them), and helper threads
-//! (`infeed-inflate`) each inflate a span from its point, frame it and
-//! check its records' CRCs, while the shard thread hands the spans'
-//! records on in order. A dataset of a few large GZIP shards uses as many
-//! cores as the stream gives it, where one thread per shard inflated at
-//! one core's rate.
+//! A compressed shard read by several threads at once: its index's access
+//! points (as `infeed convert` and `infeed index` write them, or as its
+//! first pass learned them: `points.rs`) cut it into spans of about a MiB
+//! of output each, and helper threads (`infeed-inflate`) each inflate a
+//! span from its point, frame it and check its records' CRCs, while the
+//! shard thread hands the spans' records on in order. A dataset of a few
+//! large GZIP shards uses as many cores as the stream gives it, where one
+//! thread per shard inflated at one core's rate. A local shard is mapped
+//! whole; an object in a store is fetched a range per span, from the byte
+//! before its point to the first point past its last record (so each
+//! span fetches its own compressed bytes and about a span's more).
 //!
 //! It only ever speeds a read up: the first span that does not read
 //! cleanly (a bad CRC, a cut file, a stream that does not inflate) ends
@@ -14,20 +17,20 @@
 //! `on_corrupt(Skip)`, is exactly the reader's (its errors numbered from
 //! the shard's start, as the reader's are). The last span must end where
 //! the stream does, so a shard indexed with its cut last record skipped is
-//! the reader's to report. A shard without an index, with a stale one, one
-//! whose spans would be over [`SPAN_MAX`], or on a cloud store is read by
-//! its reader alone.
+//! the reader's to report. A shard without an index (nor points learned),
+//! with a stale one, or one whose spans would be over [`SPAN_MAX`] is read
+//! by its reader alone.
 //!
 //! Not checked here, where the reader checks it: the CRC-32 and length in
 //! the trailer of a GZIP member that ends inside the shard (the records'
 //! own CRCs cover their bytes; the last member's trailer lies in the last
 //! 4 KiB, which the index's identity hashes).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use crossbeam_channel::{bounded, unbounded};
@@ -42,7 +45,7 @@ use crate::pipeline::threads::spawn_scoped;
 use crate::record::chunk_ring::ChunkRing;
 use crate::record::mapped;
 use crate::record::{Compression, CorruptPolicy, Deframer, ReadOptions, Record, RecordError};
-use crate::source::SourceOptions;
+use crate::source::{ReadStats, ShardInfo, SourceOptions, read_range};
 
 /// Output a span may inflate (from its access point to its last record's
 /// end): 8 default spans. An index with fewer points, or records larger
@@ -50,7 +53,10 @@ use crate::source::SourceOptions;
 /// hold more than `2 × threads` of this.
 const SPAN_MAX: u64 = 8 * crate::index::DEFAULT_SPAN;
 
-/// How a stream's compressed local shards are read by spans.
+/// Compressed bytes fetched past what a span's last record likely needs.
+const TAIL: u64 = 64 << 10;
+
+/// How a stream's compressed shards are read by spans.
 #[derive(Clone, Debug)]
 pub(crate) struct SpanReads {
     /// Helper threads per shard.
@@ -60,6 +66,8 @@ pub(crate) struct SpanReads {
     /// The points learned by first passes of shards without an index, for
     /// the passes after (`None`: each file is read once).
     pub learned: Option<Arc<LearnedPoints>>,
+    /// Objects' indexes, looked up once a run.
+    pub found: Found,
 }
 
 impl SpanReads {
@@ -80,30 +88,63 @@ impl SpanReads {
             threads,
             index_dir,
             learned: learn.then(Arc::default),
+            found: Found::default(),
         })
     }
 
     /// How a first pass of `url` learns its points, where it can.
-    pub fn learning(&self, url: &str, read: &ReadOptions) -> Option<Learning<'_>> {
-        self.learned.as_ref()?.learning(url, read)
+    pub fn learning(
+        &self,
+        url: &str,
+        read: &ReadOptions,
+        source: &SourceOptions,
+    ) -> Option<Learning<'_>> {
+        self.learned.as_ref()?.learning(url, read, source)
     }
 
-    /// The index to read `url` by, when it is a compressed local shard
-    /// (by `read`'s compression or its name) with a current index whose
-    /// spans cover it; `None`: its reader reads it alone.
-    pub fn index_of(&self, url: &str, read: &ReadOptions) -> Option<Arc<ShardIndex>> {
+    /// The index to read `url` by, when it is a compressed shard (by
+    /// `read`'s compression or its name) with a current index whose spans
+    /// cover it, learned or found where `infeed index` puts it (through
+    /// `source`); `None`: its reader reads it alone. A local file's is
+    /// looked for each time it is opened; an object's once a run, as
+    /// every reader of a run takes an object to stay as it was.
+    pub fn index_of(
+        &self,
+        url: &str,
+        read: &ReadOptions,
+        source: &SourceOptions,
+    ) -> Option<Arc<ShardIndex>> {
         let compression = read
             .compression
             .or_else(|| Compression::from_extension(url))?;
-        if compression == Compression::None || !is_local(url) {
+        if compression == Compression::None {
             return None;
         }
         if let Some(index) = self.learned.as_ref().and_then(|l| l.get(url)) {
             return covered(index, compression);
         }
-        let source = SourceOptions::default();
+        if is_local(url) {
+            return self.find(url, source, compression);
+        }
+        if let Some(index) = self.found.lock().ok()?.get(url) {
+            return index.clone();
+        }
+        // Looked up unlocked: other shards' lookups go on meanwhile.
+        let index = self.find(url, source, compression);
+        let mut found = self.found.lock().ok()?;
+        found.insert(url.to_owned(), index.clone());
+        index
+    }
+
+    /// The index of `url` where `infeed index` puts it, if it covers it.
+    fn find(
+        &self,
+        url: &str,
+        source: &SourceOptions,
+        compression: Compression,
+    ) -> Option<Arc<ShardIndex>> {
         for place in index_urls(url, self.index_dir.as_deref()) {
-            match load(url, &place, &source) {
+            match load(url, &place, source) {
                 Ok(index) => return covered(Arc::new(index), compression),
                 Err(IndexError::Missing { .. }) => {}
                 // A stale or unreadable index: the reader needs none.
@@ -113,6 +154,9 @@ impl SpanReads {
         None
     }
 }
+
+/// Objects' indexes as looked up once a run (`None`: none that serves).
+type Found = Arc<Mutex<HashMap<String, Option<Arc<ShardIndex>>>>>;
 
 /// `index`, if its access points cover its records: the first at the
 /// start of the stream, its records one after another (an index built past
@@ -174,35 +218,121 @@ impl SpanRead {
     }
 }
 
-/// Inflates `span` of the shard `url` (mapped whole as `map`) from its
-/// access point into a buffer of `ring`, and frames and checks its records
-/// as the reader would.
+/// Where a shard's compressed bytes are read from: a local file mapped
+/// whole, or an object in a store, a range per span.
+enum Compressed {
+    Mapped(Bytes),
+    Stored {
+        shard: ShardInfo,
+        source: SourceOptions,
+        stats: Arc<ReadStats>,
+    },
+}
+
+impl Compressed {
+    /// The shard `url` of `size` compressed bytes, opened to read spans;
+    /// `None` where it cannot be (the reader meets, and names, that).
+    fn open(url: &str, size: u64, source: &SourceOptions) -> Option<Compressed> {
+        if is_local(url) {
+            let map = open(url).ok().and_then(|f| mapped::map_whole(&f).ok())?;
+            return Some(Compressed::Mapped(map));
+        }
+        Some(Compressed::Stored {
+            shard: ShardInfo {
+                url: url.to_owned(),
+                size,
+            },
+            source: source.clone(),
+            stats: ReadStats::new(),
+        })
+    }
+
+    /// The bytes that inflate `span` of `index`: from its access point
+    /// (the byte before, where the point has bits) to the end of the shard
+    /// (mapped), or fetched by a range read: `surely` to the first point
+    /// at or past the span's end, else to the last point before its end
+    /// and twice the output left after that point (a span's last record
+    /// runs past the next point by less than a record, so this fetches
+    /// about the span's own bytes, where the first would fetch two spans'
+    /// worth; a fetch found short is made again, surely).
+    fn of(&self, index: &ShardIndex, span: Span, surely: bool) -> Option<Bytes> {
+        let point = &index.points[span.point];
+        let at = point.input.checked_sub(u64::from(point.bits > 0))?;
+        match self {
+            Compressed::Mapped(map) => Some(map.slice(usize::try_from(at).ok()?..)),
+            Compressed::Stored {
+                shard,
+                source,
+                stats,
+            } => {
+                let after = &index.points[span.point..];
+                let sure = after
+                    .iter()
+                    .find(|q| q.out >= span.to)
+                    .map_or(shard.size, |q| (q.input + 1).min(shard.size));
+                let last = after.iter().rfind(|q| q.out < span.to).unwrap_or(point);
+                let likely = last.input + 1 + 2 * (span.to - last.out) + TAIL;
+                // The last span is checked to end where the stream does.
+                let end = if surely || span.to >= index.end() {
+                    sure
+                } else {
+                    sure.min(likely)
+                };
+                let range = read_range(shard, at..end, source, stats.clone());
+                futures::executor::block_on(range).ok()
+            }
+        }
+    }
+
+    /// Whether a fetch of [`of`](Self::of) not made `surely` may be short.
+    fn may_be_short(&self) -> bool {
+        matches!(self, Compressed::Stored { .. })
+    }
+
+    /// Whether the file under a map was cut while `during` read it (a read
+    /// from a store meets a cut as an error).
+    fn cut_during<T>(&self, during: impl FnOnce() -> T) -> (T, bool) {
+        let faults = mapped::faults();
+        let result = during();
+        let cut = match self {
+            Compressed::Mapped(map) => {
+                mapped::faults() != faults && mapped::cut_under(map.as_ptr() as usize, map.len())
+            }
+            Compressed::Stored { .. } => false,
+        };
+        (result, cut)
+    }
+}
+
+/// Inflates `span` of the shard `url` from its access point into a buffer
+/// of `ring`, and frames and checks its records as the reader would.
 fn read_span(
     ring: &mut ChunkRing,
     url: &str,
     index: &ShardIndex,
-    map: &Bytes,
+    bytes: &Compressed,
     span: Span,
     checks: &ReadOptions,
     scan: Option<&LengthScan>,
 ) -> SpanRead {
     let mut read = SpanRead::failed(span.from);
     let point = &index.points[span.point];
-    let Some(compressed) = usize::try_from(point.input)
-        .ok()
-        .and_then(|at| at.checked_sub(usize::from(point.bits > 0)))
-        .and_then(|at| map.get(at..))
-    else {
+    let mut out = ring.take(usize::try_from(span.to - span.from).unwrap_or(0));
+    let mut inflate = |surely| {
+        let compressed = bytes.of(index, span, surely)?;
+        let want = span.from..span.to;
+        let (inflated, cut) = bytes
+            .cut_during(|| inflate_into(index.compression, point, &compressed, want, &mut out));
+        (inflated.is_ok() && !cut).then_some(compressed)
+    };
+    let inflated = match inflate(false) {
+        Some(compressed) => Some(compressed),
+        None if bytes.may_be_short() => inflate(true),
+        None => None,
+    };
+    let Some(compressed) = inflated else {
         return read;
     };
-    let faults = mapped::faults();
-    let want = span.from..span.to;
-    let mut out = ring.take(usize::try_from(span.to - span.from).unwrap_or(0));
-    let inflated = inflate_into(index.compression, point, compressed, want, &mut out);
-    let cut = mapped::faults() != faults && mapped::cut_under(map.as_ptr() as usize, map.len());
-    if cut || inflated.is_err() {
-        return read;
-    }
     let inflated = Bytes::from(out);
     ring.keep(&inflated);
     let mut deframer = Deframer::starting_at(url, checks, span.from);
@@ -230,7 +360,7 @@ fn read_span(
     // The last span's end must be the stream's: a shard indexed with a
     // record cut off its end (skipped) is the reader's to report.
     let whole = next == span.to
-        && (span.to < index.end() || ends_at(index.compression, point, compressed, span.to));
+        && (span.to < index.end() || ends_at(index.compression, point, &compressed, span.to));
     read.stopped_at = (!whole).then_some(next);
     read
 }
@@ -247,6 +377,7 @@ pub(super) fn by_spans(
     url: &str,
     start: u64,
     read: &ReadOptions,
+    source: &SourceOptions,
     index: &ShardIndex,
     threads: usize,
     scan: Option<&LengthScan>,
@@ -255,8 +386,7 @@ pub(super) fn by_spans(
     read_on: impl FnOnce(u64, Option<u64>) -> Result<(), RecordError>,
 ) -> Result<(), RecordError> {
     let counted = |at: u64| (start == 0).then(|| index.first_from(at));
-    // A shard that cannot be mapped: the reader meets (and names) that.
-    let Some(map) = open(url).ok().and_then(|f| mapped::map_whole(&f).ok()) else {
+    let Some(bytes) = Compressed::open(url, index.shard.size, source) else {
         return read_on(start, counted(start));
     };
     let spans = spans(index, start);
@@ -279,7 +409,7 @@ pub(super) fn by_spans(
         let mut helpers = 0;
         for _ in 0..threads {
             let (to_do, done) = (to_do.clone(), done.clone());
-            let (spans, map, checks, stop) = (&spans, &map, &checks, &stop);
+            let (spans, bytes, checks, stop) = (&spans, &bytes, &checks, &stop);
             let helper = spawn_scoped(scope, "infeed-inflate", move || {
                 let mut ring = ChunkRing::shared();
                 for s in to_do {
@@ -291,7 +421,7 @@ pub(super) fn by_spans(
                     // A panic (a length scan's) must not lose the span the
                     // shard thread waits for: the reader meets it again.
                     let read = catch_unwind(AssertUnwindSafe(|| {
-                        read_span(&mut ring, url, index, map, span, checks, scan)
+                        read_span(&mut ring, url, index, bytes, span, checks, scan)
                     }))
                     .unwrap_or_else(|_| SpanRead::failed(span.from));
                     drop(busy);
@@ -471,7 +601,16 @@ mod tests {
             let never = |at, _| panic!("the reader asked to go on at {at}");
             let scanned = Some(&scan);
             by_spans(
-                &url, start, &read, &index, 3, scanned, &stats, &taker, never,
+                &url,
+                start,
+                &read,
+                &SourceOptions::default(),
+                &index,
+                3,
+                scanned,
+                &stats,
+                &taker,
+                never,
             )
             .unwrap();
             let lengths = taker.lengths.borrow().clone();
@@ -504,7 +643,19 @@ mod tests {
             };
             let read = ReadOptions::default();
             let stats = StageStats::default();
-            by_spans(&url, start, &read, &index, 2, None, &stats, &taker, read_on).unwrap();
+            by_spans(
+                &url,
+                start,
+                &read,
+                &SourceOptions::default(),
+                &index,
+                2,
+                None,
+                &stats,
+                &taker,
+                read_on,
+            )
+            .unwrap();
             assert_eq!(asked.get(), Some((bad, counted)));
             let (want, error) = read_alone(&url, start);
             assert_eq!(error.unwrap().offset, bad);
@@ -548,7 +699,16 @@ mod tests {
         let (read, stats) = (ReadOptions::default(), StageStats::default());
         let taker = Taker::new(1 << 20);
         by_spans(
-            &cut_url, 0, &read, &cut_index, 2, None, &stats, &taker, read_on,
+            &cut_url,
+            0,
+            &read,
+            &SourceOptions::default(),
+            &cut_index,
+            2,
+            None,
+            &stats,
+            &taker,
+            read_on,
         )
         .unwrap();
         assert_eq!(asked.get(), Some(cut_index.end()));
@@ -569,6 +729,7 @@ mod tests {
             &url,
             0,
             &read,
+            &SourceOptions::default(),
             &index,
             2,
             Some(&scan),
@@ -594,17 +755,23 @@ mod tests {
         let (url, index) = shard(dir.path(), 300, None, 4 << 10);
         let spans = SpanReads::for_host(4, 1, None, false).unwrap();
         let read = ReadOptions::default();
-        assert!(spans.index_of(&url, &read).is_none(), "no index saved");
+        let source = SourceOptions::default();
+        assert!(
+            spans.index_of(&url, &read, &source).is_none(),
+            "no index saved"
+        );
         let place = crate::index::index_url(&url, None);
         crate::index::save(&index, &place, &SourceOptions::default()).unwrap();
         let index = Some(Arc::new(index));
-        assert_eq!(spans.index_of(&url, &read), index);
-        assert_eq!(spans.index_of(&format!("file://{url}"), &read), index);
-        assert!(spans.index_of("gs://b/s.tfrecord.gz", &read).is_none());
+        assert_eq!(spans.index_of(&url, &read, &source), index);
+        assert_eq!(
+            spans.index_of(&format!("file://{url}"), &read, &source),
+            index
+        );
         // Rewritten since: stale.
         let records: Vec<Vec<u8>> = (0..301).map(noisy).collect();
         gzip_shard_of(std::path::Path::new(&url), &records, None);
-        assert!(spans.index_of(&url, &read).is_none());
+        assert!(spans.index_of(&url, &read, &source).is_none());
         // Too few workers for two threads a shard.
         assert!(SpanReads::for_host(3, 2, None, false).is_none());
         assert_eq!(

@@ -282,3 +282,137 @@ async fn a_small_object_read_for_many_epochs_is_fetched_twice() {
     assert_eq!(counted, 6 * 256);
     assert_eq!(gets(&proxy) - pass, 2 * pass, "two passes fetched, not six");
 }
+
+/// A GZIP object of `n` records of 50 to 199 bytes of noise (deflate
+/// keeps them about as long, so the object has many access points), also
+/// written to `dir`; its local path.
+fn noisy_gzip(dir: &std::path::Path, name: &str, n: usize) -> String {
+    use infeed::record::{Compression, RecordWriter};
+    let path = dir.join(name);
+    let mut w = RecordWriter::create(&path, Compression::Gzip).expect("writer");
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..n {
+        let record: Vec<u8> = (0..50 + i * 37 % 150)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        w.write_record(&record).expect("write");
+    }
+    w.finish().expect("finish");
+    path.display().to_string()
+}
+
+/// Where spans of `index` begin their range reads: the byte before each
+/// access point (where the point has bits), or the point's.
+fn span_starts(index: &infeed::index::ShardIndex) -> std::collections::BTreeSet<u64> {
+    let start = |p: &infeed::index::zran::AccessPoint| p.input - u64::from(p.bits > 0);
+    index.points.iter().map(start).collect()
+}
+
+/// A GZIP object is read by spans on several threads, a range read per
+/// span from its access point: on every pass where it has an index in its
+/// bucket, and, without one, from the pass after the one that learned its
+/// points (an object too large to keep, read three times: once by its
+/// reader, which finds it too large once open, once learning, once by
+/// spans). The records are a local read's. Through a proxy that sees each
+/// GET's range (it injects no fault).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs emulators: scripts/emulators.sh start"]
+async fn a_gzip_object_is_read_by_spans_from_its_index_or_learned_points() {
+    use infeed::index::{BuildOptions, DEFAULT_SPAN, build, index_url};
+    require_emulators();
+    // It sets GOOGLE_SERVICE_ACCOUNT: alone in a child process.
+    if !run_alone(&test_name(
+        "a_gzip_object_is_read_by_spans_from_its_index_or_learned_points",
+    )) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = format!("gs://{}", bucket());
+    let prefix = unique_prefix("pipeline-spans");
+    let locals = [
+        noisy_gzip(dir.path(), "a-indexed.tfrecord.gz", 3000),
+        noisy_gzip(dir.path(), "b-large.tfrecord.gz", 140_000),
+    ];
+    let mut remotes = Vec::new();
+    for local in &locals {
+        let name = local.rsplit('/').next().expect("name");
+        let bytes = std::fs::read(local).expect("read");
+        upload(&base, &format!("{prefix}/{name}"), &bytes).await;
+        remotes.push(format!("{base}/{prefix}/{name}"));
+    }
+    // The small object's index, points every 16 KiB, saved beside it.
+    let span = BuildOptions {
+        span: 16 << 10,
+        ..BuildOptions::default()
+    };
+    let index = build(&locals[0], &span).expect("index");
+    assert!(index.points.len() >= 8, "{} points", index.points.len());
+    // Uploaded as `infeed index -o` would write it (the emulator takes no
+    // object_store PUT).
+    let place = index_url(&remotes[0], None);
+    let key = place
+        .strip_prefix(&format!("{base}/"))
+        .expect("in the bucket");
+    upload(&base, key, &index.encode()).await;
+    // What a pass learns of the large one: a point every MiB.
+    let learned = build(&locals[1], &BuildOptions::default()).expect("index");
+    assert!(
+        learned.points.len() >= 12,
+        "{} points",
+        learned.points.len()
+    );
+    assert_eq!(learned.span, DEFAULT_SPAN);
+    let proxy = Proxy::start(gcs_upstream(), Vec::new()).await;
+    let key_file = tempfile::NamedTempFile::new().expect("key file");
+    proxy.write_gcs_key(key_file.path());
+    // SAFETY: this process runs only this test (`run_alone`), which sets it
+    // before anything reads the environment for GCS (no store exists yet);
+    // no other thread of the process touches the environment.
+    unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", key_file.path()) };
+    // Files in their order each pass: the large one's next pass begins
+    // only once its last has ended.
+    let read = |urls: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let mut batches = Pipeline::from_files(urls)
+                .unwrap()
+                .threads(4)
+                .repeat(Some(3))
+                .build_raw(1000, false)
+                .unwrap();
+            let mut records = Vec::new();
+            while let Some(batch) = batches.next_batch().expect("no error") {
+                records.extend(batch.into_records());
+            }
+            records
+        })
+    };
+    let got = read(remotes).await.expect("task");
+    let want = read(locals.to_vec()).await.expect("task");
+    assert_eq!(got.len(), 3 * (3000 + 140_000));
+    assert!(got == want, "records differ from a local read");
+    let seen = proxy.seen();
+    let gets = seen.iter().filter(|s| s.method == "GET");
+    let read_from: std::collections::BTreeSet<u64> =
+        gets.filter_map(|s| s.range.map(|(a, _)| a)).collect();
+    for spans in [&index, &learned] {
+        let missing: Vec<u64> = span_starts(spans).difference(&read_from).copied().collect();
+        assert!(missing.is_empty(), "no range read from {missing:?}");
+    }
+    // A span fetches about its own bytes, not up to the point after next.
+    let large = std::fs::metadata(&locals[1]).expect("size").len();
+    let starts = span_starts(&learned);
+    let fetched: u64 = (seen.iter())
+        .filter(|s| s.method == "GET")
+        .filter_map(|s| s.range.filter(|(a, _)| *a > 0 && starts.contains(a)))
+        .map(|(a, b)| b - a)
+        .sum();
+    assert!(
+        fetched < large * 11 / 10,
+        "{fetched} bytes fetched of {large}"
+    );
+}
