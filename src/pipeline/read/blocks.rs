@@ -1189,7 +1189,7 @@ mod tests {
                 threads: 3,
                 index_dir: None,
                 learned: None,
-                found: Default::default(),
+                without: Default::default(),
             };
             // The index qualifies: the shard thread reads by spans.
             assert!(
@@ -1261,7 +1261,7 @@ mod tests {
                 threads: 2,
                 index_dir: None,
                 learned: Some(Arc::new(LearnedPoints::new(1 << 30, 16 << 10))),
-                found: Default::default(),
+                without: Default::default(),
             };
             let learning = Framing {
                 spans: Some(spans.clone()),
@@ -1328,7 +1328,7 @@ mod tests {
                 threads: 2,
                 index_dir: None,
                 learned: None,
-                found: Default::default(),
+                without: Default::default(),
             }),
             ..Framing::default()
         };

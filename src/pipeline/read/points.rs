@@ -69,6 +69,8 @@ struct Learnt {
     index: Arc<ShardIndex>,
     /// A local file's size and modification time before its pass.
     version: Option<(u64, SystemTime)>,
+    /// What it takes of the room.
+    cost: u64,
 }
 
 impl std::fmt::Debug for LearnedPoints {
@@ -98,15 +100,20 @@ impl LearnedPoints {
 
     /// The index learned for `url`, if its file has not changed since.
     pub fn get(&self, url: &str) -> Option<Arc<ShardIndex>> {
-        let indexes = self.indexes.lock().ok()?;
-        let learnt = indexes.get(url)?;
-        let current = learnt.version.is_none() || version(url) == learnt.version;
-        current.then(|| learnt.index.clone())
+        let (index, learnt) = {
+            let indexes = self.indexes.lock().ok()?;
+            let learnt = indexes.get(url)?;
+            (learnt.index.clone(), learnt.version)
+        };
+        // Its file looked at unlocked.
+        let current = learnt.is_none() || version(url) == learnt;
+        current.then_some(index)
     }
 
     /// How a first pass of `url` (read with `read`, fetched with
     /// `source`) learns its points: `None` where it cannot (not
-    /// compressed, learned already, refused before, or no room left).
+    /// compressed, learned already, refused before, being learned by
+    /// another pass, or no room left).
     pub fn learning(
         &self,
         url: &str,
@@ -156,7 +163,15 @@ impl LearnedPoints {
         }
         if let Ok(mut indexes) = self.indexes.lock() {
             let index = Arc::new(index);
-            indexes.insert(url.to_owned(), Learnt { index, version });
+            let learnt = Learnt {
+                index,
+                version,
+                cost,
+            };
+            // A file learned again (rewritten since) gives back its room.
+            if let Some(old) = indexes.insert(url.to_owned(), learnt) {
+                self.room.fetch_add(old.cost, Relaxed);
+            }
         }
     }
 
@@ -230,8 +245,14 @@ impl Learning<'_> {
             return Ok(());
         }
         match learned {
-            Some(index) if index.end() == blocks.next && self.unchanged(&index) => {
-                self.store.keep(url, index, self.version);
+            Some(index) if index.end() == blocks.next => {
+                // A file changed during its pass was read whole all the
+                // same, as its reader would have read it: not learned.
+                if self.unchanged(&index) {
+                    self.store.keep(url, index, self.version);
+                } else {
+                    self.store.refuse(url);
+                }
                 Ok(())
             }
             _ => {
@@ -241,9 +262,6 @@ impl Learning<'_> {
         }
     }
 
-    /// The shard inflated through an index builder, its records handed to
-    /// `blocks`; its index, or `None` at its first problem (or when
-    /// nothing takes the records any more).
     /// Whether the shard read as `index` is the file it was before its
     /// pass, by its size.
     fn unchanged(&self, index: &ShardIndex) -> bool {
@@ -251,6 +269,9 @@ impl Learning<'_> {
             .is_none_or(|(size, _)| size == index.shard.size)
     }
 
+    /// The shard inflated through an index builder, its records handed to
+    /// `blocks`; its index, or `None` at its first problem (or when
+    /// nothing takes the records any more).
     fn inflate(
         &self,
         url: &str,

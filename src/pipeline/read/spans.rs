@@ -7,8 +7,8 @@
 //! large GZIP shards uses as many cores as the stream gives it, where one
 //! thread per shard inflated at one core's rate. A local shard is mapped
 //! whole; an object in a store is fetched a range per span, from the byte
-//! before its point to the first point past its last record (so each
-//! span fetches its own compressed bytes and about a span's more).
+//! before its point to about its last record's end (see [`Compressed::of`];
+//! again, to the next point past it, where that proves short).
 //!
 //! It only ever speeds a read up: the first span that does not read
 //! cleanly (a bad CRC, a cut file, a stream that does not inflate) ends
@@ -26,7 +26,7 @@
 //! own CRCs cover their bytes; the last member's trailer lies in the last
 //! 4 KiB, which the index's identity hashes).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
@@ -66,8 +66,8 @@ pub(crate) struct SpanReads {
     /// The points learned by first passes of shards without an index, for
     /// the passes after (`None`: each file is read once).
     pub learned: Option<Arc<LearnedPoints>>,
-    /// Objects' indexes, looked up once a run.
-    pub found: Found,
+    /// Objects found to have no index, not looked for again.
+    pub without: Without,
 }
 
 impl SpanReads {
@@ -88,7 +88,7 @@ impl SpanReads {
             threads,
             index_dir,
             learned: learn.then(Arc::default),
-            found: Found::default(),
+            without: Without::default(),
         })
     }
 
@@ -105,9 +105,10 @@ impl SpanReads {
     /// The index to read `url` by, when it is a compressed shard (by
     /// `read`'s compression or its name) with a current index whose spans
     /// cover it, learned or found where `infeed index` puts it (through
-    /// `source`); `None`: its reader reads it alone. A local file's is
-    /// looked for each time it is opened; an object's once a run, as
-    /// every reader of a run takes an object to stay as it was.
+    /// `source`); `None`: its reader reads it alone. Looked for each time
+    /// the shard is opened, except an object found to have none, once a
+    /// run (its lookups are requests; every reader of a run takes an
+    /// object to stay as it was).
     pub fn index_of(
         &self,
         url: &str,
@@ -123,40 +124,39 @@ impl SpanReads {
         if let Some(index) = self.learned.as_ref().and_then(|l| l.get(url)) {
             return covered(index, compression);
         }
-        if is_local(url) {
-            return self.find(url, source, compression);
-        }
-        if let Some(index) = self.found.lock().ok()?.get(url) {
-            return index.clone();
+        let object = !is_local(url);
+        if object && self.without.lock().ok()?.contains(url) {
+            return None;
         }
         // Looked up unlocked: other shards' lookups go on meanwhile.
-        let index = self.find(url, source, compression);
-        let mut found = self.found.lock().ok()?;
-        found.insert(url.to_owned(), index.clone());
-        index
-    }
-
-    /// The index of `url` where `infeed index` puts it, if it covers it.
-    fn find(
-        &self,
-        url: &str,
-        source: &SourceOptions,
-        compression: Compression,
-    ) -> Option<Arc<ShardIndex>> {
-        for place in index_urls(url, self.index_dir.as_deref()) {
-            match load(url, &place, source) {
-                Ok(index) => return covered(Arc::new(index), compression),
-                Err(IndexError::Missing { .. }) => {}
-                // A stale or unreadable index: the reader needs none.
-                Err(_) => return None,
+        match self.find(url, source) {
+            Ok(index) => covered(index, compression),
+            Err(missing) => {
+                if object && missing {
+                    self.without.lock().ok()?.insert(url.to_owned());
+                }
+                None
             }
         }
-        None
+    }
+
+    /// The index of `url` where `infeed index` puts it; else whether
+    /// there is none (not a stale or unreadable one, nor a failed read).
+    fn find(&self, url: &str, source: &SourceOptions) -> Result<Arc<ShardIndex>, bool> {
+        for place in index_urls(url, self.index_dir.as_deref()) {
+            match load(url, &place, source) {
+                Ok(index) => return Ok(Arc::new(index)),
+                Err(IndexError::Missing { .. }) => {}
+                // A stale or unreadable index: the reader needs none.
+                Err(_) => return Err(false),
+            }
+        }
+        Err(true)
     }
 }
 
-/// Objects' indexes as looked up once a run (`None`: none that serves).
-type Found = Arc<Mutex<HashMap<String, Option<Arc<ShardIndex>>>>>;
+/// Objects found to have no index.
+type Without = Arc<Mutex<HashSet<String>>>;
 
 /// `index`, if its access points cover its records: the first at the
 /// start of the stream, its records one after another (an index built past
@@ -254,12 +254,16 @@ impl Compressed {
     /// and twice the output left after that point (a span's last record
     /// runs past the next point by less than a record, so this fetches
     /// about the span's own bytes, where the first would fetch two spans'
-    /// worth; a fetch found short is made again, surely).
-    fn of(&self, index: &ShardIndex, span: Span, surely: bool) -> Option<Bytes> {
+    /// worth; a fetch found short is made again, surely). With the bytes,
+    /// whether a sure fetch would be longer.
+    fn of(&self, index: &ShardIndex, span: Span, surely: bool) -> Option<(Bytes, bool)> {
         let point = &index.points[span.point];
         let at = point.input.checked_sub(u64::from(point.bits > 0))?;
         match self {
-            Compressed::Mapped(map) => Some(map.slice(usize::try_from(at).ok()?..)),
+            Compressed::Mapped(map) => {
+                let at = usize::try_from(at).ok().filter(|at| *at <= map.len())?;
+                Some((map.slice(at..), false))
+            }
             Compressed::Stored {
                 shard,
                 source,
@@ -279,14 +283,10 @@ impl Compressed {
                     sure.min(likely)
                 };
                 let range = read_range(shard, at..end, source, stats.clone());
-                futures::executor::block_on(range).ok()
+                let bytes = futures::executor::block_on(range).ok()?;
+                Some((bytes, end < sure))
             }
         }
-    }
-
-    /// Whether a fetch of [`of`](Self::of) not made `surely` may be short.
-    fn may_be_short(&self) -> bool {
-        matches!(self, Compressed::Stored { .. })
     }
 
     /// Whether the file under a map was cut while `during` read it (a read
@@ -318,21 +318,25 @@ fn read_span(
     let mut read = SpanRead::failed(span.from);
     let point = &index.points[span.point];
     let mut out = ring.take(usize::try_from(span.to - span.from).unwrap_or(0));
-    let mut inflate = |surely| {
-        let compressed = bytes.of(index, span, surely)?;
+    let mut inflate = |compressed: &Bytes| {
         let want = span.from..span.to;
-        let (inflated, cut) = bytes
-            .cut_during(|| inflate_into(index.compression, point, &compressed, want, &mut out));
-        (inflated.is_ok() && !cut).then_some(compressed)
+        let (inflated, cut) =
+            bytes.cut_during(|| inflate_into(index.compression, point, compressed, want, &mut out));
+        inflated.is_ok() && !cut
     };
-    let inflated = match inflate(false) {
-        Some(compressed) => Some(compressed),
-        None if bytes.may_be_short() => inflate(true),
-        None => None,
-    };
-    let Some(compressed) = inflated else {
+    let Some((mut compressed, short)) = bytes.of(index, span, false) else {
         return read;
     };
+    if !inflate(&compressed) {
+        if !short {
+            return read;
+        }
+        // Fetched short: once more, to the point past the span.
+        match bytes.of(index, span, true) {
+            Some((more, _)) if inflate(&more) => compressed = more,
+            _ => return read,
+        }
+    }
     let inflated = Bytes::from(out);
     ring.keep(&inflated);
     let mut deframer = Deframer::starting_at(url, checks, span.from);
