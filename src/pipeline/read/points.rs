@@ -100,13 +100,13 @@ impl LearnedPoints {
 
     /// The index learned for `url`, if its file has not changed since.
     pub fn get(&self, url: &str) -> Option<Arc<ShardIndex>> {
-        let (index, learnt) = {
+        let (index, then) = {
             let indexes = self.indexes.lock().ok()?;
             let learnt = indexes.get(url)?;
             (learnt.index.clone(), learnt.version)
         };
         // Its file looked at unlocked.
-        let current = learnt.is_none() || version(url) == learnt;
+        let current = then.is_none() || version(url) == then;
         current.then_some(index)
     }
 
