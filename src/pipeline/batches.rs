@@ -29,6 +29,7 @@ use super::threads::streams::{self as streams_thread, StreamInput, Streams};
 use super::threads::window::{self, Entry, Exit};
 use super::threads::workers::{self as worker_threads, Delivery, Made, Outcome};
 use crate::batch::{Provenance, RecordPosition};
+use crate::record::{CorruptPolicy, ReadOptions};
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -39,7 +40,7 @@ pub(crate) struct ExecConfig {
     /// Deliver batches as workers finish them rather than in order.
     pub unordered: bool,
     /// How the shards are read (to find a bad record's index for an error).
-    pub read: crate::record::ReadOptions,
+    pub read: ReadOptions,
     /// How their bytes are fetched (likewise).
     pub source: crate::source::SourceOptions,
     /// The shards whose records the workers read (with their indexes, to
@@ -153,6 +154,20 @@ pub struct Batches<T> {
     /// and the last one's rows and provenance.
     pub(crate) provenance_of: Option<ProvenanceOf<T>>,
     last_provenance: Option<(usize, Provenance)>,
+}
+
+/// What the workers check of the records they read: what the read
+/// options ask of a shard reader, but no corrupt record is theirs to skip
+/// (a walk that skips checked every record it handed on: one corrupt now
+/// is a shard changed since, an error), nor a payload's CRC a walk checked.
+fn worker_checks(cfg: &ExecConfig) -> ReadOptions {
+    let checked = cfg.unread.as_ref().is_some_and(|u| u.checked);
+    let read = cfg.read.clone().on_corrupt(CorruptPolicy::Fail);
+    if checked {
+        read.verify_crc(false)
+    } else {
+        read
+    }
 }
 
 /// Raw batches the record thread may have ahead of the workers: one more
@@ -517,7 +532,7 @@ fn spawn_threads<T: Send + 'static>(
         batch_stats,
         &cfg.affinity,
         &ReadChecks {
-            read: cfg.read.clone(),
+            read: worker_checks(cfg),
             indexes: cfg.unread.as_ref().map(|u| u.indexes.clone()),
             shared: cfg.shared.clone(),
         },

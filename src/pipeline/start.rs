@@ -391,7 +391,7 @@ fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), Pip
     if !p.ops.worker_reads.on {
         return Ok(());
     }
-    match needs_bytes_before_workers(p, record) {
+    match needs_bytes_before_workers(p, record).or(needs_walks(p)) {
         Some(what) => Err(PipelineError::Config(format!(
             "worker_reads leaves each record unread until the worker that assembles it, but \
              {what} needs its bytes before: leave one of the two out"
@@ -413,10 +413,6 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
             "measuring each record on the record thread (buckets, packing, a filter on parsed \
              rows, or padding to a shape that several hosts share)",
         ),
-        (
-            p.read.on_corrupt == CorruptPolicy::Skip,
-            "skipping corrupt records (on_corrupt(Skip))",
-        ),
     ];
     needs_bytes
         .into_iter()
@@ -424,12 +420,21 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
         .map(|(_, what)| what)
 }
 
+/// What needs each shard walked by its shard thread, if anything does
+/// (`None`: an index may frame it instead): skipping corrupt records,
+/// whose regions only a walk that checks every payload finds (`unread.rs`,
+/// `by_headers`), where an index frames only the records.
+fn needs_walks(p: &RecordSettings) -> Option<&'static str> {
+    (p.read.on_corrupt == CorruptPolicy::Skip)
+        .then_some("skipping corrupt records (on_corrupt(Skip))")
+}
+
 /// The shards whose records the workers read themselves, and the maps
 /// they share to read scattered records, whenever nothing before the
 /// workers needs the records' bytes (a mixture's: [`unread_sources`]):
 /// with the global shuffle, which has every shard's index
 /// already, its plain local shards', framed by their indexes, always
-/// through shared maps; else every plain local shard, framed by its
+/// through shared maps (none under [`needs_walks`]); else every plain local shard, framed by its
 /// headers as its shard thread opens it (by its index with
 /// `worker_reads`, which loads or builds them first), through shared maps
 /// under a shuffle buffer, whose batches are scattered (else each worker
@@ -446,15 +451,19 @@ fn unread_records(
     }
     let shared = || Some(Arc::new(SharedMaps::new(p.files.len())));
     match &loaded.dataset {
+        Some(_) if needs_walks(p).is_some() => Ok((None, None)),
         Some(data) => Ok((
             Some(LeftUnread::indexed(data.plain_local_indexes())),
             shared(),
         )),
         None => {
-            let left = match load_worker_reads(p, job)? {
-                Some(indexes) => LeftUnread::indexed(indexes),
-                // Framings learned on a first pass serve the next.
-                None => LeftUnread::by_headers(p.ops.epochs.epochs() != Some(1)),
+            let left = match needs_walks(p) {
+                Some(_) => LeftUnread::walked_skipping(),
+                None => match load_worker_reads(p, job)? {
+                    Some(indexes) => LeftUnread::indexed(indexes),
+                    // Framings learned on a first pass serve the next.
+                    None => LeftUnread::by_headers(p.ops.epochs.epochs() != Some(1)),
+                },
             };
             if !p.files.iter().any(|f| left.framing(f, &p.read).is_some()) {
                 // Compressed or cloud shards only: all read before.

@@ -22,8 +22,8 @@ use crate::index::{RecordsBuilder, ShardId, ShardIndex, read_at};
 use crate::pipeline::stats::{StageStats, Timer};
 use crate::record::mapped;
 use crate::record::{
-    Compression, DETECT_LEN, Deframer, ErrorKind, FOOTER_LEN, HEADER_LEN, ReadOptions, Record,
-    RecordError, RecordPart, parse_header,
+    Compression, CorruptPolicy, DETECT_LEN, Deframer, ErrorKind, FOOTER_LEN, HEADER_LEN,
+    ReadOptions, Record, RecordError, RecordPart, parse_header,
 };
 
 use super::shared_maps::map_shard;
@@ -45,6 +45,9 @@ pub(crate) struct LeftUnread {
     /// The framings learned by those walks, for the passes after the first
     /// (a stream that reads its files more than once).
     pub learned: Option<Arc<Learned>>,
+    /// Every record is handed on by a walk that checked its payload's CRC
+    /// (`on_corrupt(Skip)`: [`by_headers`]), so its worker need not.
+    pub checked: bool,
 }
 
 impl LeftUnread {
@@ -56,6 +59,18 @@ impl LeftUnread {
             indexes: Arc::default(),
             by_headers: true,
             learned: learn.then(|| Arc::new(Learned::new(LEARNED_RECORDS))),
+            checked: false,
+        }
+    }
+
+    /// Every plain local shard, walked whole each pass under
+    /// `on_corrupt(Skip)`: the walk skips what a reader would, and checks
+    /// every payload it hands on (so nothing is learned, which would frame
+    /// a later pass unchecked).
+    pub fn walked_skipping() -> Self {
+        LeftUnread {
+            checked: true,
+            ..Self::by_headers(false)
         }
     }
 
@@ -65,6 +80,7 @@ impl LeftUnread {
             indexes,
             by_headers: false,
             learned: None,
+            checked: false,
         }
     }
 
@@ -351,9 +367,17 @@ pub(super) const WINDOW: u64 = 8 << 20;
 /// length, a file that ends inside a record, a file cut under its map.
 /// The payloads' CRCs are the workers' to check.
 ///
-/// A walk of the whole shard keeps its framing in `learn`, where given and
-/// there is room, for the next pass to frame it by. `window`: [`WINDOW`]
-/// (tests walk smaller ones).
+/// Under `on_corrupt(Skip)` the walk checks the payloads' CRCs as well, as
+/// a reader does: a corrupt region is known only by the checks that fail
+/// in it, and the next record only by checks that pass, so what it skips
+/// (and counts into `stats`) is exactly the reader's, and no worker meets
+/// a corrupt record to leave a hole in its batch for. One deframer walks
+/// windows that follow on from each other then, so a region that crosses
+/// from one into the next is skipped as one.
+///
+/// A walk of the whole shard that skipped nothing keeps its framing in
+/// `learn`, where given and there is room, for the next pass to frame it
+/// by. `window`: [`WINDOW`] (tests walk smaller ones).
 pub(super) fn by_headers(
     url: &str,
     start: u64,
@@ -370,15 +394,20 @@ pub(super) fn by_headers(
     let mut learning = learn
         .filter(|_| start == 0)
         .map(|learn| (learn, learn.room.load(Relaxed), RecordsBuilder::new()));
-    let headers_only = ReadOptions {
-        verify_crc: false,
-        ..read.clone()
+    let skipping = read.on_corrupt == CorruptPolicy::Skip;
+    let checks = match skipping {
+        true => read.clone(),
+        false => ReadOptions {
+            verify_crc: false,
+            ..read.clone()
+        },
     };
     // Records before each window: a window's deframer counts from its
     // start, and an error names the record's number in the shard when the
     // walk began at its first.
     let mut records_before = 0u64;
     let mut at = start;
+    let mut deframer = Deframer::starting_at(url, &checks, start);
     let mut last = 0;
     let mut block: Vec<Record> = Vec::new();
     let mut bytes = 0u64;
@@ -391,11 +420,18 @@ pub(super) fn by_headers(
         e
     };
     loop {
-        let mut deframer = Deframer::starting_at(url, &headers_only, at);
+        if !skipping {
+            deframer = Deframer::starting_at(url, &checks, at);
+        }
         // The window, to prefetch its lines from.
         let mut view = Bytes::new();
         let view_at = at;
-        let end = window_end(&file, at, len, window);
+        // A skipping walk's window follows the last one's end, which need
+        // not be a header: what any length there says is not trusted.
+        let end = match skipping {
+            true => at.saturating_add(window).min(len),
+            false => window_end(&file, at, len, window),
+        };
         if end > at {
             let window = mapped::map(&file, at, (end - at) as usize, false)
                 .map_err(|e| io_error(url, at, e))?;
@@ -423,10 +459,14 @@ pub(super) fn by_headers(
             };
             framed_here += 1;
             let framed = record.data.len() as u64 + FRAME;
-            let from = (record.offset - view_at) as usize + PREFETCH_AHEAD;
-            let to = (from + framed as usize).min(view.len());
-            if from < to {
-                crate::prefetch::prefetch(&view[from..to]);
+            // A skipping walk reads every payload in order (no prefetch
+            // needed), some begun in the window before.
+            if !skipping {
+                let from = (record.offset - view_at) as usize + PREFETCH_AHEAD;
+                let to = (from + framed as usize).min(view.len());
+                if from < to {
+                    crate::prefetch::prefetch(&view[from..to]);
+                }
             }
             if let Some((_, room, records)) = &mut learning {
                 let kept = records.push(record.offset, framed - FRAME).is_ok();
@@ -453,13 +493,18 @@ pub(super) fn by_headers(
             }
         }
         records_before += framed_here;
-        at = deframer.offset();
+        at = if skipping { end } else { deframer.offset() };
         if failure.is_some() || end == len {
             stats.add_records(block.len() as u64);
             stats.add_bytes(bytes);
+            let skipped = deframer.skipped();
+            stats.add_skipped(skipped.records, skipped.bytes);
             drop(busy);
-            // The records before an error go first.
-            if let (None, Some((learn, _, records))) = (&failure, learning) {
+            // The records before an error go first; a pass that skipped
+            // records is not kept: the next counts them again.
+            if let (None, Some((learn, _, records))) = (&failure, learning)
+                && skipped.is_empty()
+            {
                 learn.keep(url, records, len);
             }
             if !block.is_empty() && !out.hand_on(block) {
@@ -555,14 +600,36 @@ mod tests {
         block_bytes: u64,
         learn: Option<&Learned>,
     ) -> (Vec<Vec<Record>>, Result<(), RecordError>) {
+        let read = ReadOptions::default();
+        let (blocks, ended, _) = walk_with(url, start, window, block_bytes, learn, &read);
+        (blocks, ended)
+    }
+
+    /// What a walk handed on, how it ended, and the records and bytes it
+    /// counted as skipped.
+    type Walked = (Vec<Vec<Record>>, Result<(), RecordError>, (u64, u64));
+
+    /// [`walk_learning`] with `read`, and what it skipped.
+    fn walk_with(
+        url: &str,
+        start: u64,
+        window: u64,
+        block_bytes: u64,
+        learn: Option<&Learned>,
+        read: &ReadOptions,
+    ) -> Walked {
         let taker = Taker::new(block_bytes);
         let stats = StageStats::default();
-        let read = ReadOptions::default();
-        let ended = by_headers(url, start, &read, learn, &stats, &taker, window);
+        let ended = by_headers(url, start, read, learn, &stats, &taker, window);
         let blocks = taker.blocks.into_inner();
         let records: usize = blocks.iter().map(Vec::len).sum();
-        assert_eq!(stats.figures().records, records as u64);
-        (blocks, ended)
+        let figures = stats.figures();
+        assert_eq!(figures.records, records as u64);
+        (
+            blocks,
+            ended,
+            (figures.skipped_records, figures.skipped_bytes),
+        )
     }
 
     /// Each record's offset and payload length, as a reader gives them
@@ -711,6 +778,62 @@ mod tests {
         let roomy = Learned::new(100);
         walk_learning(&cut, 0, 64, 1, Some(&roomy)).1.unwrap_err();
         assert!(roomy.get(&cut).is_none());
+    }
+
+    /// Under `on_corrupt(Skip)` a walk hands on exactly the records a
+    /// skipping reader gives and counts what it skips, whatever the windows
+    /// (a corrupt payload, a corrupt length, junk over several windows, an
+    /// end cut inside a record), its stand-ins checked: every payload
+    /// handed on has its CRC checked by the walk. A walk that skipped is
+    /// not learned; a clean one is.
+    #[test]
+    fn a_skipping_walk_skips_and_counts_what_a_reader_does_in_any_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let lens: Vec<usize> = (0..40).map(|i| (i * 37) % 300).collect();
+        let (url, _) = shard(dir.path(), "s.tfrecord", &lens);
+        let mut bytes = std::fs::read(&url).unwrap();
+        let at = |i: usize| lens[..i].iter().map(|n| n + 16).sum::<usize>();
+        bytes[at(3) + 12 + 1] ^= 0xff; // record 3's payload
+        bytes[at(8)] ^= 1; // record 8's length
+        bytes[at(14)..at(19) + 5].fill(0xa5); // junk over records 14-19
+        bytes.truncate(at(39) + 20); // the last record cut short
+        std::fs::write(&url, &bytes).unwrap();
+        let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
+        let read_skipping = |start: u64| {
+            use std::io::{Seek, SeekFrom};
+            let mut file = std::fs::File::open(&url).unwrap();
+            file.seek(SeekFrom::Start(start)).unwrap();
+            let mut reader = RecordReader::resume(file, &url, Compression::None, &skip, start);
+            let found: Vec<(u64, usize)> = (&mut reader)
+                .map(|r| r.unwrap())
+                .map(|r| (r.offset, r.data.len()))
+                .collect();
+            let skipped = reader.skipped();
+            (found, (skipped.records, skipped.bytes))
+        };
+        let (expected, skipped) = read_skipping(0);
+        assert_eq!(skipped.0, 4);
+        assert_eq!(expected.len(), 40 - 1 - 1 - 6 - 1);
+        for window in [64, 100, 1000, WINDOW] {
+            for block_bytes in [1, 700] {
+                let (blocks, ended, counted) = walk_with(&url, 0, window, block_bytes, None, &skip);
+                ended.unwrap();
+                assert_eq!(framed(&blocks), expected, "window {window}");
+                assert_eq!(counted, skipped, "window {window}");
+            }
+            let from = at(2) as u64;
+            let (blocks, ended, counted) = walk_with(&url, from, window, 1, None, &skip);
+            ended.unwrap();
+            assert_eq!((framed(&blocks), counted), read_skipping(from));
+        }
+        let learned = Learned::new(100);
+        walk_with(&url, 0, 64, 1, Some(&learned), &skip).1.unwrap();
+        assert!(learned.get(&url).is_none());
+        let (clean, _) = shard(dir.path(), "t.tfrecord", &[1, 2, 3]);
+        walk_with(&clean, 0, 64, 1, Some(&learned), &skip)
+            .1
+            .unwrap();
+        assert!(learned.get(&clean).is_some());
     }
 
     /// A shard named like neither is told by its first bytes: a GZIP

@@ -3,12 +3,13 @@
 //! the shard's index (`Pipeline::worker_reads`: built in memory, or read
 //! from `index_dir`), and read by the worker that assembles them (by
 //! `pread`, or with `mmap` as views of each worker's own maps). The
-//! pipeline gives the same batches and the same states as when its shard
-//! threads read the records (as they do when a step before the workers
-//! needs their bytes), across a restore either way; a record corrupted in
-//! place is the error a reader gives; a GZIP shard is read by its shard
-//! thread; `worker_reads` with the words that need a record's bytes first
-//! is refused.
+//! pipeline gives the same batches as when its shard threads read the
+//! records (as they do when a step before the workers needs their bytes),
+//! and states that restore it exactly whichever way it frames its shards;
+//! under `on_corrupt(Skip)` the walks skip and count what a reader does; a
+//! record corrupted in place is the error a reader gives; a GZIP shard is
+//! read by its shard thread; `worker_reads` with the words that need a
+//! record's bytes first is refused.
 
 use infeed::index::{BuildOptions, build, index_url, save};
 use infeed::pipeline::{Pipeline, PipelineError};
@@ -47,12 +48,16 @@ pub(super) fn save_index(shard: &str, dir: &str) {
     save(&index, &url, &SourceOptions::default()).unwrap();
 }
 
-/// `p` with its records read by its shard threads, before the workers:
-/// skipping corrupt records needs their bytes there, and changes nothing
-/// where none is corrupt (nor the states: the policy is not part of a
-/// pipeline's identity).
+/// `p` with its records read by its shard threads, before the workers: a
+/// map on serialized records needs their bytes there, and one that gives
+/// each record back changes no batch (its states are another pipeline's).
 fn read_first(p: Pipeline) -> Pipeline {
-    p.read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
+    p.map(|r| r)
+}
+
+/// Each batch's records, without its state.
+fn records(batches: &[(Vec<String>, Vec<u8>)]) -> Vec<&Vec<String>> {
+    batches.iter().map(|(records, _)| records).collect()
 }
 
 fn pipeline(files: &[String]) -> Pipeline {
@@ -71,6 +76,10 @@ fn a_shuffle_buffer_holds_the_records_unread_and_shuffles_them_alike() {
     let shuffled = || pipeline(&files).shuffle(25).shuffle_files();
     let (read, end) = run(&read_first(shuffled()), 7);
     assert!(end.is_none());
+    let (by_headers, end) = run(&shuffled(), 7);
+    assert!(end.is_none());
+    assert_eq!(records(&by_headers), records(&read));
+    let read = by_headers;
     for unread in [shuffled(), shuffled().worker_reads()] {
         let (workers, end) = run(&unread, 7);
         assert!(end.is_none());
@@ -93,28 +102,26 @@ fn the_same_batches_and_states_as_the_shard_threads_give() {
     assert_eq!(read.len(), (2 * 131usize).div_ceil(7));
     let (by_headers, end) = run(&pipeline(&files), 7);
     assert!(end.is_none());
-    assert_eq!(by_headers, read);
+    assert_eq!(records(&by_headers), records(&read));
     let (workers, end) = run(&pipeline(&files).worker_reads(), 7);
     assert!(end.is_none());
-    assert_eq!(workers, read);
+    assert_eq!(workers, by_headers);
     // With `mmap`, each worker reads views of its own maps instead.
     let mapped = || pipeline(&files).read_options(ReadOptions::default().mmap(true));
     let (mapped_workers, end) = run(&mapped().worker_reads(), 7);
     assert!(end.is_none());
-    assert_eq!(mapped_workers, read);
-    let (rest, _) = run(&mapped().worker_reads().resume_from(&read[9].1), 7);
-    assert_eq!(rest, read[10..]);
-    // A state of any resumes the others, exactly.
+    assert_eq!(mapped_workers, by_headers);
+    let (rest, _) = run(&mapped().worker_reads().resume_from(&by_headers[9].1), 7);
+    assert_eq!(rest, by_headers[10..]);
+    // A state of either framing resumes the other, exactly; the shard
+    // threads' own, theirs.
     for cut in [0, 5, 18, 30] {
-        let state = &read[cut].1;
+        let state = &by_headers[cut].1;
         let (rest, _) = run(&pipeline(&files).worker_reads().resume_from(state), 7);
-        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
-        let (rest, _) = run(&pipeline(&files).resume_from(state), 7);
-        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
-        let (rest, _) = run(
-            &read_first(pipeline(&files)).resume_from(&workers[cut].1),
-            7,
-        );
+        assert_eq!(rest, by_headers[cut + 1..], "cut after batch {cut}");
+        let (rest, _) = run(&pipeline(&files).resume_from(&workers[cut].1), 7);
+        assert_eq!(rest, by_headers[cut + 1..], "cut after batch {cut}");
+        let (rest, _) = run(&read_first(pipeline(&files)).resume_from(&read[cut].1), 7);
         assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
     }
 }
@@ -135,17 +142,68 @@ fn the_same_with_logical_streams_host_shards_and_skip_take() {
         let base = || variant(Pipeline::from_files(files.clone()).unwrap().threads(2));
         let (read, end) = run(&read_first(base()), 6);
         assert!(end.is_none() && !read.is_empty());
-        for unread in [base(), base().worker_reads()] {
-            let (workers, end) = run(&unread, 6);
-            assert!(end.is_none());
-            assert_eq!(workers, read, "variant {n}");
-        }
+        let (by_headers, end) = run(&base(), 6);
+        assert!(end.is_none());
+        assert_eq!(records(&by_headers), records(&read), "variant {n}");
+        let (workers, end) = run(&base().worker_reads(), 6);
+        assert!(end.is_none());
+        assert_eq!(workers, by_headers, "variant {n}");
     }
 }
 
-/// A mixture's sources are read by the workers too: the same batches and
-/// states as when their shard threads read them, a shuffled source's
-/// included, across a restore.
+/// Under `on_corrupt(Skip)` the workers read the records too: each
+/// shard's walk checks every payload, skips the corrupt regions a reader
+/// skips and counts them, so the batches and counts are those of the shard
+/// threads reading the records, every pass, and a state restores exactly
+/// across a skipped region. A shuffle buffer holds its records unread.
+#[test]
+fn skipping_corrupt_records_leaves_the_rest_to_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    // Enough records for the shuffle to sample its buffer (every 256 out).
+    let files = write_files(dir.path(), &[400, 770, 130], Compression::None);
+    let at = |f: usize, i: usize| -> u64 {
+        (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
+    };
+    // Record 30's payload in shard 0, record 50's length in shard 1.
+    corrupt_keeping_time(&files[0], at(0, 30) + 14);
+    corrupt_keeping_time(&files[1], at(1, 50) + 1);
+    let skipping = || {
+        pipeline(&files)
+            .read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
+            .shuffle(25)
+    };
+    let drained = |p: Pipeline| {
+        let mut batches = p.build_raw(7, false).unwrap();
+        let mut out = Vec::new();
+        while let Some(raw) = batches.next_batch().unwrap() {
+            out.extend(
+                raw.records()
+                    .map(|r| String::from_utf8(r.to_vec()).unwrap()),
+            );
+        }
+        let stats = batches.stats();
+        let skipped = (stats.read.skipped_records, stats.read.skipped_bytes);
+        (out, skipped, stats.record_thread.buffer_payload_bytes)
+    };
+    let (read, skipped, held) = drained(read_first(skipping()));
+    assert_eq!(read.len(), 2 * (400 + 770 + 130 - 2));
+    assert!(!read.iter().any(|r| r == "f0-r30" || r == "f1-r50"));
+    assert_eq!(skipped.0, 4);
+    assert!(held > 0);
+    let (workers, counted, held) = drained(skipping());
+    assert_eq!((workers, counted), (read, skipped));
+    assert_eq!(held, 0);
+    let (batches, end) = run(&skipping(), 7);
+    assert!(end.is_none());
+    for cut in [3, 100, 300] {
+        let (rest, _) = run(&skipping().resume_from(&batches[cut].1), 7);
+        assert_eq!(rest, batches[cut + 1..], "cut after batch {cut}");
+    }
+}
+
+/// A mixture's sources are read by the workers too: the same batches as
+/// when their shard threads read them, a shuffled source's included, and
+/// states that restore them exactly.
 #[test]
 fn a_mixtures_sources_are_read_by_the_workers_alike() {
     let dir = tempfile::tempdir().unwrap();
@@ -168,10 +226,10 @@ fn a_mixtures_sources_are_read_by_the_workers_alike() {
     assert!(read.len() > 20);
     let (workers, end) = run(&mix(|p| p), 7);
     assert!(end.is_none());
-    assert_eq!(workers, read);
+    assert_eq!(records(&workers), records(&read));
     for cut in [0, 9, 20] {
-        let (rest, _) = run(&mix(|p| p).resume_from(&read[cut].1), 7);
-        assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
+        let (rest, _) = run(&mix(|p| p).resume_from(&workers[cut].1), 7);
+        assert_eq!(rest, workers[cut + 1..], "cut after batch {cut}");
     }
 }
 
@@ -188,7 +246,7 @@ fn a_host_indexes_only_the_shards_it_reads() {
     for unread in [host0(), host0().worker_reads()] {
         let (workers, end) = run(&unread, 8);
         assert!(end.is_none(), "{end:?}");
-        assert_eq!(workers, read);
+        assert_eq!(records(&workers), records(&read));
     }
     assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 40);
 }
