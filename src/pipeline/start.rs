@@ -449,12 +449,11 @@ fn unread_records(
     if needs_bytes_before_workers(p, record).is_some() {
         return Ok((None, None));
     }
-    let shared = || Some(Arc::new(SharedMaps::new(p.files.len())));
     match &loaded.dataset {
         Some(_) if needs_walks(p).is_some() => Ok((None, None)),
         Some(data) => Ok((
             Some(LeftUnread::indexed(data.plain_local_indexes())),
-            shared(),
+            Some(Arc::new(SharedMaps::new(p.files.len()))),
         )),
         None => {
             let left = match needs_walks(p) {
@@ -470,7 +469,10 @@ fn unread_records(
                 return Ok((None, None));
             }
             let scattered = p.ops.shuffle.buffer > 0;
-            Ok((Some(left), if scattered { shared() } else { None }))
+            let buffer = p.ops.shuffle.buffer;
+            let shared = scattered.then(|| SharedMaps::for_shuffle_buffer(p.files.len(), buffer));
+            let shared = shared.map(Arc::new);
+            Ok((Some(left), shared))
         }
     }
 }
@@ -514,7 +516,9 @@ fn unread_sources(
             scattered |= source.ops.shuffle.buffer > 0;
         }
     }
-    let shared = scattered.then(|| Arc::new(SharedMaps::new(files)));
+    let buffer = mix.sources.iter().map(|(_, s)| s.ops.shuffle.buffer).max();
+    let shared = scattered.then(|| SharedMaps::for_shuffle_buffer(files, buffer.unwrap_or(0)));
+    let shared = shared.map(Arc::new);
     (any.then(|| LeftUnread::by_headers(false)), shared)
 }
 

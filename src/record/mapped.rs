@@ -73,6 +73,31 @@ pub(crate) fn map_whole(file: &File) -> io::Result<Bytes> {
     map(file, 0, len, false)
 }
 
+/// Lets go of the pages of `map` (a map made here, or a view of one) that
+/// the process has touched: they leave its RSS, and the next read of one
+/// faults it in again from the page cache, the same bytes (the map is of a
+/// file, read-only; over a cut, of zeros). Nothing where that is not
+/// supported.
+pub(crate) fn release_pages(map: &[u8]) {
+    #[cfg(unix)]
+    {
+        if map.is_empty() {
+            return;
+        }
+        // SAFETY: `_SC_PAGESIZE` has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+        let start = map.as_ptr() as usize & !(page - 1);
+        let len = map.as_ptr() as usize + map.len() - start;
+        // SAFETY: the range lies in one read-only map of a file (from the
+        // page boundary below its first byte, which memmap2 maps too), or
+        // in the zero pages mapped over a cut one: dropping their page
+        // table entries changes no byte anyone reads through them.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED);
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod guard {
     //! The table of maps and the SIGBUS handler (Linux).

@@ -285,6 +285,13 @@ impl WorkerReads {
                 None => chunks.extend(self.mapped(raw, order, &runs[k..=k])?),
             }
         }
+        // In shard order: a shard's last run is its furthest.
+        let last_of_shard = |k: usize| runs.get(k + 1).is_none_or(|n| n.file != runs[k].file);
+        let ends = (0..runs.len())
+            .filter(|&k| last_of_shard(k))
+            .map(|k| (runs[k].file, runs[k].offset + runs[k].len as u64));
+        let bytes = runs.iter().map(|run| run.len as u64).sum();
+        shared.note_read(bytes, order.len() as u64, ends);
         Ok(chunks)
     }
 
