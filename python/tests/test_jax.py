@@ -120,7 +120,7 @@ def test_errors_reach_the_consumer():
     with pytest.raises(infeed.CorruptRecordError) as e:
         next(it)
     assert e.value.offset == 117
-    # Read before the workers (skipping needs the bytes there), the records
+    # Skipped by the shard's walk, before any batch is cut, the records
     # around it come as a padded batch.
     skipped = p.read_options(skip_corrupt=True)
     first = next(infeed.jax.device_iterator(skipped, sharding))

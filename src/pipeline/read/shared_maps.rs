@@ -164,7 +164,10 @@ impl SharedMaps {
             return;
         }
         let per_record = (before + bytes) / read.max(1);
-        let kept_behind = (2 * buffer * per_record).max(KEPT_BEHIND);
+        let kept_behind = buffer
+            .saturating_mul(2)
+            .saturating_mul(per_record)
+            .max(KEPT_BEHIND);
         for (k, slot) in self.maps.iter().enumerate() {
             let Some(Some((_, map))) = slot.get() else {
                 continue;
