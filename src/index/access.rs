@@ -211,6 +211,14 @@ impl RandomAccess {
         Ok((shard, offset, framed))
     }
 
+    /// The corrupt regions (and their bytes) a skipping reader of record
+    /// `i`'s shard meets at it ([`ShardIndex::corrupt_at`]): what a reader
+    /// of these records by index counts as a shard reader would.
+    pub fn corrupt_at(&self, i: u64) -> (u64, u64) {
+        self.locate(i)
+            .map_or((0, 0), |(shard, k)| self.shards[shard].index.corrupt_at(k))
+    }
+
     /// True when shard `shard`'s records lie in a local file as they are
     /// (not compressed): a reader may read them from the file by their
     /// place, with no access point.

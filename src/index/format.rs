@@ -205,6 +205,36 @@ impl ShardIndex {
         Some((offset, framed))
     }
 
+    /// The corrupt regions a skipping reader meets at record `i`, counted
+    /// as it counts them (regions, bytes): the gap before the record (a
+    /// region runs from a bad record to the next good one, so a gap is one
+    /// region), and after the last record of a plain shard the bytes to its
+    /// end (a compressed shard's stream length is not kept: its cut tail is
+    /// not counted). A contiguous index has none but a plain shard's tail.
+    pub fn corrupt_at(&self, i: u64) -> (u64, u64) {
+        let Some(k) = usize::try_from(i).ok().filter(|&k| k < self.offsets.len()) else {
+            return (0, 0);
+        };
+        let gap = |bytes: u64| (u64::from(bytes > 0), bytes);
+        let before = match &self.lens {
+            None if k > 0 => (0, 0),
+            None => gap(self.offsets[0]),
+            Some(lens) => {
+                let end = match k.checked_sub(1) {
+                    Some(j) => self.offsets[j] + u64::from(lens[j]) + FRAME,
+                    None => 0,
+                };
+                gap(self.offsets[k] - end)
+            }
+        };
+        let tail = if k + 1 == self.offsets.len() && self.compression == Compression::None {
+            gap(self.shard.size.saturating_sub(self.end))
+        } else {
+            (0, 0)
+        };
+        (before.0 + tail.0, before.1 + tail.1)
+    }
+
     /// The index of the record whose header is at `offset` in the
     /// uncompressed stream (what a batch's positions name), if one is.
     pub fn record_at(&self, offset: u64) -> Option<u64> {
@@ -468,6 +498,44 @@ mod tests {
             gaps.record(7).unwrap().0,
             index(true).record(7).unwrap().0 + 33
         );
+    }
+
+    #[test]
+    fn each_gap_and_a_plain_tail_is_one_corrupt_region() {
+        let sum = |idx: &ShardIndex| {
+            (0..idx.len() + 1)
+                .map(|k| idx.corrupt_at(k))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        // A shard that ends with its last record, then one cut 40 bytes
+        // after it.
+        let mut whole = index(true);
+        whole.shard.size = whole.end();
+        assert_eq!(sum(&whole), (0, 0));
+        let mut cut = index(true);
+        cut.shard.size = cut.end() + 40;
+        assert_eq!(sum(&cut), (1, 40));
+        assert_eq!(cut.corrupt_at(999), (1, 40));
+        let mut gaps = index(false);
+        gaps.shard.size = gaps.end();
+        assert_eq!(gaps.corrupt_at(7), (1, 33));
+        assert_eq!(gaps.corrupt_at(8), (0, 0));
+        assert_eq!(sum(&gaps), (10, 10 * 33));
+        // A leading gap, and a shard that ends with its last record.
+        let mut b = RecordsBuilder::new();
+        b.push(5, 10).unwrap();
+        b.push(31, 10).unwrap();
+        let size = ShardId {
+            size: 57,
+            ..shard()
+        };
+        let idx = b.finish(size.clone(), Compression::None, 0, Vec::new());
+        assert_eq!((idx.corrupt_at(0), idx.corrupt_at(1)), ((1, 5), (0, 0)));
+        let mut b = RecordsBuilder::new();
+        b.push(5, 10).unwrap();
+        let idx = b.finish(size, Compression::Gzip, 1 << 20, Vec::new());
+        // A compressed shard's tail is not known.
+        assert_eq!(idx.corrupt_at(0), (1, 5));
     }
 
     #[test]

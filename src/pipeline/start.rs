@@ -433,8 +433,9 @@ fn needs_walks(p: &RecordSettings) -> Option<&'static str> {
 /// they share to read scattered records, whenever nothing before the
 /// workers needs the records' bytes (a mixture's: [`unread_sources`]):
 /// with the global shuffle, which has every shard's index
-/// already, its plain local shards', framed by their indexes, always
-/// through shared maps (none under [`needs_walks`]); else every plain local shard, framed by its
+/// already, its plain local shards', framed by their indexes (which
+/// frame only the good records under [`needs_walks`]), always through
+/// shared maps; else every plain local shard, framed by its
 /// headers as its shard thread opens it (by its index with
 /// `worker_reads`, which loads or builds them first), through shared maps
 /// under a shuffle buffer, whose batches are scattered (else each worker
@@ -450,7 +451,6 @@ fn unread_records(
         return Ok((None, None));
     }
     match &loaded.dataset {
-        Some(_) if needs_walks(p).is_some() => Ok((None, None)),
         Some(data) => Ok((
             Some(LeftUnread::indexed(data.plain_local_indexes())),
             Some(Arc::new(SharedMaps::new(p.files.len()))),

@@ -38,7 +38,7 @@ use crate::pipeline::read::unread::{Indexes, UnreadShard};
 use crate::pipeline::rng::{IndexShuffle, domain};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn;
-use crate::record::ReadOptions;
+use crate::record::{Compression, ReadOptions};
 use crate::source::SourceOptions;
 
 use super::interleave::{RecordRange, write_files};
@@ -123,6 +123,10 @@ pub(crate) struct Dataset {
     starts: Vec<u64>,
     /// Block mode: each block's first position and its records.
     blocks: Vec<(u64, u64)>,
+    /// Some index leaves a corrupt region out (a shard read with
+    /// `on_corrupt(Skip)`): records are then checked for the regions
+    /// beside them, to count.
+    gaps: bool,
 }
 
 impl Dataset {
@@ -164,7 +168,12 @@ impl Dataset {
             }
             starts.push(start + count);
         }
+        let gaps = access.indexes().any(|index| {
+            !index.contiguous()
+                || (index.compression == Compression::None && index.end() != index.shard.size)
+        });
         Ok(Dataset {
+            gaps,
             access,
             firsts,
             starts,
@@ -354,6 +363,16 @@ impl Ahead {
                     scan.as_ref(),
                 );
                 if let Ok(items) = &items {
+                    // The regions its shards' indexes leave out, as a shard
+                    // reader skips and counts them: each once an epoch, by
+                    // the one stream that takes the record after it.
+                    if order.data.gaps {
+                        let (regions, bytes) = indices
+                            .iter()
+                            .map(|&i| order.data.access.corrupt_at(i))
+                            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+                        stats.add_skipped(regions, bytes);
+                    }
                     stats.add_records(items.len() as u64);
                     stats.add_bytes(items.iter().map(|i| i.data.len() as u64 + 16).sum());
                 }

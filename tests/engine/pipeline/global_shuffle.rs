@@ -6,7 +6,7 @@
 //! what it cannot be combined with.
 
 use infeed::pipeline::{EqualBatches, Pipeline, PipelineError, merge_states};
-use infeed::record::Compression;
+use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use proptest::prelude::*;
 
 use super::restore_props::all_records;
@@ -288,4 +288,66 @@ fn a_record_corrupted_since_it_was_indexed_is_named_by_the_worker_that_reads_it(
         "{e}"
     );
     assert!(delivered < 1000);
+}
+
+/// Under `on_corrupt(Skip)` the indexes frame the good records only; each
+/// region they leave out (a bad payload, a bad length, a cut tail) is
+/// skipped and counted once an epoch, as a shard reader counts it, on
+/// any host count; the workers read the rest, with the batches its reader
+/// gives.
+#[test]
+fn skipped_regions_are_counted_once_an_epoch_as_a_shard_reader_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dataset(dir.path(), &[400, 770, 130], Compression::None);
+    let at = |f: usize, i: usize| -> u64 {
+        (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
+    };
+    // Record 30's payload in shard 0, record 50's length in shard 1, and
+    // shard 2's last record cut short.
+    corrupt_keeping_time(&files[0], at(0, 30) + 14);
+    corrupt_keeping_time(&files[1], at(1, 50) + 1);
+    let cut = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[2])
+        .unwrap();
+    cut.set_len(at(2, 130) - 5).unwrap();
+    let skipping = |p: Pipeline| {
+        p.read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
+            .repeat(Some(2))
+    };
+    let drained = |p: Pipeline| {
+        let mut batches = p.build_raw(7, false).unwrap();
+        let mut out = Vec::new();
+        while let Some(raw) = batches.next_batch().unwrap() {
+            out.push(
+                raw.records()
+                    .map(|r| String::from_utf8(r.to_vec()).unwrap())
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let stats = batches.stats();
+        let account = stats.records;
+        let skipped = (stats.read.skipped_records, stats.read.skipped_bytes);
+        (out, skipped, account)
+    };
+    let in_order = Pipeline::from_files(files.clone()).unwrap().threads(1);
+    let (read, expected, _) = drained(skipping(in_order));
+    assert_eq!(read.concat().len(), 2 * (400 + 770 + 130 - 3));
+    assert_eq!(expected.0, 2 * 3);
+    let (by_workers, skipped, account) = drained(skipping(pipeline(&files, None)));
+    assert_eq!(skipped, expected);
+    assert_eq!(account.left_out.corrupt, 2 * 3);
+    assert!(account.balanced());
+    let mut sorted = by_workers.concat();
+    sorted.sort();
+    let mut expected_records = read.concat();
+    expected_records.sort();
+    assert_eq!(sorted, expected_records);
+    let by_its_reader = drained(skipping(pipeline(&files, None).filter(|_: &[u8]| true)));
+    assert_eq!((&by_its_reader.0, by_its_reader.1), (&by_workers, skipped));
+    // Two hosts: each region counted by one of them.
+    let hosts: Vec<_> = (0..2)
+        .map(|h| drained(skipping(pipeline(&files, None).shard(h, 2))).1)
+        .collect();
+    assert_eq!((hosts[0].0 + hosts[1].0, hosts[0].1 + hosts[1].1), expected);
 }
