@@ -19,7 +19,7 @@ use super::ops::mix;
 use super::read::again::record_index;
 use super::read::in_workers::ReadChecks;
 use super::read::shared_maps::SharedMaps;
-use super::read::unread::LeftUnread;
+use super::read::unread::{LeftUnread, ShardChecks};
 use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats, StreamCounters};
 use super::threads::affinity::CpuAffinity;
@@ -29,7 +29,7 @@ use super::threads::streams::{self as streams_thread, StreamInput, Streams};
 use super::threads::window::{self, Entry, Exit};
 use super::threads::workers::{self as worker_threads, Delivery, Made, Outcome};
 use crate::batch::{Provenance, RecordPosition};
-use crate::record::{CorruptPolicy, ReadOptions};
+use crate::record::ReadOptions;
 
 /// How the execution is set up.
 pub(crate) struct ExecConfig {
@@ -154,20 +154,6 @@ pub struct Batches<T> {
     /// and the last one's rows and provenance.
     pub(crate) provenance_of: Option<ProvenanceOf<T>>,
     last_provenance: Option<(usize, Provenance)>,
-}
-
-/// What the workers check of the records they read: what the read
-/// options ask of a shard reader, but no corrupt record is theirs to skip
-/// (a walk that skips checked every record it handed on: one corrupt now
-/// is a shard changed since, an error), nor a payload's CRC a walk checked.
-fn worker_checks(cfg: &ExecConfig) -> ReadOptions {
-    let checked = cfg.unread.as_ref().is_some_and(|u| u.checked);
-    let read = cfg.read.clone().on_corrupt(CorruptPolicy::Fail);
-    if checked {
-        read.verify_crc(false)
-    } else {
-        read
-    }
 }
 
 /// Raw batches the record thread may have ahead of the workers: one more
@@ -532,7 +518,10 @@ fn spawn_threads<T: Send + 'static>(
         batch_stats,
         &cfg.affinity,
         &ReadChecks {
-            read: worker_checks(cfg),
+            checks: (cfg.unread.as_ref()).map_or_else(
+                || (cfg.read.clone(), ShardChecks::default()),
+                |u| u.read_checks(&cfg.read),
+            ),
             indexes: cfg.unread.as_ref().map(|u| u.indexes.clone()),
             shared: cfg.shared.clone(),
         },

@@ -496,7 +496,7 @@ fn unread_sources(
     if needs_bytes_before_workers(p, record).is_some() {
         return (None, None);
     }
-    let (mut any, mut scattered, mut files) = (false, false, 0);
+    let (mut checks, mut scattered, mut files) = (Vec::new(), false, 0);
     for ((_, source), own) in mix.sources.iter().zip(sources) {
         files += source.files.len();
         if source.mixture.is_some()
@@ -505,21 +505,28 @@ fn unread_sources(
         {
             continue;
         }
-        let left = LeftUnread::by_headers(source.ops.epochs.epochs() != Some(1));
+        let left = match needs_walks(source) {
+            Some(_) => LeftUnread::walked_skipping(),
+            None => LeftUnread::by_headers(source.ops.epochs.epochs() != Some(1)),
+        };
         if source
             .files
             .iter()
             .any(|f| left.framing(f, &source.read).is_some())
         {
+            checks.push((source.files.clone(), left.worker_checks(&source.read)));
             own.unread = Some(left);
-            any = true;
             scattered |= source.ops.shuffle.buffer > 0;
         }
     }
     let buffer = mix.sources.iter().map(|(_, s)| s.ops.shuffle.buffer).max();
     let shared = scattered.then(|| SharedMaps::for_shuffle_buffer(files, buffer.unwrap_or(0)));
     let shared = shared.map(Arc::new);
-    (any.then(|| LeftUnread::by_headers(false)), shared)
+    let left = (!checks.is_empty()).then(|| LeftUnread {
+        sources: checks,
+        ..LeftUnread::by_headers(false)
+    });
+    (left, shared)
 }
 
 /// How the compressed local shards of the pipeline (each source's, for a

@@ -30,7 +30,9 @@ use crate::record::{
 use crate::source::SourceOptions;
 
 use super::shared_maps::{SharedMaps, map_shard};
-use super::unread::{FRAME, Indexes, cut_short, is_local, number_by_headers, read_plain};
+use super::unread::{
+    FRAME, Indexes, ShardChecks, cut_short, is_local, number_by_headers, read_plain,
+};
 
 /// Shards a worker keeps open, the most recently read (a batch reads from
 /// one, or from an interleave's few; a job may have thousands, and each
@@ -121,8 +123,10 @@ struct Run {
 /// How the workers check the records they read.
 #[derive(Clone)]
 pub(crate) struct ReadChecks {
-    /// The read options' CRC checks and largest record.
-    pub read: ReadOptions,
+    /// The CRC checks and largest record, and how the shards are read
+    /// (`mmap`); and where a mixture's sources check differently, each
+    /// shard's (`LeftUnread::read_checks`).
+    pub checks: (ReadOptions, ShardChecks),
     /// The shards' indexes, to name a bad record's number in its error.
     pub indexes: Option<Indexes>,
     /// Maps of the shards that every worker reads through, for batches of
@@ -140,6 +144,7 @@ pub(crate) struct ReadChecks {
 /// count raised and lowered by every core for every record.
 pub(crate) struct WorkerReads {
     checks: ReadOptions,
+    by_shard: ShardChecks,
     indexes: Option<Indexes>,
     shared: Option<Arc<SharedMaps>>,
     /// Its open shards by file number, the most recently read last.
@@ -157,7 +162,8 @@ impl WorkerReads {
     /// Checks records as `checks` say.
     pub fn new(checks: &ReadChecks) -> Self {
         WorkerReads {
-            checks: checks.read.clone(),
+            checks: checks.checks.0.clone(),
+            by_shard: checks.checks.1.clone(),
             indexes: checks.indexes.clone(),
             shared: checks.shared.clone(),
             files: Vec::new(),
@@ -228,7 +234,7 @@ impl WorkerReads {
             // for a few runs ahead, while the runs between are checked.
             prefetch_ahead(&chunks, k, WHOLE_RECORD_BYTES);
             let url = file_name(&raw.files, run.file);
-            let mut deframer = Deframer::starting_at(url, &self.checks, run.offset);
+            let mut deframer = Deframer::starting_at(url, self.checks_of(url), run.offset);
             deframer.push(chunk.clone());
             for &i in &order[run.first..run.end] {
                 let item = &mut raw.items[i as usize];
@@ -404,7 +410,16 @@ impl WorkerReads {
     fn record_number(&self, url: &str, offset: u64) -> Option<u64> {
         match self.indexes.as_ref().and_then(|i| i.get(url)) {
             Some(index) => index.record_at(offset),
-            None => number_by_headers(url, offset, &self.checks),
+            None => number_by_headers(url, offset, self.checks_of(url)),
+        }
+    }
+
+    /// What the records of shard `url` are checked for (its source's
+    /// checks, in a mixture whose sources check differently).
+    fn checks_of(&self, url: &str) -> &ReadOptions {
+        match self.by_shard.is_empty() {
+            true => &self.checks,
+            false => self.by_shard.get(url).unwrap_or(&self.checks),
         }
     }
 
@@ -487,7 +502,7 @@ mod tests {
     /// A worker's reader checking as by default, with no indexes.
     fn reader() -> WorkerReads {
         WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default(),
+            checks: (ReadOptions::default(), ShardChecks::default()),
             indexes: None,
             shared: None,
         })
@@ -497,7 +512,7 @@ mod tests {
     /// the index of shard `url`.
     fn reader_indexed(mmap: bool, url: &str, index: ShardIndex) -> WorkerReads {
         WorkerReads::new(&ReadChecks {
-            read: ReadOptions::default().mmap(mmap),
+            checks: (ReadOptions::default().mmap(mmap), ShardChecks::default()),
             indexes: Some(Arc::new(HashMap::from([(url.to_owned(), Arc::new(index))]))),
             shared: None,
         })

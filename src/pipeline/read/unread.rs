@@ -48,7 +48,15 @@ pub(crate) struct LeftUnread {
     /// Every record is handed on by a walk that checked its payload's CRC
     /// (`on_corrupt(Skip)`: [`by_headers`]), so its worker need not.
     pub checked: bool,
+    /// A mixture's: each source's shards left unread, with what the
+    /// workers check of them ([`LeftUnread::worker_checks`] of the
+    /// source's own read options); empty: one pipeline's, whose read
+    /// options every shard shares.
+    pub sources: Vec<(Vec<String>, ReadOptions)>,
 }
+
+/// Checks that differ by shard (a mixture's sources' own), by URL.
+pub(crate) type ShardChecks = Arc<HashMap<String, ReadOptions>>;
 
 impl LeftUnread {
     /// Every plain local shard, framed by its headers: no index needed;
@@ -60,6 +68,7 @@ impl LeftUnread {
             by_headers: true,
             learned: learn.then(|| Arc::new(Learned::new(LEARNED_RECORDS))),
             checked: false,
+            sources: Vec::new(),
         }
     }
 
@@ -81,7 +90,40 @@ impl LeftUnread {
             by_headers: false,
             learned: None,
             checked: false,
+            sources: Vec::new(),
         }
+    }
+
+    /// What the workers check of the records this hands on from shards
+    /// read with `read`: what a shard reader checks, but no corrupt record
+    /// is theirs to skip (a walk that skips checked every record it handed
+    /// on: one corrupt now is a shard changed since, an error), nor a
+    /// payload's CRC a walk checked.
+    pub fn worker_checks(&self, read: &ReadOptions) -> ReadOptions {
+        let read = read.clone().on_corrupt(CorruptPolicy::Fail);
+        match self.checked {
+            true => read.verify_crc(false),
+            false => read,
+        }
+    }
+
+    /// What the workers check of every shard this hands on, read with
+    /// `read` (whose `mmap` says how they read): one pipeline's checks; a
+    /// mixture's sources', one for all where they are alike (no lookup
+    /// per record), else each shard's by URL.
+    pub fn read_checks(&self, read: &ReadOptions) -> (ReadOptions, ShardChecks) {
+        let Some(((_, first), rest)) = self.sources.split_first() else {
+            return (self.worker_checks(read), ShardChecks::default());
+        };
+        if rest.iter().all(|(_, checks)| checks == first) {
+            return (first.clone().mmap(read.mmap), ShardChecks::default());
+        }
+        let by_shard = self.sources.iter().flat_map(|(shards, checks)| {
+            shards
+                .iter()
+                .map(|url| (url.clone(), checks.clone().mmap(read.mmap)))
+        });
+        (self.worker_checks(read), Arc::new(by_shard.collect()))
     }
 
     /// How the shard thread of `url` (read with `read`) hands on its

@@ -352,3 +352,62 @@ fn words_that_need_the_bytes_first_are_refused() {
     };
     assert!(message.contains("measuring each record"), "{message}");
 }
+
+/// A mixture's workers check each source's records as the source's own
+/// read options say, not the mixture's: a corrupt record of a source that
+/// checks CRCs ends the run under a mixture that does not; a skipping
+/// source's walk skips and counts its corrupt records, the same records
+/// coming as when its shard threads read them.
+#[test]
+fn a_mixtures_workers_check_each_source_as_its_own_options_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[40, 77], Compression::None);
+    let at = |f: usize, i: usize| -> u64 {
+        (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
+    };
+    corrupt_keeping_time(&files[1], at(1, 30) + 14);
+    let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
+    let mix = |a: ReadOptions, first: fn(Pipeline) -> Pipeline| {
+        let a = Pipeline::from_files(vec![files[0].clone()])
+            .unwrap()
+            .read_options(a)
+            .repeat(Some(2));
+        let b = Pipeline::from_files(vec![files[1].clone()])
+            .unwrap()
+            .read_options(skip.clone())
+            .repeat(Some(2));
+        Pipeline::mix([("a", first(a)), ("b", first(b))], &[1.0, 1.0])
+            .unwrap()
+            .read_options(ReadOptions::default().verify_crc(false))
+            .seed(5)
+            .threads(2)
+    };
+    let drained = |p: Pipeline| {
+        let mut batches = p.build_raw(7, false).unwrap();
+        let mut out = Vec::new();
+        while let Some(raw) = batches.next_batch().unwrap() {
+            out.extend(
+                raw.records()
+                    .map(|r| String::from_utf8(r.to_vec()).unwrap()),
+            );
+        }
+        (out, batches.stats().read.skipped_records)
+    };
+    let (read, skipped) = drained(mix(ReadOptions::default(), read_first));
+    assert_eq!(skipped, 2);
+    assert!(!read.iter().any(|r| r == "f1-r30"));
+    assert_eq!(drained(mix(ReadOptions::default(), |p| p)), (read, skipped));
+    // Source a checks its CRCs (as by default) and source b skips: their
+    // checks differ, so each shard is checked by its own.
+    corrupt_keeping_time(&files[0], at(0, 20) + 14);
+    let (_, error) = run(&mix(ReadOptions::default(), read_first), 7);
+    let expected = error.expect("the shard threads found no corrupt record");
+    let named = format!("{}: record 20 at byte {}: data CRC", files[0], at(0, 20));
+    assert!(expected.to_string().starts_with(&named), "{expected}");
+    let (_, error) = run(&mix(ReadOptions::default(), |p| p), 7);
+    assert_eq!(error.map(|e| e.to_string()), Some(expected.to_string()));
+    // Both skip: alike, one check for all.
+    let (workers, skipped) = drained(mix(skip.clone(), |p| p));
+    assert_eq!(skipped, 4);
+    assert_eq!((workers, skipped), drained(mix(skip.clone(), read_first)));
+}
