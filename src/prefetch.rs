@@ -21,6 +21,17 @@ pub(crate) fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// Asks the CPU to load the cache line(s) of `value` (a hint, as
+/// [`prefetch`]): a slot of a table read at a random index.
+#[inline]
+pub(crate) fn prefetch_value<T>(value: &T) {
+    // SAFETY: `value` is a live reference, so its `size_of::<T>()` bytes
+    // are readable; the slice only names them for the hint.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) };
+    prefetch(bytes);
+}
+
 /// Records ahead of the one a worker reads whose lines it prefetches: the
 /// lines arrive while it works on the record in between.
 const AHEAD: usize = 2;

@@ -246,8 +246,14 @@ pub(super) static STAND_IN: [u8; STAND_IN_LEN] = [0; STAND_IN_LEN];
 
 /// The stand-in for an unread payload of `len` bytes, if it is short
 /// enough for one.
-fn short_stand_in(len: usize) -> Option<Bytes> {
+pub(crate) fn short_stand_in(len: usize) -> Option<Bytes> {
     (len <= STAND_IN_LEN).then(|| Bytes::from_static(&STAND_IN[..len]))
+}
+
+/// True when `data` is a short stand-in ([`short_stand_in`]): its length
+/// is all it holds, so a holder may keep the length alone.
+pub(crate) fn is_short_stand_in(data: &[u8]) -> bool {
+    data.as_ptr() == STAND_IN.as_ptr() && data.len() <= STAND_IN_LEN
 }
 
 /// What an unread record whose payload is `view` (of a map of its shard,

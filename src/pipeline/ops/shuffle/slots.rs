@@ -155,6 +155,14 @@ impl SlotLog {
         }
     }
 
+    /// Asks for slot `j`'s line ahead of its use (a hint).
+    #[inline]
+    pub fn prefetch(&self, j: usize) {
+        if let Some(p) = self.now.get(j) {
+            crate::prefetch::prefetch_value(p);
+        }
+    }
+
     #[inline]
     pub fn push(&mut self, p: Position) {
         self.now.push(p);
