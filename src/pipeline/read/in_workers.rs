@@ -29,7 +29,7 @@ use crate::record::{
 };
 use crate::source::SourceOptions;
 
-use super::shared_maps::{SharedMaps, map_shard};
+use super::shared_maps::{SharedMaps, map_shard, own_handle};
 use super::unread::{
     FRAME, Indexes, ShardChecks, cut_short, is_local, number_by_headers, read_plain,
 };
@@ -156,6 +156,9 @@ pub(crate) struct WorkerReads {
     buf: Vec<u8>,
     /// The buffer as the last batch's records slice it.
     lent: Option<Bytes>,
+    /// Its own handles of the shared maps, by file number
+    /// (`shared_maps::own_handle`).
+    handles: Vec<Option<Bytes>>,
 }
 
 impl WorkerReads {
@@ -170,6 +173,7 @@ impl WorkerReads {
             maps: Vec::new(),
             buf: Vec::new(),
             lent: None,
+            handles: Vec::new(),
         }
     }
 
@@ -286,8 +290,16 @@ impl WorkerReads {
         let mut chunks = Vec::with_capacity(runs.len());
         for (k, run) in runs.iter().enumerate() {
             let url = file_name(&raw.files, run.file);
-            match shared.range(run.file, url, run.offset, run.len as u64) {
-                Some(chunk) => chunks.push(chunk),
+            let end = run.offset.saturating_add(run.len as u64);
+            match shared.map(run.file, url).filter(|m| end <= m.len() as u64) {
+                Some(map) => {
+                    let at = run.file as usize;
+                    if self.handles.len() <= at {
+                        self.handles.resize(at + 1, None);
+                    }
+                    let own = self.handles[at].get_or_insert_with(|| own_handle(map));
+                    chunks.push(own.slice(run.offset as usize..end as usize));
+                }
                 None => chunks.extend(self.mapped(raw, order, &runs[k..=k])?),
             }
         }

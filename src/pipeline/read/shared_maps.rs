@@ -184,12 +184,24 @@ impl SharedMaps {
         }
     }
 
-    /// `len` bytes at `offset` of file `file` at `url`, a view of its map;
-    /// `None` when it has no map here (a number past the files, a file
-    /// that cannot be mapped, another URL under that number) or is shorter
-    /// than that (cut, or grown since it was mapped): the caller then reads
-    /// the run another way, and names what is wrong.
+    /// `len` bytes at `offset` of file `file` at `url`, a view of its map
+    /// ([`map`](Self::map)); `None` where it has none or is shorter.
+    #[cfg(test)]
     pub fn range(&self, file: u32, url: &str, offset: u64, len: u64) -> Option<Bytes> {
+        let map = self.map(file, url)?;
+        let end = offset.checked_add(len)?;
+        (end <= map.len() as u64).then(|| map.slice(offset as usize..end as usize))
+    }
+
+    /// The map of file `file` at `url`, counted as read through; `None`
+    /// when it has no map here (a number past the files, a file that
+    /// cannot be mapped, another URL under that number): the caller then
+    /// reads the run another way, and names what is wrong (as it does for
+    /// a run past the map's end: a file cut, or grown since it was
+    /// mapped). A reader that slices it for every record should slice a
+    /// handle of its own ([`own_handle`]), not this one, whose count every
+    /// reader shares.
+    pub fn map(&self, file: u32, url: &str) -> Option<&Bytes> {
         let slot = self.maps.get(file as usize)?;
         let (mapped_url, map) = slot
             .get_or_init(|| {
@@ -198,8 +210,7 @@ impl SharedMaps {
                 Some((url.to_owned(), map))
             })
             .as_ref()?;
-        let end = offset.checked_add(len)?;
-        if mapped_url != url || end > map.len() as u64 {
+        if mapped_url != url {
             return None;
         }
         // Loaded before it is stored: the line stays shared among the
@@ -209,8 +220,17 @@ impl SharedMaps {
             touched.store(true, Relaxed);
             self.idle[file as usize].store(false, Relaxed);
         }
-        Some(map.slice(offset as usize..end as usize))
+        Some(map)
     }
+}
+
+/// A handle of `map` with a reference count of its own: the views sliced
+/// from it (a record's, each raised and lowered a few times on its way
+/// through a worker) count on a line that one worker writes, where views of
+/// the shared map had every worker's core take that line from the others'
+/// for every record. The shared map's own count is raised once.
+pub(crate) fn own_handle(map: &Bytes) -> Bytes {
+    Bytes::from_owner(map.clone())
 }
 
 #[cfg(test)]
@@ -230,6 +250,10 @@ mod tests {
         let (a, b) = (a.display().to_string(), b.display().to_string());
         let maps = SharedMaps::new(3);
         assert_eq!(maps.range(0, &a, 2, 5).as_deref(), Some(&b"23456"[..]));
+        // A worker's own handle is the same bytes.
+        let own = own_handle(maps.map(0, &a).unwrap());
+        assert_eq!(&own.slice(2..7)[..], b"23456");
+        assert_eq!(own.as_ptr(), maps.map(0, &a).unwrap().as_ptr());
         assert_eq!(
             maps.range(0, &a, 0, 10).as_deref(),
             Some(&b"0123456789"[..])
