@@ -10,7 +10,7 @@ use infeed::record::{Compression, CorruptPolicy, ReadOptions};
 use proptest::prelude::*;
 
 use super::restore_props::all_records;
-use super::worker_reads::save_index;
+use super::worker_reads::{drain, record_offset, save_index};
 use crate::support::tfrecord::{corrupt_keeping_time, write_files};
 
 /// Records "f{f}-r{i}" of files of `counts` records.
@@ -299,9 +299,7 @@ fn a_record_corrupted_since_it_was_indexed_is_named_by_the_worker_that_reads_it(
 fn skipped_regions_are_counted_once_an_epoch_as_a_shard_reader_counts_them() {
     let dir = tempfile::tempdir().unwrap();
     let files = dataset(dir.path(), &[400, 770, 130], Compression::None);
-    let at = |f: usize, i: usize| -> u64 {
-        (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
-    };
+    let at = record_offset;
     // Record 30's payload in shard 0, record 50's length in shard 1, and
     // shard 2's last record cut short.
     corrupt_keeping_time(&files[0], at(0, 30) + 14);
@@ -316,19 +314,9 @@ fn skipped_regions_are_counted_once_an_epoch_as_a_shard_reader_counts_them() {
             .repeat(Some(2))
     };
     let drained = |p: Pipeline| {
-        let mut batches = p.build_raw(7, false).unwrap();
-        let mut out = Vec::new();
-        while let Some(raw) = batches.next_batch().unwrap() {
-            out.push(
-                raw.records()
-                    .map(|r| String::from_utf8(r.to_vec()).unwrap())
-                    .collect::<Vec<_>>(),
-            );
-        }
-        let stats = batches.stats();
-        let account = stats.records;
+        let (batches, stats) = drain(p, 7);
         let skipped = (stats.read.skipped_records, stats.read.skipped_bytes);
-        (out, skipped, account)
+        (batches, skipped, stats.records)
     };
     let in_order = Pipeline::from_files(files.clone()).unwrap().threads(1);
     let (read, expected, _) = drained(skipping(in_order));

@@ -12,7 +12,7 @@
 //! record's bytes first is refused.
 
 use infeed::index::{BuildOptions, build, index_url, save};
-use infeed::pipeline::{Pipeline, PipelineError};
+use infeed::pipeline::{Pipeline, PipelineError, PipelineStats};
 use infeed::record::{Compression, CorruptPolicy, ErrorKind, ReadOptions, RecordReader};
 use infeed::source::SourceOptions;
 
@@ -58,6 +58,26 @@ fn read_first(p: Pipeline) -> Pipeline {
 /// Each batch's records, without its state.
 fn records(batches: &[(Vec<String>, Vec<u8>)]) -> Vec<&Vec<String>> {
     batches.iter().map(|(records, _)| records).collect()
+}
+
+/// Where record `i` of shard `f` of `write_files` starts ("f{f}-r{i}"
+/// records, framed).
+pub(super) fn record_offset(f: usize, i: usize) -> u64 {
+    (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
+}
+
+/// Every batch's records as strings, and the run's figures at its end.
+pub(super) fn drain(p: Pipeline, batch: usize) -> (Vec<Vec<String>>, PipelineStats) {
+    let mut batches = p.build_raw(batch, false).unwrap();
+    let mut out = Vec::new();
+    while let Some(raw) = batches.next_batch().unwrap() {
+        out.push(
+            raw.records()
+                .map(|r| String::from_utf8(r.to_vec()).unwrap())
+                .collect(),
+        );
+    }
+    (out, batches.stats())
 }
 
 fn pipeline(files: &[String]) -> Pipeline {
@@ -161,9 +181,7 @@ fn skipping_corrupt_records_leaves_the_rest_to_the_workers() {
     let dir = tempfile::tempdir().unwrap();
     // Enough records for the shuffle to sample its buffer (every 256 out).
     let files = write_files(dir.path(), &[400, 770, 130], Compression::None);
-    let at = |f: usize, i: usize| -> u64 {
-        (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
-    };
+    let at = record_offset;
     // Record 30's payload in shard 0, record 50's length in shard 1.
     corrupt_keeping_time(&files[0], at(0, 30) + 14);
     corrupt_keeping_time(&files[1], at(1, 50) + 1);
@@ -173,17 +191,13 @@ fn skipping_corrupt_records_leaves_the_rest_to_the_workers() {
             .shuffle(25)
     };
     let drained = |p: Pipeline| {
-        let mut batches = p.build_raw(7, false).unwrap();
-        let mut out = Vec::new();
-        while let Some(raw) = batches.next_batch().unwrap() {
-            out.extend(
-                raw.records()
-                    .map(|r| String::from_utf8(r.to_vec()).unwrap()),
-            );
-        }
-        let stats = batches.stats();
+        let (batches, stats) = drain(p, 7);
         let skipped = (stats.read.skipped_records, stats.read.skipped_bytes);
-        (out, skipped, stats.record_thread.buffer_payload_bytes)
+        (
+            batches.concat(),
+            skipped,
+            stats.record_thread.buffer_payload_bytes,
+        )
     };
     let (read, skipped, held) = drained(read_first(skipping()));
     assert_eq!(read.len(), 2 * (400 + 770 + 130 - 2));
@@ -362,9 +376,7 @@ fn words_that_need_the_bytes_first_are_refused() {
 fn a_mixtures_workers_check_each_source_as_its_own_options_say() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[40, 77], Compression::None);
-    let at = |f: usize, i: usize| -> u64 {
-        (0..i).map(|r| format!("f{f}-r{r}").len() as u64 + 16).sum()
-    };
+    let at = record_offset;
     corrupt_keeping_time(&files[1], at(1, 30) + 14);
     let skip = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
     let mix = |a: ReadOptions, first: fn(Pipeline) -> Pipeline| {
@@ -383,15 +395,8 @@ fn a_mixtures_workers_check_each_source_as_its_own_options_say() {
             .threads(2)
     };
     let drained = |p: Pipeline| {
-        let mut batches = p.build_raw(7, false).unwrap();
-        let mut out = Vec::new();
-        while let Some(raw) = batches.next_batch().unwrap() {
-            out.extend(
-                raw.records()
-                    .map(|r| String::from_utf8(r.to_vec()).unwrap()),
-            );
-        }
-        (out, batches.stats().read.skipped_records)
+        let (batches, stats) = drain(p, 7);
+        (batches.concat(), stats.read.skipped_records)
     };
     let (read, skipped) = drained(mix(ReadOptions::default(), read_first));
     assert_eq!(skipped, 2);
