@@ -391,7 +391,9 @@ fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), Pip
     if !p.ops.worker_reads.on {
         return Ok(());
     }
-    match needs_bytes_before_workers(p, record).or(needs_walks(p)) {
+    // The global shuffle's indexes frame the good records already: no walk.
+    let walks = needs_walks(p).filter(|_| !p.ops.global_shuffle.on);
+    match needs_bytes_before_workers(p, record).or(walks) {
         Some(what) => Err(PipelineError::Config(format!(
             "worker_reads leaves each record unread until the worker that assembles it, but \
              {what} needs its bytes before: leave one of the two out"

@@ -349,6 +349,13 @@ fn words_that_need_the_bytes_first_are_refused() {
         p().global_shuffle().filter(|r: &[u8]| !r.is_empty()),
         "a filter or map",
     );
+    // The global shuffle's indexes frame the good records: no walk needed.
+    let skipping_global = p()
+        .global_shuffle()
+        .read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
+        .worker_reads();
+    let records = skipping_global.build_raw(4, false).unwrap();
+    assert_eq!(records.map(|b| b.unwrap().len()).sum::<usize>(), 10);
     refused(p().filter(|r: &[u8]| !r.is_empty()), "a filter or map");
     let source = || p().repeat(Some(1));
     let mixture = Pipeline::mix([("a", source()), ("b", source())], &[1.0, 1.0]).unwrap();
