@@ -235,6 +235,13 @@ impl ShardIndex {
         (before.0 + tail.0, before.1 + tail.1)
     }
 
+    /// Whether a skipping reader meets any corrupt region in the shard
+    /// that [`corrupt_at`](Self::corrupt_at) counts: a gap between records
+    /// or a plain shard's cut tail.
+    pub fn has_corrupt_regions(&self) -> bool {
+        !self.contiguous() || (self.compression == Compression::None && self.end != self.shard.size)
+    }
+
     /// The index of the record whose header is at `offset` in the
     /// uncompressed stream (what a batch's positions name), if one is.
     pub fn record_at(&self, offset: u64) -> Option<u64> {
@@ -512,9 +519,11 @@ mod tests {
         let mut whole = index(true);
         whole.shard.size = whole.end();
         assert_eq!(sum(&whole), (0, 0));
+        assert!(!whole.has_corrupt_regions());
         let mut cut = index(true);
         cut.shard.size = cut.end() + 40;
         assert_eq!(sum(&cut), (1, 40));
+        assert!(cut.has_corrupt_regions());
         assert_eq!(cut.corrupt_at(999), (1, 40));
         let mut gaps = index(false);
         gaps.shard.size = gaps.end();

@@ -38,7 +38,7 @@ use crate::pipeline::read::unread::{Indexes, UnreadShard};
 use crate::pipeline::rng::{IndexShuffle, domain};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn;
-use crate::record::{Compression, ReadOptions};
+use crate::record::ReadOptions;
 use crate::source::SourceOptions;
 
 use super::interleave::{RecordRange, write_files};
@@ -168,10 +168,7 @@ impl Dataset {
             }
             starts.push(start + count);
         }
-        let gaps = access.indexes().any(|index| {
-            !index.contiguous()
-                || (index.compression == Compression::None && index.end() != index.shard.size)
-        });
+        let gaps = access.indexes().any(|index| index.has_corrupt_regions());
         Ok(Dataset {
             gaps,
             access,
