@@ -1,9 +1,11 @@
-"""Read a TFRecord file with TensorFlow and print each record as one JSON line.
+"""Read TFRecord files with TensorFlow and print each record as one JSON line.
 
-Usage: python scripts/tf_read.py FILE none|gzip|zlib [--sequence] [--glob]
+Usage: python scripts/tf_read.py FILE none|gzip|zlib [FILE none|gzip|zlib ...] [--sequence] [--glob]
 
-The file is read by ``tf.data.TFRecordDataset(FILE, compression_type=...)`` (TensorFlow's
-own framing, CRC checks and decompression); with ``--glob``, FILE is a pattern and every
+Each FILE is read by ``tf.data.TFRecordDataset(FILE, compression_type=...)`` (TensorFlow's
+own framing, CRC checks and decompression), and its records end with an empty line, so
+that one process (TensorFlow takes seconds to import) reads many files and the caller
+still tells each file's records apart. With ``--glob``, each FILE is a pattern and every
 file ``tf.io.gfile.glob(FILE)`` gives is read, in sorted order, as a TensorFlow user
 reads a folder of shards (so a file the glob takes that is no shard fails) and each record is decoded by TensorFlow's
 protobuf as a ``tf.train.Example`` (or, with ``--sequence``, a ``tf.train.SequenceExample``).
@@ -13,9 +15,9 @@ keyed by feature name (keys sorted), each value tagged by its type
 Feature with no list set); a SequenceExample is
 ``{"context": {...}, "feature_lists": {"name": [{...}, ...]}}``.
 
-tests/io/interop.rs runs it (through $INFEED_PYTHON) on files infeed wrote and compares
-the output with the values infeed wrote. Exit status 2 with a one-line message on stderr
-when TensorFlow cannot read the file or decode a record.
+tests/io/interop.rs and tests/io/convert/tf.rs run it (through $INFEED_PYTHON) on files
+infeed wrote and compare the output with the values infeed wrote. Exit status 2 with a
+one-line message on stderr when TensorFlow cannot read a file or decode a record.
 """
 
 import argparse
@@ -67,30 +69,45 @@ def dumps(obj):
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file")
-    ap.add_argument("compression", choices=sorted(COMPRESSION))
-    ap.add_argument("--sequence", action="store_true", help="records are SequenceExamples")
-    ap.add_argument("--glob", action="store_true", help="FILE is a tf.io.gfile.glob pattern")
-    args = ap.parse_args()
-    convert = sequence_json if args.sequence else example_json
-    files = sorted(tf.io.gfile.glob(args.file)) if args.glob else args.file
-    if args.glob:
-        print(f"tf_read.py: {args.file}: {len(files)} files: {files}", file=sys.stderr)
-    ds = tf.data.TFRecordDataset(files, compression_type=COMPRESSION[args.compression])
-    out = sys.stdout
+def read(pattern, compression, convert, glob, out):
+    """Prints the records of one FILE argument; 0, or 2 when TensorFlow cannot read it."""
+    files = sorted(tf.io.gfile.glob(pattern)) if glob else pattern
+    if glob:
+        print(f"tf_read.py: {pattern}: {len(files)} files: {files}", file=sys.stderr)
+    ds = tf.data.TFRecordDataset(files, compression_type=COMPRESSION[compression])
     try:
         for payload in ds.as_numpy_iterator():
             out.write(dumps(convert(payload)) + "\n")
     except tf.errors.OpError as e:
         out.flush()
-        print(f"tf_read.py: {args.file}: {type(e).__name__}: {e.message}", file=sys.stderr)
+        print(f"tf_read.py: {pattern}: {type(e).__name__}: {e.message}", file=sys.stderr)
         return 2
     except DecodeError as e:
         out.flush()
-        print(f"tf_read.py: {args.file}: not a valid protobuf record: {e}", file=sys.stderr)
+        print(f"tf_read.py: {pattern}: not a valid protobuf record: {e}", file=sys.stderr)
         return 2
+    out.write("\n")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reads", nargs="+", metavar="FILE COMPRESSION")
+    ap.add_argument("--sequence", action="store_true", help="records are SequenceExamples")
+    ap.add_argument("--glob", action="store_true", help="each FILE is a tf.io.gfile.glob pattern")
+    args = ap.parse_args()
+    if len(args.reads) % 2:
+        ap.error("give each FILE with its compression: FILE none|gzip|zlib ...")
+    reads = list(zip(args.reads[::2], args.reads[1::2]))
+    for _, compression in reads:
+        if compression not in COMPRESSION:
+            ap.error(f"compression {compression!r}: one of {', '.join(sorted(COMPRESSION))}")
+    convert = sequence_json if args.sequence else example_json
+    out = sys.stdout
+    for pattern, compression in reads:
+        status = read(pattern, compression, convert, args.glob, out)
+        if status:
+            return status
     out.flush()
     return 0
 

@@ -408,35 +408,69 @@ fn python() -> String {
     })
 }
 
-/// What TensorFlow reads from `path`: one JSON value per record, via scripts/tf_read.py.
-fn tf_read(path: &Path, compression: &str, sequence: bool) -> Vec<Value> {
+/// What TensorFlow reads from each `(path, compression)` of `reads` (or,
+/// with `glob`, from the files each pattern takes): one JSON value per
+/// record, file by file, from one run of scripts/tf_read.py (TensorFlow
+/// takes seconds to import, so a test reads all its files in one).
+pub(crate) fn tf_read(reads: &[(&Path, &str)], sequence: bool, glob: bool) -> Vec<Vec<Value>> {
     let python = python();
     let mut cmd = Command::new(&python);
-    cmd.arg(repo("scripts/tf_read.py"))
-        .arg(path)
-        .arg(compression);
+    cmd.arg(repo("scripts/tf_read.py"));
+    for (path, compression) in reads {
+        cmd.arg(path).arg(compression);
+    }
     if sequence {
         cmd.arg("--sequence");
+    }
+    if glob {
+        cmd.arg("--glob");
     }
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {python} (INFEED_PYTHON): {e}"));
     assert!(
         out.status.success(),
-        "TensorFlow could not read {} ({compression}): {}\n{}",
-        path.display(),
+        "TensorFlow could not read {reads:?}: {}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).expect("tf_read.py prints UTF-8");
-    stdout
-        .lines()
-        .enumerate()
-        .map(|(i, line)| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("tf_read.py line {}: {e}: {line}", i + 1))
+    // Each file's records end with an empty line.
+    let mut files = vec![Vec::new()];
+    for (i, line) in stdout.lines().enumerate() {
+        if line.is_empty() {
+            files.push(Vec::new());
+            continue;
+        }
+        let value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("tf_read.py line {}: {e}: {line}", i + 1));
+        files.last_mut().expect("one").push(value);
+    }
+    assert_eq!(files.pop(), Some(Vec::new()), "tf_read.py ends each file");
+    assert_eq!(files.len(), reads.len(), "tf_read.py read every file");
+    files
+}
+
+/// `payloads` written by infeed into a file of each compression, and what
+/// TensorFlow reads from each: (tf_read.py's name of the compression,
+/// values).
+fn written_and_read_by_tf(
+    stem: &str,
+    payloads: &[Vec<u8>],
+    sequence: bool,
+) -> Vec<(&'static str, Vec<Value>)> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files: Vec<_> = compressions()
+        .into_iter()
+        .map(|(compression, name, ext)| {
+            let path = dir.path().join(format!("{stem}.{ext}"));
+            write_file(&path, payloads, compression);
+            (path, name)
         })
-        .collect()
+        .collect();
+    let reads: Vec<_> = files.iter().map(|(p, n)| (p.as_path(), *n)).collect();
+    let read = tf_read(&reads, sequence, false);
+    files.iter().map(|(_, name)| *name).zip(read).collect()
 }
 
 /// (compression, tf_read.py's name for it, file extension).
@@ -585,8 +619,11 @@ fn random_sequence(rng: &mut SplitMix64) -> SequenceExample {
 }
 
 /// infeed writes the committed Examples (as prost re-encodes them), the lm sample and
-/// 200 generated Examples; TensorFlow must read back exactly the same values.
-fn check_tf_reads_examples(compression: Compression, name: &str, ext: &str) {
+/// 200 generated Examples, plain, GZIP and ZLIB; TensorFlow must read back exactly the
+/// same values from each.
+#[test]
+#[ignore = "needs TensorFlow: run scripts/test.sh"]
+fn tensorflow_reads_examples_infeed_wrote_plain_gzip_and_zlib() {
     let mut examples: Vec<Example> = Vec::new();
     let mut expected: Vec<Value> = Vec::new();
     for (file, json) in [
@@ -605,32 +642,9 @@ fn check_tf_reads_examples(compression: Compression, name: &str, ext: &str) {
     }
     let payloads: Vec<Vec<u8>> = examples.iter().map(|e| e.encode_to_vec()).collect();
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join(format!("examples.{ext}"));
-    write_file(&path, &payloads, compression);
-    let actual = tf_read(&path, name, false);
-    assert_all_same(&format!("{name} file infeed wrote"), &expected, &actual);
-}
-
-#[test]
-#[ignore = "needs TensorFlow: run scripts/test.sh"]
-fn tensorflow_reads_plain_examples_infeed_wrote() {
-    let [(c, name, ext), ..] = compressions();
-    check_tf_reads_examples(c, name, ext);
-}
-
-#[test]
-#[ignore = "needs TensorFlow: run scripts/test.sh"]
-fn tensorflow_reads_gzip_examples_infeed_wrote() {
-    let [_, (c, name, ext), _] = compressions();
-    check_tf_reads_examples(c, name, ext);
-}
-
-#[test]
-#[ignore = "needs TensorFlow: run scripts/test.sh"]
-fn tensorflow_reads_zlib_examples_infeed_wrote() {
-    let [.., (c, name, ext)] = compressions();
-    check_tf_reads_examples(c, name, ext);
+    for (name, actual) in written_and_read_by_tf("examples", &payloads, false) {
+        assert_all_same(&format!("{name} file infeed wrote"), &expected, &actual);
+    }
 }
 
 #[test]
@@ -648,11 +662,7 @@ fn tensorflow_reads_sequence_examples_infeed_wrote() {
         seqs.push(s);
     }
     let payloads: Vec<Vec<u8>> = seqs.iter().map(|s| s.encode_to_vec()).collect();
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (compression, name, ext) in compressions() {
-        let path = dir.path().join(format!("sequence.{ext}"));
-        write_file(&path, &payloads, compression);
-        let actual = tf_read(&path, name, true);
+    for (name, actual) in written_and_read_by_tf("sequence", &payloads, true) {
         assert_all_same(
             &format!("{name} sequence file infeed wrote"),
             &expected,

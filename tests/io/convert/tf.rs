@@ -2,8 +2,8 @@
 //!
 //! Ignored by default (needs TensorFlow): `scripts/test.sh` runs it with
 //! `$INFEED_PYTHON` set to a Python that has tensorflow-cpu. Each shard is read by
-//! `scripts/tf_read.py` (tf.data.TFRecordDataset + tf.train.Example) and must print
-//! the same values as `infeed cat` of the same file. Both print each float32 as the
+//! `scripts/tf_read.py` (tf.data.TFRecordDataset + tf.train.Example; one run for all
+//! of a test's shards) and must print the same values as `infeed cat` of the same file. Both print each float32 as the
 //! shortest decimal of its exact double, so the JSON values compare exactly.
 
 use std::path::Path;
@@ -12,6 +12,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use super::cli::shards;
+use crate::interop::tf_read;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,7 +47,6 @@ fn values(text: &str) -> Vec<Value> {
 #[test]
 #[ignore = "needs TensorFlow: run scripts/test.sh"]
 fn tensorflow_reads_converted_shards_exactly() {
-    let python = std::env::var("INFEED_PYTHON").expect("INFEED_PYTHON: a python with tensorflow");
     let cases: &[(&[&str], &str)] = &[
         (
             &["testdata/convert/sample.jsonl", "--records-per-shard", "2"],
@@ -77,25 +77,28 @@ fn tensorflow_reads_converted_shards_exactly() {
             "none",
         ),
     ];
-    for (args, compression) in cases {
-        let out = tempfile::tempdir().expect("tempdir");
-        convert_into(out.path(), args);
-        let files = shards(out.path());
-        assert!(!files.is_empty(), "{args:?}");
-        let mut total = 0;
-        for file in files {
-            let ours = values(&run(Command::new(env!("CARGO_BIN_EXE_infeed"))
-                .arg("cat")
-                .arg(&file)));
-            let tf = values(&run(Command::new(&python)
-                .arg("scripts/tf_read.py")
-                .arg(&file)
-                .arg(compression)));
-            assert!(!ours.is_empty());
-            assert_eq!(tf, ours, "{}", file.display());
-            total += ours.len();
-        }
-        assert!(total > 0);
+    let outs: Vec<_> = cases
+        .iter()
+        .map(|(args, _)| {
+            let out = tempfile::tempdir().expect("tempdir");
+            convert_into(out.path(), args);
+            out
+        })
+        .collect();
+    let mut files = Vec::new();
+    for ((args, compression), out) in cases.iter().zip(&outs) {
+        let shards = shards(out.path());
+        assert!(!shards.is_empty(), "{args:?}");
+        files.extend(shards.into_iter().map(|file| (file, *compression)));
+    }
+    let reads: Vec<_> = files.iter().map(|(f, c)| (f.as_path(), *c)).collect();
+    let tf = tf_read(&reads, false, false);
+    for ((file, _), tf) in files.iter().zip(tf) {
+        let ours = values(&run(Command::new(env!("CARGO_BIN_EXE_infeed"))
+            .arg("cat")
+            .arg(file)));
+        assert!(!ours.is_empty());
+        assert_eq!(tf, ours, "{}", file.display());
     }
 }
 
@@ -107,7 +110,6 @@ fn tensorflow_reads_converted_shards_exactly() {
 #[test]
 #[ignore = "needs TensorFlow: run scripts/test.sh"]
 fn tensorflow_reads_converted_output_through_a_glob_of_the_folder() {
-    let python = std::env::var("INFEED_PYTHON").expect("INFEED_PYTHON: a python with tensorflow");
     let sample = "testdata/convert/sample.jsonl";
     let cases: &[(&[&[&str]], &str, &str)] = &[
         (
@@ -135,8 +137,13 @@ fn tensorflow_reads_converted_output_through_a_glob_of_the_folder() {
             "train-*",
         ),
     ];
-    for (runs, compression, pattern) in cases {
-        let out = tempfile::tempdir().expect("tempdir");
+    let mut globs = Vec::new();
+    let mut expected = Vec::new();
+    let outs: Vec<_> = cases
+        .iter()
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    for ((runs, compression, pattern), out) in cases.iter().zip(&outs) {
         for args in *runs {
             convert_into(out.path(), args);
         }
@@ -145,12 +152,14 @@ fn tensorflow_reads_converted_output_through_a_glob_of_the_folder() {
             .arg("cat")
             .args(&files)));
         assert_eq!(ours.len(), 5, "{runs:?}");
-        let glob = format!("{}/{pattern}", out.path().display());
-        let tf = values(&run(Command::new(&python)
-            .arg("scripts/tf_read.py")
-            .arg(&glob)
-            .arg(compression)
-            .arg("--glob")));
-        assert_eq!(tf, ours, "{glob} after {runs:?}");
+        globs.push((out.path().join(pattern), *compression));
+        expected.push(ours);
+    }
+    let reads: Vec<_> = globs.iter().map(|(g, c)| (g.as_path(), *c)).collect();
+    let tf = tf_read(&reads, false, true);
+    for (((glob, _), (runs, ..)), (tf, ours)) in
+        globs.iter().zip(cases).zip(tf.into_iter().zip(expected))
+    {
+        assert_eq!(tf, ours, "{} after {runs:?}", glob.display());
     }
 }
