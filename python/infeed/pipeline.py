@@ -474,19 +474,13 @@ class Pipeline:
         return self._option(index_dir=os.fspath(dir))
 
     def worker_reads(self) -> Pipeline:
-        """Frames the plain local shards by their indexes
-        (:func:`infeed.build_index`, found as :meth:`index_dir` says; a
-        shard without one is indexed in memory first) rather than by their
-        headers. Without it the workers read those shards' records already
-        whenever no step before them needs the bytes (each shard thread
-        walks its shard's headers and leaves the records for the worker
-        that assembles them); an index saves that walk on the first pass.
-        The same records in the same order. A corrupt record ends the run
-        at its batch. Refused with record filters and maps, buckets,
-        packing, padding to a shape several hosts share, a mixture and
-        skipping corrupt records. With the global shuffle it changes
-        nothing: the workers read its records by its indexes already."""
-        return self._option(worker_reads=True)
+        """Accepted, and changes nothing: the workers read the records of
+        every plain local shard by default, wherever no step before them
+        needs the bytes, each shard framed by its index where one is found
+        (:func:`infeed.build_index`, as :meth:`index_dir` says), else by a
+        walk of its headers on the first pass. Programs that give it (it
+        once asked for that) still run."""
+        return self
 
     def shuffle(self, buffer_size: int) -> Pipeline:
         """Shuffles records through a buffer of ``buffer_size`` serialized

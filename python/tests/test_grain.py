@@ -134,13 +134,14 @@ def test_build_index_then_global_shuffle_reads_every_record_once(tmp_path: Path)
         mask = batch["input_ids_mask"].sum(axis=1)
         want = sorted(len(values(r, "input_ids")) for r in expected("lm-sample.tfrecord"))
         assert sorted(mask.tolist()) == want
-    # Worker reads through the same indexes: the batches and states of the
-    # shard threads' reading.
-    # With mmap, each worker takes its records from its own map of the shard.
-    def lm(worker_reads: bool, mmap: bool = False) -> infeed.Pipeline:
-        p = infeed.Pipeline.from_files([LM]).index_dir(tmp_path / "idx")
-        if worker_reads:
-            p = p.worker_reads().read_options(mmap=mmap)
+    # The same indexes frame the shard for the workers that read its records:
+    # the batches and states of a walk of its headers (`worker_reads`, which
+    # once asked for this, changes nothing). With mmap, each worker takes its
+    # records from its own map of the shard.
+    def lm(indexed: bool, mmap: bool = False) -> infeed.Pipeline:
+        p = infeed.Pipeline.from_files([LM]).read_options(mmap=mmap)
+        if indexed:
+            p = p.index_dir(tmp_path / "idx").worker_reads()
         return p.parse({"input_ids": infeed.VarLen("int64")}).max_length(512).batch(32)
 
     read, workers, mapped = iter(lm(False)), iter(lm(True)), iter(lm(True, mmap=True))

@@ -217,21 +217,29 @@ pub fn load_or_build(
 }
 
 fn one(shard: &str, opts: &IndexOptions) -> Result<(Arc<ShardIndex>, Found), IndexError> {
+    if let Some((idx, index)) = find(shard, opts.dir.as_deref(), &opts.build.source)? {
+        return Ok((Arc::new(idx), Found::Loaded { index }));
+    }
     let places = index_urls(shard, opts.dir.as_deref());
-    for index in &places {
-        match load(shard, index, &opts.build.source) {
-            Ok(idx) => {
-                let found = Found::Loaded {
-                    index: index.clone(),
-                };
-                return Ok((Arc::new(idx), found));
-            }
+    log_build(shard, &places[0]);
+    Ok((Arc::new(build(shard, &opts.build)?), Found::Built))
+}
+
+/// The index of `shard` from the first of [`index_urls`] that has one,
+/// checked against the shard, with where it was; `None` where none has.
+pub fn find(
+    shard: &str,
+    dir: Option<&str>,
+    source: &SourceOptions,
+) -> Result<Option<(ShardIndex, String)>, IndexError> {
+    for index in index_urls(shard, dir) {
+        match load(shard, &index, source) {
+            Ok(idx) => return Ok(Some((idx, index))),
             Err(IndexError::Missing { .. }) => {}
             Err(e) => return Err(e),
         }
     }
-    log_build(shard, &places[0]);
-    Ok((Arc::new(build(shard, &opts.build)?), Found::Built))
+    Ok(None)
 }
 
 /// Says, on standard error, that a missing index is built by reading its

@@ -32,6 +32,6 @@ pub(crate) use format::RecordsBuilder;
 pub use format::{FORMAT_VERSION, ShardIndex};
 pub use identity::{ShardId, Version, current};
 pub use location::{
-    Found, INDEX_DIR, IndexOptions, SUFFIX, beside_url, index_name, index_url, index_urls, load,
-    load_or_build, save,
+    Found, INDEX_DIR, IndexOptions, SUFFIX, beside_url, find, index_name, index_url, index_urls,
+    load, load_or_build, save,
 };

@@ -160,7 +160,7 @@ pub struct Batches<T> {
 /// than the workers where raw batches hold their records' bytes (deeper
 /// gave nothing there: lm and img on 2 cores at depth 8, −1.5% and −4%,
 /// within the noise, with more record memory held). Four per worker where
-/// the shards' records are left unread (`worker_reads`): a raw batch is
+/// the shards' records are left unread (read by the workers): a raw batch is
 /// then ~12 KB of stand-ins, and the record thread, which waits ~0.3 ms for
 /// a core after a wake-up while the workers hold both, can fall that far
 /// behind without a worker running dry. Paired runs on 2 cores, depth 8:

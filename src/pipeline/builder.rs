@@ -508,29 +508,16 @@ impl Pipeline {
         self
     }
 
-    /// Frames the plain local shards by their indexes (`infeed index`,
-    /// found as [`index_dir`](Self::index_dir) says; a shard without one is
-    /// indexed in memory first, and a log line says so) rather than by
-    /// their headers. Without this word the workers read those shards'
-    /// records already, whenever no step before them needs the bytes: each
-    /// shard thread walks its shard's headers and leaves the records unread
-    /// for the worker that assembles them, which reads and checks them
-    /// (docs/architecture.md, "Decisions"). An index saves that walk's one
-    /// dependent read per record on the first pass (lm 0.75-0.80 → 0.90 M
-    /// records/s pinned, 1.12-1.26 → 1.42 M on 2 cores, docs/performance.md);
-    /// later passes are framed by what the walk learned either way. The
-    /// same records, in the same order, with the same state. A corrupt
-    /// record ends the run at its batch, with no partial batch of the rows
-    /// before it, as without this word. The ops that need a record's bytes
-    /// before the workers refuse it when the pipeline starts: filters and
-    /// maps on serialized records, buckets and packing (and the shared
-    /// shapes that padding takes across several hosts), a mixture and
-    /// `on_corrupt(Skip)`. With the [`global_shuffle`](Self::global_shuffle)
-    /// it changes nothing: the workers read its records by its indexes
-    /// already.
-    pub fn worker_reads(mut self) -> Self {
-        self.d.options.worker_reads = true;
-        self.s.ops.worker_reads.on = true;
+    /// Accepted, and changes nothing: the workers read the records of
+    /// every plain local shard by default, wherever no step before them
+    /// needs the bytes. Each shard is framed by its index where one is
+    /// found (`infeed index`, as [`index_dir`](Self::index_dir) says), else
+    /// by a walk of its headers on its first pass and by what the walk
+    /// learned on the next (docs/pipeline.md, "Records read by the
+    /// workers"). This word once asked for that, building the missing
+    /// indexes first, and was refused with the steps that need the bytes;
+    /// programs and descriptions that give it still run.
+    pub fn worker_reads(self) -> Self {
         self
     }
 
@@ -781,9 +768,6 @@ impl Pipeline {
         }
         if let Some(dir) = &o.index_dir {
             p = p.index_dir(dir);
-        }
-        if o.worker_reads {
-            p = p.worker_reads();
         }
         for step in &d.records {
             if let RecordStep::Filter(c) | RecordStep::Map(c) = step {

@@ -23,8 +23,8 @@ pub(crate) struct Item {
     /// `data` is a view of a mapped file: holding it pins page-cache pages
     /// (which the kernel can reclaim), not a heap chunk of other records.
     pub mapped: bool,
-    /// Not read yet ([`worker_reads`](crate::pipeline::Pipeline::worker_reads)):
-    /// `data` stands in for the record, framed by its index: bytes of its
+    /// Not read yet (the workers read it: `read/in_workers.rs`): `data`
+    /// stands in for the record, framed by its index or headers: bytes of its
     /// length, which only that length is taken from; the worker that
     /// assembles the record reads and checks it (`read/in_workers.rs`).
     pub unread: bool,

@@ -1,5 +1,6 @@
 //! What a pipeline reads once at its start, before any stream opens: the
-//! global shuffle's dataset (its shards' indexes), `worker_reads`' indexes,
+//! global shuffle's dataset (its shards' indexes), the indexes found of the
+//! shards the workers read,
 //! where its small shards are kept after a pass, and for a mixture each
 //! source's own and their mean tokens per record.
 //!
@@ -23,7 +24,7 @@ pub(crate) struct Loaded {
     /// The global shuffle's records, when it is on.
     pub dataset: Option<Arc<Dataset>>,
     /// The shards whose records the workers read: by their indexes
-    /// (`worker_reads`', the global shuffle's) or their headers.
+    /// (found, or the global shuffle's) or their headers.
     pub unread: Option<LeftUnread>,
     /// How its compressed local shards with indexes are read by spans.
     pub spans: Option<SpanReads>,

@@ -17,6 +17,7 @@ use super::limits;
 use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
+use super::read::in_workers::found_indexes;
 use super::read::shared_maps::SharedMaps;
 use super::read::spans::SpanReads;
 use super::read::unread::Indexes;
@@ -117,12 +118,11 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     // Every size was checked with the description (`Description::validate`);
     // the cores are this machine's.
     p.affinity.check()?;
-    check_worker_reads(p, &record)?;
     let mut loaded = p.load()?;
     loaded.token_means = measure_token_weights(p, &record)?;
     let job = Job::of(p)?;
     (loaded.unread, loaded.shared) = match p.mixture.is_some() {
-        false => unread_records(p, &record, &loaded, &job)?,
+        false => unread_records(p, &record, &loaded, &job),
         true => unread_sources(p, &record, &mut loaded.sources),
     };
     span_reads(p, &job, &mut loaded);
@@ -350,12 +350,10 @@ fn count_by_records(
     }
 }
 
-/// `worker_reads`: the indexes of the files this host's streams read (not
-/// the whole job's: each host reads only its share).
-fn load_worker_reads(p: &RecordSettings, job: &Job) -> Result<Option<Indexes>, PipelineError> {
-    if !p.ops.worker_reads.on {
-        return Ok(None);
-    }
+/// The indexes found of the files this host's streams read (not the
+/// whole job's: each host reads only its share), which frame those shards
+/// in place of their headers ([`found_indexes`]).
+fn host_indexes(p: &RecordSettings, job: &Job) -> Indexes {
     let mut files: Vec<String> = Vec::new();
     let none = Loaded::default();
     for stream in job.first..job.first + job.per_host {
@@ -370,36 +368,7 @@ fn load_worker_reads(p: &RecordSettings, job: &Job) -> Result<Option<Indexes>, P
         }
     }
     let dir = p.ops.global_shuffle.index_dir.as_deref();
-    p.ops
-        .worker_reads
-        .load(&files, dir, &p.read, &p.source_options)
-}
-
-/// `worker_reads` leaves each record unread until the worker that
-/// assembles it: the words that need its bytes before then are refused.
-fn check_worker_reads(p: &RecordSettings, record: &RecordWork) -> Result<(), PipelineError> {
-    let mut sources = p.mixture.iter().flat_map(|m| m.sources.iter());
-    if (p.mixture.is_some() && p.ops.worker_reads.on)
-        || sources.any(|(_, source)| source.ops.worker_reads.on)
-    {
-        return Err(PipelineError::Config(
-            "worker_reads is not for a mixture or its sources: they are read by their shard \
-             threads"
-                .into(),
-        ));
-    }
-    if !p.ops.worker_reads.on {
-        return Ok(());
-    }
-    // The global shuffle's indexes frame the good records already: no walk.
-    let walks = needs_walks(p).filter(|_| !p.ops.global_shuffle.on);
-    match needs_bytes_before_workers(p, record).or(walks) {
-        Some(what) => Err(PipelineError::Config(format!(
-            "worker_reads leaves each record unread until the worker that assembles it, but \
-             {what} needs its bytes before: leave one of the two out"
-        ))),
-        None => Ok(()),
-    }
+    found_indexes(&files, dir, &p.read, &p.source_options)
 }
 
 /// What needs a record's bytes before the worker that assembles it, if
@@ -437,9 +406,9 @@ fn needs_walks(p: &RecordSettings) -> Option<&'static str> {
 /// with the global shuffle, which has every shard's index
 /// already, its plain local shards', framed by their indexes (which
 /// frame only the good records under [`needs_walks`]), always through
-/// shared maps; else every plain local shard, framed by its
-/// headers as its shard thread opens it (by its index with
-/// `worker_reads`, which loads or builds them first), through shared maps
+/// shared maps; else every plain local shard, framed by its index where
+/// one is found ([`host_indexes`]) and by its headers as its shard thread
+/// opens it where none is, through shared maps
 /// under a shuffle buffer, whose batches are scattered (else each worker
 /// `pread`s its batch's runs of neighbours). `None`: every record is read
 /// before the workers.
@@ -448,33 +417,31 @@ fn unread_records(
     record: &RecordWork,
     loaded: &Loaded,
     job: &Job,
-) -> Result<(Option<LeftUnread>, Option<Arc<SharedMaps>>), PipelineError> {
+) -> (Option<LeftUnread>, Option<Arc<SharedMaps>>) {
     if needs_bytes_before_workers(p, record).is_some() {
-        return Ok((None, None));
+        return (None, None);
     }
     match &loaded.dataset {
-        Some(data) => Ok((
+        Some(data) => (
             Some(LeftUnread::indexed(data.plain_local_indexes())),
             Some(Arc::new(SharedMaps::new(p.files.len()))),
-        )),
+        ),
         None => {
             let left = match needs_walks(p) {
                 Some(_) => LeftUnread::walked_skipping(),
-                None => match load_worker_reads(p, job)? {
-                    Some(indexes) => LeftUnread::indexed(indexes),
-                    // Framings learned on a first pass serve the next.
-                    None => LeftUnread::by_headers(p.ops.epochs.epochs() != Some(1)),
-                },
+                // Framings learned on a first pass serve the next.
+                None => LeftUnread::by_headers(p.ops.epochs.epochs() != Some(1))
+                    .with_indexes(host_indexes(p, job)),
             };
             if !p.files.iter().any(|f| left.framing(f, &p.read).is_some()) {
                 // Compressed or cloud shards only: all read before.
-                return Ok((None, None));
+                return (None, None);
             }
             let scattered = p.ops.shuffle.buffer > 0;
             let buffer = p.ops.shuffle.buffer;
             let shared = scattered.then(|| SharedMaps::for_shuffle_buffer(p.files.len(), buffer));
             let shared = shared.map(Arc::new);
-            Ok((Some(left), shared))
+            (Some(left), shared)
         }
     }
 }

@@ -82,8 +82,8 @@ pub struct ReadOptions {
     /// (on Linux a fault there is turned into that error: `record::mapped`;
     /// elsewhere it stops the process with SIGBUS). Off by default: a map's
     /// pages count in the process's RSS (below).
-    /// With [`worker_reads`](crate::pipeline::Pipeline::worker_reads), each
-    /// worker maps the shards it reads, a map of its own, and takes its
+    /// Where the workers read a pipeline's records (its plain local shards,
+    /// by default), each worker maps the shards it reads, a map of its own, and takes its
     /// batch's records as views of it instead of reading them into its
     /// buffer: img +13–19% pinned to one core, +8–20% on two (4 shards, or
     /// 40 with maps dropped and made again; lm +1%).

@@ -184,10 +184,10 @@ pub struct BenchArgs {
     /// beside the shards, else beside each shard).
     #[arg(group = "words", long, value_name = "DIR")]
     index_dir: Option<String>,
-    /// Frame the plain local shards by their indexes, not their headers
-    /// (`Pipeline::worker_reads`: the workers read those records either
-    /// way).
-    #[arg(group = "words", long)]
+    /// Accepted and unshown: changes nothing (`Pipeline::worker_reads`; the
+    /// workers read plain local shards by default, framed by the indexes
+    /// found, else by their headers).
+    #[arg(group = "words", long, hide = true)]
     worker_reads: bool,
     /// Files read at once (interleave cycle length).
     #[arg(group = "words", long, default_value_t = 1)]

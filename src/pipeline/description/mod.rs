@@ -218,7 +218,10 @@ pub struct Options {
     /// Where the shards' indexes are (absent: beside the shards).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_dir: Option<String>,
-    #[serde(skip_serializing_if = "is_false")]
+    /// Read and ignored: the word `worker_reads` of descriptions written
+    /// while it was one ([`Pipeline::worker_reads`](crate::pipeline::Pipeline::worker_reads)
+    /// changes nothing now); never written.
+    #[serde(skip_serializing)]
     pub worker_reads: bool,
     #[serde(skip_serializing_if = "is_default")]
     pub read: ReadOptions,

@@ -20,7 +20,6 @@ use crate::pipeline::checkpoint::{Identity, Position, SavedParts};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::item::Item;
 use crate::pipeline::read::again::Reread;
-use crate::pipeline::read::in_workers::WorkerReadsSettings;
 use crate::pipeline::stats::StreamCounters;
 
 use super::epochs::{Epochs, EpochsSettings};
@@ -42,8 +41,6 @@ pub(crate) struct ChainSettings {
     pub record_map: RecordMapSettings,
     pub epochs: EpochsSettings,
     pub shuffle: ShuffleSettings,
-    /// `worker_reads`: the workers read the records (`read/in_workers.rs`).
-    pub worker_reads: WorkerReadsSettings,
 }
 
 impl ChainSettings {
@@ -66,9 +63,6 @@ impl ChainSettings {
         }
         if self.epochs != d.epochs {
             given.push("repeat");
-        }
-        if self.worker_reads.on {
-            given.push("worker_reads");
         }
         if self.shuffle.buffer > 0 {
             given.push("shuffle");

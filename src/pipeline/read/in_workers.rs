@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::index::{IndexOptions, load_or_build, read_at};
+use crate::index::{find, read_at};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::raw_batch::{RawBatch, file_name};
 use crate::prefetch::{WHOLE_RECORD_BYTES, prefetch_ahead};
@@ -39,49 +39,33 @@ use super::unread::{
 /// worker keeping them all would run into the process's file limit).
 const OPEN_FILES: usize = 16;
 
-/// The word `worker_reads`, and the indexes it reads by once prepared.
-#[derive(Clone, Default)]
-pub(crate) struct WorkerReadsSettings {
-    /// Asked for.
-    pub on: bool,
-}
-
-impl WorkerReadsSettings {
-    /// Reads (or builds, saying so) the index of every plain local shard
-    /// of `files` once for the whole pipeline, from `dir` (`None`:
-    /// `.infeed-index` beside the shards, else beside each shard); `None`
-    /// when off. Cloud and compressed shards get none: their shard threads
-    /// read them.
-    pub fn load(
-        &self,
-        files: &[String],
-        dir: Option<&str>,
-        read: &ReadOptions,
-        source: &SourceOptions,
-    ) -> Result<Option<Indexes>, PipelineError> {
-        if !self.on {
-            return Ok(None);
-        }
-        let plain: Vec<String> = files
-            .iter()
-            .filter(|f| is_local(f) && read_plain(f, read))
-            .cloned()
-            .collect();
-        let mut opts = IndexOptions {
-            dir: dir.map(str::to_owned),
-            ..IndexOptions::default()
-        };
-        opts.build.read = read.clone();
-        opts.build.source = source.clone();
-        let found = load_or_build(&plain, &opts)?;
-        let indexes = plain
-            .into_iter()
-            .zip(found)
-            .filter(|(_, (index, _))| index.compression == Compression::None)
-            .map(|(file, (index, _))| (file, index))
-            .collect();
-        Ok(Some(Arc::new(indexes)))
-    }
+/// The indexes found of the plain local shards of `files`, in `dir` or
+/// where an index is found by default ([`find`]): such a shard is framed by
+/// its index rather than by a walk of its headers, which saves the walk's
+/// one dependent read per record on the first pass. None is built (a shard
+/// without one is walked, and what the walk learns frames the next pass);
+/// an index that cannot serve (stale, unreadable) is said on standard error
+/// and the shard walked.
+pub(crate) fn found_indexes(
+    files: &[String],
+    dir: Option<&str>,
+    read: &ReadOptions,
+    source: &SourceOptions,
+) -> Indexes {
+    let found = files
+        .iter()
+        .filter(|f| is_local(f) && read_plain(f, read))
+        .filter_map(|file| match find(file, dir, source) {
+            Ok(Some((index, _))) if index.compression == Compression::None => {
+                Some((file.clone(), Arc::new(index)))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                eprintln!("infeed: {e}: framing {file} by its headers instead");
+                None
+            }
+        });
+    Arc::new(found.collect())
 }
 
 /// Shard `file`'s entry in `list` (the most recently used last, at most
@@ -807,5 +791,49 @@ mod tests {
                 need: long.len() as u64,
             }
         );
+    }
+
+    /// The indexes found are those saved in the folder given (or in the
+    /// default places), of plain local shards only, each checked against
+    /// its shard: a shard without one, a stale one and a GZIP shard get
+    /// none, and none is built.
+    #[test]
+    fn found_indexes_are_the_saved_ones_that_match_their_plain_shards() {
+        let dir = tempfile::tempdir().unwrap();
+        let shards = shards_of(dir.path(), 3);
+        let gzip = dir.path().join("z.tfrecord.gz").display().to_string();
+        let mut w = RecordWriter::create(&gzip, Compression::Gzip).unwrap();
+        w.write_record(b"zipped").unwrap();
+        w.finish().unwrap();
+        let saved = dir.path().join("indexes").display().to_string();
+        let source = SourceOptions::default();
+        for (path, index) in &shards[..2] {
+            crate::index::save(index, &crate::index::index_url(path, Some(&saved)), &source)
+                .unwrap();
+        }
+        let gzip_index = build(&gzip, &BuildOptions::default()).unwrap();
+        crate::index::save(
+            &gzip_index,
+            &crate::index::index_url(&gzip, Some(&saved)),
+            &source,
+        )
+        .unwrap();
+        // Shard 1 written again, longer: its index is stale.
+        let mut w = RecordWriter::create(&shards[1].0, Compression::None).unwrap();
+        for i in 0..9 {
+            w.write_record(&record(1, i)).unwrap();
+        }
+        w.finish().unwrap();
+        let files: Vec<String> = shards
+            .iter()
+            .map(|(p, _)| p.clone())
+            .chain([gzip])
+            .collect();
+        let read = ReadOptions::default();
+        let found = found_indexes(&files, Some(&saved), &read, &source);
+        assert_eq!(found.keys().collect::<Vec<_>>(), [&shards[0].0]);
+        assert_eq!(*found[&shards[0].0], shards[0].1);
+        // None in the default places: nothing found, nothing built.
+        assert!(found_indexes(&files, None, &read, &source).is_empty());
     }
 }

@@ -4,7 +4,7 @@
 //! reads through.
 //!
 //! A batch of records scattered over the shards (a global shuffle's, or a
-//! shuffle buffer's under `worker_reads`) holds few neighbours: read by
+//! shuffle buffer's of unread records) holds few neighbours: read by
 //! `pread`, each record is a system call of its own (the global shuffle
 //! read that way ran at 0.80-0.87 M lm records/s on 2 cores where its own
 //! thread had read 0.93-1.03 M), and maps of each worker's own, kept for

@@ -37,8 +37,8 @@ pub(crate) type Indexes = Arc<HashMap<String, Arc<ShardIndex>>>;
 /// Which shards' records are left unread for the workers.
 #[derive(Clone)]
 pub(crate) struct LeftUnread {
-    /// Shards framed by their index (`worker_reads`' or the global
-    /// shuffle's, which have them).
+    /// Shards framed by their index (the global shuffle's, or those found:
+    /// `in_workers::found_indexes`).
     pub indexes: Indexes,
     /// Plain local shards without an index are framed by their headers.
     pub by_headers: bool,
@@ -81,6 +81,11 @@ impl LeftUnread {
             checked: true,
             ..Self::by_headers(false)
         }
+    }
+
+    /// These shards, and each of `indexes` framed by its own instead.
+    pub fn with_indexes(self, indexes: Indexes) -> Self {
+        LeftUnread { indexes, ..self }
     }
 
     /// Exactly the shards of `indexes`, each framed by its own.

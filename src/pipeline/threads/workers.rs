@@ -1,6 +1,6 @@
 //! The worker threads (`infeed-worker`, `threads` of them): each takes a
 //! raw batch from the record thread, reads the records left unread for it
-//! (`worker_reads`: `read/in_workers.rs`), runs the pipeline's batch
+//! (`read/in_workers.rs`), runs the pipeline's batch
 //! function on it (parse, map, pad, assemble) and sends the result, still
 //! numbered, to the consumer, which puts them back in order.
 

@@ -1,15 +1,16 @@
 //! Records read by the workers: a plain local shard's records are left
-//! unread by its shard thread, framed by their headers (by default) or by
-//! the shard's index (`Pipeline::worker_reads`: built in memory, or read
-//! from `index_dir`), and read by the worker that assembles them (by
-//! `pread`, or with `mmap` as views of each worker's own maps). The
-//! pipeline gives the same batches as when its shard threads read the
-//! records (as they do when a step before the workers needs their bytes),
-//! and states that restore it exactly whichever way it frames its shards;
-//! under `on_corrupt(Skip)` the walks skip and count what a reader does; a
+//! unread by its shard thread, framed by the shard's index where one is
+//! found (in `index_dir`, or beside the shard) and by its headers where
+//! none is, and read by the worker that assembles them (by `pread`, or
+//! with `mmap` as views of each worker's own maps). The pipeline gives the
+//! same batches as when its shard threads read the records (as they do
+//! when a step before the workers needs their bytes), and states that
+//! restore it exactly whichever way it frames its shards; under
+//! `on_corrupt(Skip)` the walks skip and count what a reader does; a
 //! record corrupted in place is the error a reader gives; a GZIP shard is
-//! read by its shard thread; `worker_reads` with the words that need a
-//! record's bytes first is refused.
+//! read by its shard thread; a stale index is passed over for the headers;
+//! `worker_reads`, which once asked for all this, is accepted and changes
+//! nothing.
 
 use infeed::index::{BuildOptions, build, index_url, save};
 use infeed::pipeline::{Pipeline, PipelineError, PipelineStats};
@@ -46,6 +47,18 @@ pub(super) fn save_index(shard: &str, dir: &str) {
     let index = build(shard, &BuildOptions::default()).unwrap();
     let url = index_url(shard, Some(dir));
     save(&index, &url, &SourceOptions::default()).unwrap();
+}
+
+/// A folder in `dir` of the indexes of `files` (as `infeed index --output`
+/// writes them).
+fn indexes_of(files: &[String], dir: &std::path::Path) -> String {
+    let indexes = dir.join("indexes");
+    std::fs::create_dir(&indexes).unwrap();
+    let indexes = indexes.display().to_string();
+    for shard in files {
+        save_index(shard, &indexes);
+    }
+    indexes
 }
 
 /// `p` with its records read by its shard threads, before the workers: a
@@ -123,23 +136,25 @@ fn the_same_batches_and_states_as_the_shard_threads_give() {
     let (by_headers, end) = run(&pipeline(&files), 7);
     assert!(end.is_none());
     assert_eq!(records(&by_headers), records(&read));
-    let (workers, end) = run(&pipeline(&files).worker_reads(), 7);
-    assert!(end.is_none());
-    assert_eq!(workers, by_headers);
     // With `mmap`, each worker reads views of its own maps instead.
     let mapped = || pipeline(&files).read_options(ReadOptions::default().mmap(true));
-    let (mapped_workers, end) = run(&mapped().worker_reads(), 7);
+    let (mapped_workers, end) = run(&mapped(), 7);
     assert!(end.is_none());
     assert_eq!(mapped_workers, by_headers);
-    let (rest, _) = run(&mapped().worker_reads().resume_from(&by_headers[9].1), 7);
+    let (rest, _) = run(&mapped().resume_from(&by_headers[9].1), 7);
     assert_eq!(rest, by_headers[10..]);
-    // A state of either framing resumes the other, exactly; the shard
-    // threads' own, theirs.
+    // Framed by indexes found beside the shards: the same batches and
+    // states, and a state of either framing resumes the other exactly;
+    // the shard threads' own, theirs.
+    let indexes = indexes_of(&files, dir.path());
+    let (by_index, end) = run(&pipeline(&files).index_dir(&indexes), 7);
+    assert!(end.is_none());
+    assert_eq!(by_index, by_headers);
     for cut in [0, 5, 18, 30] {
         let state = &by_headers[cut].1;
-        let (rest, _) = run(&pipeline(&files).worker_reads().resume_from(state), 7);
+        let (rest, _) = run(&pipeline(&files).resume_from(state), 7);
         assert_eq!(rest, by_headers[cut + 1..], "cut after batch {cut}");
-        let (rest, _) = run(&pipeline(&files).resume_from(&workers[cut].1), 7);
+        let (rest, _) = run(&pipeline(&files).resume_from(&by_index[cut].1), 7);
         assert_eq!(rest, by_headers[cut + 1..], "cut after batch {cut}");
         let (rest, _) = run(&read_first(pipeline(&files)).resume_from(&read[cut].1), 7);
         assert_eq!(rest, read[cut + 1..], "cut after batch {cut}");
@@ -165,9 +180,9 @@ fn the_same_with_logical_streams_host_shards_and_skip_take() {
         let (by_headers, end) = run(&base(), 6);
         assert!(end.is_none());
         assert_eq!(records(&by_headers), records(&read), "variant {n}");
-        let (workers, end) = run(&base().worker_reads(), 6);
+        let (mapped, end) = run(&base().read_options(ReadOptions::default().mmap(true)), 6);
         assert!(end.is_none());
-        assert_eq!(workers, by_headers, "variant {n}");
+        assert_eq!(mapped, by_headers, "variant {n}");
     }
 }
 
@@ -248,25 +263,23 @@ fn a_mixtures_sources_are_read_by_the_workers_alike() {
 }
 
 #[test]
-fn a_host_indexes_only_the_shards_it_reads() {
+fn a_host_frames_only_the_shards_it_reads() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path(), &[20, 20, 20, 20], Compression::None);
-    // Host 1's shards cannot be indexed: host 0 must not try.
+    // Host 1's shards cannot be framed: host 0 must not try.
     for f in [1, 3] {
         std::fs::write(&files[f], b"not a TFRecord shard").unwrap();
     }
     let host0 = || Pipeline::from_files(files.clone()).unwrap().shard(0, 2);
     let (read, _) = run(&read_first(host0()), 8);
-    for unread in [host0(), host0().worker_reads()] {
-        let (workers, end) = run(&unread, 8);
-        assert!(end.is_none(), "{end:?}");
-        assert_eq!(records(&workers), records(&read));
-    }
+    let (workers, end) = run(&host0(), 8);
+    assert!(end.is_none(), "{end:?}");
+    assert_eq!(records(&workers), records(&read));
     assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 40);
 }
 
 #[test]
-fn indexes_are_read_from_index_dir_and_gzip_shards_read_as_usual() {
+fn indexes_found_frame_plain_shards_and_gzip_shards_are_read_as_usual() {
     let dir = tempfile::tempdir().unwrap();
     let sub = |name: &str| {
         let sub = dir.path().join(name);
@@ -275,18 +288,40 @@ fn indexes_are_read_from_index_dir_and_gzip_shards_read_as_usual() {
     };
     let plain = write_files(&sub("plain"), &[30, 12], Compression::None);
     let gzip = write_files(&sub("gzip"), &[9, 21], Compression::Gzip);
-    let indexes = dir.path().join("indexes");
-    std::fs::create_dir(&indexes).unwrap();
-    let indexes = indexes.display().to_string();
-    for shard in &plain {
-        save_index(shard, &indexes);
-    }
     let files: Vec<String> = plain.iter().chain(&gzip).cloned().collect();
-    let (read, _) = run(&pipeline(&files), 4);
-    let (workers, end) = run(&pipeline(&files).worker_reads().index_dir(&indexes), 4);
+    let (read, _) = run(&read_first(pipeline(&files)), 4);
+    let (by_headers, _) = run(&pipeline(&files), 4);
+    assert_eq!(records(&by_headers), records(&read));
+    let indexes = indexes_of(&files, dir.path());
+    let (by_index, end) = run(&pipeline(&files).index_dir(&indexes), 4);
     assert!(end.is_none());
-    assert_eq!(workers, read);
+    assert_eq!(by_index, by_headers);
     assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 2 * 72);
+    // Found beside the shards (`infeed index`'s default place) alike.
+    for shard in &files {
+        let index = build(shard, &BuildOptions::default()).unwrap();
+        save(&index, &index_url(shard, None), &SourceOptions::default()).unwrap();
+    }
+    let (beside, end) = run(&pipeline(&files), 4);
+    assert!(end.is_none());
+    assert_eq!(beside, by_headers);
+}
+
+/// An index that no longer matches its shard (the shard written again
+/// since) is passed over: the shard is framed by its headers, and the
+/// records are the shard's as it is now.
+#[test]
+fn a_stale_index_is_passed_over_for_the_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[30, 12], Compression::None);
+    let indexes = indexes_of(&files, dir.path());
+    let rewritten = write_files(dir.path(), &[17, 12], Compression::None);
+    assert_eq!(rewritten, files);
+    let (read, _) = run(&read_first(pipeline(&files)), 4);
+    let (workers, end) = run(&pipeline(&files).index_dir(&indexes), 4);
+    assert!(end.is_none(), "{end:?}");
+    assert_eq!(records(&workers), records(&read));
+    assert_eq!(read.iter().map(|(b, _)| b.len()).sum::<usize>(), 2 * 29);
 }
 
 /// A record corrupted in place, after its shard was indexed (the index
@@ -322,7 +357,7 @@ fn a_record_corrupted_in_place_is_the_error_a_reader_gives() {
         "{reader_error}"
     );
     let expected = PipelineError::Record(reader_error).to_string();
-    for unread in [p.clone(), p.clone().worker_reads().index_dir(&indexes)] {
+    for unread in [p.clone(), p.clone().index_dir(&indexes)] {
         let (workers, error) = run(&unread, 100);
         assert_eq!(error.map(|e| e.to_string()), Some(expected.clone()));
         // The batches before the corrupt record's, and none of its rows.
@@ -330,48 +365,60 @@ fn a_record_corrupted_in_place_is_the_error_a_reader_gives() {
     }
 }
 
+/// `worker_reads` once asked the workers to read the records, and was
+/// refused with the steps that need the bytes before them; it is accepted
+/// now with every step, and changes neither batches nor description.
 #[test]
-fn words_that_need_the_bytes_first_are_refused() {
+fn worker_reads_is_accepted_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let files = write_files(dir.path(), &[10], Compression::None);
-    let refused = |p: Pipeline, what: &str| {
-        let Err(PipelineError::Config(message)) = p.worker_reads().build_raw(4, false) else {
-            panic!("worker_reads with {what} was not refused");
-        };
-        assert!(message.contains(what), "{message}");
+    let files = write_files(dir.path(), &[10, 7], Compression::None);
+    let p = || {
+        Pipeline::from_files(files.clone())
+            .unwrap()
+            .seed(3)
+            .threads(2)
     };
-    let p = || Pipeline::from_files(files.clone()).unwrap();
-    refused(
-        p().read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip)),
-        "skipping corrupt records",
-    );
-    refused(
-        p().global_shuffle().filter(|r: &[u8]| !r.is_empty()),
-        "a filter or map",
-    );
-    // The global shuffle's indexes frame the good records: no walk needed.
-    let skipping_global = p()
-        .global_shuffle()
-        .read_options(ReadOptions::default().on_corrupt(CorruptPolicy::Skip))
-        .worker_reads();
-    let records = skipping_global.build_raw(4, false).unwrap();
-    assert_eq!(records.map(|b| b.unwrap().len()).sum::<usize>(), 10);
-    refused(p().filter(|r: &[u8]| !r.is_empty()), "a filter or map");
-    let source = || p().repeat(Some(1));
-    let mixture = Pipeline::mix([("a", source()), ("b", source())], &[1.0, 1.0]).unwrap();
-    refused(mixture, "a mixture");
-    // Buckets measure each record on the record thread.
-    let lm = write_lm_files(dir.path(), &[vec![3, 9, 1, 5]]);
-    let bucketed = Pipeline::from_files(lm)
-        .unwrap()
-        .worker_reads()
-        .parse(spec())
-        .max_length(16)
-        .bucket_by_length("ids", &[4, 8], &[2, 2, 1]);
-    let Err(PipelineError::Config(message)) = bucketed.build() else {
-        panic!("worker_reads with buckets was not refused");
+    let skipping = ReadOptions::default().on_corrupt(CorruptPolicy::Skip);
+    let source = || p().repeat(Some(2));
+    let lm = write_lm_files(dir.path(), &[vec![3, 9, 1, 5, 12, 2, 7]]);
+    let bucketed = |given: bool| {
+        let p = Pipeline::from_files(lm.clone()).unwrap();
+        let p = if given { p.worker_reads() } else { p };
+        p.parse(spec())
+            .max_length(16)
+            .bucket_by_length("ids", &[4, 8], &[2, 2, 1])
     };
-    assert!(message.contains("measuring each record"), "{message}");
+    let cases: [(&str, Pipeline); 5] = [
+        ("plain", p().shuffle(5)),
+        (
+            "skipping corrupt records",
+            p().read_options(skipping.clone()),
+        ),
+        ("a filter", p().filter(|r: &[u8]| !r.ends_with(b"3"))),
+        (
+            "the global shuffle",
+            p().global_shuffle().read_options(skipping),
+        ),
+        (
+            "a mixture",
+            Pipeline::mix([("a", source()), ("b", source())], &[1.0, 1.0]).unwrap(),
+        ),
+    ];
+    for (what, p) in cases {
+        assert_eq!(p.clone().worker_reads().describe(), p.describe(), "{what}");
+        let (given, _) = drain(p.clone().worker_reads(), 4);
+        let (without, _) = drain(p, 4);
+        assert!(!without.is_empty(), "{what}");
+        assert_eq!(given, without, "{what}");
+    }
+    assert_eq!(bucketed(true).describe(), bucketed(false).describe());
+    let batches = |given: bool| -> Vec<_> {
+        let batches = bucketed(given).build().unwrap();
+        batches.map(Result::unwrap).collect()
+    };
+    let without = batches(false);
+    assert!(!without.is_empty());
+    assert_eq!(batches(true), without);
 }
 
 /// A mixture's workers check each source's records as the source's own

@@ -74,7 +74,7 @@ enum Kept {
     Large,
     /// Held as it came: a view of a mapped file.
     Mapped,
-    /// Held as it came: an unread record (`worker_reads`), a stand-in of
+    /// Held as it came: an unread record (read by the workers), a stand-in of
     /// its length that nothing here may read, holding no memory: the
     /// worker of its batch reads it.
     Unread,
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(buf.mapped_bytes(), 0);
     }
 
-    /// An unread record (`worker_reads`) of any length is held as it came,
+    /// An unread record (read by the workers) of any length is held as it came,
     /// counted as neither the buffer's bytes nor mapped ones, and handed on
     /// still unread: a copy would read it here, unchecked.
     #[test]
