@@ -17,9 +17,9 @@
 #            shards (it so pays the shared memory traffic), their records/s summed.
 # Each round also runs, beside the same floor (which reads, with no index): `infeed bench --mmap`
 # (files mapped, not read: no kernel copy; opt-in, see ReadOptions::mmap), and `infeed bench
-# --worker-reads` (each worker reads its batches' records itself, through the shards' indexes,
-# which `infeed index` writes once into a temporary folder first; Pipeline::worker_reads), and
-# both (`--worker-reads --mmap`: each worker takes its records as views of its own map).
+# --index-dir` (the shards framed by the indexes `infeed index` writes once into a temporary
+# folder first, not by a walk of their headers; the workers read the records either way), and
+# both (`--index-dir --mmap`: each worker takes its records as views of its own map).
 # Prints per workload and side the median records/s, and infeed / floor as the median of each
 # round's own ratio (the host's speed drifts between rounds). Needs gcc, taskset, and
 # what scripts/compare-tfdata.sh needs to write the data.
@@ -82,7 +82,7 @@ for w in $WORKLOADS; do
     half=$(( (${#files[@]} + 1) / 2 ))
     glob="$DATA/$w/*.tfrecord"
     "$INFEED" index "${files[@]}" -o "$WORK/index-$w" >/dev/null
-    by_index=(--worker-reads --index-dir "$WORK/index-$w")
+    by_index=(--index-dir "$WORK/index-$w")
     # shellcheck disable=SC2046 # the flags are words
     for round in $(seq 1 "$ROUNDS"); do
         record "$w" floor 1 "$round" "$(timed taskset -c 0 "$WORK/floor" "$w" --read "${files[@]}")"
@@ -90,9 +90,9 @@ for w in $WORKLOADS; do
             --epochs 1 --no-digest --json)"
         record "$w" infeed-mmap 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
             --epochs 1 --no-digest --json --mmap)"
-        record "$w" infeed-workers 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
+        record "$w" infeed-indexed 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" $(flags "$w") \
             --epochs 1 --no-digest --json "${by_index[@]}")"
-        record "$w" infeed-workers-mmap 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" \
+        record "$w" infeed-indexed-mmap 1 "$round" "$(timed taskset -c 0 "$INFEED" bench "$glob" \
             $(flags "$w") --epochs 1 --no-digest --json "${by_index[@]}" --mmap)"
         taskset -c 0 "$WORK/floor" "$w" --read "${files[@]:0:$half}" >"$WORK/a" &
         a=$!
@@ -105,9 +105,9 @@ print(sum(json.loads(open(f).read().strip().splitlines()[-1])["records_per_sec"]
             --json)"
         record "$w" infeed-mmap 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
             --no-digest --json --mmap)"
-        record "$w" infeed-workers 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
+        record "$w" infeed-indexed 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") --epochs 1 \
             --no-digest --json "${by_index[@]}")"
-        record "$w" infeed-workers-mmap 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") \
+        record "$w" infeed-indexed-mmap 2 "$round" "$(timed "$INFEED" bench "$glob" $(flags "$w") \
             --epochs 1 --no-digest --json "${by_index[@]}" --mmap)"
     done
 done
@@ -133,13 +133,13 @@ def ratio(w, c, side):
 
 
 print(f"{'workload':8} {'cores':>5} {'floor rec/s':>14} {'infeed rec/s':>14} {'infeed/floor':>12}"
-      f" {'--mmap rec/s':>14} {'--mmap/floor':>12} {'--worker-reads':>14} {'/floor':>6}"
+      f" {'--mmap rec/s':>14} {'--mmap/floor':>12} {'--index-dir':>14} {'/floor':>6}"
       f" {'+ --mmap':>12} {'/floor':>6}")
 for w, c in sorted({(w, c) for w, c, _ in rates}):
     m = {side: statistics.median(rates[(w, c, side)])
-         for side in ("floor", "infeed", "infeed-mmap", "infeed-workers", "infeed-workers-mmap")}
+         for side in ("floor", "infeed", "infeed-mmap", "infeed-indexed", "infeed-indexed-mmap")}
     print(f"{w:8} {c:>5} {m['floor']:>14,.0f} {m['infeed']:>14,.0f} {ratio(w, c, 'infeed'):>12.2f}"
           f" {m['infeed-mmap']:>14,.0f} {ratio(w, c, 'infeed-mmap'):>12.2f}"
-          f" {m['infeed-workers']:>14,.0f} {ratio(w, c, 'infeed-workers'):>6.2f}"
-          f" {m['infeed-workers-mmap']:>12,.0f} {ratio(w, c, 'infeed-workers-mmap'):>6.2f}")
+          f" {m['infeed-indexed']:>14,.0f} {ratio(w, c, 'infeed-indexed'):>6.2f}"
+          f" {m['infeed-indexed-mmap']:>12,.0f} {ratio(w, c, 'infeed-indexed-mmap'):>6.2f}")
 PY

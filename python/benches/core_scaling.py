@@ -10,9 +10,11 @@ use (and all of them), endless input, for each of:
 - ``one_file``: the ``--lm`` file read over and over (one shard thread);
 - ``many_files``: ``--copies`` copies of it (made in a temporary folder);
 
-each plainly and with ``--worker-reads`` (workers read their records
-through the shards' indexes, built in memory). Prints one JSON object of
-records/s, by input, then mode, then cores; ``--json`` also writes it.
+each framed by the shards' headers (``plain``) and by their indexes
+(``indexed``: ``infeed index`` writes them into a temporary folder first,
+given as ``--index-dir``); the workers read the records either way. Prints
+one JSON object of records/s, by input, then mode, then cores; ``--json``
+also writes it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -46,10 +49,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.copies):
             shutil.copyfile(a.lm, Path(tmp) / f"copy-{i:03}.tfrecord")
+        copies = sorted(str(p) for p in Path(tmp).glob("*.tfrecord"))
+        indexes = str(Path(tmp) / "indexes")
+        subprocess.run(
+            [a.infeed, "index", a.lm, *copies, "-o", indexes], check=True, capture_output=True
+        )
         inputs = {"one_file": a.lm, "many_files": str(Path(tmp) / "*.tfrecord")}
         for name, files in inputs.items():
             report[name] = {}
-            for mode, extra in (("plain", ()), ("worker_reads", ("--worker-reads",))):
+            for mode, extra in (("plain", ()), ("indexed", ("--index-dir", indexes))):
                 report[name][mode] = {
                     len(cores): round(
                         bench(a.infeed, files, "lm", cores, a.seconds, extra)["records_per_sec"]
