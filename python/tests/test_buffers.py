@@ -236,9 +236,12 @@ def test_cpu_affinity_keeps_every_pipeline_thread_on_its_cores(tmp_path):
     # readers are still reading when the threads are listed. A thread takes
     # its name when it first runs, and on one core the second worker may not
     # have run by the first batch: the listing is taken again until both
-    # workers have (a bound on liveness only, far above any run's).
+    # workers have (a bound on liveness only, far above any run's). Its
+    # index, found beside it, frames it: read from a local file, which starts
+    # no I/O runtime (whose threads no pipeline pins).
     big = tmp_path / "big.tfrecord"
     big.write_bytes(LM.read_bytes() * 40)
+    infeed.build_index([str(big)])
     # In a fresh process, so that no other test's pipeline threads are seen.
     script = textwrap.dedent(
         f"""

@@ -11,7 +11,9 @@
 use std::sync::Arc;
 
 use super::error::IndexError;
-use crate::source::{ReadStats, ShardInfo, SourceError, SourceOptions, Store, io_runtime};
+use crate::source::{
+    ReadStats, ShardInfo, SourceError, SourceOptions, Store, io_runtime, stat_local,
+};
 
 /// Bytes hashed at each end of a shard.
 pub const HASHED: u64 = 4096;
@@ -47,22 +49,33 @@ pub fn current(url: &str, source: &SourceOptions) -> Result<ShardId, IndexError>
     current_with_head(url, source).map(|(id, _)| id)
 }
 
-/// [`current`], with the shard's first bytes (up to 4 KiB).
+/// [`current`], with the shard's first bytes (up to 4 KiB). A local shard
+/// is read by std on this thread: local files never start the I/O runtime.
 pub(crate) fn current_with_head(
     url: &str,
     source: &SourceOptions,
 ) -> Result<(ShardId, Vec<u8>), IndexError> {
-    let stats = ReadStats::new();
     let store = Store::for_url(url)?;
-    let handle = io_runtime()?;
-    let (info, version) = futures::executor::block_on(spawn(handle, {
-        let store = store.clone();
-        let url = url.to_owned();
-        let source = source.clone();
-        let stats = stats.clone();
-        async move { store.stat(&url, &source, &stats).await }
-    }))?;
-    let (head, tail) = ends(&store, &info, source, &stats)?;
+    let (info, version, head, tail) = match store.local_path(url)? {
+        Some(path) => {
+            let (info, version) = stat_local(url, &path)?;
+            let (head, tail) = local_ends(url, &path, info.size)?;
+            (info, version, head, tail)
+        }
+        None => {
+            let stats = ReadStats::new();
+            let handle = io_runtime()?;
+            let (info, version) = futures::executor::block_on(spawn(handle, {
+                let store = store.clone();
+                let url = url.to_owned();
+                let source = source.clone();
+                let stats = stats.clone();
+                async move { store.stat(&url, &source, &stats).await }
+            }))?;
+            let (head, tail) = ends(&store, &info, source, &stats)?;
+            (info, version, head, tail)
+        }
+    };
     let id = ShardId {
         name: file_name(url).to_owned(),
         size: info.size,
@@ -71,6 +84,25 @@ pub(crate) fn current_with_head(
         version,
     };
     Ok((id, head))
+}
+
+/// [`ends`] of the local file at `path`, `size` bytes long.
+fn local_ends(url: &str, path: &str, size: u64) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
+    use std::os::unix::fs::FileExt;
+    let unreachable = |e: std::io::Error| SourceError::Unreachable {
+        url: url.to_owned(),
+        message: e.to_string(),
+        source: Some(Box::new(e)),
+    };
+    let file = std::fs::File::open(path).map_err(unreachable)?;
+    let read = |at: u64, len: u64| -> Result<Vec<u8>, SourceError> {
+        let mut buf = vec![0; len as usize];
+        file.read_exact_at(&mut buf, at).map_err(unreachable)?;
+        Ok(buf)
+    };
+    let head = read(0, size.min(HASHED))?;
+    let tail = read(size.saturating_sub(HASHED), size.min(HASHED))?;
+    Ok((head, tail))
 }
 
 /// Runs `future` on the I/O runtime from a thread outside it.

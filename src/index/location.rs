@@ -80,9 +80,23 @@ fn run<T: Send + 'static>(
     })
 }
 
-/// The bytes of the object at `url`, or `None` when there is none.
+/// The bytes of the object at `url`, or `None` when there is none. A local
+/// file is read by std on this thread: local files never start the I/O
+/// runtime.
 fn read_all(url: &str, source: &SourceOptions) -> Result<Option<Vec<u8>>, IndexError> {
     let store = Store::for_url(url)?;
+    if let Some(path) = store.local_path(url)? {
+        return match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SourceError::Unreachable {
+                url: url.to_owned(),
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            }
+            .into()),
+        };
+    }
     let (url, source) = (url.to_owned(), source.clone());
     let found = run(async move {
         let stats = ReadStats::new();

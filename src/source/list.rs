@@ -399,38 +399,14 @@ async fn stat_parsed(
     match &store.inner.backend {
         Backend::Local => {
             stats.requests.fetch_add(1, Relaxed);
-            let path = parsed.key.clone();
-            let meta = tokio::task::spawn_blocking(move || std::fs::metadata(FsPath::new(&path)))
+            let (named, path) = (url.to_owned(), parsed.key.clone());
+            tokio::task::spawn_blocking(move || stat_local(&named, &path))
                 .await
                 .map_err(|e| SourceError::Unreachable {
                     url: url.to_owned(),
                     message: format!("stat task failed: {e}"),
                     source: Some(Box::new(e)),
-                })?;
-            match meta {
-                Ok(m) if m.is_file() => Ok((
-                    ShardInfo {
-                        url: url.to_owned(),
-                        size: m.len(),
-                    },
-                    m.modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map(|d| ShardVersion::Modified(d.as_nanos() as u64)),
-                )),
-                Ok(_) => Err(SourceError::bad_url(
-                    url,
-                    "not a file (for the files in a directory use DIR/*)",
-                )),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(SourceError::NotFound {
-                    url: url.to_owned(),
-                }),
-                Err(e) => Err(SourceError::Unreachable {
-                    url: url.to_owned(),
-                    message: e.to_string(),
-                    source: Some(Box::new(e)),
-                }),
-            }
+                })?
         }
         #[cfg(feature = "cloud")]
         Backend::Cloud { objects, .. } => {
@@ -465,5 +441,40 @@ async fn stat_parsed(
                 }),
             }
         }
+    }
+}
+
+/// The local file at `path` (`url` in errors): its size, and its time of
+/// change as its version. Blocking: [`Store::stat`] runs it on the blocking
+/// pool; a reader of local files only calls it directly, so that local
+/// files never start the I/O runtime.
+pub(crate) fn stat_local(
+    url: &str,
+    path: &str,
+) -> Result<(ShardInfo, Option<ShardVersion>), SourceError> {
+    let meta = std::fs::metadata(FsPath::new(path));
+    match meta {
+        Ok(m) if m.is_file() => Ok((
+            ShardInfo {
+                url: url.to_owned(),
+                size: m.len(),
+            },
+            m.modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| ShardVersion::Modified(d.as_nanos() as u64)),
+        )),
+        Ok(_) => Err(SourceError::bad_url(
+            url,
+            "not a file (for the files in a directory use DIR/*)",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(SourceError::NotFound {
+            url: url.to_owned(),
+        }),
+        Err(e) => Err(SourceError::Unreachable {
+            url: url.to_owned(),
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }),
     }
 }

@@ -49,6 +49,7 @@ use std::time::Duration;
 
 pub use blocking::{ShardReader, open_blocking, open_blocking_at};
 pub use error::SourceError;
+pub(crate) use list::stat_local;
 pub use read::{ChunkStream, read_chunks, read_range};
 pub use runtime::io_runtime;
 pub use stats::ReadStats;

@@ -129,6 +129,13 @@ impl Store {
     }
 
     /// Parses `url` and checks that it lives in this store.
+    /// The path of `url` on the local filesystem where this store is it
+    /// (`None`: a cloud store's object).
+    pub(crate) fn local_path(&self, url: &str) -> Result<Option<String>, SourceError> {
+        let parsed = self.parse_own(url)?;
+        Ok(matches!(self.inner.backend, Backend::Local).then_some(parsed.key))
+    }
+
     pub(crate) fn parse_own(&self, url: &str) -> Result<Parsed, SourceError> {
         let parsed = Parsed::new(url)?;
         let same = match (self.inner.scheme, parsed.scheme) {
