@@ -354,19 +354,14 @@ fn count_by_records(
 /// whole job's: each host reads only its share), which frame those shards
 /// in place of their headers ([`found_indexes`]).
 fn host_indexes(p: &RecordSettings, job: &Job) -> Indexes {
-    let mut files: Vec<String> = Vec::new();
+    // A set: a job's streams may read thousands of files, several each.
+    let mut files = std::collections::BTreeSet::new();
     let none = Loaded::default();
     for stream in job.first..job.first + job.per_host {
-        for file in &p
-            .stream_config(stream, job.streams, None, &none)
-            .files
-            .files
-        {
-            if !files.contains(file) {
-                files.push(file.clone());
-            }
-        }
+        let config = p.stream_config(stream, job.streams, None, &none);
+        files.extend(config.files.files.iter().cloned());
     }
+    let files: Vec<String> = files.into_iter().collect();
     let dir = p.ops.global_shuffle.index_dir.as_deref();
     found_indexes(&files, dir, &p.read, &p.source_options)
 }
