@@ -510,6 +510,10 @@ fn spawn_threads<T: Send + 'static>(
     work: &BatchFn<T>,
     batch_stats: &Arc<StageStats>,
 ) -> Result<(), PipelineError> {
+    let (checks, by_shard) = (cfg.unread.as_ref()).map_or_else(
+        || (cfg.read.clone(), ShardChecks::default()),
+        |u| u.read_checks(&cfg.read),
+    );
     worker_threads::spawn(
         cfg.workers.max(1),
         &raw_rx,
@@ -518,10 +522,8 @@ fn spawn_threads<T: Send + 'static>(
         batch_stats,
         &cfg.affinity,
         &ReadChecks {
-            checks: (cfg.unread.as_ref()).map_or_else(
-                || (cfg.read.clone(), ShardChecks::default()),
-                |u| u.read_checks(&cfg.read),
-            ),
+            checks,
+            by_shard,
             indexes: cfg.unread.as_ref().map(|u| u.indexes.clone()),
             shared: cfg.shared.clone(),
         },

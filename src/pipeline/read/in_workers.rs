@@ -108,9 +108,11 @@ struct Run {
 #[derive(Clone)]
 pub(crate) struct ReadChecks {
     /// The CRC checks and largest record, and how the shards are read
-    /// (`mmap`); and where a mixture's sources check differently, each
-    /// shard's (`LeftUnread::read_checks`).
-    pub checks: (ReadOptions, ShardChecks),
+    /// (`mmap`).
+    pub checks: ReadOptions,
+    /// Where a mixture's sources check differently, each shard's checks
+    /// (`LeftUnread::read_checks`); empty: `checks` for every shard.
+    pub by_shard: ShardChecks,
     /// The shards' indexes, to name a bad record's number in its error.
     pub indexes: Option<Indexes>,
     /// Maps of the shards that every worker reads through, for batches of
@@ -149,8 +151,8 @@ impl WorkerReads {
     /// Checks records as `checks` say.
     pub fn new(checks: &ReadChecks) -> Self {
         WorkerReads {
-            checks: checks.checks.0.clone(),
-            by_shard: checks.checks.1.clone(),
+            checks: checks.checks.clone(),
+            by_shard: checks.by_shard.clone(),
             indexes: checks.indexes.clone(),
             shared: checks.shared.clone(),
             files: Vec::new(),
@@ -498,7 +500,8 @@ mod tests {
     /// A worker's reader checking as by default, with no indexes.
     fn reader() -> WorkerReads {
         WorkerReads::new(&ReadChecks {
-            checks: (ReadOptions::default(), ShardChecks::default()),
+            checks: ReadOptions::default(),
+            by_shard: ShardChecks::default(),
             indexes: None,
             shared: None,
         })
@@ -508,7 +511,8 @@ mod tests {
     /// the index of shard `url`.
     fn reader_indexed(mmap: bool, url: &str, index: ShardIndex) -> WorkerReads {
         WorkerReads::new(&ReadChecks {
-            checks: (ReadOptions::default().mmap(mmap), ShardChecks::default()),
+            checks: ReadOptions::default().mmap(mmap),
+            by_shard: ShardChecks::default(),
             indexes: Some(Arc::new(HashMap::from([(url.to_owned(), Arc::new(index))]))),
             shared: None,
         })
