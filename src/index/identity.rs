@@ -89,15 +89,11 @@ pub(crate) fn current_with_head(
 /// [`ends`] of the local file at `path`, `size` bytes long.
 fn local_ends(url: &str, path: &str, size: u64) -> Result<(Vec<u8>, Vec<u8>), IndexError> {
     use std::os::unix::fs::FileExt;
-    let unreachable = |e: std::io::Error| SourceError::Unreachable {
-        url: url.to_owned(),
-        message: e.to_string(),
-        source: Some(Box::new(e)),
-    };
-    let file = std::fs::File::open(path).map_err(unreachable)?;
+    let fail = |e: std::io::Error| SourceError::local_io(url, e);
+    let file = std::fs::File::open(path).map_err(fail)?;
     let read = |at: u64, len: u64| -> Result<Vec<u8>, SourceError> {
         let mut buf = vec![0; len as usize];
-        file.read_exact_at(&mut buf, at).map_err(unreachable)?;
+        file.read_exact_at(&mut buf, at).map_err(fail)?;
         Ok(buf)
     };
     let head = read(0, size.min(HASHED))?;

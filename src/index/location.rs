@@ -86,15 +86,10 @@ fn run<T: Send + 'static>(
 fn read_all(url: &str, source: &SourceOptions) -> Result<Option<Vec<u8>>, IndexError> {
     let store = Store::for_url(url)?;
     if let Some(path) = store.local_path(url)? {
-        return match std::fs::read(&path) {
+        return match std::fs::read(&path).map_err(|e| SourceError::local_io(url, e)) {
             Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SourceError::Unreachable {
-                url: url.to_owned(),
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            }
-            .into()),
+            Err(SourceError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         };
     }
     let (url, source) = (url.to_owned(), source.clone());

@@ -90,16 +90,7 @@ pub fn open_blocking_at(
 
 fn open_local(url: &str, path: &str, start: u64) -> Result<ShardReader, SourceError> {
     use std::io::{Seek, SeekFrom};
-    let fail = |e: io::Error| match e.kind() {
-        io::ErrorKind::NotFound => SourceError::NotFound {
-            url: url.to_owned(),
-        },
-        _ => SourceError::Unreachable {
-            url: url.to_owned(),
-            message: e.to_string(),
-            source: Some(Box::new(e)),
-        },
-    };
+    let fail = |e: io::Error| SourceError::local_io(url, e);
     let mut file = File::open(path).map_err(fail)?;
     let meta = file.metadata().map_err(fail)?;
     if !meta.is_file() {

@@ -126,6 +126,20 @@ impl SourceError {
         }
     }
 
+    /// A local file's I/O error at `url`: missing, or unreachable.
+    pub(crate) fn local_io(url: &str, e: std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::NotFound => SourceError::NotFound {
+                url: url.to_owned(),
+            },
+            _ => SourceError::Unreachable {
+                url: url.to_owned(),
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            },
+        }
+    }
+
     pub(crate) fn bad_url(url: &str, reason: impl Into<String>) -> Self {
         SourceError::BadUrl {
             url: url.to_owned(),

@@ -468,13 +468,6 @@ pub(crate) fn stat_local(
             url,
             "not a file (for the files in a directory use DIR/*)",
         )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(SourceError::NotFound {
-            url: url.to_owned(),
-        }),
-        Err(e) => Err(SourceError::Unreachable {
-            url: url.to_owned(),
-            message: e.to_string(),
-            source: Some(Box::new(e)),
-        }),
+        Err(e) => Err(SourceError::local_io(url, e)),
     }
 }
