@@ -16,7 +16,7 @@ use crate::batch::Bucketer;
 use super::counts;
 use super::error::PipelineError;
 use super::group::Grouper;
-use super::group::grouping::{Grouping, RecordWork};
+use super::group::grouping::{Grouping, RecordWork, length_of};
 use super::group::raw_batch::RawBatch;
 use super::group::schedule::Schedule;
 use super::item::Item;
@@ -180,7 +180,11 @@ fn stream_run(
         let lengths: Vec<Option<usize>> = match (&record.measure, &record.prefilter) {
             (Some(measure), _) => items
                 .iter()
-                .map(|i| measure(i).map(Some).map_err(|e| named(e, i.file)))
+                .map(|i| {
+                    length_of(measure, i)
+                        .map(Some)
+                        .map_err(|e| named(e, i.file))
+                })
                 .collect::<Result<_, _>>()?,
             (None, Some(prefilter)) => prefilter(&RawBatch::chunk(items.clone(), files.clone()))?,
             (None, None) => vec![Some(0); items.len()],

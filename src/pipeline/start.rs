@@ -367,7 +367,9 @@ fn host_indexes(p: &RecordSettings, job: &Job) -> Indexes {
 }
 
 /// What needs a record's bytes before the worker that assembles it, if
-/// anything does (`None`: the workers may read the records themselves).
+/// anything does (`None`: the workers may read the records themselves; a
+/// length the grouping measures by its wire scan is the walks' to measure,
+/// `unread.rs`).
 fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option<&'static str> {
     let needs_bytes = [
         (
@@ -375,9 +377,13 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
             "a filter or map on serialized records",
         ),
         (
-            record.measure.is_some() || record.prefilter.is_some() || record.scan.is_some(),
-            "measuring each record on the record thread (buckets, packing, a filter on parsed \
-             rows, or padding to a shape that several hosts share)",
+            record.prefilter.is_some(),
+            "parsing each record before it is grouped (a filter on parsed rows, or lengths \
+             measured after a step on parsed columns)",
+        ),
+        (
+            record.measure.is_some() && record.scan.is_none(),
+            "a length measured by no wire scan",
         ),
     ];
     needs_bytes
@@ -404,9 +410,10 @@ fn needs_walks(p: &RecordSettings) -> Option<&'static str> {
 /// shared maps; else every plain local shard, framed by its index where
 /// one is found ([`host_indexes`]) and by its headers as its shard thread
 /// opens it where none is, through shared maps
-/// under a shuffle buffer, whose batches are scattered (else each worker
-/// `pread`s its batch's runs of neighbours). `None`: every record is read
-/// before the workers.
+/// under a shuffle buffer or a grouping that measures (buckets, packing),
+/// whose batches are scattered (else each worker `pread`s its batch's runs
+/// of neighbours); the walks measure each record where the grouping does.
+/// `None`: every record is read before the workers.
 fn unread_records(
     p: &RecordSettings,
     record: &RecordWork,
@@ -417,6 +424,9 @@ fn unread_records(
         return (None, None);
     }
     match &loaded.dataset {
+        // The global shuffle's reader measures the records it reads; those
+        // it leaves unread it does not scan.
+        Some(_) if record.scan.is_some() => (None, None),
         Some(data) => (
             Some(LeftUnread::indexed(data.plain_local_indexes())),
             Some(Arc::new(SharedMaps::new(p.files.len()))),
@@ -432,7 +442,8 @@ fn unread_records(
                 // Compressed or cloud shards only: all read before.
                 return (None, None);
             }
-            let scattered = p.ops.shuffle.buffer > 0;
+            // Buckets and packed rows take their records out of order too.
+            let scattered = p.ops.shuffle.buffer > 0 || record.scan.is_some();
             let buffer = p.ops.shuffle.buffer;
             let shared = scattered.then(|| SharedMaps::for_shuffle_buffer(p.files.len(), buffer));
             let shared = shared.map(Arc::new);
@@ -480,7 +491,7 @@ fn unread_sources(
         {
             checks.push((source.files.clone(), left.worker_checks(&source.read)));
             own.unread = Some(left);
-            scattered |= source.ops.shuffle.buffer > 0;
+            scattered |= source.ops.shuffle.buffer > 0 || record.scan.is_some();
         }
     }
     let buffer = mix.sources.iter().map(|(_, s)| s.ops.shuffle.buffer).max();

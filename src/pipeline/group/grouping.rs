@@ -287,6 +287,21 @@ fn write_buckets<T>(w: &mut StepWriter<'_>, bucketer: &Bucketer<T>) {
 /// How a record's length is measured (for bucketing and packing).
 pub(crate) type MeasureFn = Arc<dyn Fn(&Item) -> Result<usize, PipelineError> + Send + Sync>;
 
+/// `item`'s length: as its shard thread measured it, else by `measure`
+/// now. An unread record is measured where it is framed, so one with no
+/// length has nothing here to measure.
+#[inline]
+pub(crate) fn length_of(measure: &MeasureFn, item: &Item) -> Result<usize, PipelineError> {
+    match (item.measured(), item.unread) {
+        (Some(len), _) => Ok(len),
+        (None, false) => measure(item),
+        (None, true) => Err(PipelineError::Config(format!(
+            "the record at byte {} came unread and unmeasured (an infeed bug)",
+            item.offset
+        ))),
+    }
+}
+
 /// Runs parsed ops on a chunk of records: for each record, `None` if it is
 /// filtered out, else its length (0 when no length is needed).
 pub(crate) type PrefilterFn =

@@ -162,7 +162,7 @@ impl ShardBlocks {
             };
             let framed = match here {
                 Here::Index(index) => {
-                    unread::by_index(&path, start, index, &stats, &OneBlock(&shard))
+                    unread::by_index(&path, start, index, &opts, &stats, &OneBlock(&shard))
                 }
                 Here::Kept(kept) => {
                     kept.hand_on(start, &stats, &OneBlock(&shard));
@@ -208,7 +208,7 @@ impl ShardBlocks {
                 }
                 (None, Some(Unread::ByIndex(index))) => {
                     is_unread.store(true, Relaxed);
-                    unread::by_index(&path, start, index, &stats, &shard)
+                    unread::by_index(&path, start, index, &opts, &stats, &shard)
                 }
                 (None, Some(Unread::ByHeaders(learn))) => {
                     match unread::plain_by_content(&path, &opts) {
@@ -370,8 +370,12 @@ impl unread::HandOn for OneBlock<'_> {
         u64::MAX
     }
 
-    fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
+    fn hand_on(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
         self.0.send(block, lengths)
+    }
+
+    fn hand_on_read(&self, record: Record) -> bool {
+        self.0.hand_on_read(record)
     }
 }
 
@@ -409,6 +413,12 @@ impl ShardThread<'_> {
                 unread,
             })
             .collect();
+        self.send_items(block)
+    }
+
+    /// Sends `block` on, counting the wait for room from the reader's
+    /// turn; false when the receiver has gone.
+    fn send_items(&self, block: Vec<Item>) -> bool {
         let waiting = Instant::now();
         let sent = self.tx.send(Ok(block));
         // Only the part of the wait from the reader's turn on counts.
@@ -619,8 +629,20 @@ impl unread::HandOn for ShardThread<'_> {
         ) as u64
     }
 
-    fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
+    fn hand_on(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
         self.send(block, lengths)
+    }
+
+    fn scan(&self) -> Option<&LengthScan> {
+        self.scan
+    }
+
+    fn hand_on_read(&self, record: Record) -> bool {
+        let item = Item {
+            mapped: true,
+            ..Item::new(record.data, self.file, record.offset)
+        };
+        self.send_items(vec![item])
     }
 }
 

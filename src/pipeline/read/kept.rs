@@ -258,7 +258,7 @@ impl KeptShard {
             let lengths = self.lengths.get(from..i).unwrap_or_default().to_vec();
             stats.add_records(block.len() as u64);
             stats.add_bytes(bytes);
-            if !out.hand_on_measured(block, lengths) {
+            if !out.hand_on(block, lengths) {
                 return;
             }
         }

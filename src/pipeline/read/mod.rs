@@ -23,6 +23,7 @@ pub(crate) mod unread;
 pub(crate) mod testing {
     use std::cell::RefCell;
 
+    use crate::pipeline::item::LengthScan;
     use crate::record::{Compression, Record, RecordWriter};
 
     /// Takes the blocks a shard thread hands on, of `block_bytes` each,
@@ -31,6 +32,12 @@ pub(crate) mod testing {
         pub block_bytes: u64,
         pub blocks: RefCell<Vec<Vec<Record>>>,
         pub lengths: RefCell<Vec<u32>>,
+        /// Records handed on read
+        /// ([`hand_on_read`](super::unread::HandOn::hand_on_read)), each
+        /// with the number of blocks handed on before it.
+        pub read: RefCell<Vec<(usize, Record)>>,
+        /// The scan it measures its records with.
+        pub scan: Option<LengthScan>,
     }
 
     impl Taker {
@@ -39,7 +46,23 @@ pub(crate) mod testing {
                 block_bytes,
                 blocks: RefCell::default(),
                 lengths: RefCell::default(),
+                read: RefCell::default(),
+                scan: None,
             }
+        }
+
+        /// One that measures its records with `scan`.
+        pub fn scanning(self, scan: LengthScan) -> Self {
+            Taker {
+                scan: Some(scan),
+                ..self
+            }
+        }
+
+        /// The records handed on, in blocks and read.
+        pub fn handed(&self) -> usize {
+            let blocks: usize = self.blocks.borrow().iter().map(Vec::len).sum();
+            blocks + self.read.borrow().len()
         }
     }
 
@@ -47,9 +70,17 @@ pub(crate) mod testing {
         fn block_bytes(&self) -> u64 {
             self.block_bytes
         }
-        fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
+        fn hand_on(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool {
             self.blocks.borrow_mut().push(block);
             self.lengths.borrow_mut().extend(lengths);
+            true
+        }
+        fn scan(&self) -> Option<&LengthScan> {
+            self.scan.as_ref()
+        }
+        fn hand_on_read(&self, record: Record) -> bool {
+            let before = self.blocks.borrow().len();
+            self.read.borrow_mut().push((before, record));
             true
         }
     }

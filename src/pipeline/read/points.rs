@@ -351,7 +351,7 @@ impl<O: HandOn> Blocks<'_, O> {
         self.timer = None;
         let block = std::mem::take(&mut self.block);
         let lengths = std::mem::take(&mut self.lengths);
-        self.gone = !self.out.hand_on_measured(block, lengths);
+        self.gone = !self.out.hand_on(block, lengths);
     }
 }
 

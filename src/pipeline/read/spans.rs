@@ -483,7 +483,7 @@ pub(super) fn by_spans(
                     stats.add_bytes(bytes);
                     bytes = 0;
                     let full = std::mem::take(&mut block);
-                    if !out.hand_on_measured(full, std::mem::take(&mut lengths)) {
+                    if !out.hand_on(full, std::mem::take(&mut lengths)) {
                         stop.store(true, Relaxed);
                         return None;
                     }
@@ -498,7 +498,7 @@ pub(super) fn by_spans(
         drop(jobs);
         stats.add_records(block.len() as u64);
         stats.add_bytes(bytes);
-        if !block.is_empty() && !out.hand_on_measured(block, lengths) {
+        if !block.is_empty() && !out.hand_on(block, lengths) {
             return None;
         }
         stopped_at

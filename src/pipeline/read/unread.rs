@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::index::{RecordsBuilder, ShardId, ShardIndex, read_at};
+use crate::pipeline::item::{LengthScan, UNMEASURED, carried};
 use crate::pipeline::stats::{StageStats, Timer};
 use crate::record::mapped;
 use crate::record::{
@@ -274,6 +275,9 @@ pub(crate) struct UnreadShard<'a> {
     url: &'a str,
     len: u64,
     map: Option<Bytes>,
+    /// The window mapped last for [`framed`](Self::framed), and where it
+    /// starts.
+    window: (u64, Bytes),
 }
 
 impl<'a> UnreadShard<'a> {
@@ -287,6 +291,7 @@ impl<'a> UnreadShard<'a> {
             url,
             len,
             map: None,
+            window: (0, Bytes::new()),
         })
     }
 
@@ -313,6 +318,41 @@ impl<'a> UnreadShard<'a> {
     }
 }
 
+impl UnreadShard<'_> {
+    /// The record at `offset`, `framed` bytes long with its header and
+    /// footer, as a view of a window of the shard mapped from there
+    /// ([`WINDOW`] bytes, or the record's), for a walk that reads the
+    /// payloads in order: the pages it touches count in the process's RSS
+    /// only while their window is mapped. An error as for
+    /// [`view`](Self::view).
+    pub fn framed(&mut self, offset: u64, framed: u64) -> Result<Bytes, RecordError> {
+        if framed < FRAME || offset.saturating_add(framed) > self.len {
+            return Err(cut_short(self.url, offset, framed, self.len));
+        }
+        let (at, window) = &self.window;
+        let in_window = offset >= *at && offset + framed <= at + window.len() as u64;
+        if !in_window {
+            let len = WINDOW.max(framed).min(self.len - offset);
+            let file = open(self.url)?;
+            let map = mapped::map(&file, offset, len as usize, false)
+                .map_err(|e| io_error(self.url, offset, e))?;
+            // Cut since it was opened: the map is shorter than asked.
+            if (map.len() as u64) < framed {
+                return Err(cut_short(
+                    self.url,
+                    offset,
+                    framed,
+                    offset + map.len() as u64,
+                ));
+            }
+            self.window = (offset, map);
+        }
+        let (at, window) = &self.window;
+        let from = (offset - at) as usize;
+        Ok(window.slice(from..from + framed as usize))
+    }
+}
+
 /// The error for the record at `offset`, `framed` bytes long, of a shard
 /// that ends at `len`: the part of the record the file ends in.
 pub(super) fn cut_short(url: &str, offset: u64, framed: u64, len: u64) -> RecordError {
@@ -336,21 +376,65 @@ pub(crate) trait HandOn {
     fn block_bytes(&self) -> u64;
     /// Hands `block` on with its records' measured lengths (empty where
     /// none are measured); false when nothing takes it any more.
-    fn hand_on_measured(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool;
-    /// Hands `block` on, unmeasured.
-    fn hand_on(&self, block: Vec<Record>) -> bool {
-        self.hand_on_measured(block, Vec::new())
+    fn hand_on(&self, block: Vec<Record>, lengths: Vec<u32>) -> bool;
+    /// The grouping's length scan, where the records handed on are to be
+    /// measured (buckets, packing): a walk reads each payload for it.
+    fn scan(&self) -> Option<&LengthScan> {
+        None
     }
+    /// Hands on, after the records handed on before it, one record that a
+    /// walk read after all (a view of the shard's map, checked as a
+    /// reader checks it): one its length scan could not read, which the
+    /// record thread measures again to name what is wrong with it.
+    fn hand_on_read(&self, record: Record) -> bool;
+}
+
+/// What a walk that measures its records ([`HandOn::scan`]) hands on for
+/// one of them.
+enum Scanned {
+    /// Its length: it goes on unread.
+    Length(u32),
+    /// The record itself ([`HandOn::hand_on_read`]).
+    Read(Record),
+}
+
+/// Scans the record at `offset`, whose header, payload and footer are
+/// `framed` (a view of a map of the shard), with `scan`. Where the scan
+/// cannot read it, the record is checked as `read` says first: a corrupt
+/// record is a reader's error, as where a shard reader measures it.
+fn scan_record(
+    url: &str,
+    offset: u64,
+    framed: Bytes,
+    scan: &LengthScan,
+    read: &ReadOptions,
+) -> Result<Scanned, RecordError> {
+    let payload = &framed[HEADER_LEN..framed.len() - FOOTER_LEN];
+    let length = carried(scan, payload);
+    if length != UNMEASURED {
+        return Ok(Scanned::Length(length));
+    }
+    let framed_len = framed.len() as u64;
+    let mut deframer = Deframer::starting_at(url, read, offset);
+    deframer.push(framed);
+    deframer.finish()?;
+    // Never `None`: the record's framing gave its length.
+    let none = || cut_short(url, offset, framed_len, offset);
+    deframer.next_record()?.map(Scanned::Read).ok_or_else(none)
 }
 
 /// Frames the plain local shard `url` from `start` by its `index` and hands
 /// its records on unread in blocks, counting them into `stats`. A file
 /// shorter than its index says is an error at the record it ends in, after
-/// the records before it.
+/// the records before it. Where `out` measures its records
+/// ([`HandOn::scan`]), each payload is read through windows of the shard
+/// mapped in turn and scanned; a record the scan cannot read is checked as
+/// `read` says and handed on read ([`HandOn::hand_on_read`]).
 pub(super) fn by_index(
     url: &str,
     start: u64,
     index: &ShardIndex,
+    read: &ReadOptions,
     stats: &StageStats,
     out: &impl HandOn,
 ) -> Result<(), RecordError> {
@@ -363,10 +447,36 @@ pub(super) fn by_index(
         let busy = framing(url, stats);
         let block_bytes = out.block_bytes();
         let (mut block, mut bytes, mut failure) = (Vec::with_capacity(last), 0, None);
+        // Each record's length where they are measured, and a record read
+        // after all, which ends its block.
+        let (mut lengths, mut read_after) = (Vec::new(), None);
         while i < n && bytes < block_bytes {
             let (offset, framed) = index.record(i).unwrap_or_default();
-            match shard.view(offset, framed) {
-                Ok(data) => block.push(Record { data, offset }),
+            let scanned = match out.scan() {
+                None => Ok(Scanned::Length(UNMEASURED)),
+                Some(scan) => shard
+                    .framed(offset, framed)
+                    .and_then(|f| scan_record(url, offset, f, scan, read))
+                    .map_err(|mut e| {
+                        e.index = e.index.or(Some(i));
+                        e
+                    }),
+            };
+            let next = scanned.and_then(|scanned| match scanned {
+                Scanned::Length(n) => Ok((Some(shard.view(offset, framed)?), n)),
+                Scanned::Read(record) => {
+                    read_after = Some(record);
+                    Ok((None, UNMEASURED))
+                }
+            });
+            match next {
+                Ok((Some(data), length)) => {
+                    block.push(Record { data, offset });
+                    if length != UNMEASURED {
+                        lengths.push(length);
+                    }
+                }
+                Ok((None, _)) => {}
                 Err(e) => {
                     failure = Some(e);
                     break;
@@ -374,12 +484,20 @@ pub(super) fn by_index(
             }
             bytes += framed;
             i += 1;
+            if read_after.is_some() {
+                break;
+            }
         }
-        stats.add_records(block.len() as u64);
+        stats.add_records((block.len() + usize::from(read_after.is_some())) as u64);
         stats.add_bytes(bytes);
         drop(busy);
         last = last.max(block.len());
-        if !block.is_empty() && !out.hand_on(block) {
+        if !block.is_empty() && !out.hand_on(block, lengths) {
+            return Ok(());
+        }
+        if let Some(record) = read_after
+            && !out.hand_on_read(record)
+        {
             return Ok(());
         }
         if let Some(e) = failure {
@@ -418,7 +536,10 @@ pub(super) const WINDOW: u64 = 8 << 20;
 /// deframer that checks headers only (the CRC of each length, the largest
 /// record) walks it, so the errors are a reader's: a corrupt header or
 /// length, a file that ends inside a record, a file cut under its map.
-/// The payloads' CRCs are the workers' to check.
+/// The payloads' CRCs are the workers' to check. Where `out` measures its
+/// records ([`HandOn::scan`]), the walk scans each payload in the window
+/// as well (a record the scan cannot read is checked and handed on read:
+/// [`HandOn::hand_on_read`]).
 ///
 /// Under `on_corrupt(Skip)` the walk checks the payloads' CRCs as well, as
 /// a reader does: a corrupt region is known only by the checks that fail
@@ -463,6 +584,8 @@ pub(super) fn by_headers(
     let mut deframer = Deframer::starting_at(url, &checks, start);
     let mut last = 0;
     let mut block: Vec<Record> = Vec::new();
+    // Its records' lengths, where they are measured ([`HandOn::scan`]).
+    let mut lengths: Vec<u32> = Vec::new();
     let mut bytes = 0u64;
     let mut busy = Some(framing(url, stats));
     let mut block_bytes = out.block_bytes();
@@ -527,17 +650,52 @@ pub(super) fn by_headers(
                     learning = None;
                 }
             }
-            block.push(Record {
-                data: stand_in(record.data),
-                offset: record.offset,
-            });
+            let scanned = match out.scan() {
+                None => Scanned::Length(UNMEASURED),
+                // A skipping walk checked the payload already.
+                Some(scan) if skipping => match carried(scan, &record.data) {
+                    UNMEASURED => Scanned::Read(record.clone()),
+                    length => Scanned::Length(length),
+                },
+                Some(scan) => {
+                    let from = (record.offset - view_at) as usize;
+                    let whole = view.slice(from..from + framed as usize);
+                    match scan_record(url, record.offset, whole, scan, read) {
+                        Ok(scanned) => scanned,
+                        Err(e) => {
+                            failure = Some(number(e, records_before + framed_here - 1));
+                            break;
+                        }
+                    }
+                }
+            };
+            let read_after = match scanned {
+                Scanned::Length(length) => {
+                    block.push(Record {
+                        data: stand_in(record.data),
+                        offset: record.offset,
+                    });
+                    if length != UNMEASURED {
+                        lengths.push(length);
+                    }
+                    None
+                }
+                Scanned::Read(record) => Some(record),
+            };
             bytes += framed;
-            if bytes >= block_bytes {
-                stats.add_records(block.len() as u64);
+            if bytes >= block_bytes || read_after.is_some() {
+                let records = block.len() + usize::from(read_after.is_some());
+                stats.add_records(records as u64);
                 stats.add_bytes(bytes);
                 last = last.max(block.len());
                 drop(busy.take());
-                if !out.hand_on(std::mem::replace(&mut block, Vec::with_capacity(last))) {
+                let full = std::mem::replace(&mut block, Vec::with_capacity(last));
+                if !full.is_empty() && !out.hand_on(full, std::mem::take(&mut lengths)) {
+                    return Ok(());
+                }
+                if let Some(record) = read_after
+                    && !out.hand_on_read(record)
+                {
                     return Ok(());
                 }
                 busy = Some(framing(url, stats));
@@ -560,7 +718,7 @@ pub(super) fn by_headers(
             {
                 learn.keep(url, records, len);
             }
-            if !block.is_empty() && !out.hand_on(block) {
+            if !block.is_empty() && !out.hand_on(block, lengths) {
                 return Ok(());
             }
             return failure.map_or(Ok(()), Err);
@@ -807,7 +965,7 @@ mod tests {
             panic!("not learned");
         };
         let taker = Taker::new(1 << 20);
-        by_index(&url, 0, &index, &StageStats::default(), &taker).unwrap();
+        by_index(&url, 0, &index, &read, &StageStats::default(), &taker).unwrap();
         assert_eq!(framed(&taker.blocks.into_inner()), framed(&walked));
         // From its second record (after 1 + 16 bytes): not the whole shard.
         let (from_second, ended) = walk_learning(&other, 17, 64, 1, learned);
@@ -936,6 +1094,7 @@ mod tests {
                 url,
                 len,
                 map: None,
+                window: (0, Bytes::new()),
             }
             .view(offset, framed)
         };
@@ -955,5 +1114,78 @@ mod tests {
         let whole = cut(offset + framed).unwrap();
         assert_eq!(whole.len(), records[7].len());
         assert_eq!(whole.as_ptr(), STAND_IN.as_ptr());
+    }
+
+    /// A walk that measures (by headers, in windows smaller than the
+    /// shard, or by its index) hands each record on unread with the
+    /// scan's length; the record the scan cannot read is handed on read,
+    /// its bytes whole, after the records before it; and where that record
+    /// is corrupt, the walk ends in the reader's error for it, numbered.
+    #[test]
+    fn a_walk_that_measures_scans_each_payload_and_hands_on_read_what_it_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        let lens = [40, 7, 300, 20, 1, 90];
+        let (url, records) = shard(dir.path(), "s.tfrecord", &lens);
+        // Record 3 (filled with 3s) is the one the scan cannot read.
+        let scan: LengthScan = Arc::new(|r: &[u8]| (r.first() != Some(&3)).then(|| r.len() * 2));
+        let read = ReadOptions::default();
+        let index = build(&url, &BuildOptions::default()).unwrap();
+        let offsets: Vec<u64> = (0..6).map(|i| index.record(i).unwrap().0).collect();
+        let measured = |indexed: bool, url: &str| {
+            let taker = Taker::new(64).scanning(scan.clone());
+            let stats = StageStats::default();
+            let ended = match indexed {
+                true => by_index(url, 0, &index, &read, &stats, &taker),
+                false => by_headers(url, 0, &read, None, &stats, &taker, 128),
+            };
+            assert_eq!(stats.figures().records, taker.handed() as u64);
+            (taker, ended)
+        };
+        for by_index in [false, true] {
+            let (taker, ended) = measured(by_index, &url);
+            ended.unwrap();
+            let unread: Vec<_> = taker
+                .blocks
+                .borrow()
+                .iter()
+                .flatten()
+                .map(|r| r.offset)
+                .collect();
+            let want: Vec<u64> = [0, 1, 2, 4, 5].iter().map(|&i| offsets[i]).collect();
+            assert_eq!(unread, want, "by index: {by_index}");
+            let lengths = taker.lengths.borrow().clone();
+            assert_eq!(lengths, [80, 14, 600, 2, 180], "by index: {by_index}");
+            let read_after = taker.read.borrow();
+            let [(before, record)] = &read_after[..] else {
+                panic!("one record read: {:?}", read_after.len());
+            };
+            let before: usize = taker.blocks.borrow()[..*before].iter().map(Vec::len).sum();
+            assert_eq!((before, record.offset), (3, offsets[3]));
+            assert_eq!(&record.data[..], &records[3][..]);
+        }
+        // Record 3's payload corrupt: the reader's error, at its place.
+        let bad = dir.path().join("bad.tfrecord");
+        let mut bytes = std::fs::read(&url).unwrap();
+        bytes[offsets[3] as usize + 12 + 5] ^= 1;
+        std::fs::write(&bad, &bytes).unwrap();
+        let bad = bad.display().to_string();
+        for by_index in [false, true] {
+            let (taker, ended) = measured(by_index, &bad);
+            let e = ended.unwrap_err();
+            assert!(matches!(e.kind, ErrorKind::DataCrc { .. }), "{e}");
+            assert_eq!(
+                (e.path.as_str(), e.offset, e.index),
+                (bad.as_str(), offsets[3], Some(3))
+            );
+            let handed: Vec<_> = taker
+                .blocks
+                .borrow()
+                .iter()
+                .flatten()
+                .map(|r| r.offset)
+                .collect();
+            assert_eq!(handed, offsets[..3], "by index: {by_index}");
+            assert!(taker.read.borrow().is_empty());
+        }
     }
 }

@@ -13,7 +13,7 @@ use crate::pipeline::checkpoint::{SavedParts, Snapshot, StreamSnapshot};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::Emitted;
 use crate::pipeline::group::Grouper;
-use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn};
+use crate::pipeline::group::grouping::{Grouping, MeasureFn, PrefilterFn, length_of};
 use crate::pipeline::group::part::GroupPart;
 use crate::pipeline::group::raw_batch::RawBatch;
 use crate::pipeline::item::Item;
@@ -260,7 +260,7 @@ impl RecordThread {
             (Some(measure), _) => items
                 .iter()
                 .map(|item| {
-                    measure(item)
+                    length_of(measure, item)
                         .map(Some)
                         .map_err(|e| self.locate(e, item.file))
                 })
@@ -339,12 +339,11 @@ impl RecordThread {
                 };
                 self.pull_ahead();
                 // Most records come measured by their shard reader.
-                let len = match (&self.measure, item.measured()) {
-                    (Some(_), Some(len)) => len,
-                    (Some(measure), None) => {
-                        measure(&item).map_err(|e| self.locate(e, item.file))?
+                let len = match &self.measure {
+                    Some(measure) => {
+                        length_of(measure, &item).map_err(|e| self.locate(e, item.file))?
                     }
-                    (None, _) => 0,
+                    None => 0,
                 };
                 let file = item.file;
                 grouper

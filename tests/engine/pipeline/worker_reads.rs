@@ -9,8 +9,8 @@
 //! `on_corrupt(Skip)` the walks skip and count what a reader does; a
 //! record corrupted in place is the error a reader gives; a GZIP shard is
 //! read by its shard thread; a stale index is passed over for the headers;
-//! `worker_reads`, which once asked for all this, is accepted and changes
-//! nothing.
+//! buckets and packing have each record measured by its walk; `worker_reads`,
+//! which once asked for all this, is accepted and changes nothing.
 
 use infeed::index::{BuildOptions, build, index_url, save};
 use infeed::pipeline::{Pipeline, PipelineError, PipelineStats};
@@ -469,4 +469,88 @@ fn a_mixtures_workers_check_each_source_as_its_own_options_say() {
     let (workers, skipped) = drained(mix(skip.clone(), |p| p));
     assert_eq!(skipped, 4);
     assert_eq!((workers, skipped), drained(mix(skip.clone(), read_first)));
+}
+
+/// Buckets and packing need each record's length before the workers:
+/// the walks scan each payload for it (by the headers, or by an index
+/// found), and the workers read the records as for any other grouping.
+/// The batches and states are those of the shard threads reading the
+/// records, with a shuffle buffer and an interleave as well, and a state
+/// restores exactly; a record the scan cannot read is the parse error it
+/// was, after the batches before it.
+#[test]
+fn buckets_and_packing_are_measured_by_the_walks_and_read_by_the_workers() {
+    use super::grouping::{digests, digests_then_state, float_ids, lm_record};
+    use crate::support::tfrecord::write_file;
+    let dir = tempfile::tempdir().unwrap();
+    let lens: Vec<Vec<usize>> = (0..3)
+        .map(|f| (0..60).map(|i| 1 + (i * 7 + f * 3) % 23).collect())
+        .collect();
+    let files = write_lm_files(dir.path(), &lens);
+    let indexes = indexes_of(&files, dir.path());
+    let groupings: [&dyn Fn(Pipeline) -> infeed::pipeline::ParsedPipeline; 2] = [
+        &|p| {
+            p.parse(spec())
+                .max_length(24)
+                .bucket_by_length("ids", &[6, 12], &[4, 3, 2])
+        },
+        &|p| p.parse(spec()).pack(32).batch(3, false),
+    ];
+    let orders: [&dyn Fn(Pipeline) -> Pipeline; 3] =
+        [&|p| p, &|p| p.shuffle(17).shuffle_files(), &|p| {
+            p.interleave(2, 3).repeat(Some(2))
+        }];
+    for (g, grouping) in groupings.iter().enumerate() {
+        for (o, order) in orders.iter().enumerate() {
+            let base = || {
+                order(
+                    Pipeline::from_files(files.clone())
+                        .unwrap()
+                        .seed(3)
+                        .threads(2),
+                )
+            };
+            let read = digests(grouping(read_first(base())).build().unwrap());
+            assert!(read.len() > 10, "grouping {g}, order {o}");
+            for index_dir in [None, Some(&indexes)] {
+                let p = || match index_dir {
+                    Some(dir) => grouping(base().index_dir(dir)),
+                    None => grouping(base()),
+                };
+                let workers = digests(p().build().unwrap());
+                assert_eq!(workers, read, "grouping {g}, order {o}, {index_dir:?}");
+                let (first, state) = digests_then_state(p().build().unwrap(), 5);
+                assert_eq!(first, read[..5]);
+                let rest = digests(p().resume_from(&state).build().unwrap());
+                assert_eq!(rest, read[5..], "grouping {g}, order {o}, {index_dir:?}");
+            }
+        }
+    }
+    // The fourth record of a shard holds its lengths as floats: the wire
+    // scan cannot read it, and the error names it.
+    let bad = dir.path().join("bad.tfrecord");
+    let records = (0..3).map(|i| lm_record(i, 5)).chain([float_ids()]);
+    let bad = write_file(&bad, records.chain([lm_record(9, 3)]), Compression::None);
+    let offset: u64 = (0..3).map(|i| lm_record(i, 5).len() as u64 + 16).sum();
+    let mut batches = Pipeline::from_files([bad.clone()])
+        .unwrap()
+        .parse(spec())
+        .pack(32)
+        .batch(1, false)
+        .build()
+        .unwrap();
+    // The three records before it, packed into one row, come first.
+    assert_eq!(batches.next_batch().unwrap().unwrap().real_rows, 1);
+    match batches.next_batch() {
+        Err(PipelineError::Parse {
+            path,
+            offset: at,
+            error,
+            ..
+        }) => {
+            assert_eq!((path.as_str(), at), (bad.as_str(), offset));
+            assert_eq!(error.feature.as_deref(), Some("ids"));
+        }
+        other => panic!("{:?}", other.map(|b| b.map(|b| b.shape()))),
+    }
 }
