@@ -123,6 +123,16 @@ impl<T> Bucketer<T> {
         self.pending.iter().flatten()
     }
 
+    /// Rows that can be pushed with at most the last filling a bucket:
+    /// the fewest any bucket is short of full.
+    pub fn room(&self) -> usize {
+        let short = self.batch_sizes.iter().zip(&self.pending);
+        short
+            .map(|(size, rows)| size - rows.len())
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Adds a row of `length`; returns its bucket's group when that is full.
     pub fn push(&mut self, item: T, length: usize) -> Option<BucketGroup<T>> {
         let bucket = self.bucket_of(length);

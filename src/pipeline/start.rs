@@ -264,6 +264,7 @@ impl Planned {
                 accounts: counters.accounts.clone(),
                 taken: 0,
                 prefiltered: 0,
+                run: Vec::new(),
             });
             files_of.push(files);
         }

@@ -30,6 +30,11 @@ impl BucketGrouper {
         }
     }
 
+    /// See [`Bucketer::room`].
+    pub fn room(&self) -> usize {
+        self.bucketer.room()
+    }
+
     pub fn push(&mut self, item: Item, len: usize, out: &mut Vec<Emitted>) {
         if let Some(group) = self.bucketer.push(compact(item), len) {
             let replay = self

@@ -116,6 +116,17 @@ impl Grouper {
         Ok(())
     }
 
+    /// Records it can take with no group cut before the last of them
+    /// (buckets: the fewest any bucket is short of full; packing: the rows
+    /// left in the open batch); 1 where it cannot tell.
+    pub fn room(&self) -> usize {
+        match self {
+            Grouper::Bucket(g) => g.room(),
+            Grouper::Pack(g) => g.room(),
+            _ => 1,
+        }
+    }
+
     /// Batches of rows only (the others measure or place each record):
     /// see [`RowsGrouper::push_run`].
     pub fn rows(&mut self) -> Option<&mut RowsGrouper> {

@@ -6,7 +6,9 @@
 
 use std::ops::Range;
 
-use crate::batch::{BatchError, BatchErrorKind, Overflow, PackRule, RowPlanner, kept_span};
+use crate::batch::{
+    BatchError, BatchErrorKind, Overflow, PackRule, PackStrategy, RowPlanner, kept_span,
+};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::error::StateError;
 use crate::pipeline::item::Item;
@@ -28,6 +30,9 @@ pub(crate) struct PackGrouper {
     current: Vec<(Item, Range<usize>)>,
     /// Records with no values to pack, left out.
     pub empties: u64,
+    /// A record may be cut into pieces over several rows (`Overflow::Split`,
+    /// or concat-split), each of which may open one.
+    pieces: bool,
 }
 
 impl PackGrouper {
@@ -48,6 +53,17 @@ impl PackGrouper {
             batch_size,
             current: Vec::new(),
             empties: 0,
+            pieces: overflow == Overflow::Split || rule.strategy == PackStrategy::ConcatSplit,
+        }
+    }
+
+    /// Records it can take with none cutting the open batch: each record
+    /// is placed whole and opens at most one row, so the rows the batch
+    /// has left (1 where a record may open several).
+    pub fn room(&self) -> usize {
+        match self.pieces {
+            false => self.batch_size - self.planner.rows(),
+            true => 1,
         }
     }
 
@@ -99,7 +115,9 @@ impl PackGrouper {
                     self.current.push((item.clone(), part_start..done));
                     part_start = done;
                 }
-                let entries = std::mem::take(&mut self.current);
+                // The next batch takes about as many records.
+                let next = Vec::with_capacity(self.current.len());
+                let entries = std::mem::replace(&mut self.current, next);
                 let (items, parts) = entries.into_iter().unzip();
                 out.push(Emitted {
                     items,

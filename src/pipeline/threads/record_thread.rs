@@ -76,6 +76,9 @@ pub(crate) struct RecordThread {
     pub taken: u64,
     /// Records `filter_rows` (the prefilter) left out.
     pub prefiltered: u64,
+    /// A run's records, taken from the chain together ([`Self::push_run`];
+    /// kept for its capacity).
+    pub run: Vec<Item>,
 }
 
 /// A chunk of records out for prefiltering.
@@ -101,12 +104,13 @@ impl RecordThread {
         Ok(item.map(|item| (item, 0)))
     }
 
-    /// With lengths to measure: pulls the record after the current one now
-    /// and prefetches its start, so that its lines arrive while the current
-    /// one is measured (a shuffled record lies at a random place: each miss
-    /// costs this one thread ~100 ns). It waits at the back of the replay
-    /// queue, so a state taken meanwhile reads it again; an error waits
-    /// until the current record is grouped.
+    /// With lengths to measure here (the current record came unmeasured: a
+    /// map changed it, or it was read again): pulls the record after it
+    /// now and prefetches its start, so that its lines arrive while the
+    /// current one is measured (a shuffled record lies at a random place:
+    /// each miss costs this one thread ~100 ns). It waits at the back of
+    /// the replay queue, so a state taken meanwhile reads it again; an
+    /// error waits until the current record is grouped.
     fn pull_ahead(&mut self) {
         if self.measure.is_none() || !self.replay.is_empty() || self.ahead_error.is_some() {
             return;
@@ -334,10 +338,26 @@ impl RecordThread {
                     }
                     continue;
                 }
+                // A grouper that can take several records before it cuts
+                // a group (buckets short of full): a run of them from the
+                // chain, measured already, in one go.
+                if let Some(measure) = self.measure.clone()
+                    && self.replay.is_empty()
+                    && self.ahead_error.is_none()
+                    && let room @ 2.. = grouper.room()
+                {
+                    match self.push_run(&measure, room, grouper, &mut out)? {
+                        Some(end) => break end,
+                        None => continue,
+                    }
+                }
                 let Some((item, skip)) = self.next()? else {
                     break true;
                 };
-                self.pull_ahead();
+                // Measured here, so likely the next one too.
+                if item.measured().is_none() {
+                    self.pull_ahead();
+                }
                 // Most records come measured by their shard reader.
                 let len = match &self.measure {
                     Some(measure) => {
@@ -368,6 +388,45 @@ impl RecordThread {
                 return Ok(Flow::Go);
             }
         }
+    }
+
+    /// Groups a run of at most `room` records from the chain: `Some(true)`
+    /// at the end of the input, `Some(false)` once a group is cut, `None`
+    /// to go on. Records after a cut group (none where `room` holds) wait
+    /// in the replay queue, so the state sent with it reads them again; an
+    /// error the chain met after the run's records waits its turn there
+    /// too, after them (as one pulled ahead does).
+    fn push_run(
+        &mut self,
+        measure: &MeasureFn,
+        room: usize,
+        grouper: &mut Grouper,
+        out: &mut Vec<Emitted>,
+    ) -> Result<Option<bool>, PipelineError> {
+        let mut run = std::mem::take(&mut self.run);
+        let pulled = self.chain.next_run(&mut run, room);
+        if run.is_empty() {
+            pulled?;
+            return Ok(Some(true));
+        }
+        self.taken += run.len() as u64;
+        let mut items = run.drain(..);
+        for item in items.by_ref() {
+            let file = item.file;
+            let len = length_of(measure, &item).map_err(|e| self.locate(e, file))?;
+            grouper
+                .push(item, len, 0, out)
+                .map_err(|e| self.locate(e, file))?;
+            if !out.is_empty() {
+                break;
+            }
+        }
+        self.replay.extend(items);
+        self.run = run;
+        if let Err(e) = pulled {
+            self.ahead_error = Some(e);
+        }
+        Ok((!out.is_empty()).then_some(false))
     }
 
     /// Cuts chunks for the prefilter threads and groups the records they

@@ -8,6 +8,10 @@
 //! before it by their format (as `states/format-3/` are), and writes these
 //! anew. The digests are the batches themselves: they stay when the format
 //! changes (format 3's states were followed by the same ones).
+//! `states/15d90ee/` keeps states that an earlier build of format 4 saved
+//! for the same pipelines where what a state holds changed within the
+//! format (one record fewer pulled ahead): they restore to the same
+//! batches.
 //!
 //! Written by `INFEED_WRITE_STATE_FIXTURES=1 cargo test --all-features
 //! --test engine pipeline::state_fixtures` (run from the repository's root:
@@ -145,6 +149,30 @@ fn states_saved_by_an_earlier_build_restore_to_the_same_batches() {
         // And a run from the start saves the same state now.
         assert_eq!(saved(&p).0, state, "{name}: the state a run saves");
     }
+}
+
+/// States of format 4 that the build of commit 15d90ee saved, where the
+/// record thread pulled one record ahead of the one it measured (so they
+/// name one more record to read again, and a chain one record further
+/// on): this build, which takes measured records in runs, restores them to
+/// the same batches. (The pipelines that measure no record save what they
+/// saved.)
+#[test]
+fn states_saved_pulling_a_record_ahead_restore_to_the_same_batches() {
+    let mut restored = 0;
+    for (name, p) in cases() {
+        let saved = crate::support::testdata(&format!("states/15d90ee/{name}.state"));
+        let Ok(state) = std::fs::read(saved) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(path(name, "json")).unwrap();
+        let expected: Vec<String> = serde_json::from_str(&text).unwrap();
+        let batches = p.resume_from(&state).build().unwrap();
+        let after = digests(batches.take(AFTER).map(Result::unwrap));
+        assert_eq!(after, expected, "{name}");
+        restored += 1;
+    }
+    assert_eq!(restored, 3);
 }
 
 #[test]
