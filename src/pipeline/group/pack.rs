@@ -157,3 +157,70 @@ impl PackGrouper {
         Some(Emitted::plain(items, layout))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// `room` records, whatever their lengths within a row, cut no batch;
+    /// where a record may be cut over several rows, one at a time.
+    #[test]
+    fn room_records_cut_no_batch() {
+        for strategy in [PackStrategy::FirstFit, PackStrategy::BestFit] {
+            let rule = PackRule {
+                strategy,
+                max_segments: Some(3),
+            };
+            let mut g = PackGrouper::new(10, 4, Overflow::KeepStart, rule, "ids", false);
+            let mut out = Vec::new();
+            // Lengths 0 to 14: empty ones take no room, long ones are cut
+            // to a row.
+            let mut lens = (0..2000u64).map(|i| (i * 7919 % 15) as usize);
+            let mut pushed = 0;
+            let mut push = |g: &mut PackGrouper, out: &mut Vec<Emitted>| {
+                let Some(len) = lens.next() else {
+                    return false;
+                };
+                let item = Item::new(Bytes::new(), 0, pushed);
+                g.push(item, len, 0, out).unwrap();
+                pushed += 1;
+                true
+            };
+            let (mut runs, mut cuts) = (0, 0);
+            'records: loop {
+                let room = g.room();
+                assert!(room <= 4, "{room}");
+                // A full batch's next record may cut it.
+                if room == 0 {
+                    if !push(&mut g, &mut out) {
+                        break;
+                    }
+                    cuts += out.len();
+                    out.clear();
+                    continue;
+                }
+                runs += 1;
+                for _ in 0..room {
+                    if !push(&mut g, &mut out) {
+                        break 'records;
+                    }
+                    assert!(out.is_empty(), "{strategy:?}: a batch cut within {room}");
+                }
+            }
+            assert!(runs > 100 && cuts > 100, "{runs} runs, {cuts} batches");
+        }
+    }
+
+    #[test]
+    fn a_record_cut_over_rows_is_taken_one_at_a_time() {
+        let split = PackGrouper::new(10, 4, Overflow::Split, PackRule::default(), "ids", false);
+        assert_eq!(split.room(), 1);
+        let concat = PackRule {
+            strategy: PackStrategy::ConcatSplit,
+            max_segments: None,
+        };
+        let concat = PackGrouper::new(10, 4, Overflow::KeepStart, concat, "ids", false);
+        assert_eq!(concat.room(), 1);
+    }
+}

@@ -162,7 +162,7 @@ impl ShardBlocks {
             };
             let framed = match here {
                 Here::Index(index) => {
-                    unread::by_index(&path, start, index, &opts, &stats, &OneBlock(&shard))
+                    unread::by_index(&path, start, index, None, &opts, &stats, &OneBlock(&shard))
                 }
                 Here::Kept(kept) => {
                     kept.hand_on(start, &stats, &OneBlock(&shard));
@@ -206,9 +206,10 @@ impl ShardBlocks {
                     kept.hand_on(start, &stats, &shard);
                     Ok(())
                 }
-                (None, Some(Unread::ByIndex(index))) => {
+                (None, Some(Unread::ByIndex(index, lengths))) => {
                     is_unread.store(true, Relaxed);
-                    unread::by_index(&path, start, index, &opts, &stats, &shard)
+                    let lengths = lengths.as_deref();
+                    unread::by_index(&path, start, index, lengths, &opts, &stats, &shard)
                 }
                 (None, Some(Unread::ByHeaders(learn))) => {
                     match unread::plain_by_content(&path, &opts) {
@@ -341,7 +342,7 @@ fn framed_here<'a>(
         (Some(kept), _) => {
             (kept.left_from(start) as u64 <= FRAMED_HERE).then_some(Here::Kept(kept))
         }
-        (None, Some(Unread::ByIndex(index))) if framing.scan.is_none() => {
+        (None, Some(Unread::ByIndex(index, _))) if framing.scan.is_none() => {
             let left = index.len().saturating_sub(index.first_from(start));
             (left <= FRAMED_HERE).then_some(Here::Index(index))
         }
@@ -1145,12 +1146,12 @@ mod tests {
         for (path, threaded) in [(&small, false), (&large, true)] {
             let index = Arc::new(build(path, &BuildOptions::default()).unwrap());
             let by_headers = handed(path, 0, &opts, by(Unread::ByHeaders(None)));
-            let by_index = handed(path, 0, &opts, by(Unread::ByIndex(index.clone())));
+            let by_index = handed(path, 0, &opts, by(Unread::ByIndex(index.clone(), None)));
             assert_eq!(by_index, by_headers, "{path}");
             let third = index.record(2).unwrap().0;
-            let from_third = handed(path, third, &opts, by(Unread::ByIndex(index.clone())));
+            let from_third = handed(path, third, &opts, by(Unread::ByIndex(index.clone(), None)));
             assert_eq!(from_third.0, by_headers.0[2..], "{path}");
-            let (sizes, thread) = blocks(path, 0, by(Unread::ByIndex(index.clone())));
+            let (sizes, thread) = blocks(path, 0, by(Unread::ByIndex(index.clone(), None)));
             assert_eq!(thread, threaded, "{path}");
             assert_eq!(sizes.iter().sum::<usize>(), index.len() as usize);
             if !threaded {
@@ -1161,7 +1162,7 @@ mod tests {
         let cut_at = index.record(100).unwrap().0 + 5;
         let whole = std::fs::read(&small).unwrap();
         std::fs::write(&small, &whole[..cut_at as usize]).unwrap();
-        let (records, _, error, _) = handed(&small, 0, &opts, by(Unread::ByIndex(index)));
+        let (records, _, error, _) = handed(&small, 0, &opts, by(Unread::ByIndex(index, None)));
         assert_eq!(records.len(), 100);
         let error = error.unwrap();
         assert!(error.contains(&small), "{error}");

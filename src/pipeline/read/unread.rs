@@ -136,10 +136,10 @@ impl LeftUnread {
     /// records; `None`: it reads them.
     pub fn framing(&self, url: &str, read: &ReadOptions) -> Option<Unread> {
         if let Some(index) = self.indexes.get(url) {
-            return Some(Unread::ByIndex(index.clone()));
+            return Some(Unread::ByIndex(index.clone(), None));
         }
-        if let Some(index) = self.learned.as_ref().and_then(|l| l.get(url)) {
-            return Some(Unread::ByIndex(index));
+        if let Some((index, lengths)) = self.learned.as_ref().and_then(|l| l.get(url)) {
+            return Some(Unread::ByIndex(index, lengths));
         }
         (self.by_headers && is_local(url) && read_plain(url, read))
             .then(|| Unread::ByHeaders(self.learned.clone()))
@@ -149,22 +149,32 @@ impl LeftUnread {
 /// How a shard thread frames a shard whose records it leaves unread.
 #[derive(Clone)]
 pub(crate) enum Unread {
-    /// By its index ([`by_index`]).
-    ByIndex(Arc<ShardIndex>),
+    /// By its index ([`by_index`]), with its records' lengths where a walk
+    /// measured them and learned them.
+    ByIndex(Arc<ShardIndex>, Option<Lengths>),
     /// By its headers as it goes ([`by_headers`]), keeping what it learns
     /// where given; a shard found to be compressed after all is read.
     ByHeaders(Option<Arc<Learned>>),
 }
 
+/// Each record's length as a walk measured it, in shard order
+/// ([`UNMEASURED`] for one its scan could not read).
+pub(crate) type Lengths = Arc<[u32]>;
+
 /// Records whose framing a pipeline keeps from its walks, in all: 8 bytes
-/// each, 128 MiB (16 Mi records, ~16 GiB of lm shards). A dataset read
+/// each (12 with their lengths), 128 MiB (16 Mi records, ~16 GiB of lm
+/// shards). A dataset read
 /// more than once beyond that is walked again each pass for the rest.
 const LEARNED_RECORDS: u64 = 16 << 20;
+
+/// A shard's framing learned by a walk of it whole, and its records'
+/// lengths where the walk measured them.
+type LearnedShard = (Arc<ShardIndex>, Option<Lengths>);
 
 /// Shards' framings learned by walking their headers whole, by URL, up to
 /// a number of records in all.
 pub(crate) struct Learned {
-    indexes: Mutex<HashMap<String, Arc<ShardIndex>>>,
+    indexes: Mutex<HashMap<String, LearnedShard>>,
     /// Records it may still keep.
     room: AtomicU64,
 }
@@ -177,12 +187,13 @@ impl Learned {
         }
     }
 
-    fn get(&self, url: &str) -> Option<Arc<ShardIndex>> {
+    fn get(&self, url: &str) -> Option<LearnedShard> {
         self.indexes.lock().ok()?.get(url).cloned()
     }
 
-    /// Keeps `url`'s framing, `records` long, if there is room for it.
-    fn keep(&self, url: &str, records: RecordsBuilder, len: u64) {
+    /// Keeps `url`'s framing, `records` long, and the records' `lengths`
+    /// where the walk measured them, if there is room for it.
+    fn keep(&self, url: &str, records: RecordsBuilder, lengths: Option<Vec<u32>>, len: u64) {
         let n = records.len();
         let taken = self
             .room
@@ -201,7 +212,8 @@ impl Learned {
         };
         let index = records.finish(shard, Compression::None, 0, Vec::new());
         if let Ok(mut indexes) = self.indexes.lock() {
-            indexes.insert(url.to_owned(), Arc::new(index));
+            let lengths = lengths.map(Lengths::from);
+            indexes.insert(url.to_owned(), (Arc::new(index), lengths));
         }
     }
 }
@@ -427,13 +439,15 @@ fn scan_record(
 /// its records on unread in blocks, counting them into `stats`. A file
 /// shorter than its index says is an error at the record it ends in, after
 /// the records before it. Where `out` measures its records
-/// ([`HandOn::scan`]), each payload is read through windows of the shard
+/// ([`HandOn::scan`]), each takes its length from `learned` (by an earlier
+/// walk), else its payload is read through windows of the shard
 /// mapped in turn and scanned; a record the scan cannot read is checked as
 /// `read` says and handed on read ([`HandOn::hand_on_read`]).
 pub(super) fn by_index(
     url: &str,
     start: u64,
     index: &ShardIndex,
+    learned: Option<&[u32]>,
     read: &ReadOptions,
     stats: &StageStats,
     out: &impl HandOn,
@@ -452,9 +466,11 @@ pub(super) fn by_index(
         let (mut lengths, mut read_after) = (Vec::new(), None);
         while i < n && bytes < block_bytes {
             let (offset, framed) = index.record(i).unwrap_or_default();
-            let scanned = match out.scan() {
-                None => Ok(Scanned::Length(UNMEASURED)),
-                Some(scan) => shard
+            let known = learned.and_then(|l| l.get(i as usize)).copied();
+            let scanned = match (out.scan(), known) {
+                (None, _) => Ok(Scanned::Length(UNMEASURED)),
+                (Some(_), Some(length)) if length != UNMEASURED => Ok(Scanned::Length(length)),
+                (Some(scan), _) => shard
                     .framed(offset, framed)
                     .and_then(|f| scan_record(url, offset, f, scan, read))
                     .map_err(|mut e| {
@@ -565,9 +581,15 @@ pub(super) fn by_headers(
     let len = file.metadata().map_err(|e| io_error(url, start, e))?.len();
     // The room left when the walk began: a walk longer than that would
     // not be kept, so it stops collecting there.
-    let mut learning = learn
-        .filter(|_| start == 0)
-        .map(|learn| (learn, learn.room.load(Relaxed), RecordsBuilder::new()));
+    let mut learning = learn.filter(|_| start == 0).map(|learn| {
+        let lengths = out.scan().map(|_| Vec::new());
+        (
+            learn,
+            learn.room.load(Relaxed),
+            RecordsBuilder::new(),
+            lengths,
+        )
+    });
     let skipping = read.on_corrupt == CorruptPolicy::Skip;
     let checks = match skipping {
         true => read.clone(),
@@ -644,7 +666,7 @@ pub(super) fn by_headers(
                     crate::prefetch::prefetch(&view[from..to]);
                 }
             }
-            if let Some((_, room, records)) = &mut learning {
+            if let Some((_, room, records, _)) = &mut learning {
                 let kept = records.push(record.offset, framed - FRAME).is_ok();
                 if !kept || records.len() > *room {
                     learning = None;
@@ -669,6 +691,12 @@ pub(super) fn by_headers(
                     }
                 }
             };
+            if let Some((_, _, _, Some(lengths))) = &mut learning {
+                lengths.push(match &scanned {
+                    Scanned::Length(length) => *length,
+                    Scanned::Read(_) => UNMEASURED,
+                });
+            }
             let read_after = match scanned {
                 Scanned::Length(length) => {
                     block.push(Record {
@@ -713,10 +741,10 @@ pub(super) fn by_headers(
             drop(busy);
             // The records before an error go first; a pass that skipped
             // records is not kept: the next counts them again.
-            if let (None, Some((learn, _, records))) = (&failure, learning)
+            if let (None, Some((learn, _, records, lengths))) = (&failure, learning)
                 && skipped.is_empty()
             {
-                learn.keep(url, records, len);
+                learn.keep(url, records, lengths, len);
             }
             if !block.is_empty() && !out.hand_on(block, lengths) {
                 return Ok(());
@@ -961,11 +989,11 @@ mod tests {
         let read = ReadOptions::default();
         let (walked, ended) = walk_learning(&url, 0, 64, 1, learned);
         ended.unwrap();
-        let Some(Unread::ByIndex(index)) = left.framing(&url, &read) else {
+        let Some(Unread::ByIndex(index, None)) = left.framing(&url, &read) else {
             panic!("not learned");
         };
         let taker = Taker::new(1 << 20);
-        by_index(&url, 0, &index, &read, &StageStats::default(), &taker).unwrap();
+        by_index(&url, 0, &index, None, &read, &StageStats::default(), &taker).unwrap();
         assert_eq!(framed(&taker.blocks.into_inner()), framed(&walked));
         // From its second record (after 1 + 16 bytes): not the whole shard.
         let (from_second, ended) = walk_learning(&other, 17, 64, 1, learned);
@@ -977,7 +1005,7 @@ mod tests {
         walk_learning(&other, 0, 64, 1, learned).1.unwrap();
         assert!(matches!(
             left.framing(&other, &read),
-            Some(Unread::ByIndex(_))
+            Some(Unread::ByIndex(..))
         ));
         let (third, _) = shard(dir.path(), "u.tfrecord", &[1]);
         walk_learning(&third, 0, 64, 1, learned).1.unwrap();
@@ -1135,7 +1163,7 @@ mod tests {
             let taker = Taker::new(64).scanning(scan.clone());
             let stats = StageStats::default();
             let ended = match indexed {
-                true => by_index(url, 0, &index, &read, &stats, &taker),
+                true => by_index(url, 0, &index, None, &read, &stats, &taker),
                 false => by_headers(url, 0, &read, None, &stats, &taker, 128),
             };
             assert_eq!(stats.figures().records, taker.handed() as u64);
@@ -1187,5 +1215,59 @@ mod tests {
             assert_eq!(handed, offsets[..3], "by index: {by_index}");
             assert!(taker.read.borrow().is_empty());
         }
+    }
+
+    /// A walk that measures learns its records' lengths with their
+    /// framing, and the next pass takes them from there: it scans again
+    /// only the record the scan could not read, which it hands on read.
+    #[test]
+    fn a_measuring_walk_learns_the_lengths_for_the_next_pass() {
+        use std::sync::atomic::AtomicUsize;
+        let dir = tempfile::tempdir().unwrap();
+        let (url, records) = shard(dir.path(), "s.tfrecord", &[40, 7, 300, 20, 1, 90]);
+        let scans = Arc::new(AtomicUsize::new(0));
+        let counted = scans.clone();
+        let scan: LengthScan = Arc::new(move |r: &[u8]| {
+            counted.fetch_add(1, Relaxed);
+            (r.first() != Some(&3)).then(|| r.len() * 2)
+        });
+        let left = LeftUnread {
+            learned: Some(Arc::new(Learned::new(100))),
+            ..LeftUnread::by_headers(false)
+        };
+        let read = ReadOptions::default();
+        let stats = StageStats::default();
+        let walked = Taker::new(64).scanning(scan.clone());
+        by_headers(
+            &url,
+            0,
+            &read,
+            left.learned.as_deref(),
+            &stats,
+            &walked,
+            128,
+        )
+        .unwrap();
+        assert_eq!(scans.load(Relaxed), 6);
+        let Some(Unread::ByIndex(index, Some(lengths))) = left.framing(&url, &read) else {
+            panic!("no lengths learned");
+        };
+        assert_eq!(lengths[..], [80, 14, 600, UNMEASURED, 2, 180]);
+        let next = Taker::new(64).scanning(scan);
+        by_index(&url, 0, &index, Some(&lengths), &read, &stats, &next).unwrap();
+        assert_eq!(scans.load(Relaxed), 7);
+        assert_eq!(next.lengths.borrow()[..], walked.lengths.borrow()[..]);
+        let offsets = |t: &Taker| -> Vec<u64> {
+            t.blocks
+                .borrow()
+                .iter()
+                .flatten()
+                .map(|r| r.offset)
+                .collect()
+        };
+        assert_eq!(offsets(&next), offsets(&walked));
+        let read_again = next.read.borrow();
+        assert_eq!(read_again.len(), 1);
+        assert_eq!(&read_again[0].1.data[..], &records[3][..]);
     }
 }

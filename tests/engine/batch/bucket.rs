@@ -212,3 +212,35 @@ fn bucketed_batches_have_the_listed_shapes() {
         }
     );
 }
+
+proptest::proptest! {
+    /// `room` rows can be pushed with none but the last completing a
+    /// bucket, whatever their lengths, and one more can complete one: the
+    /// pipeline's record thread takes that many records as one run.
+    #[test]
+    fn room_rows_complete_at_most_one_bucket_at_the_last(
+        sizes in proptest::collection::vec(1usize..6, 3),
+        lens in proptest::collection::vec(0usize..12, 0..80),
+    ) {
+        let mut bucketer: Bucketer<usize> = Bucketer::new(vec![3, 7], sizes.clone()).unwrap();
+        let mut lens = lens.into_iter().enumerate().peekable();
+        while lens.peek().is_some() {
+            let room = bucketer.room();
+            let pending = bucketer.pending();
+            let short = sizes.iter().zip(&pending).map(|(s, p)| s - p);
+            proptest::prop_assert_eq!(room, short.clone().min().unwrap());
+            for k in 1..=room {
+                let Some((i, len)) = lens.next() else { break };
+                let group = bucketer.push(i, len);
+                proptest::prop_assert!(group.is_none() || k == room, "cut at {} of {}", k, room);
+            }
+        }
+        // A bucket `room` short of full fills with `room` rows of its length.
+        let mut bucketer: Bucketer<usize> = Bucketer::new(vec![3, 7], sizes.clone()).unwrap();
+        let room = bucketer.room();
+        let fullest = sizes.iter().position(|&s| s == room).unwrap();
+        let len = [1, 5, 9][fullest];
+        let cut = (0..room).filter_map(|i| bucketer.push(i, len)).count();
+        proptest::prop_assert_eq!(cut, 1);
+    }
+}
