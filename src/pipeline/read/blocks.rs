@@ -639,10 +639,9 @@ impl unread::HandOn for ShardThread<'_> {
     }
 
     fn hand_on_read(&self, record: Record) -> bool {
-        let item = Item {
-            mapped: true,
-            ..Item::new(record.data, self.file, record.offset)
-        };
+        // Not marked mapped: a skipping walk's record that crossed two
+        // windows is a copy (a holder copies it again, once: it is rare).
+        let item = Item::new(record.data, self.file, record.offset);
         self.send_items(vec![item])
     }
 }

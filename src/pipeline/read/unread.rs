@@ -395,9 +395,9 @@ pub(crate) trait HandOn {
         None
     }
     /// Hands on, after the records handed on before it, one record that a
-    /// walk read after all (a view of the shard's map, checked as a
-    /// reader checks it): one its length scan could not read, which the
-    /// record thread measures again to name what is wrong with it.
+    /// walk read after all (its bytes, checked as a reader checks them):
+    /// one its length scan could not read, which the record thread
+    /// measures again to name what is wrong with it.
     fn hand_on_read(&self, record: Record) -> bool;
 }
 

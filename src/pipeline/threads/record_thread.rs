@@ -339,8 +339,8 @@ impl RecordThread {
                     continue;
                 }
                 // A grouper that can take several records before it cuts
-                // a group (buckets short of full): a run of them from the
-                // chain, measured already, in one go.
+                // a group (buckets short of full, a packed batch with rows
+                // left): a run of them from the chain, in one go.
                 if let Some(measure) = self.measure.clone()
                     && self.replay.is_empty()
                     && self.ahead_error.is_none()

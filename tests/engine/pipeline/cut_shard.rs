@@ -89,3 +89,34 @@ fn a_shard_cut_while_read_is_an_error_naming_it_in_every_mode() {
         assert!((delivered.len() as u32) < RECORDS, "{mode}");
     }
 }
+
+/// Buckets have each record measured by its shard's walk, which scans the
+/// payloads through its maps of the shard: a cut there is the same error
+/// naming the shard, after whole batches.
+#[test]
+fn a_shard_cut_while_its_walk_measures_it_is_an_error_naming_it() {
+    use super::grouping::{lm_record, spec};
+    let dir = tempfile::tempdir().unwrap();
+    let records = (0..4000).map(|i| lm_record(i, 100 + (i as usize * 37) % 400));
+    let path = write_file(&dir.path().join("cut.tfrecord"), records, Compression::None);
+    let mut batches = Pipeline::from_files([path.clone()])
+        .unwrap()
+        .threads(1)
+        .prefetch(1)
+        .parse(spec())
+        .max_length(512)
+        .bucket_by_length("ids", &[200, 350], &[8, 8, 8])
+        .build()
+        .unwrap();
+    batches.next_batch().unwrap().expect("a first batch");
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(1 << 20).unwrap();
+    let err = loop {
+        match batches.next_batch() {
+            Ok(Some(batch)) => assert!(batch.real_rows > 0),
+            Ok(None) => panic!("the run ended without an error"),
+            Err(e) => break e,
+        }
+    };
+    assert!(err.to_string().contains(&path), "{err}");
+}
