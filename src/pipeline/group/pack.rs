@@ -6,9 +6,7 @@
 
 use std::ops::Range;
 
-use crate::batch::{
-    BatchError, BatchErrorKind, Overflow, PackRule, PackStrategy, RowPlanner, kept_span,
-};
+use crate::batch::{BatchError, BatchErrorKind, Overflow, PackRule, RowPlanner, kept_span};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::error::StateError;
 use crate::pipeline::item::Item;
@@ -30,8 +28,8 @@ pub(crate) struct PackGrouper {
     current: Vec<(Item, Range<usize>)>,
     /// Records with no values to pack, left out.
     pub empties: u64,
-    /// A record may be cut into pieces over several rows (`Overflow::Split`,
-    /// or concat-split), each of which may open one.
+    /// A record may be cut into pieces of a row each (`Overflow::Split`),
+    /// each of which may open a row.
     pieces: bool,
 }
 
@@ -53,7 +51,9 @@ impl PackGrouper {
             batch_size,
             current: Vec::new(),
             empties: 0,
-            pieces: overflow == Overflow::Split || rule.strategy == PackStrategy::ConcatSplit,
+            // Concat-split cuts a record kept within a row at most once,
+            // at the last row's end: the rest opens one row.
+            pieces: overflow == Overflow::Split,
         }
     }
 
@@ -161,13 +161,19 @@ impl PackGrouper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::PackStrategy;
     use bytes::Bytes;
 
     /// `room` records, whatever their lengths within a row, cut no batch;
     /// where a record may be cut over several rows, one at a time.
     #[test]
     fn room_records_cut_no_batch() {
-        for strategy in [PackStrategy::FirstFit, PackStrategy::BestFit] {
+        let strategies = [
+            PackStrategy::FirstFit,
+            PackStrategy::BestFit,
+            PackStrategy::ConcatSplit,
+        ];
+        for strategy in strategies {
             let rule = PackRule {
                 strategy,
                 max_segments: Some(3),
@@ -214,13 +220,13 @@ mod tests {
 
     #[test]
     fn a_record_cut_over_rows_is_taken_one_at_a_time() {
-        let split = PackGrouper::new(10, 4, Overflow::Split, PackRule::default(), "ids", false);
-        assert_eq!(split.room(), 1);
-        let concat = PackRule {
-            strategy: PackStrategy::ConcatSplit,
-            max_segments: None,
-        };
-        let concat = PackGrouper::new(10, 4, Overflow::KeepStart, concat, "ids", false);
-        assert_eq!(concat.room(), 1);
+        for strategy in [PackStrategy::FirstFit, PackStrategy::ConcatSplit] {
+            let rule = PackRule {
+                strategy,
+                max_segments: None,
+            };
+            let split = PackGrouper::new(10, 4, Overflow::Split, rule, "ids", false);
+            assert_eq!(split.room(), 1);
+        }
     }
 }
