@@ -425,12 +425,9 @@ fn unread_records(
         return (None, None);
     }
     match &loaded.dataset {
-        // The global shuffle's reader measures the records it reads; those
-        // it leaves unread it does not scan.
-        Some(_) if record.scan.is_some() => (None, None),
         Some(data) => (
             Some(LeftUnread::indexed(data.plain_local_indexes())),
-            Some(Arc::new(SharedMaps::new(p.files.len()))),
+            Some(data.maps.clone()),
         ),
         None => {
             let left = match needs_walks(p) {

@@ -23,7 +23,9 @@
 //! records of plain local shards are not read here: each is handed on
 //! unread, a stand-in of its length at its place, and the worker that
 //! assembles it reads and checks it (`read/in_workers.rs`), so that the
-//! one thread every record passes does no per-record I/O or copy.
+//! one thread every record passes does no per-record I/O or copy. Where
+//! the grouping measures records, the reader scans each of those in the
+//! shards' maps that the workers read it through ([`Dataset::maps`]).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,12 +35,13 @@ use std::thread::JoinHandle;
 use crate::index::{AccessOptions, IndexOptions, RandomAccess};
 use crate::pipeline::checkpoint::{Identity, SavedParts, prost_part};
 use crate::pipeline::error::PipelineError;
-use crate::pipeline::item::{Item, LengthScan, carried};
+use crate::pipeline::item::{Item, LengthScan, UNMEASURED, carried};
+use crate::pipeline::read::shared_maps::SharedMaps;
 use crate::pipeline::read::unread::{Indexes, UnreadShard};
 use crate::pipeline::rng::{IndexShuffle, domain};
 use crate::pipeline::stats::StageStats;
 use crate::pipeline::threads::spawn;
-use crate::record::ReadOptions;
+use crate::record::{FOOTER_LEN, HEADER_LEN, ReadOptions};
 use crate::source::SourceOptions;
 
 use super::interleave::{RecordRange, write_files};
@@ -127,6 +130,10 @@ pub(crate) struct Dataset {
     /// `on_corrupt(Skip)`): records are then checked for the regions
     /// beside them, to count.
     gaps: bool,
+    /// Maps of its shards, numbered as its files, that the workers read
+    /// the records left unread through, and that its reader scans those
+    /// records' lengths in where the grouping measures them.
+    pub maps: Arc<SharedMaps>,
 }
 
 impl Dataset {
@@ -169,8 +176,10 @@ impl Dataset {
             starts.push(start + count);
         }
         let gaps = access.indexes().any(|index| index.has_corrupt_regions());
+        let maps = Arc::new(SharedMaps::new(access.indexes().count()));
         Ok(Dataset {
             gaps,
+            maps,
             access,
             firsts,
             starts,
@@ -399,8 +408,10 @@ impl Ahead {
 /// The records at `indices` of `data`, in order: with `leave_unread`,
 /// those of plain local shards as unread stand-ins at their places, for
 /// the workers to read (`open`: those shards, opened on their first
-/// record); the others read here, neighbours together, each measured with
-/// `scan`.
+/// record), each measured with `scan` in the maps the workers read it
+/// through ([`Dataset::maps`]); the others read here, neighbours
+/// together, each measured with `scan` (and so is a record left unread
+/// whose scan fails: the record thread measures it again, and names it).
 fn chunk_items<'a>(
     data: &'a Dataset,
     indices: &[u64],
@@ -428,6 +439,21 @@ fn chunk_items<'a>(
         };
         let mut item = Item::new(file.view(offset, framed)?, shard as u32, offset);
         item.unread = true;
+        if let Some(scan) = scan {
+            let url = data.access.shard_url(shard).unwrap_or_default();
+            let map = data.maps.map(shard as u32, url);
+            let payload =
+                (offset + HEADER_LEN as u64) as usize..(offset + framed) as usize - FOOTER_LEN;
+            let payload = map.and_then(|map| map.get(payload));
+            match payload.map(|p| carried(scan, p)) {
+                Some(length) if length != UNMEASURED => item.measured = length,
+                _ => {
+                    to_read.push((items.len(), i));
+                    items.push(None);
+                    continue;
+                }
+            }
+        }
         items.push(Some(item));
     }
     if !to_read.is_empty() {

@@ -59,6 +59,12 @@ pub(crate) mod testing {
             }
         }
 
+        /// Where the records handed on in blocks start.
+        pub fn offsets(&self) -> Vec<u64> {
+            let blocks = self.blocks.borrow();
+            blocks.iter().flatten().map(|r| r.offset).collect()
+        }
+
         /// The records handed on, in blocks and read.
         pub fn handed(&self) -> usize {
             let blocks: usize = self.blocks.borrow().iter().map(Vec::len).sum();

@@ -1172,13 +1172,7 @@ mod tests {
         for by_index in [false, true] {
             let (taker, ended) = measured(by_index, &url);
             ended.unwrap();
-            let unread: Vec<_> = taker
-                .blocks
-                .borrow()
-                .iter()
-                .flatten()
-                .map(|r| r.offset)
-                .collect();
+            let unread = taker.offsets();
             let want: Vec<u64> = [0, 1, 2, 4, 5].iter().map(|&i| offsets[i]).collect();
             assert_eq!(unread, want, "by index: {by_index}");
             let lengths = taker.lengths.borrow().clone();
@@ -1205,13 +1199,7 @@ mod tests {
                 (e.path.as_str(), e.offset, e.index),
                 (bad.as_str(), offsets[3], Some(3))
             );
-            let handed: Vec<_> = taker
-                .blocks
-                .borrow()
-                .iter()
-                .flatten()
-                .map(|r| r.offset)
-                .collect();
+            let handed = taker.offsets();
             assert_eq!(handed, offsets[..3], "by index: {by_index}");
             assert!(taker.read.borrow().is_empty());
         }
@@ -1257,15 +1245,7 @@ mod tests {
         by_index(&url, 0, &index, Some(&lengths), &read, &stats, &next).unwrap();
         assert_eq!(scans.load(Relaxed), 7);
         assert_eq!(next.lengths.borrow()[..], walked.lengths.borrow()[..]);
-        let offsets = |t: &Taker| -> Vec<u64> {
-            t.blocks
-                .borrow()
-                .iter()
-                .flatten()
-                .map(|r| r.offset)
-                .collect()
-        };
-        assert_eq!(offsets(&next), offsets(&walked));
+        assert_eq!(next.offsets(), walked.offsets());
         let read_again = next.read.borrow();
         assert_eq!(read_again.len(), 1);
         assert_eq!(&read_again[0].1.data[..], &records[3][..]);
