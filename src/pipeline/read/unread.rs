@@ -288,8 +288,9 @@ pub(crate) struct UnreadShard<'a> {
     len: u64,
     map: Option<Bytes>,
     /// The window mapped last for [`framed`](Self::framed), and where it
-    /// starts.
+    /// starts; the file it maps them from, opened for the first.
     window: (u64, Bytes),
+    file: Option<std::fs::File>,
 }
 
 impl<'a> UnreadShard<'a> {
@@ -304,6 +305,7 @@ impl<'a> UnreadShard<'a> {
             len,
             map: None,
             window: (0, Bytes::new()),
+            file: None,
         })
     }
 
@@ -345,8 +347,11 @@ impl UnreadShard<'_> {
         let in_window = offset >= *at && offset + framed <= at + window.len() as u64;
         if !in_window {
             let len = WINDOW.max(framed).min(self.len - offset);
-            let file = open(self.url)?;
-            let map = mapped::map(&file, offset, len as usize, false)
+            let file = match &self.file {
+                Some(file) => file,
+                None => self.file.insert(open(self.url)?),
+            };
+            let map = mapped::map(file, offset, len as usize, false)
                 .map_err(|e| io_error(self.url, offset, e))?;
             // Cut since it was opened: the map is shorter than asked.
             if (map.len() as u64) < framed {
@@ -404,8 +409,9 @@ pub(crate) trait HandOn {
 /// What a walk that measures its records ([`HandOn::scan`]) hands on for
 /// one of them.
 enum Scanned {
-    /// Its length: it goes on unread.
-    Length(u32),
+    /// Its stand-in ([`stand_in`]) and its length ([`UNMEASURED`] where
+    /// none is measured): it goes on unread.
+    Unread(Bytes, u32),
     /// The record itself ([`HandOn::hand_on_read`]).
     Read(Record),
 }
@@ -421,10 +427,10 @@ fn scan_record(
     scan: &LengthScan,
     read: &ReadOptions,
 ) -> Result<Scanned, RecordError> {
-    let payload = &framed[HEADER_LEN..framed.len() - FOOTER_LEN];
-    let length = carried(scan, payload);
+    let payload = framed.slice(HEADER_LEN..framed.len() - FOOTER_LEN);
+    let length = carried(scan, &payload);
     if length != UNMEASURED {
-        return Ok(Scanned::Length(length));
+        return Ok(Scanned::Unread(stand_in(payload), length));
     }
     let framed_len = framed.len() as u64;
     let mut deframer = Deframer::starting_at(url, read, offset);
@@ -467,32 +473,28 @@ pub(super) fn by_index(
         while i < n && bytes < block_bytes {
             let (offset, framed) = index.record(i).unwrap_or_default();
             let known = learned.and_then(|l| l.get(i as usize)).copied();
-            let scanned = match (out.scan(), known) {
-                (None, _) => Ok(Scanned::Length(UNMEASURED)),
-                (Some(_), Some(length)) if length != UNMEASURED => Ok(Scanned::Length(length)),
-                (Some(scan), _) => shard
+            let next = match (out.scan(), known) {
+                (Some(scan), None | Some(UNMEASURED)) => shard
                     .framed(offset, framed)
                     .and_then(|f| scan_record(url, offset, f, scan, read))
                     .map_err(|mut e| {
                         e.index = e.index.or(Some(i));
                         e
                     }),
-            };
-            let next = scanned.and_then(|scanned| match scanned {
-                Scanned::Length(n) => Ok((Some(shard.view(offset, framed)?), n)),
-                Scanned::Read(record) => {
-                    read_after = Some(record);
-                    Ok((None, UNMEASURED))
+                (scan, known) => {
+                    let length = known.filter(|_| scan.is_some()).unwrap_or(UNMEASURED);
+                    let data = shard.view(offset, framed);
+                    data.map(|data| Scanned::Unread(data, length))
                 }
-            });
+            };
             match next {
-                Ok((Some(data), length)) => {
+                Ok(Scanned::Unread(data, length)) => {
                     block.push(Record { data, offset });
                     if length != UNMEASURED {
                         lengths.push(length);
                     }
                 }
-                Ok((None, _)) => {}
+                Ok(Scanned::Read(record)) => read_after = Some(record),
                 Err(e) => {
                     failure = Some(e);
                     break;
@@ -672,12 +674,13 @@ pub(super) fn by_headers(
                     learning = None;
                 }
             }
+            let offset = record.offset;
             let scanned = match out.scan() {
-                None => Scanned::Length(UNMEASURED),
+                None => Scanned::Unread(stand_in(record.data), UNMEASURED),
                 // A skipping walk checked the payload already.
                 Some(scan) if skipping => match carried(scan, &record.data) {
-                    UNMEASURED => Scanned::Read(record.clone()),
-                    length => Scanned::Length(length),
+                    UNMEASURED => Scanned::Read(record),
+                    length => Scanned::Unread(stand_in(record.data), length),
                 },
                 Some(scan) => {
                     let from = (record.offset - view_at) as usize;
@@ -693,16 +696,13 @@ pub(super) fn by_headers(
             };
             if let Some((_, _, _, Some(lengths))) = &mut learning {
                 lengths.push(match &scanned {
-                    Scanned::Length(length) => *length,
+                    Scanned::Unread(_, length) => *length,
                     Scanned::Read(_) => UNMEASURED,
                 });
             }
             let read_after = match scanned {
-                Scanned::Length(length) => {
-                    block.push(Record {
-                        data: stand_in(record.data),
-                        offset: record.offset,
-                    });
+                Scanned::Unread(data, length) => {
+                    block.push(Record { data, offset });
                     if length != UNMEASURED {
                         lengths.push(length);
                     }
@@ -1123,6 +1123,7 @@ mod tests {
                 len,
                 map: None,
                 window: (0, Bytes::new()),
+                file: None,
             }
             .view(offset, framed)
         };

@@ -341,12 +341,12 @@ impl RecordThread {
                 // A grouper that can take several records before it cuts
                 // a group (buckets short of full, a packed batch with rows
                 // left): a run of them from the chain, in one go.
-                if let Some(measure) = self.measure.clone()
+                if self.measure.is_some()
                     && self.replay.is_empty()
                     && self.ahead_error.is_none()
                     && let room @ 2.. = grouper.room()
                 {
-                    match self.push_run(&measure, room, grouper, &mut out)? {
+                    match self.push_run(room, grouper, &mut out)? {
                         Some(end) => break end,
                         None => continue,
                     }
@@ -358,17 +358,7 @@ impl RecordThread {
                 if item.measured().is_none() {
                     self.pull_ahead();
                 }
-                // Most records come measured by their shard reader.
-                let len = match &self.measure {
-                    Some(measure) => {
-                        length_of(measure, &item).map_err(|e| self.locate(e, item.file))?
-                    }
-                    None => 0,
-                };
-                let file = item.file;
-                grouper
-                    .push(item, len, skip, &mut out)
-                    .map_err(|e| self.locate(e, file))?;
+                self.group(grouper, item, skip, &mut out)?;
                 if !out.is_empty() {
                     break false;
                 }
@@ -390,6 +380,25 @@ impl RecordThread {
         }
     }
 
+    /// Groups `item` (`skip` of its values packed already), measured as
+    /// the grouping measures (most come measured by their shard thread).
+    fn group(
+        &self,
+        grouper: &mut Grouper,
+        item: Item,
+        skip: usize,
+        out: &mut Vec<Emitted>,
+    ) -> Result<(), PipelineError> {
+        let file = item.file;
+        let len = match &self.measure {
+            Some(measure) => length_of(measure, &item).map_err(|e| self.locate(e, file))?,
+            None => 0,
+        };
+        grouper
+            .push(item, len, skip, out)
+            .map_err(|e| self.locate(e, file))
+    }
+
     /// Groups a run of at most `room` records from the chain: `Some(true)`
     /// at the end of the input, `Some(false)` once a group is cut, `None`
     /// to go on. Records after a cut group (none where `room` holds) wait
@@ -398,7 +407,6 @@ impl RecordThread {
     /// too, after them (as one pulled ahead does).
     fn push_run(
         &mut self,
-        measure: &MeasureFn,
         room: usize,
         grouper: &mut Grouper,
         out: &mut Vec<Emitted>,
@@ -412,11 +420,7 @@ impl RecordThread {
         self.taken += run.len() as u64;
         let mut items = run.drain(..);
         for item in items.by_ref() {
-            let file = item.file;
-            let len = length_of(measure, &item).map_err(|e| self.locate(e, file))?;
-            grouper
-                .push(item, len, 0, out)
-                .map_err(|e| self.locate(e, file))?;
+            self.group(grouper, item, 0, out)?;
             if !out.is_empty() {
                 break;
             }
