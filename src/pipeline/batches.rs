@@ -19,7 +19,7 @@ use super::ops::mix;
 use super::read::again::record_index;
 use super::read::in_workers::ReadChecks;
 use super::read::shared_maps::SharedMaps;
-use super::read::unread::{LeftUnread, ShardChecks};
+use super::read::unread::LeftUnread;
 use super::skip_steps::SkipSteps;
 use super::stats::{StageFigures, StageStats, StreamCounters};
 use super::threads::affinity::CpuAffinity;
@@ -510,10 +510,6 @@ fn spawn_threads<T: Send + 'static>(
     work: &BatchFn<T>,
     batch_stats: &Arc<StageStats>,
 ) -> Result<(), PipelineError> {
-    let (checks, by_shard) = (cfg.unread.as_ref()).map_or_else(
-        || (cfg.read.clone(), ShardChecks::default()),
-        |u| u.read_checks(&cfg.read),
-    );
     worker_threads::spawn(
         cfg.workers.max(1),
         &raw_rx,
@@ -521,12 +517,7 @@ fn spawn_threads<T: Send + 'static>(
         work,
         batch_stats,
         &cfg.affinity,
-        &ReadChecks {
-            checks,
-            by_shard,
-            indexes: cfg.unread.as_ref().map(|u| u.indexes.clone()),
-            shared: cfg.shared.clone(),
-        },
+        &ReadChecks::new(cfg.unread.as_ref(), cfg.shared.clone(), &cfg.read),
         threads,
     )?;
     match <[RecordThread; 1]>::try_from(records) {

@@ -22,8 +22,9 @@ use super::group::schedule::Schedule;
 use super::item::Item;
 use super::loaded::Loaded;
 use super::ops::stream_chain::StreamChain;
+use super::read::in_workers::{ReadChecks, WorkerReads};
 use super::settings::{EqualBatches, RecordSettings};
-use super::threads::spawn_scoped;
+use super::threads::{prefilter, spawn_scoped};
 
 /// Records a stream's grouping simulation hands to the prefilter at once.
 const CHUNK: usize = 256;
@@ -47,6 +48,7 @@ pub(crate) fn from_grouping(
     p: &RecordSettings,
     streams: u64,
     record: &RecordWork,
+    reads: &ReadChecks,
     open: impl Fn(u64) -> Result<(StreamChain, Vec<String>), PipelineError> + Sync,
 ) -> Result<Option<EqualEnd>, PipelineError> {
     let Some(how) = p.equal_batches else {
@@ -63,7 +65,7 @@ pub(crate) fn from_grouping(
                     let open = &open;
                     spawn_scoped(scope, "infeed-count", move || {
                         let (chain, files) = open(s)?;
-                        stream_run(chain, files, record)
+                        stream_run(chain, files, record, &mut WorkerReads::new(reads))
                     })
                 })
                 .collect();
@@ -151,6 +153,7 @@ fn stream_run(
     mut chain: StreamChain,
     files: Vec<String>,
     record: &RecordWork,
+    reads: &mut WorkerReads,
 ) -> Result<StreamRun, PipelineError> {
     let files = Arc::new(files);
     let mut grouper = Grouper::new(&record.grouping, 0, true);
@@ -186,7 +189,14 @@ fn stream_run(
                         .map_err(|e| named(e, i.file))
                 })
                 .collect::<Result<_, _>>()?,
-            (None, Some(prefilter)) => prefilter(&RawBatch::chunk(items.clone(), files.clone()))?,
+            (None, Some(prefilter)) => {
+                let raw = RawBatch::chunk(items.clone(), files.clone());
+                let judged = prefilter::judge(prefilter, reads, raw)?;
+                match judged.error {
+                    Some(e) => return Err(e),
+                    None => judged.verdicts,
+                }
+            }
             (None, None) => vec![Some(0); items.len()],
         };
         for (item, len) in items.into_iter().zip(lengths) {

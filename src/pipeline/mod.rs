@@ -75,7 +75,7 @@
 //! | `infeed-inflate` | a shard thread's helpers, while it reads a GZIP/ZLIB local shard that has an index, where a host's `threads` give each open shard two or more | each inflates a span of the shard from its index's access point, frames it and checks its CRCs; the shard thread hands the spans' records on in order | `read/spans.rs` |
 //! | `infeed-records` | one per logical stream the host runs (one, unless [`Pipeline::streams`] gives a host several) | the record ops (`ops/`: interleave, record shard, skip/take, filter/map, epochs, shuffle) and the grouping (`group/`); numbers each group and attaches the state after it | `threads/record_thread.rs` |
 //! | `infeed-streams` | one, only when a host runs several logical streams | joins the streams' groups of each step, in stream order, into the host's batch | `threads/streams.rs` |
-//! | `infeed-prefilter` | `threads`, while the record thread runs, only with parsed filters | parses chunks of records and runs the parsed ops, so the record thread groups survivors in order | `threads/prefilter.rs` |
+//! | `infeed-prefilter` | `threads`, while the record thread runs, only with parsed filters | reads chunks' unread records, parses them and runs the parsed ops, so the record thread groups survivors in order | `threads/prefilter.rs` |
 //! | `infeed-worker` | `threads` per pipeline (default: one per core, or per core of [`Pipeline::cpu_affinity`]) | turns a group into the output batch (reads the records left unread, parse, map, pad, assemble) | `threads/workers.rs` |
 //! | `infeed-async` | one, with [`Batches::into_stream`] | pulls batches from the blocking iterator into a one-slot tokio channel, so an async executor never blocks | `async_iter.rs` |
 //!

@@ -17,7 +17,7 @@ use super::limits;
 use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
 use super::read::again::first_records;
-use super::read::in_workers::found_indexes;
+use super::read::in_workers::{ReadChecks, found_indexes};
 use super::read::shared_maps::SharedMaps;
 use super::read::spans::SpanReads;
 use super::read::unread::Indexes;
@@ -249,6 +249,11 @@ impl Planned {
                 grouping: record.grouping.clone(),
                 measure: record.measure.clone(),
                 prefilter: record.prefilter.clone(),
+                reads: ReadChecks::new(
+                    self.loaded.unread.as_ref(),
+                    self.loaded.shared.clone(),
+                    &p.read,
+                ),
                 replay,
                 replay_skip: usize::try_from(group.replay_skip).unwrap_or(usize::MAX),
                 replay_quiet: usize::try_from(group.replay_quiet).unwrap_or(usize::MAX),
@@ -378,11 +383,6 @@ fn needs_bytes_before_workers(p: &RecordSettings, record: &RecordWork) -> Option
             "a filter or map on serialized records",
         ),
         (
-            record.prefilter.is_some(),
-            "parsing each record before it is grouped (a filter on parsed rows, or lengths \
-             measured after a step on parsed columns)",
-        ),
-        (
             record.measure.is_some() && record.scan.is_none(),
             "a length measured by no wire scan",
         ),
@@ -440,8 +440,11 @@ fn unread_records(
                 // Compressed or cloud shards only: all read before.
                 return (None, None);
             }
-            // Buckets and packed rows take their records out of order too.
-            let scattered = p.ops.shuffle.buffer > 0 || record.scan.is_some();
+            // Buckets and packed rows take their records out of order too;
+            // a record the prefilter threads read is read again by a
+            // worker, from the same mapped pages.
+            let scattered =
+                p.ops.shuffle.buffer > 0 || record.scan.is_some() || record.prefilter.is_some();
             let buffer = p.ops.shuffle.buffer;
             let shared = scattered.then(|| SharedMaps::for_shuffle_buffer(p.files.len(), buffer));
             let shared = shared.map(Arc::new);
@@ -489,7 +492,9 @@ fn unread_sources(
         {
             checks.push((source.files.clone(), left.worker_checks(&source.read)));
             own.unread = Some(left);
-            scattered |= source.ops.shuffle.buffer > 0 || record.scan.is_some();
+            scattered |= source.ops.shuffle.buffer > 0
+                || record.scan.is_some()
+                || record.prefilter.is_some();
         }
     }
     let buffer = mix.sources.iter().map(|(_, s)| s.ops.shuffle.buffer).max();
@@ -615,7 +620,8 @@ fn count_by_grouping(
         record,
         counters: StreamCounters::default(),
     };
-    equal::from_grouping(p, job.streams, record, |s| {
+    let reads = ReadChecks::new(loaded.unread.as_ref(), loaded.shared.clone(), &p.read);
+    equal::from_grouping(p, job.streams, record, &reads, |s| {
         let opened = opener.open(s, None, Resume::default())?;
         Ok((opened.chain, opened.files))
     })

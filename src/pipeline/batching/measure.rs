@@ -53,6 +53,14 @@ impl ParsedSettings {
         let ops = self.steps_of(crate::pipeline::parsed::Stage::Columns);
         let features: Vec<String> = length.into_iter().flatten().map(|f| f.0).collect();
         Arc::new(move |raw: &RawBatch| {
+            // Read first (`prefilter::judge`): a stand-in parsed would be
+            // the zeros of a record's length.
+            if let Some(item) = raw.items.iter().find(|i| i.unread) {
+                return Err(PipelineError::Config(format!(
+                    "the record at byte {} came to a parsed step unread (an infeed bug)",
+                    item.offset
+                )));
+            }
             let (parser, batch) = parsers.parse(raw)?;
             let n = batch.num_records;
             let (kept, origin) = parsed::apply_all(&ops, batch).map_err(|e| map_error(raw, e))?;

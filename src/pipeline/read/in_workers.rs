@@ -31,7 +31,7 @@ use crate::source::SourceOptions;
 
 use super::shared_maps::{SharedMaps, map_shard, own_handle};
 use super::unread::{
-    FRAME, Indexes, ShardChecks, cut_short, is_local, number_by_headers, read_plain,
+    FRAME, Indexes, LeftUnread, ShardChecks, cut_short, is_local, number_by_headers, read_plain,
 };
 
 /// Shards a worker keeps open, the most recently read (a batch reads from
@@ -120,6 +120,28 @@ pub(crate) struct ReadChecks {
     /// buffer's): a view of a map each, not a `pread` each, nor maps of
     /// each worker's own (`shared_maps.rs`).
     pub shared: Option<Arc<SharedMaps>>,
+}
+
+impl ReadChecks {
+    /// How the records the start left `unread` are read and checked: as
+    /// `read` says, or each mixture source's shards as its own settings
+    /// say; through `shared` maps where the start made them.
+    pub fn new(
+        unread: Option<&LeftUnread>,
+        shared: Option<Arc<SharedMaps>>,
+        read: &ReadOptions,
+    ) -> ReadChecks {
+        let (checks, by_shard) = unread.map_or_else(
+            || (read.clone(), ShardChecks::default()),
+            |u| u.read_checks(read),
+        );
+        ReadChecks {
+            checks,
+            by_shard,
+            indexes: unread.map(|u| u.indexes.clone()),
+            shared,
+        }
+    }
 }
 
 /// A worker's reader of unread records: the shards it has open, and the

@@ -18,6 +18,7 @@ use crate::pipeline::group::part::GroupPart;
 use crate::pipeline::group::raw_batch::RawBatch;
 use crate::pipeline::item::Item;
 use crate::pipeline::ops::stream_chain::StreamChain;
+use crate::pipeline::read::in_workers::ReadChecks;
 use crate::pipeline::stats::StageStats;
 
 use crate::prefetch::{AHEAD_BYTES, prefetch};
@@ -47,6 +48,8 @@ pub(crate) struct RecordThread {
     pub grouping: Grouping,
     pub measure: Option<MeasureFn>,
     pub prefilter: Option<PrefilterFn>,
+    /// How the prefilter threads read the records the start left unread.
+    pub reads: ReadChecks,
     /// Records to feed before the stream (a restore), with the values of
     /// the first already packed.
     pub replay: VecDeque<Item>,
@@ -443,7 +446,8 @@ impl RecordThread {
         prefilter: PrefilterFn,
     ) -> Result<Flow, PipelineError> {
         let workers = self.workers.max(1);
-        prefilter::with_pool(workers, &prefilter, |pool| {
+        let reads = self.reads.clone();
+        prefilter::with_pool(workers, &prefilter, &reads, |pool| {
             self.prefilter_loop(grouper, sender, stats, pool)
         })
     }
@@ -501,7 +505,7 @@ impl RecordThread {
             let Some((seq, chunk)) = in_flight.pop_front() else {
                 break;
             };
-            let verdicts = pool.take(seq, stats)?;
+            let prefilter::Judged { verdicts, error } = pool.take(seq, stats)?;
             let Chunk {
                 items,
                 stream,
@@ -528,6 +532,9 @@ impl RecordThread {
                         return Ok(Flow::Stop);
                     }
                 }
+            }
+            if let Some(e) = error {
+                return Err(e);
             }
         }
         match input_error {

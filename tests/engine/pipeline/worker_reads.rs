@@ -554,3 +554,110 @@ fn buckets_and_packing_are_measured_by_the_walks_and_read_by_the_workers() {
         other => panic!("{:?}", other.map(|b| b.map(|b| b.shape()))),
     }
 }
+
+/// Parsed steps before the grouping (`filter_length`, `filter_rows`,
+/// lengths measured after them) parse each record on the prefilter
+/// threads, which read the records the shard threads left unread, as a
+/// worker reads its batch's: the same batches and states as records read
+/// before the workers, in every order; a record corrupted in place is the
+/// reader's error after the same batches.
+#[test]
+fn parsed_steps_before_the_grouping_read_their_records_on_the_prefilter_threads() {
+    use super::grouping::{digests, digests_then_state};
+    use infeed::example::Column;
+    let dir = tempfile::tempdir().unwrap();
+    let lens: Vec<Vec<usize>> = (0..3)
+        .map(|f| (0..60).map(|i| 1 + (i * 7 + f * 3) % 23).collect())
+        .collect();
+    let files = write_lm_files(dir.path(), &lens);
+    let indexes = indexes_of(&files, dir.path());
+    let steps: [&dyn Fn(Pipeline) -> infeed::pipeline::ParsedPipeline; 3] = [
+        &|p| {
+            p.parse(spec())
+                .filter_length("ids", 4, 18)
+                .max_length(24)
+                .batch(5, false)
+        },
+        &|p| {
+            p.parse(spec())
+                .filter_length("ids", 2, 20)
+                .pack(32)
+                .batch(3, false)
+        },
+        &|p| {
+            p.parse(spec())
+                .filter_rows(|b, row| match b.get("ids") {
+                    Some(Column::Ragged {
+                        values, row_splits, ..
+                    }) => {
+                        let ids = values.as_int64().unwrap();
+                        let row = &ids[row_splits[row]..row_splits[row + 1]];
+                        row.first().is_none_or(|v| v % 3 != 0)
+                    }
+                    _ => true,
+                })
+                .max_length(24)
+                .bucket_by_length("ids", &[6, 12], &[4, 3, 2])
+        },
+    ];
+    let orders: [&dyn Fn(Pipeline) -> Pipeline; 4] = [
+        &|p| p,
+        &|p| p.shuffle(17).shuffle_files(),
+        &|p| p.interleave(2, 3).repeat(Some(2)),
+        &|p| p.global_shuffle(),
+    ];
+    for (s, step) in steps.iter().enumerate() {
+        for (o, order) in orders.iter().enumerate() {
+            let base = || {
+                order(
+                    Pipeline::from_files(files.clone())
+                        .unwrap()
+                        .seed(3)
+                        .threads(2),
+                )
+            };
+            let read = digests(step(read_first(base())).build().unwrap());
+            assert!(read.len() > 10, "step {s}, order {o}");
+            for index_dir in [None, Some(&indexes)] {
+                let p = || match index_dir {
+                    Some(dir) => step(base().index_dir(dir)),
+                    None => step(base()),
+                };
+                let workers = digests(p().build().unwrap());
+                assert_eq!(workers, read, "step {s}, order {o}, {index_dir:?}");
+                let (first, state) = digests_then_state(p().build().unwrap(), 5);
+                assert_eq!(first, read[..5]);
+                let rest = digests(p().resume_from(&state).build().unwrap());
+                assert_eq!(rest, read[5..], "step {s}, order {o}, {index_dir:?}");
+            }
+        }
+    }
+    // Record 40 of the second shard, its payload changed in place (its
+    // index kept, the file's time too): the prefilter threads' read finds
+    // it, and the run ends as when a shard thread read it.
+    let offset: u64 = (0..40)
+        .map(|i| super::grouping::lm_record(100 + i, lens[1][i as usize]).len() as u64 + 16)
+        .sum();
+    corrupt_keeping_time(&files[1], offset + 14);
+    let until_error = |p: Pipeline| {
+        let mut batches = steps[1](p).build().unwrap();
+        let mut digests = Vec::new();
+        loop {
+            match batches.next_batch() {
+                Ok(Some(b)) => digests.push(b.digest()),
+                Ok(None) => panic!("no error"),
+                Err(e) => return (digests, e.to_string()),
+            }
+        }
+    };
+    let base = || Pipeline::from_files(files.clone()).unwrap().threads(2);
+    let (read, error) = until_error(read_first(base()));
+    assert!(
+        error.contains(&files[1]) && error.contains(&offset.to_string()),
+        "{error}"
+    );
+    assert!(read.len() > 3);
+    for p in [base(), base().index_dir(&indexes)] {
+        assert_eq!(until_error(p), (read.clone(), error.clone()));
+    }
+}
