@@ -264,27 +264,31 @@ fn run_map(
 
 /// Runs `ops` in order on `batch`, dropping the records a filter rejects
 /// before the next op sees them (the prefilter: a tokenize keeps its ids
-/// for the workers). Returns the surviving batch and, for each
-/// of its records, its index in the input.
+/// for the workers). Returns the last batch and its surviving records, each
+/// as (its index in the input, its row in that batch). A filter's survivors
+/// are copied into a batch of their own only where a map comes after it:
+/// the prefilter needs no more than their lengths, and the copy was half
+/// its time (`filter_length` on lm).
 pub(crate) fn apply_all(
     steps: &[Step],
     mut batch: ParsedBatch,
-) -> Result<(ParsedBatch, Vec<usize>), OpError> {
+) -> Result<(ParsedBatch, Vec<(usize, usize)>), OpError> {
+    // Each row of `batch`, its index in the input; the rows kept so far.
     let mut origin: Vec<usize> = (0..batch.num_records).collect();
+    let mut rows = origin.clone();
     for step in steps.iter().filter(|s| s.stage() == Stage::Columns) {
         if let Some(keep) = step.filter() {
-            let rows: Vec<usize> = (0..batch.num_records)
-                .filter(|&r| keep(&batch, r))
-                .collect();
+            rows.retain(|&r| keep(&batch, r));
+        } else if step.maps() {
             if rows.len() != batch.num_records {
                 batch = select_rows(&batch, &rows);
                 origin = rows.iter().map(|&r| origin[r]).collect();
+                rows = (0..batch.num_records).collect();
             }
-        } else if step.maps() {
             batch = run_map(|b| step.map(b, Pass::Prefilter), batch)?;
         }
     }
-    Ok((batch, origin))
+    Ok((batch, rows.into_iter().map(|r| (origin[r], r)).collect()))
 }
 
 /// Number of values of record `row` in a ragged column (steps, for a
@@ -437,6 +441,53 @@ mod tests {
         assert_eq!(pool.take(), batch(1));
         assert_eq!(pool.take().num_records, 0);
         assert_eq!(pool.len(), 0);
+    }
+
+    /// Filters before a map are applied to the rows in place; the map sees
+    /// only their survivors, copied; each survivor is named by its index
+    /// in the input and its row in the batch returned.
+    #[test]
+    fn apply_all_copies_survivors_only_for_a_map() {
+        let ids = |batch: &ParsedBatch| match batch.get("x") {
+            Some(Column::Dense { values, .. }) => values.as_int64().unwrap().to_vec(),
+            other => panic!("{other:?}"),
+        };
+        let x = |v: Vec<i64>| ParsedBatch {
+            num_records: v.len(),
+            columns: vec![(
+                "x".into(),
+                Column::Dense {
+                    shape: vec![v.len()],
+                    values: Values::Int64(v),
+                },
+            )],
+        };
+        let keep = |f: fn(i64) -> bool| -> Step {
+            Arc::new(FilterStep(Arc::new(move |b: &ParsedBatch, row: usize| {
+                let Some(Column::Dense { values, .. }) = b.get("x") else {
+                    return true;
+                };
+                f(values.as_int64().unwrap()[row])
+            })))
+        };
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let map: Step = {
+            let seen = seen.clone();
+            Arc::new(MapStep(Arc::new(move |b: ParsedBatch| {
+                seen.lock().unwrap().push(ids(&b));
+                Ok(x(ids(&b).iter().map(|v| v * 10).collect()))
+            })))
+        };
+        let input = || x((0..10).collect());
+        let odd = keep(|v| v % 2 == 1);
+        let (out, kept) = apply_all(&[odd.clone(), keep(|v| v != 5)], input()).unwrap();
+        assert_eq!(out, input(), "no copy without a map");
+        assert_eq!(kept, [(1, 1), (3, 3), (7, 7), (9, 9)]);
+        let steps = [odd, map, keep(|v| v != 30), keep(|v| v > 10)];
+        let (out, kept) = apply_all(&steps, input()).unwrap();
+        assert_eq!(*seen.lock().unwrap(), [vec![1, 3, 5, 7, 9]]);
+        assert_eq!(ids(&out), [10, 30, 50, 70, 90]);
+        assert_eq!(kept, [(5, 2), (7, 3), (9, 4)]);
     }
 
     #[test]

@@ -63,7 +63,8 @@ impl ParsedSettings {
             }
             let (parser, batch) = parsers.parse(raw)?;
             let n = batch.num_records;
-            let (kept, origin) = parsed::apply_all(&ops, batch).map_err(|e| map_error(raw, e))?;
+            let (kept, survivors) =
+                parsed::apply_all(&ops, batch).map_err(|e| map_error(raw, e))?;
             let mut verdicts = vec![None; n];
             let columns = features
                 .iter()
@@ -80,7 +81,7 @@ impl ParsedSettings {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            for (row, &i) in origin.iter().enumerate() {
+            for (i, row) in survivors {
                 let len = columns
                     .iter()
                     .map(|c| parsed::row_length(c, row).unwrap_or(0))
