@@ -69,4 +69,8 @@ impl ParsedStep for FilterLength {
     fn filter(&self) -> Option<&RowFilter> {
         Some(&self.keep)
     }
+
+    fn length_bounds(&self) -> Option<(&str, u64, u64)> {
+        Some((&self.feature, self.min, self.max))
+    }
 }

@@ -155,6 +155,14 @@ pub(crate) trait ParsedStep: Send + Sync {
         None
     }
 
+    /// A filter that keeps the records whose variable-length feature
+    /// holds from `min` to `max` values: (feature, min, max). The prefilter
+    /// decides it by the wire scan, without a parse, where no step before
+    /// it changes the records (`measure.rs`).
+    fn length_bounds(&self) -> Option<(&str, u64, u64)> {
+        None
+    }
+
     /// A decoding step's work on a group's parsed batch, on the workers
     /// (`raw`: the group it was parsed from). It may leave records out:
     /// the rows after them move up.

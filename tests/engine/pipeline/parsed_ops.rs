@@ -337,3 +337,76 @@ fn filter_length_keeps_exactly_the_records_of_those_lengths_and_its_bounds_are_i
         .batch(2, false);
     assert!(matches!(fixed.build(), Err(PipelineError::Config(m)) if m.contains("fixed-length")));
 }
+
+/// `filter_length` alone before the grouping is decided by the wire scan,
+/// without a parse: it keeps exactly what a parse keeps (a record without
+/// the feature holds 0 values; both bounds inclusive), and a record the
+/// scan cannot read is the parse's error, after the same batches.
+#[test]
+fn filter_length_by_the_wire_scan_keeps_what_a_parse_keeps() {
+    use crate::support::tfrecord::write_file;
+    use infeed::record::Compression;
+    let dir = tempfile::tempdir().unwrap();
+    let records = |bad: bool| {
+        let mut records: Vec<Vec<u8>> = (0..40)
+            .map(|i| lm_record(i, (i as usize * 5) % 9))
+            .collect();
+        // Records without `ids` at all, and with an empty list.
+        records[3] = example(&[("mask", vec![1, 1])]);
+        records[11] = example(&[("ids", vec![]), ("mask", vec![])]);
+        if bad {
+            records[29] = float_ids();
+        }
+        records
+    };
+    let good = write_file(
+        &dir.path().join("good.tfrecord"),
+        records(false),
+        Compression::None,
+    );
+    let bad = write_file(
+        &dir.path().join("bad.tfrecord"),
+        records(true),
+        Compression::None,
+    );
+    let run = |file: &str, min: u64, parsed: bool| {
+        let p = Pipeline::from_files([file])
+            .unwrap()
+            .threads(2)
+            .parse(spec());
+        // A map before it: the records are parsed to be filtered.
+        let p = if parsed { p.map_batch(Ok) } else { p };
+        let mut batches = p
+            .filter_length("ids", min, 4)
+            .pack(8)
+            .batch(2, false)
+            .build()
+            .unwrap();
+        let mut digests = Vec::new();
+        loop {
+            match batches.next_batch() {
+                Ok(Some(b)) => digests.push(b.digest()),
+                Ok(None) => return (digests, None, batches.stats().records.left_out.filtered),
+                Err(e) => return (digests, Some(e.to_string()), 0),
+            }
+        }
+    };
+    for min in [0, 2] {
+        let scanned = run(&good, min, false);
+        assert_eq!(scanned, run(&good, min, true), "min {min}");
+        assert!(scanned.0.len() > 2 && scanned.1.is_none(), "{scanned:?}");
+        // Lengths (5i mod 9): 17 are over 4 (record 3 no longer is), and
+        // under 2 the 5 of length 0, the 5 of length 1 and record 3.
+        let under = if min == 0 { 0 } else { 11 };
+        assert_eq!(scanned.2, 17 + under, "min {min}");
+    }
+    let (digests, error, _) = run(&bad, 0, false);
+    assert!(
+        error.as_ref().is_some_and(|e| e.contains("ids")),
+        "{error:?}"
+    );
+    assert_eq!((digests, error), {
+        let (d, e, _) = run(&bad, 0, true);
+        (d, e)
+    });
+}
