@@ -436,6 +436,30 @@ impl RecordThread {
         Ok((!out.is_empty()).then_some(false))
     }
 
+    /// Fills `items` up to a chunk: a restore's records first, one at a
+    /// time (the first with the pieces its row took), then runs from the
+    /// chain. Fewer: the stream ended, or `Err` came after them.
+    fn fill_chunk(&mut self, items: &mut Vec<(Item, usize)>) -> Result<(), PipelineError> {
+        while items.len() < self.chunk {
+            if !self.replay.is_empty() || self.ahead_error.is_some() {
+                match self.next()? {
+                    Some(x) => items.push(x),
+                    None => return Ok(()),
+                }
+                continue;
+            }
+            let pulled = self.chain.next_run(&mut self.run, self.chunk - items.len());
+            let n = self.run.len();
+            self.taken += n as u64;
+            items.extend(self.run.drain(..).map(|item| (item, 0)));
+            pulled?;
+            if n == 0 {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
     /// Cuts chunks for the prefilter threads and groups the records they
     /// keep, in order.
     fn run_prefiltered(
@@ -469,20 +493,10 @@ impl RecordThread {
                 let timer = stats.busy_timer();
                 let _span = tracing::trace_span!("infeed.chunk", stream = self.stream).entered();
                 let mut items = Vec::with_capacity(self.chunk);
-                while items.len() < self.chunk {
-                    match self.next() {
-                        Ok(Some(x)) => items.push(x),
-                        Ok(None) => {
-                            input_done = true;
-                            break;
-                        }
-                        Err(e) => {
-                            input_error = Some(e);
-                            input_done = true;
-                            break;
-                        }
-                    }
+                if let Err(e) = self.fill_chunk(&mut items) {
+                    input_error = Some(e);
                 }
+                input_done = items.len() < self.chunk || input_error.is_some();
                 drop(timer);
                 if items.is_empty() {
                     break;
