@@ -7,12 +7,34 @@ use std::sync::Arc;
 use super::checkpoint::Identity;
 use super::error::PipelineError;
 use super::group::grouping::{Grouping, RecordWork};
+use super::item::LengthScan;
 use super::loaded::Loaded;
-use super::ops::chain::RecordChain;
+use super::ops::chain::{ChainConfig, RecordChain};
 use super::ops::mix::{MixChain, MixChoice, MixConfig, Source};
 use super::rng::{CounterRng, domain};
 use super::settings::{MixSettings, RecordSettings, stream_identity};
 use super::stats::StreamCounters;
+
+/// Source `s` of the mixture `p` as logical stream `stream.0` of
+/// `stream.1` runs it: placed by the mixture, the source's share of the
+/// stream, seeded as the stream's; placed by its sources, the source's own
+/// shard `stream.0`.
+pub(crate) fn source_config(
+    p: &RecordSettings,
+    s: &RecordSettings,
+    (index, count): (u64, u64),
+    scan: Option<&LengthScan>,
+    own: &Loaded,
+) -> ChainConfig {
+    if p.host.is_some() || p.streams.is_some() {
+        let mut per_stream = s.clone();
+        per_stream.streams = p.streams;
+        per_stream.stream_config(index, count, scan, own)
+    } else {
+        let n = s.host.map_or(1, |(_, n)| n);
+        s.stream_config(index, n, scan, own)
+    }
+}
 
 /// The mixture `mix` of pipeline `p` as logical stream `stream.0` of
 /// `stream.1` runs it (not started), grouped as `record` says, with what
@@ -98,15 +120,7 @@ pub(crate) fn build(
     let none = Loaded::default();
     for (i, (_, s)) in mix.sources.iter().enumerate() {
         let own = loaded.sources.get(i).unwrap_or(&none);
-        let cfg = if placed {
-            // The source's share of the stream, seeded as the stream's.
-            let mut per_stream = s.clone();
-            per_stream.streams = p.streams;
-            per_stream.stream_config(index, count, record.scan.as_ref(), own)
-        } else {
-            let n = s.host.map_or(1, |(_, n)| n);
-            s.stream_config(index, n, record.scan.as_ref(), own)
-        };
+        let cfg = source_config(p, s, stream, record.scan.as_ref(), own);
         let chain = RecordChain::new(&cfg, counters)?;
         // A source's fingerprint: its chain's and its place (the
         // mixture's own covers the grouping).

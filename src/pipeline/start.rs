@@ -3,6 +3,7 @@
 //! checks them once, restores a state if there is one and starts the
 //! threads.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::batches::{Batches, ExecConfig};
@@ -16,6 +17,8 @@ use super::item::Item;
 use super::limits;
 use super::loaded::Loaded;
 use super::open::{Opened, Opener, Resume};
+use super::open_mix;
+use super::ops::chain::ChainConfig;
 use super::read::again::first_records;
 use super::read::in_workers::{ReadChecks, found_indexes};
 use super::read::shared_maps::SharedMaps;
@@ -123,7 +126,7 @@ pub(crate) fn plan(p: &RecordSettings, record: RecordWork) -> Result<Planned, Pi
     let job = Job::of(p)?;
     (loaded.unread, loaded.shared) = match p.mixture.is_some() {
         false => unread_records(p, &record, &loaded, &job),
-        true => unread_sources(p, &record, &mut loaded.sources),
+        true => unread_sources(p, &record, &mut loaded.sources, &job),
     };
     span_reads(p, &job, &mut loaded);
     // The host's grouping, for the digest of the shapes hosts must share.
@@ -360,16 +363,35 @@ fn count_by_records(
 /// whole job's: each host reads only its share), which frame those shards
 /// in place of their headers ([`found_indexes`]).
 fn host_indexes(p: &RecordSettings, job: &Job) -> Indexes {
-    // A set: a job's streams may read thousands of files, several each.
-    let mut files = std::collections::BTreeSet::new();
     let none = Loaded::default();
-    for stream in job.first..job.first + job.per_host {
-        let config = p.stream_config(stream, job.streams, None, &none);
-        files.extend(config.files.files.iter().cloned());
-    }
-    let files: Vec<String> = files.into_iter().collect();
+    let files = host_files(job, |stream| {
+        p.stream_config(stream, job.streams, None, &none)
+    });
     let dir = p.ops.global_shuffle.index_dir.as_deref();
     found_indexes(&files, dir, &p.read, &p.source_options)
+}
+
+/// The indexes found of the plain local shards that source `s` of the
+/// mixture `p` reads on this host, in its own `index_dir` or the
+/// mixture's, as [`host_indexes`] finds a pipeline's.
+fn host_source_indexes(p: &RecordSettings, s: &RecordSettings, job: &Job) -> Indexes {
+    let none = Loaded::default();
+    let files = host_files(job, |stream| {
+        open_mix::source_config(p, s, (stream, job.streams), None, &none)
+    });
+    let own = s.ops.global_shuffle.index_dir.as_deref();
+    let dir = own.or(p.ops.global_shuffle.index_dir.as_deref());
+    found_indexes(&files, dir, &s.read, &s.source_options)
+}
+
+/// The files this host's streams read, each once (a job's streams may
+/// read thousands of files, several each), as `config` gives a stream's.
+fn host_files(job: &Job, config: impl Fn(u64) -> ChainConfig) -> Vec<String> {
+    let mut files = std::collections::BTreeSet::new();
+    for stream in job.first..job.first + job.per_host {
+        files.extend(config(stream).files.files.iter().cloned());
+    }
+    files.into_iter().collect()
 }
 
 /// What needs a record's bytes before the worker that assembles it, if
@@ -454,17 +476,19 @@ fn unread_records(
 }
 
 /// A mixture's shards whose records the workers read: each source's plain
-/// local shards, framed by their headers, where nothing before the
-/// workers needs the source's bytes (a source with a global shuffle reads
-/// its own, as before), set into the source's `loaded`; and what the
-/// workers read by, as [`unread_records`] gives it: no indexes (a bad
-/// record's number comes from a walk of its shard's headers), and maps
+/// local shards, framed by their indexes where found (in the source's
+/// `index_dir`, or the mixture's) and by their headers where not, where
+/// nothing before the workers needs the source's bytes (a source with a
+/// global shuffle reads its own, as before), set into the source's
+/// `loaded`; and what the workers read by, as [`unread_records`] gives
+/// it: every source's indexes found (to number a bad record), and maps
 /// they share where a source shuffles (numbered as the mixture numbers
 /// its sources' files, one after the other).
 fn unread_sources(
     p: &RecordSettings,
     record: &RecordWork,
     sources: &mut [Loaded],
+    job: &Job,
 ) -> (Option<LeftUnread>, Option<Arc<SharedMaps>>) {
     let Some(mix) = &p.mixture else {
         return (None, None);
@@ -473,6 +497,7 @@ fn unread_sources(
         return (None, None);
     }
     let (mut checks, mut scattered, mut files) = (Vec::new(), false, 0);
+    let mut indexes = HashMap::new();
     for ((_, source), own) in mix.sources.iter().zip(sources) {
         files += source.files.len();
         if source.mixture.is_some()
@@ -483,7 +508,8 @@ fn unread_sources(
         }
         let left = match needs_walks(source) {
             Some(_) => LeftUnread::walked_skipping(),
-            None => LeftUnread::by_headers(source.ops.epochs.epochs() != Some(1)),
+            None => LeftUnread::by_headers(source.ops.epochs.epochs() != Some(1))
+                .with_indexes(host_source_indexes(p, source, job)),
         };
         if source
             .files
@@ -491,6 +517,7 @@ fn unread_sources(
             .any(|f| left.framing(f, &source.read).is_some())
         {
             checks.push((source.files.clone(), left.worker_checks(&source.read)));
+            indexes.extend(left.indexes.iter().map(|(k, v)| (k.clone(), v.clone())));
             own.unread = Some(left);
             scattered |= source.ops.shuffle.buffer > 0
                 || record.scan.is_some()
@@ -502,7 +529,7 @@ fn unread_sources(
     let shared = shared.map(Arc::new);
     let left = (!checks.is_empty()).then(|| LeftUnread {
         sources: checks,
-        ..LeftUnread::by_headers(false)
+        ..LeftUnread::by_headers(false).with_indexes(Arc::new(indexes))
     });
     (left, shared)
 }

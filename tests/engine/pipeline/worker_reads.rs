@@ -661,3 +661,71 @@ fn parsed_steps_before_the_grouping_read_their_records_on_the_prefilter_threads(
         assert_eq!(until_error(p), (read.clone(), error.clone()));
     }
 }
+
+/// A mixture's sources are framed by the indexes found of their shards (in
+/// the source's `index_dir`, or the mixture's), as a pipeline's are. The
+/// proof: a shard written again in place after it was indexed, the same
+/// size, time and ends, but two records cut elsewhere, is framed by its
+/// index, whose places no longer hold its records (an error); by its
+/// headers it reads.
+#[test]
+fn a_mixtures_sources_are_framed_by_the_indexes_found() {
+    use crate::support::tfrecord::write_file;
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path(), &[1000, 30], Compression::None);
+    let indexes = indexes_of(&files[..1], dir.path());
+    let mix = |own: Option<&str>, mixture: Option<&str>| {
+        let a = Pipeline::from_files([files[0].clone()]).unwrap();
+        let a = own.map_or(a.clone(), |dir| a.index_dir(dir));
+        // Endless: the mixture ends with `a`.
+        let b = Pipeline::from_files([files[1].clone()])
+            .unwrap()
+            .repeat(None);
+        let mix = Pipeline::mix([("a", a), ("b", b)], &[1.0, 1.0]).unwrap();
+        mixture
+            .map_or(mix.clone(), |dir| mix.index_dir(dir))
+            .seed(5)
+            .threads(2)
+    };
+    let (by_headers, end) = run(&mix(None, None), 8);
+    assert!(end.is_none(), "{end:?}");
+    let has = |run: &[(Vec<String>, Vec<u8>)], record: &str| {
+        run.iter().any(|(b, _)| b.iter().any(|r| r == record))
+    };
+    assert!(has(&by_headers, "f0-r999"));
+    for (own, mixture) in [(Some(&indexes), None), (None, Some(&indexes))] {
+        let (by_index, end) = run(
+            &mix(own.map(String::as_str), mixture.map(String::as_str)),
+            8,
+        );
+        assert!(end.is_none(), "{end:?}");
+        assert_eq!(by_index, by_headers);
+    }
+    // Records 500 and 501 ("f0-r500", "f0-r501") as "f0-r50" and
+    // "0f0-r501": the same bytes but for their frames.
+    let modified = std::fs::metadata(&files[0]).unwrap().modified().unwrap();
+    let records = (0..1000).map(|i| match i {
+        500 => "f0-r50".to_owned(),
+        501 => "0f0-r501".to_owned(),
+        i => format!("f0-r{i}"),
+    });
+    let size = std::fs::metadata(&files[0]).unwrap().len();
+    write_file(std::path::Path::new(&files[0]), records, Compression::None);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), size);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&files[0])
+        .unwrap();
+    file.set_modified(modified).unwrap();
+    let (read, end) = run(&mix(None, None), 8);
+    assert!(end.is_none(), "{end:?}");
+    assert!(has(&read, "0f0-r501") && has(&read, "f0-r999"));
+    for (own, mixture) in [(Some(&indexes), None), (None, Some(&indexes))] {
+        let (_, end) = run(
+            &mix(own.map(String::as_str), mixture.map(String::as_str)),
+            8,
+        );
+        let end = end.expect("framed by its index").to_string();
+        assert!(end.contains(&files[0]), "{end}");
+    }
+}
