@@ -6,9 +6,9 @@
 //!
 //! A record read here is read again by the worker that assembles its
 //! batch: the record thread keeps the stand-in, so a record waiting in a
-//! bucket or an open packed row pins no read buffer. The start reads such
-//! pipelines through the shards' shared maps (`start.rs`,
-//! `unread_records`), so both reads are views of the same mapped pages.
+//! bucket or an open packed row pins no read buffer. The start has such
+//! pipelines read through the shards' shared maps (`start.rs`,
+//! `scatters`), so both reads are views of the same mapped pages.
 
 use std::collections::BTreeMap;
 
