@@ -480,14 +480,10 @@ fn a_mixtures_workers_check_each_source_as_its_own_options_say() {
 /// was, after the batches before it.
 #[test]
 fn buckets_and_packing_are_measured_by_the_walks_and_read_by_the_workers() {
-    use super::grouping::{digests, digests_then_state, float_ids, lm_record};
+    use super::grouping::{float_ids, lm_record};
     use crate::support::tfrecord::write_file;
     let dir = tempfile::tempdir().unwrap();
-    let lens: Vec<Vec<usize>> = (0..3)
-        .map(|f| (0..60).map(|i| 1 + (i * 7 + f * 3) % 23).collect())
-        .collect();
-    let files = write_lm_files(dir.path(), &lens);
-    let indexes = indexes_of(&files, dir.path());
+    let (_, files, indexes) = lm_files(dir.path());
     let groupings: [&dyn Fn(Pipeline) -> infeed::pipeline::ParsedPipeline; 2] = [
         &|p| {
             p.parse(spec())
@@ -500,32 +496,7 @@ fn buckets_and_packing_are_measured_by_the_walks_and_read_by_the_workers() {
         [&|p| p, &|p| p.shuffle(17).shuffle_files(), &|p| {
             p.interleave(2, 3).repeat(Some(2))
         }];
-    for (g, grouping) in groupings.iter().enumerate() {
-        for (o, order) in orders.iter().enumerate() {
-            let base = || {
-                order(
-                    Pipeline::from_files(files.clone())
-                        .unwrap()
-                        .seed(3)
-                        .threads(2),
-                )
-            };
-            let read = digests(grouping(read_first(base())).build().unwrap());
-            assert!(read.len() > 10, "grouping {g}, order {o}");
-            for index_dir in [None, Some(&indexes)] {
-                let p = || match index_dir {
-                    Some(dir) => grouping(base().index_dir(dir)),
-                    None => grouping(base()),
-                };
-                let workers = digests(p().build().unwrap());
-                assert_eq!(workers, read, "grouping {g}, order {o}, {index_dir:?}");
-                let (first, state) = digests_then_state(p().build().unwrap(), 5);
-                assert_eq!(first, read[..5]);
-                let rest = digests(p().resume_from(&state).build().unwrap());
-                assert_eq!(rest, read[5..], "grouping {g}, order {o}, {index_dir:?}");
-            }
-        }
-    }
+    same_as_read_first(&files, &indexes, &groupings, &orders);
     // The fourth record of a shard holds its lengths as floats: the wire
     // scan cannot read it, and the error names it.
     let bad = dir.path().join("bad.tfrecord");
@@ -563,14 +534,9 @@ fn buckets_and_packing_are_measured_by_the_walks_and_read_by_the_workers() {
 /// reader's error after the same batches.
 #[test]
 fn parsed_steps_before_the_grouping_read_their_records_on_the_prefilter_threads() {
-    use super::grouping::{digests, digests_then_state};
     use infeed::example::Column;
     let dir = tempfile::tempdir().unwrap();
-    let lens: Vec<Vec<usize>> = (0..3)
-        .map(|f| (0..60).map(|i| 1 + (i * 7 + f * 3) % 23).collect())
-        .collect();
-    let files = write_lm_files(dir.path(), &lens);
-    let indexes = indexes_of(&files, dir.path());
+    let (lens, files, indexes) = lm_files(dir.path());
     let steps: [&dyn Fn(Pipeline) -> infeed::pipeline::ParsedPipeline; 3] = [
         &|p| {
             p.parse(spec())
@@ -606,32 +572,7 @@ fn parsed_steps_before_the_grouping_read_their_records_on_the_prefilter_threads(
         &|p| p.interleave(2, 3).repeat(Some(2)),
         &|p| p.global_shuffle(),
     ];
-    for (s, step) in steps.iter().enumerate() {
-        for (o, order) in orders.iter().enumerate() {
-            let base = || {
-                order(
-                    Pipeline::from_files(files.clone())
-                        .unwrap()
-                        .seed(3)
-                        .threads(2),
-                )
-            };
-            let read = digests(step(read_first(base())).build().unwrap());
-            assert!(read.len() > 10, "step {s}, order {o}");
-            for index_dir in [None, Some(&indexes)] {
-                let p = || match index_dir {
-                    Some(dir) => step(base().index_dir(dir)),
-                    None => step(base()),
-                };
-                let workers = digests(p().build().unwrap());
-                assert_eq!(workers, read, "step {s}, order {o}, {index_dir:?}");
-                let (first, state) = digests_then_state(p().build().unwrap(), 5);
-                assert_eq!(first, read[..5]);
-                let rest = digests(p().resume_from(&state).build().unwrap());
-                assert_eq!(rest, read[5..], "step {s}, order {o}, {index_dir:?}");
-            }
-        }
-    }
+    same_as_read_first(&files, &indexes, &steps, &orders);
     // Record 40 of the second shard, its payload changed in place (its
     // index kept, the file's time too): the prefilter threads' read finds
     // it, and the run ends as when a shard thread read it.
@@ -727,5 +668,54 @@ fn a_mixtures_sources_are_framed_by_the_indexes_found() {
         );
         let end = end.expect("framed by its index").to_string();
         assert!(end.contains(&files[0]), "{end}");
+    }
+}
+
+/// Three shards of 60 lm records of lengths 1 to 23, and a folder of their
+/// indexes: the lengths, the shards, the folder.
+fn lm_files(dir: &std::path::Path) -> (Vec<Vec<usize>>, Vec<String>, String) {
+    let lens: Vec<Vec<usize>> = (0..3)
+        .map(|f| (0..60).map(|i| 1 + (i * 7 + f * 3) % 23).collect())
+        .collect();
+    let files = write_lm_files(dir, &lens);
+    let indexes = indexes_of(&files, dir);
+    (lens, files, indexes)
+}
+
+/// Each grouping of `files` in each order gives the batches it gives with
+/// its records read before the workers, framed by the shards' headers and
+/// by their `indexes`; and a state after 5 batches restores to the rest.
+fn same_as_read_first(
+    files: &[String],
+    indexes: &str,
+    groupings: &[&dyn Fn(Pipeline) -> infeed::pipeline::ParsedPipeline],
+    orders: &[&dyn Fn(Pipeline) -> Pipeline],
+) {
+    use super::grouping::{digests, digests_then_state};
+    for (g, grouping) in groupings.iter().enumerate() {
+        for (o, order) in orders.iter().enumerate() {
+            let base = || {
+                order(
+                    Pipeline::from_files(files.to_vec())
+                        .unwrap()
+                        .seed(3)
+                        .threads(2),
+                )
+            };
+            let read = digests(grouping(read_first(base())).build().unwrap());
+            assert!(read.len() > 10, "grouping {g}, order {o}");
+            for index_dir in [None, Some(indexes)] {
+                let p = || match index_dir {
+                    Some(dir) => grouping(base().index_dir(dir)),
+                    None => grouping(base()),
+                };
+                let workers = digests(p().build().unwrap());
+                assert_eq!(workers, read, "grouping {g}, order {o}, {index_dir:?}");
+                let (first, state) = digests_then_state(p().build().unwrap(), 5);
+                assert_eq!(first, read[..5]);
+                let rest = digests(p().resume_from(&state).build().unwrap());
+                assert_eq!(rest, read[5..], "grouping {g}, order {o}, {index_dir:?}");
+            }
+        }
     }
 }
