@@ -23,10 +23,11 @@ pub(crate) struct Item {
     /// `data` is a view of a mapped file: holding it pins page-cache pages
     /// (which the kernel can reclaim), not a heap chunk of other records.
     pub mapped: bool,
-    /// Not read yet (the workers read it: `read/in_workers.rs`): `data`
-    /// stands in for the record, framed by its index or headers: bytes of its
-    /// length, which only that length is taken from; the worker that
-    /// assembles the record reads and checks it (`read/in_workers.rs`).
+    /// Not read yet: `data` stands in for the record, framed by its index
+    /// or headers: bytes of its length, which only that length is taken
+    /// from; the worker that assembles the record reads and checks it
+    /// (`read/in_workers.rs`), and so first does a prefilter thread where a
+    /// parsed filter or length decides its grouping (`threads/prefilter.rs`).
     pub unread: bool,
 }
 

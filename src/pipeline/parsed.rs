@@ -156,9 +156,9 @@ pub(crate) trait ParsedStep: Send + Sync {
     }
 
     /// A filter that keeps the records whose variable-length feature
-    /// holds from `min` to `max` values: (feature, min, max). The prefilter
-    /// decides it by the wire scan, without a parse, where no step before
-    /// it changes the records (`measure.rs`).
+    /// holds from `min` to `max` values: (feature, min, max). Where every
+    /// column step is one (and the records are Examples), the prefilter
+    /// decides them by the wire scan (`measure.rs`, `scanned_prefilter`).
     fn length_bounds(&self) -> Option<(&str, u64, u64)> {
         None
     }

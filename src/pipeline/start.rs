@@ -433,9 +433,11 @@ fn needs_walks(p: &RecordSettings) -> Option<&'static str> {
 /// shared maps; else every plain local shard, framed by its index where
 /// one is found ([`host_indexes`]) and by its headers as its shard thread
 /// opens it where none is, through shared maps
-/// under a shuffle buffer or a grouping that measures (buckets, packing),
-/// whose batches are scattered (else each worker `pread`s its batch's runs
-/// of neighbours); the walks measure each record where the grouping does.
+/// under a shuffle buffer, a grouping that measures (buckets, packing),
+/// whose batches are scattered, or a parsed filter, whose prefilter
+/// threads read each record before its worker does ([`scatters`]; else
+/// each worker `pread`s its batch's runs of neighbours); the walks measure
+/// each record where the grouping does.
 /// `None`: every record is read before the workers.
 fn unread_records(
     p: &RecordSettings,

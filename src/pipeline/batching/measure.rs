@@ -9,7 +9,7 @@ use crate::example::{ExampleParser, longest_feature_length};
 use crate::pipeline::error::PipelineError;
 use crate::pipeline::group::grouping::{MeasureFn, PrefilterFn};
 use crate::pipeline::group::raw_batch::RawBatch;
-use crate::pipeline::item::LengthScan;
+use crate::pipeline::item::{Item, LengthScan};
 use crate::pipeline::parsed::{self};
 use crate::spec::WireKind;
 
@@ -123,9 +123,12 @@ type Bounds = (Vec<(String, WireKind)>, u64, u64);
 
 /// A prefilter of length filters alone (`filter_length`), decided by the
 /// wire scan the walks measure with, with no parse (lm, 2 cores: +10–15%,
-/// pinned +10–30%). The scan counts a feature's values as the parse does (0 where a
-/// record lacks it); a chunk with a record it cannot read goes to `parsed`,
-/// which names what is wrong with it as before.
+/// pinned +10–30%). The scan counts a feature's values as the parse does (0
+/// where a record lacks it); a chunk with a record it cannot read goes to
+/// `parsed`, which names what is wrong with it as before. It reads no
+/// other feature, so a record it leaves out is parsed too (few are): one
+/// the spec refuses is its error, never dropped unnoticed. One it keeps is
+/// parsed by the worker that assembles its batch, as in any pipeline.
 fn scanned_prefilter(
     bounds: Vec<Bounds>,
     length: Option<Vec<(String, WireKind)>>,
@@ -147,10 +150,17 @@ fn scanned_prefilter(
         let scanned: Option<Vec<Option<usize>>> = (raw.items.iter())
             .map(|item| (!item.unread).then(|| verdict(&item.data)).flatten())
             .collect();
-        match scanned {
-            Some(verdicts) => Ok(verdicts),
-            None => parsed(raw),
+        let Some(verdicts) = scanned else {
+            return parsed(raw);
+        };
+        let left_out: Vec<Item> = (raw.items.iter().zip(&verdicts))
+            .filter(|(_, verdict)| verdict.is_none())
+            .map(|(item, _)| item.clone())
+            .collect();
+        if !left_out.is_empty() {
+            parsed(&RawBatch::chunk(left_out, raw.files.clone()))?;
         }
+        Ok(verdicts)
     })
 }
 

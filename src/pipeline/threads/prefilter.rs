@@ -1,7 +1,8 @@
 //! The prefilter threads (`infeed-prefilter`, one per worker): they read
 //! the unread records of chunks (as a worker reads its batch's), parse
-//! them and run the parsed ops (`filter_rows`, `map_batch`, `tokenize`)
-//! for the record thread, which groups the survivors in order. They live
+//! them and run the parsed ops (`filter_rows`, `map_batch`, `tokenize`;
+//! length filters alone by the wire scan) for the record thread, which
+//! groups the survivors in order. They live
 //! as long as the record thread's loop ([`with_pool`]).
 //!
 //! A record read here is read again by the worker that assembles its

@@ -409,4 +409,26 @@ fn filter_length_by_the_wire_scan_keeps_what_a_parse_keeps() {
         let (d, e, _) = run(&bad, 0, true);
         (d, e)
     });
+    // A record the filter leaves out (7 ids) whose other feature the spec
+    // refuses (`mask` as floats) is parsed, and is its error: not dropped.
+    use infeed::example::proto::{Example, Feature};
+    let mut with_bad_mask = records(false);
+    with_bad_mask[20] = prost::Message::encode_to_vec(&Example::from_features([
+        ("ids", Feature::int64s((0..7).collect::<Vec<i64>>())),
+        ("mask", Feature::floats(vec![1.0; 7])),
+    ]));
+    let bad = write_file(
+        &dir.path().join("mask.tfrecord"),
+        with_bad_mask,
+        Compression::None,
+    );
+    let (digests, error, _) = run(&bad, 0, false);
+    assert!(
+        error.as_ref().is_some_and(|e| e.contains("mask")),
+        "{error:?}"
+    );
+    assert_eq!((digests, error), {
+        let (d, e, _) = run(&bad, 0, true);
+        (d, e)
+    });
 }
