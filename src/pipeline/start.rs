@@ -273,6 +273,7 @@ impl Planned {
                 taken: 0,
                 prefiltered: 0,
                 run: Vec::new(),
+                ended_at: None,
             });
             files_of.push(files);
         }

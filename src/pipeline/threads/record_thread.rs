@@ -82,7 +82,15 @@ pub(crate) struct RecordThread {
     /// A run's records, taken from the chain together ([`Self::push_run`];
     /// kept for its capacity).
     pub run: Vec<Item>,
+    /// Where the partial groups sent after an error resume from, where
+    /// the chain ran ahead of the records grouped (prefilter chunks in
+    /// flight): the state after the failing chunk, and its records not
+    /// grouped, the failing one first, to read again.
+    pub ended_at: Option<ResumePoint>,
 }
+
+/// A stream's state and the records after it to read again, in order.
+pub(crate) type ResumePoint = (Arc<SavedParts>, Vec<(u32, u64)>);
 
 /// A chunk of records out for prefiltering.
 struct Chunk {
@@ -191,9 +199,12 @@ impl RecordThread {
         };
         // The end of the data (or an error: the records before it are
         // delivered): the partial groups.
-        let state = Arc::new(self.chain.state());
+        let (state, queued) = match self.ended_at.take() {
+            Some(at) => at,
+            None => (Arc::new(self.chain.state()), Vec::new()),
+        };
         while let Some(group) = grouper.finish_one() {
-            if sender.send(group, &state, Vec::new()) == Flow::Stop {
+            if sender.send(group, &state, queued.clone()) == Flow::Stop {
                 self.finish_accounts_at_count(&grouper, &sender);
                 return;
             }
@@ -519,7 +530,12 @@ impl RecordThread {
             let Some((seq, chunk)) = in_flight.pop_front() else {
                 break;
             };
-            let prefilter::Judged { verdicts, error } = pool.take(seq, stats)?;
+            // A chunk that failed (a parse error) is grouped none of.
+            let (verdicts, error) = match pool.take(seq, stats) {
+                Ok(judged) => (judged.verdicts, judged.error),
+                Err(e) => (Vec::new(), Some(e)),
+            };
+            let judged = verdicts.len();
             let Chunk {
                 items,
                 stream,
@@ -548,6 +564,9 @@ impl RecordThread {
                 }
             }
             if let Some(e) = error {
+                let mut left = positions[judged.min(positions.len())..].to_vec();
+                left.extend_from_slice(&replay_after);
+                self.ended_at = Some((stream, left));
                 return Err(e);
             }
         }
