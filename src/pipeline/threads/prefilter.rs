@@ -29,7 +29,8 @@ type Verdicts = (u64, Result<Judged, PipelineError>);
 /// A chunk's verdicts: each record's length, or `None` where a parsed
 /// filter left it out; fewer than the chunk's records where one could not
 /// be read, and `error` says why. The records before it are grouped and
-/// delivered before the error, as when a shard thread met it.
+/// delivered before the error, as when a shard thread met it (under a
+/// shuffle buffer, it is met as the buffer lets it go: later).
 pub(crate) struct Judged {
     pub verdicts: Vec<Option<usize>>,
     pub error: Option<PipelineError>,
