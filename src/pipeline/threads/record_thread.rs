@@ -83,9 +83,9 @@ pub(crate) struct RecordThread {
     /// kept for its capacity).
     pub run: Vec<Item>,
     /// Where the partial groups sent after an error resume from, where
-    /// the chain ran ahead of the records grouped (prefilter chunks in
-    /// flight): the state after the failing chunk, and its records not
-    /// grouped, the failing one first, to read again.
+    /// the chain ran ahead of the records grouped (a run, prefilter chunks
+    /// in flight): the state after them, and their records not grouped,
+    /// the failing one first, to read again.
     pub ended_at: Option<ResumePoint>,
 }
 
@@ -201,7 +201,7 @@ impl RecordThread {
         // delivered): the partial groups.
         let (state, queued) = match self.ended_at.take() {
             Some(at) => at,
-            None => (Arc::new(self.chain.state()), Vec::new()),
+            None => (Arc::new(self.chain.state()), self.replay_positions()),
         };
         while let Some(group) = grouper.finish_one() {
             if sender.send(group, &state, queued.clone()) == Flow::Stop {
@@ -372,7 +372,11 @@ impl RecordThread {
                 if item.measured().is_none() {
                     self.pull_ahead();
                 }
-                self.group(grouper, item, skip, &mut out)?;
+                let at = (item.file, item.offset);
+                if let Err(e) = self.group(grouper, item, skip, &mut out) {
+                    self.ended_at = Some(self.resume_point(at, Vec::new()));
+                    return Err(e);
+                }
                 if !out.is_empty() {
                     break false;
                 }
@@ -392,6 +396,16 @@ impl RecordThread {
                 return Ok(Flow::Go);
             }
         }
+    }
+
+    /// Where a stream that failed grouping the record at `failing` resumes
+    /// from: the chain's state, and that record, the run's `rest` after it
+    /// and the replay queue to read again.
+    fn resume_point(&mut self, failing: (u32, u64), rest: Vec<(u32, u64)>) -> ResumePoint {
+        let mut queued = vec![failing];
+        queued.extend(rest);
+        queued.extend(self.replay_positions());
+        (Arc::new(self.chain.state()), queued)
     }
 
     /// Groups `item` (`skip` of its values packed already), measured as
@@ -433,8 +447,13 @@ impl RecordThread {
         }
         self.taken += run.len() as u64;
         let mut items = run.drain(..);
-        for item in items.by_ref() {
-            self.group(grouper, item, 0, out)?;
+        while let Some(item) = items.next() {
+            let at = (item.file, item.offset);
+            if let Err(e) = self.group(grouper, item, 0, out) {
+                let rest: Vec<_> = items.map(|i| (i.file, i.offset)).collect();
+                self.ended_at = Some(self.resume_point(at, rest));
+                return Err(e);
+            }
             if !out.is_empty() {
                 break;
             }
@@ -552,9 +571,12 @@ impl RecordThread {
                     continue;
                 };
                 let file = item.file;
-                grouper
-                    .push(item, len, skip, &mut out)
-                    .map_err(|e| self.locate(e, file))?;
+                if let Err(e) = grouper.push(item, len, skip, &mut out) {
+                    let mut left = positions[i..].to_vec();
+                    left.extend_from_slice(&replay_after);
+                    self.ended_at = Some((stream, left));
+                    return Err(self.locate(e, file));
+                }
                 for group in out.drain(..) {
                     let mut queued = positions[i + 1..].to_vec();
                     queued.extend_from_slice(&replay_after);

@@ -771,3 +771,50 @@ fn states_before_a_prefilter_read_error_resume_exactly() {
         );
     }
 }
+
+/// A record too long for its row ends the run; the batches before it carry
+/// states that name it and every record after the last one grouped, on
+/// the walks' path and the prefilter's alike: a run resumed from any of
+/// them delivers the records the first run delivered after that state,
+/// and ends with the same error, never past it.
+#[test]
+fn states_before_a_grouping_error_resume_to_it() {
+    use super::grouping::{lm_record, values};
+    use crate::support::tfrecord::write_file;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut lens, files, _) = lm_files(dir.path());
+    lens[1][40] = 40;
+    let records = (0..60).map(|i| lm_record(100 + i as i64, lens[1][i]));
+    write_file(std::path::Path::new(&files[1]), records, Compression::None);
+    let packed: [&dyn Fn(Pipeline) -> infeed::pipeline::ParsedPipeline; 2] =
+        [&|p| p.parse(spec()).pack(32).batch(3, false), &|p| {
+            p.parse(spec())
+                .filter_length("ids", 1, 100)
+                .pack(32)
+                .batch(3, false)
+        }];
+    for (k, pack) in packed.iter().enumerate() {
+        let p = || pack(Pipeline::from_files(files.clone()).unwrap().threads(2));
+        let until_error = |mut batches: infeed::pipeline::Batches<infeed::batch::Batch>| {
+            let mut out = Vec::new();
+            loop {
+                match batches.next_batch() {
+                    Ok(Some(b)) => out.push((b, batches.state())),
+                    Ok(None) => panic!("no error"),
+                    Err(e) => return (out, e.to_string()),
+                }
+            }
+        };
+        let (before, error) = until_error(p().build().unwrap());
+        assert!(error.contains("40") && error.contains(&files[1]), "{error}");
+        assert!(before.len() > 3, "pipeline {k}");
+        let delivered: Vec<_> = before.iter().map(|(b, _)| b.clone()).collect();
+        for (n, (_, state)) in before.iter().enumerate() {
+            let (after, again) = until_error(p().resume_from(state).build().unwrap());
+            assert_eq!(again, error, "pipeline {k}, resumed after batch {n}");
+            let mut seen = delivered[..=n].to_vec();
+            seen.extend(after.into_iter().map(|(b, _)| b));
+            assert_eq!(values(&seen), values(&delivered), "pipeline {k}, batch {n}");
+        }
+    }
+}
