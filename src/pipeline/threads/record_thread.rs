@@ -562,6 +562,13 @@ impl RecordThread {
             } = chunk;
             let positions: Vec<(u32, u64)> =
                 items.iter().map(|(i, _)| (i.file, i.offset)).collect();
+            // The records from the chunk's `k`-th on, then the replay queue:
+            // what a state taken there reads again.
+            let from = |k: usize| {
+                let mut queued = positions[k.min(positions.len())..].to_vec();
+                queued.extend_from_slice(&replay_after);
+                queued
+            };
             for (i, ((item, skip), verdict)) in items.into_iter().zip(verdicts).enumerate() {
                 if sender.full() {
                     return Ok(Flow::Stop);
@@ -572,23 +579,17 @@ impl RecordThread {
                 };
                 let file = item.file;
                 if let Err(e) = grouper.push(item, len, skip, &mut out) {
-                    let mut left = positions[i..].to_vec();
-                    left.extend_from_slice(&replay_after);
-                    self.ended_at = Some((stream, left));
+                    self.ended_at = Some((stream, from(i)));
                     return Err(self.locate(e, file));
                 }
                 for group in out.drain(..) {
-                    let mut queued = positions[i + 1..].to_vec();
-                    queued.extend_from_slice(&replay_after);
-                    if sender.send(group, &stream, queued) == Flow::Stop {
+                    if sender.send(group, &stream, from(i + 1)) == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
             }
             if let Some(e) = error {
-                let mut left = positions[judged.min(positions.len())..].to_vec();
-                left.extend_from_slice(&replay_after);
-                self.ended_at = Some((stream, left));
+                self.ended_at = Some((stream, from(judged)));
                 return Err(e);
             }
         }
