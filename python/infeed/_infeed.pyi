@@ -27,9 +27,11 @@ def files_of(description: str) -> tuple[list[str], dict[str, list[str]]]:
     """The files the described pipeline reads, before host sharding, and each
     glob's files (what a run takes as ``listed``)."""
 
-def merge_states(states: Sequence[bytes]) -> bytes:
+def merge_states(states: Sequence[bytes], ended: Sequence[bool] | None = None) -> bytes:
     """The states of several hosts of one job, taken at the same step, merged
-    into one that any host of the job on another host count restores from."""
+    into one that any host of the job on another host count restores from.
+    ``ended[i]``: every stream of state ``i``'s host has ended, so its state
+    of an earlier step stands for this one (``infeed.ray``'s actors)."""
 
 def records_of(
     description: str,

@@ -164,11 +164,25 @@ fn records_of(
 
 /// The states of several hosts of one job, taken at the same step, merged
 /// into one that any host of the job on another host count restores from
-/// (`Pipeline.streams`).
+/// (`Pipeline.streams`). `ended[i]`: every stream of state `i`'s host has
+/// ended, so its state of an earlier step stands for this one.
 #[pyfunction]
-fn merge_states(py: Python<'_>, states: Vec<Vec<u8>>) -> PyResult<Vec<u8>> {
+#[pyo3(signature = (states, ended = None))]
+fn merge_states(
+    py: Python<'_>,
+    states: Vec<Vec<u8>>,
+    ended: Option<Vec<bool>>,
+) -> PyResult<Vec<u8>> {
     let parts: Vec<&[u8]> = states.iter().map(Vec::as_slice).collect();
-    infeed::pipeline::merge_states(&parts)
+    let ended = ended.unwrap_or_else(|| vec![false; parts.len()]);
+    if ended.len() != parts.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "merge_states: {} states and {} ended flags",
+            parts.len(),
+            ended.len()
+        )));
+    }
+    infeed::pipeline::merge_ended_states(&parts, &ended)
         .map_err(|e| errors::state(py, format!("cannot merge the pipeline states: {e}")))
 }
 

@@ -127,7 +127,7 @@ pub use accounting::{LeftOut, RecordAccount};
 pub use async_iter::BatchStream;
 pub use batches::{Batches, PipelineStats};
 pub use builder::{Listed, ParsedPipeline, Pipeline};
-pub use checkpoint::merge as merge_states;
+pub use checkpoint::{merge as merge_states, merge_ended as merge_ended_states};
 pub use description::Description;
 pub use error::{PipelineError, RecordIndex, SettingError, StateError};
 pub use group::raw_batch::{BatchFn, GroupLayout, Packed, RawBatch};

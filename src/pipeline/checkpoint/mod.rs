@@ -364,8 +364,17 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, StateError> {
 /// into one that holds all their streams: any host of a job on another
 /// host count restores from it, taking the streams it runs.
 pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
-    let mut merged: Option<(u64, u32, Vec<u64>)> = None;
-    let mut streams: BTreeMap<u32, NodeProto> = BTreeMap::new();
+    merge_ended(states, &vec![false; states.len()])
+}
+
+/// [`merge`], where `ended[i]` says that every stream of state `i`'s host
+/// has ended: its streams' nodes are final, so a state of it taken at an
+/// earlier step is that host's state at every later step too (the
+/// `infeed.ray` trainer merges its actors' states so, an actor being a host
+/// of the job). The merged state is of the step the others were taken at
+/// (the latest, when every host has ended).
+pub fn merge_ended(states: &[&[u8]], ended: &[bool]) -> Result<Vec<u8>, StateError> {
+    let mut roots = Vec::with_capacity(states.len());
     for (i, bytes) in states.iter().enumerate() {
         let root = NodeProto::decode(open(bytes)?).map_err(|e| {
             StateError::Corrupt(format!("state {i}: its body does not decode: {e}"))
@@ -373,23 +382,33 @@ pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
         let body = RootProto::decode(root.body.as_slice()).map_err(|e| {
             StateError::Corrupt(format!("state {i}: its root does not decode: {e}"))
         })?;
-        match &merged {
-            None => merged = Some((body.batches, body.streams, body.skip.clone())),
-            Some((batches, count, _)) if (*batches, *count) != (body.batches, body.streams) => {
-                return Err(StateError::Streams(format!(
-                    "state {i} was taken after {} batches of a job of {} streams, state 0 \
-                     after {batches} of {count}: merge the states of one step",
-                    body.batches, body.streams
-                )));
-            }
-            Some((_, _, skip)) if *skip != body.skip => {
-                return Err(StateError::Streams(format!(
-                    "state {i} leaves out other steps than state 0: merge the states of one run"
-                )));
-            }
-            Some(_) => {}
+        roots.push((root.children, body, ended.get(i).copied().unwrap_or(false)));
+    }
+    let (_, first, _) = roots
+        .first()
+        .ok_or_else(|| StateError::Streams("no state to merge".into()))?;
+    let (count, skip) = (first.streams, first.skip.clone());
+    let live = roots.iter().find(|(_, _, ended)| !ended);
+    let step = live.map_or_else(
+        || roots.iter().map(|(_, b, _)| b.batches).max().unwrap_or(0),
+        |(_, b, _)| b.batches,
+    );
+    let mut streams: BTreeMap<u32, NodeProto> = BTreeMap::new();
+    for (i, (children, body, ended)) in roots.into_iter().enumerate() {
+        let same_step = body.batches == step || (ended && body.batches <= step);
+        if !same_step || body.streams != count {
+            return Err(StateError::Streams(format!(
+                "state {i} was taken after {} batches of a job of {} streams, the others \
+                 after {step} of {count}: merge the states of one step",
+                body.batches, body.streams
+            )));
         }
-        for node in root.children {
+        if body.skip != skip {
+            return Err(StateError::Streams(format!(
+                "state {i} leaves out other steps than state 0: merge the states of one run"
+            )));
+        }
+        for node in children {
             let index = StreamProto::decode(node.body.as_slice())
                 .map_err(|e| StateError::Corrupt(format!("state {i}: a stream node: {e}")))?
                 .index;
@@ -406,10 +425,8 @@ pub fn merge(states: &[&[u8]]) -> Result<Vec<u8>, StateError> {
             }
         }
     }
-    let (batches, count, skip) =
-        merged.ok_or_else(|| StateError::Streams("no state to merge".into()))?;
     Ok(seal_root(
-        batches,
+        step,
         count,
         skip,
         streams.into_values().collect(),
@@ -619,6 +636,38 @@ mod tests {
             "{err}"
         );
         assert!(matches!(merge(&[]), Err(StateError::Streams(_))));
+    }
+
+    #[test]
+    fn an_ended_hosts_earlier_state_merges_at_the_others_step() {
+        let of = |index, batches| {
+            enc(
+                &Snapshot {
+                    streams: vec![stream(index)],
+                },
+                batches,
+                2,
+            )
+        };
+        let (ended, live) = (of(0, 4), of(1, 9));
+        let merged = merge_ended(&[&ended, &live], &[true, false]).unwrap();
+        let decoded = decode(&merged).unwrap();
+        assert_eq!((decoded.batches, decoded.streams), (9, 2));
+        assert_eq!(decoded.parts.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        // Every host ended: the latest step.
+        let both = merge_ended(&[&ended, &live], &[true, true]).unwrap();
+        assert_eq!(decode(&both).unwrap().batches, 9);
+        // Not said to have ended, or ended after the others' step: refused.
+        for (states, flags) in [
+            ([&ended, &live], [false, false]),
+            ([&live, &of(0, 12)], [false, true]),
+        ] {
+            let err = merge_ended(&states.map(Vec::as_slice), &flags).unwrap_err();
+            assert!(
+                err.to_string().contains("merge the states of one step"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
