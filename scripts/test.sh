@@ -14,7 +14,9 @@
 # Then the Python package (python/): builds it with maturin (dev profile, into the root
 # target/ so it shares compiled dependencies) into .venv-python (the pins of
 # python/requirements-test.txt), runs `ruff check python benches`, mypy (the package with its
-# stub of the extension, its tests, examples and benches) and pytest (python/tests).
+# stub of the extension, its tests, examples and benches) and pytest (python/tests), with a
+# two-node Ray cluster on 127.0.0.1 up for infeed.ray's tests (scripts/ray-cluster.sh,
+# stopped by PID after them).
 # Then the Beam transform (infeed.beam): its own venv .venv-beam (the pins of
 # python/requirements-beam.txt: apache-beam pins its own numpy/protobuf; jax's are
 # python/requirements-test.txt's), the package built into it (same target/, so no second
@@ -51,12 +53,19 @@ PYVENV=.venv-python
 "$PYVENV/bin/ruff" check python benches
 "$PYVENV/bin/mypy" --config-file python/pyproject.toml \
     python/infeed python/tests python/examples python/benches
+# infeed.ray's tests run on a two-node Ray cluster on 127.0.0.1 (scripts/ray-cluster.sh),
+# stopped by its PIDs when this script exits, as the emulators are.
+trap 'bash scripts/ray-cluster.sh stop; bash scripts/emulators.sh stop' EXIT
+bash scripts/ray-cluster.sh start
+eval "$(bash scripts/ray-cluster.sh env)"
 (
     cd python
     VIRTUAL_ENV="$(cd .. && pwd)/$PYVENV" CARGO_TARGET_DIR="$(cd .. && pwd)/target" \
         "../$PYVENV/bin/maturin" develop --quiet
     "../$PYVENV/bin/python" -m pytest -q tests
 )
+bash scripts/ray-cluster.sh stop
+trap 'bash scripts/emulators.sh stop' EXIT
 
 # The Beam transform: .venv-beam (apache-beam and the package), tests on the DirectRunner;
 # the infeed binary they compare with is cargo test's debug build. The emulators started

@@ -41,13 +41,19 @@ import time
 import weakref
 import zlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union, cast
 
 import jax
 import numpy as np
 
 from infeed import _infeed
 from infeed.pipeline import Iterator, Pipeline
+
+if TYPE_CHECKING:
+    from infeed.ray import RemoteIterator, RemotePipeline
+
+# A pipeline, local or on Ray actors (infeed.ray), or one's iterator.
+Source = Union[Pipeline, Iterator, "RemotePipeline", "RemoteIterator"]
 
 _END = object()
 _LOG = logging.getLogger("infeed")
@@ -116,7 +122,7 @@ class DeviceIterator:
 
     def __init__(
         self,
-        source: Pipeline | Iterator,
+        source: Source,
         sharding: Any,
         prefetch: int = 2,
         cache_batches: int = 0,
@@ -132,8 +138,14 @@ class DeviceIterator:
         self._window_wait = 0.0
         self._cache_size = int(cache_batches)
         self._cache: list[dict[str, jax.Array]] = []
-        self._pipeline = source.pipeline if isinstance(source, Iterator) else source
-        self._host = source if isinstance(source, Iterator) else source.iter()
+        # An iterator (local or remote), or what starts one; the remote ones
+        # have the local ones' face, so they are typed as those here.
+        if isinstance(source, Iterator) or hasattr(source, "__next__"):
+            host = cast(Iterator, source)
+            self._pipeline, self._host = host.pipeline, host
+        else:
+            pipeline = cast(Pipeline, source)
+            self._pipeline, self._host = pipeline, pipeline.iter()
         self._sharding = sharding
         self._prefetch = max(1, int(prefetch))
         self._state = self._host.get_state()
@@ -328,7 +340,7 @@ def _close_live() -> None:
 
 
 def device_iterator(
-    source: Pipeline | Iterator,
+    source: Source,
     sharding: Any,
     prefetch: int = 2,
     cache_batches: int = 0,

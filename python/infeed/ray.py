@@ -1,0 +1,439 @@
+"""A pipeline's logical streams on Ray actors: the CPU work leaves the trainer.
+
+::
+
+    import ray, infeed, infeed.ray
+
+    ray.init(address="auto")
+    pipeline = (infeed.Pipeline.from_glob("gs://bucket/train-*.tfrecord")
+                .shard(jax.process_index(), jax.process_count()).streams(16)
+                .seed(1).shuffle(10_000).repeat()
+                .parse(SPEC).pad_to_multiple_of(64).max_length(512).batch(256))
+    remote = infeed.ray.remote(pipeline, actors=4, num_cpus=8)
+    for batch in remote:                       # the same batches as `for batch in pipeline`
+        ...
+
+How it is exact: a training process that is host ``i`` of ``n`` runs the
+streams ``i·L/n .. (i+1)·L/n`` of ``streams(L)``. Its ``N`` actors are hosts
+``i·N + j`` of ``n·N`` of the same job, each taking ``batch / N`` of every
+step's rows; a step's global batch is the same on any host count that
+divides ``L`` (docs/many-hosts.md), so the ``N`` parts of a step, joined in
+actor order, are exactly the host's batch. An actor runs its streams end to
+end (read, parse, decode, pad, assemble); the trainer joins the parts (one
+copy into the host batch) and runs :meth:`Pipeline.map_batch` functions.
+
+Each part carries its actor's state after it; the merge of the parts of the
+last step returned is the host's state (:meth:`RemoteIterator.get_state`),
+which restores on any number of actors or on a local ``pipeline.iter``. An
+actor that dies is started again from its state after the last step
+returned, so nothing is lost or repeated. At most ``in_flight`` parts per
+actor are asked for ahead of the trainer, so a slow trainer holds the
+actors back. docs/python.md, "On Ray actors", has the rest.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import ray
+import ray.exceptions
+
+from infeed._infeed import merge_states
+from infeed.errors import Error
+from infeed.pipeline import Batch, Pipeline, _mapped
+
+
+class RayError(Error):
+    """Ray is not running in this process, or an actor could not be placed."""
+
+
+def remote(
+    pipeline: Pipeline,
+    actors: int,
+    *,
+    num_cpus: float = 1,
+    resources: Mapping[str, float] | None = None,
+    scheduling_strategy: Any = None,
+    in_flight: int = 2,
+    placement_timeout: float = 60.0,
+) -> RemotePipeline:
+    """``pipeline``'s streams on ``actors`` Ray actors.
+
+    ``pipeline`` must declare its logical streams (``streams(L)``) with ``L``
+    a multiple of ``actors`` × its host count, and every batch size
+    (``batch``, ``bucket_by_length``'s) a multiple of ``actors``. Each actor
+    asks Ray for ``num_cpus`` CPUs and ``resources`` (custom resources, to
+    land on CPU nodes), or follows ``scheduling_strategy`` (e.g. a placement
+    group's), and runs its pipeline with that many threads (at least 1).
+    ``in_flight`` parts per actor are asked for ahead of the trainer.
+    Ray must be initialized (``ray.init``) in this process first."""
+    return RemotePipeline(
+        pipeline,
+        actors,
+        num_cpus=num_cpus,
+        resources=dict(resources or {}),
+        scheduling_strategy=scheduling_strategy,
+        in_flight=in_flight,
+        placement_timeout=placement_timeout,
+    )
+
+
+def _actor_description(description: dict[str, Any], actors: int, j: int) -> dict[str, Any]:
+    """The description of actor ``j``'s pipeline: host ``i·actors + j`` of
+    ``n·actors``, with ``1/actors`` of each batch size."""
+    d = copy.deepcopy(description)
+    options = d.setdefault("options", {})
+    i, n = options.get("shard") or (0, 1)
+    options["shard"] = [i * actors + j, n * actors]
+    options.pop("cpu_affinity", None)  # the trainer's cores, not the actor's
+    for step in d.get("batches", []):
+        if "batch" in step:
+            step["batch"]["size"] //= actors
+        if "bucket_by_length" in step:
+            sizes = step["bucket_by_length"]["batch_sizes"]
+            step["bucket_by_length"]["batch_sizes"] = [s // actors for s in sizes]
+    return d
+
+
+def _check(description: dict[str, Any], actors: int) -> None:
+    """Refuses what cannot run on ``actors`` actors, naming why."""
+    if actors < 1:
+        raise ValueError(f"infeed.ray.remote: actors is {actors}, not at least 1")
+    options = description.get("options", {})
+    streams = options.get("streams")
+    _, hosts = options.get("shard") or (0, 1)
+    if streams is None or streams % (hosts * actors):
+        raise ValueError(
+            f"infeed.ray.remote: {actors} actors on {hosts} host(s) need the pipeline's "
+            f"logical streams (.streams(L)) with L a multiple of {hosts * actors}; it has "
+            f"{'none' if streams is None else streams}. The streams are what moves to the "
+            "actors (docs/python.md, On Ray actors)"
+        )
+    if "equal_batches" in options:
+        raise ValueError(
+            "infeed.ray.remote: equal_batches is not run on actors yet (its count pass "
+            "runs every host's grouping on the trainer)"
+        )
+    for step in description.get("batches", []):
+        sizes = []
+        if "batch" in step:
+            sizes = [step["batch"]["size"]]
+        if "bucket_by_length" in step:
+            sizes = step["bucket_by_length"]["batch_sizes"]
+        for size in sizes:
+            if size % actors:
+                raise ValueError(
+                    f"infeed.ray.remote: a batch of {size} rows does not split over "
+                    f"{actors} actors; give batch sizes that are multiples of {actors}"
+                )
+
+
+class Part(NamedTuple):
+    """One actor's part of a step: its rows (``None`` once its streams have
+    all ended), its state after them, its real rows and their records."""
+
+    batch: Batch | None
+    state: bytes
+    real_rows: int | None
+    positions: list[Any]
+
+
+class _Streams:
+    """One actor: its share of the host's streams, run to batch parts."""
+
+    def __init__(
+        self,
+        description: dict[str, Any],
+        files: list[str],
+        listed: dict[str, list[str]],
+        state: bytes | None,
+    ) -> None:
+        self._iterator = Pipeline(description, files, listed=listed).iter(state)
+        self.served = 0
+
+    def start(self) -> tuple[bytes, int]:
+        """Its state before its first part, and its shape schedule."""
+        return self._iterator.get_state(), self._iterator.shape_schedule
+
+    def next(self) -> Part:
+        """The next part."""
+        self.served += 1
+        it = self._iterator
+        try:
+            batch = next(it)
+        except StopIteration:
+            return Part(None, it.get_state(), 0, [])
+        return Part(batch, it.get_state(), it.real_rows, it.positions())
+
+    def parts_served(self) -> int:
+        return self.served
+
+    def where(self) -> tuple[int, str]:
+        """Its process id and Ray node id (for tests of placement and of a
+        killed actor)."""
+        return os.getpid(), ray.get_runtime_context().get_node_id()
+
+
+_StreamsActor = ray.remote(_Streams)
+
+
+class RemotePipeline:
+    """What :func:`remote` returns: to a training loop, what a
+    :class:`Pipeline` is (``iter``, ``iter(state=...)``, ``shapes()``)."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        actors: int,
+        *,
+        num_cpus: float,
+        resources: dict[str, float],
+        scheduling_strategy: Any,
+        in_flight: int,
+        placement_timeout: float,
+    ) -> None:
+        if not ray.is_initialized():
+            raise RayError(
+                "infeed.ray: Ray is not initialized in this process; call "
+                "ray.init(address=...) first (infeed does not start a cluster)"
+            )
+        if in_flight < 1:
+            raise ValueError(f"infeed.ray.remote: in_flight is {in_flight}, not at least 1")
+        self.pipeline = pipeline
+        description = pipeline.describe()
+        # map_batch functions run here, on the joined batch: not in the actors'.
+        description["batches"] = [
+            s for s in description.get("batches", []) if "map_delivered" not in s
+        ]
+        _check(description, actors)
+        self.actors = actors
+        self._descriptions = [_actor_description(description, actors, j) for j in range(actors)]
+        for d in self._descriptions:
+            d.setdefault("options", {}).setdefault("threads", max(1, int(num_cpus)))
+        self._options: dict[str, Any] = {
+            "num_cpus": num_cpus,
+            "resources": resources,
+            "max_restarts": 0,  # a dead actor is started again from its state, here
+        }
+        if scheduling_strategy is not None:
+            self._options["scheduling_strategy"] = scheduling_strategy
+        self.in_flight = in_flight
+        self.placement_timeout = placement_timeout
+        self._packed = any("pack" in s for s in description.get("batches", []))
+
+    def shapes(self) -> list[dict[str, tuple[tuple[int, ...], np.dtype]]]:
+        """The host pipeline's shapes: the joined batches'."""
+        return self.pipeline.shapes()
+
+    def iter(self, state: bytes | None = None) -> RemoteIterator:
+        """Starts the actors, from ``state`` (a host state: this iterator's,
+        a local iterator's of the same pipeline, or merged) when given."""
+        return RemoteIterator(self, state)
+
+    def __iter__(self) -> RemoteIterator:
+        return self.iter()
+
+    def _start_actor(self, j: int, state: bytes | None) -> Any:
+        p = self.pipeline
+        actor = _StreamsActor.options(**self._options)
+        return actor.remote(self._descriptions[j], p._files, p._listed, state)
+
+
+class RemoteIterator:
+    """The joined batches of a :class:`RemotePipeline`'s actors, with the
+    host's state after each; an :class:`infeed.Iterator` to
+    ``infeed.jax.device_iterator``, Orbax and PyTorch."""
+
+    def __init__(self, remote: RemotePipeline, state: bytes | None) -> None:
+        self._remote = remote
+        self._actors: list[Any] = []
+        self._pending: list[collections.deque[Any]] = []
+        self._start(None if state is None else bytes(state))
+        self.real_rows: int | None = None
+        self._positions: list[Any] = []
+        self.restarts = 0
+
+    @property
+    def pipeline(self) -> RemotePipeline:
+        return self._remote
+
+    def _start(self, state: bytes | None) -> None:
+        r = self._remote
+        self._actors = [r._start_actor(j, state) for j in range(r.actors)]
+        try:
+            started = ray.get([a.start.remote() for a in self._actors], timeout=r.placement_timeout)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise RayError(
+                f"infeed.ray: {r.actors} actors of {r._options['num_cpus']} CPUs and "
+                f"resources {r._options['resources']} were not placed in "
+                f"{r.placement_timeout} s; the cluster has "
+                f"{ray.available_resources()} free"
+            ) from None
+        except ray.exceptions.RayTaskError as e:
+            self.close()
+            raise e.cause from None
+        # Each actor's state after the last step returned: where it restarts.
+        self._states = [s for s, _ in started]
+        self.shape_schedule = started[0][1]
+        self._ended = [False] * r.actors
+        self._pending = [collections.deque() for _ in self._actors]
+        for j in range(r.actors):
+            self._ask(j)
+
+    def _ask(self, j: int) -> None:
+        while not self._ended[j] and len(self._pending[j]) < self._remote.in_flight:
+            self._pending[j].append(self._actors[j].next.remote())
+
+    def _part(self, j: int) -> Part:
+        """Actor ``j``'s next part; a dead actor is replaced, from its state
+        after the last step returned, and asked again."""
+        while True:
+            ref = self._pending[j].popleft()
+            try:
+                return ray.get(ref)
+            except ray.exceptions.RayTaskError as e:
+                raise e.cause from None
+            except ray.exceptions.RayActorError:
+                ray.kill(self._actors[j])
+                self._actors[j] = self._remote._start_actor(j, self._states[j])
+                self._pending[j].clear()
+                self.restarts += 1
+                self._ask(j)
+
+    def __iter__(self) -> RemoteIterator:
+        return self
+
+    def __next__(self) -> Batch:
+        if all(self._ended):
+            raise StopIteration
+        parts = [
+            Part(None, self._states[j], 0, []) if self._ended[j] else self._part(j)
+            for j in range(self._remote.actors)
+        ]
+        self._states = [part.state for part in parts]
+        self._ended = [part.batch is None for part in parts]
+        if all(self._ended):
+            raise StopIteration
+        batch = self._join(parts)
+        for j in range(len(parts)):
+            self._ask(j)
+        for fn in self._remote.pipeline._maps:
+            batch = _mapped(fn, fn(batch))
+        return batch
+
+    def _join(self, parts: list[Part]) -> Batch:
+        """The step's host batch from its parts, in actor order, laid out as
+        a local host lays out its streams' groups (``threads/streams.rs``):
+        packed rows stay in their streams' places, a part whose streams ended
+        leaving padding rows; other rows are each part's real rows one after
+        another, then padding to the host's batch size, each feature as long
+        as the longest part's (a stream's short last group has its own
+        length bucket). One copy, into the host batch."""
+        live = [part.batch for part in parts if part.batch is not None]
+        rows_each = len(next(iter(live[0].values())))
+        host_rows = rows_each * len(parts)
+        # (first row in the host batch, the part's batch, how many of its rows)
+        pieces: list[tuple[int, Batch, int]] = []
+        positions: list[Any] = []
+        row = real = 0
+        for part in parts:
+            if self._remote._packed:
+                if part.batch is not None:
+                    pieces.append((row, part.batch, rows_each))
+                    positions.extend(part.positions)
+                    if part.real_rows:
+                        real = row + part.real_rows
+                else:
+                    positions.extend([None] * rows_each)
+                row += rows_each
+            elif part.batch is not None and part.real_rows != 0:
+                take = rows_each if part.real_rows is None else part.real_rows
+                pieces.append((row, part.batch, take))
+                positions.extend(part.positions[:take])
+                row += take
+                real = row
+        positions.extend([None] * (host_rows - len(positions)))
+        shaped = [batch for _, batch, _ in pieces] or live
+        joined: Batch = {}
+        for name, first in shaped[0].items():
+            dims = zip(*(batch[name].shape[1:] for batch in shaped), strict=True)
+            out = np.zeros((host_rows, *(max(d) for d in dims)), first.dtype)
+            if first.dtype == np.dtype(object):
+                out.fill(b"")
+            for at, batch, take in pieces:
+                value = batch[name]
+                rows = (slice(at, at + take),)
+                out[rows + tuple(map(slice, value.shape[1:]))] = value[:take]
+            joined[name] = out
+        self.real_rows = real
+        self._positions = positions
+        return joined
+
+    def positions(self) -> list[Any]:
+        """Where each row of the last batch came from, as
+        :meth:`infeed.Iterator.positions` gives it."""
+        return list(self._positions)
+
+    def in_flight(self) -> int:
+        """Parts asked for and not yet returned, over every actor."""
+        return sum(len(p) for p in self._pending)
+
+    def parts_served(self) -> list[int]:
+        """How many parts each actor has been asked for and began (for tests
+        of the backpressure)."""
+        return ray.get([a.parts_served.remote() for a in self._actors])
+
+    def get_state(self) -> bytes:
+        """The host's state after the last batch returned: its actors'
+        states merged."""
+        return merge_states(self._states, self._ended)
+
+    def set_state(self, state: bytes) -> None:
+        """Continues from ``state`` on fresh actors."""
+        self.close()
+        self._start(bytes(state))
+
+    def state_dict(self) -> dict[str, bytes]:
+        """PyTorch's ``Stateful`` protocol: ``{"infeed_state": bytes}``."""
+        return {"infeed_state": self.get_state()}
+
+    def load_state_dict(self, state_dict: Mapping[str, bytes]) -> None:
+        self.set_state(state_dict["infeed_state"])
+
+    def figures(self) -> dict[str, Any]:
+        """Empty: the actors' figures are not gathered yet (so
+        ``device_iterator``'s reports say ``unknown``)."""
+        return {}
+
+    def actor_handles(self) -> list[Any]:
+        """The actors (to kill one in a test of recovery)."""
+        return list(self._actors)
+
+    def close(self) -> None:
+        """Stops the actors."""
+        for actor in self._actors:
+            ray.kill(actor)
+        self._actors = []
+        self._pending = []
+
+    def __enter__(self) -> RemoteIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if ray.is_initialized():
+                self.close()
+        except Exception:
+            pass
+
+
+__all__ = ["Part", "RayError", "RemoteIterator", "RemotePipeline", "remote"]

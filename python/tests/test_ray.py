@@ -1,0 +1,311 @@
+"""infeed.ray: a pipeline's streams on the actors of a two-node Ray cluster on
+this machine (scripts/ray-cluster.sh; scripts/test.sh starts it and sets
+INFEED_RAY_ADDRESS). Every remote run is compared with the same pipeline run
+locally: the same batches, rows, real rows and states."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import LM, LM_SPEC, assert_same_batches
+from processes import free_port, run_processes
+
+import infeed
+
+if "INFEED_RAY_ADDRESS" not in os.environ:
+    pytest.skip(
+        "no Ray cluster: bash scripts/ray-cluster.sh start; "
+        'eval "$(bash scripts/ray-cluster.sh env)"',
+        allow_module_level=True,
+    )
+
+import ray  # noqa: E402
+
+import infeed.ray  # noqa: E402
+
+ADDRESS = os.environ["INFEED_RAY_ADDRESS"]
+# The second node's custom resource: actors that ask for it land there.
+STREAMS_NODE = {"infeed_streams": 1}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    ray.init(address=ADDRESS, logging_level=logging.ERROR, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def streams(n: int = 4, epochs: int | None = 3) -> infeed.Pipeline:
+    """The lm sample in ``n`` logical streams, shuffled, parsed."""
+    return (
+        infeed.Pipeline.from_files([LM])
+        .streams(n)
+        .seed(1)
+        .shuffle(64)
+        .repeat(epochs)
+        .parse(LM_SPEC)
+    )
+
+
+def padded(drop: bool = True) -> infeed.Pipeline:
+    p = streams().pad_to_multiple_of(64).max_length(512).cast("int32")
+    return p.batch(16, drop_remainder=drop)
+
+
+def remote(p: infeed.Pipeline, actors: int = 2, **kw) -> infeed.ray.RemotePipeline:
+    return infeed.ray.remote(p, actors, resources=STREAMS_NODE, **kw)
+
+
+def run(it, steps: int | None = None) -> tuple[list[dict], list]:
+    """Owned copies of the batches, and after each its real rows, positions
+    and state."""
+    batches, rows = [], []
+    for b in itertools.islice(it, steps):
+        batches.append({k: v.copy() for k, v in b.items()})
+        rows.append((it.real_rows, it.positions(), it.get_state()))
+    return batches, rows
+
+
+PIPELINES = {
+    "padded": lambda: padded(),
+    # Streams end at different steps: their short groups and ended streams.
+    "padded, remainder kept": lambda: padded(drop=False),
+    "packed": lambda: streams().pack(512).batch(8),
+    "buckets": lambda: streams(epochs=None)
+    .bucket_by_length("input_ids", [128, 256], [16, 8, 8])
+    .max_length(512),
+    "mixture": lambda: infeed.Pipeline.mix(
+        {"a": infeed.Pipeline.from_files([LM]), "b": infeed.Pipeline.from_files([LM]).shuffle(32)},
+        {"a": 1, "b": 2},
+    )
+    .streams(4)
+    .seed(3)
+    .parse(LM_SPEC)
+    .fixed_length(512)
+    .batch(8),
+    "global shuffle": lambda: infeed.Pipeline.from_files([LM])
+    .streams(4)
+    .seed(2)
+    .global_shuffle()
+    .repeat(2)
+    .parse(LM_SPEC)
+    .pad_to_multiple_of(64)
+    .max_length(512)
+    .batch(8),
+}
+
+
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_remote_batches_are_the_local_ones(name):
+    p = PIPELINES[name]()
+    steps = 40 if name == "buckets" else None  # for ever: its first steps
+    want, want_rows = run(p.iter(), steps)
+    with remote(p).iter() as it:
+        got, got_rows = run(it, steps)
+    assert_same_batches(got, want)
+    assert got_rows == want_rows
+    assert len(want) > 20
+
+
+def test_map_batch_runs_on_the_trainer_after_the_join():
+    def tokens(batch):
+        return {"tokens": batch["input_ids_mask"].sum(axis=1, keepdims=True)}
+
+    p = padded().map_batch(tokens)
+    want, _ = run(p.iter())
+    with remote(p).iter() as it:
+        got, _ = run(it)
+    assert_same_batches(got, want)
+    assert list(got[0]) == ["tokens"]
+
+
+def test_a_state_moves_between_actor_counts_and_a_local_run():
+    p = padded()
+    want, want_rows = run(p.iter())
+    with remote(p).iter() as it:
+        first, _ = run(it, 5)
+        state = it.get_state()
+    assert_same_batches(first, want[:5])
+    for resume in (remote(p, 1), remote(p, 4), p):
+        it = resume.iter(state)
+        rest, rows = run(it)
+        if resume is not p:
+            it.close()
+        assert_same_batches(rest, want[5:])
+        assert [r[:2] for r in rows] == [r[:2] for r in want_rows[5:]]
+    # A local run's state continues on actors, through PyTorch's protocol.
+    local = p.iter()
+    run(local, 9)
+    it = remote(p).iter()
+    it.load_state_dict(local.state_dict())
+    rest, _ = run(it)
+    it.close()
+    assert_same_batches(rest, want[9:])
+
+
+def test_an_actor_killed_mid_run_loses_and_repeats_nothing():
+    p = padded()
+    want, _ = run(p.iter())
+    with remote(p, in_flight=3).iter() as it:
+        got, _ = run(it, 6)
+        pid, _ = ray.get(it.actor_handles()[1].where.remote())
+        os.kill(pid, signal.SIGKILL)
+        rest, _ = run(it)
+        assert it.restarts == 1
+    assert_same_batches(got + rest, want)
+
+
+def test_actors_land_on_the_node_with_their_resource():
+    streams_node = [n["NodeID"] for n in ray.nodes() if "infeed_streams" in n["Resources"]]
+    with remote(padded()).iter() as it:
+        nodes = {node for _, node in ray.get([a.where.remote() for a in it.actor_handles()])}
+    assert nodes == set(streams_node)
+    assert ray.get_runtime_context().get_node_id() not in nodes
+
+
+def test_a_slow_trainer_holds_the_actors_back():
+    with remote(padded(), in_flight=2).iter() as it:
+        run(it, 3)
+        # An actor runs its calls in order, so this answers after every part
+        # asked for ahead: 3 taken, 2 in flight each, no more.
+        assert it.parts_served() == [5, 5]
+        assert it.in_flight() == 4
+        run(it, 1)
+        assert it.parts_served() == [6, 6]
+
+
+def test_what_cannot_run_on_actors_is_refused_by_name():
+    lm = infeed.Pipeline.from_files([LM]).parse(LM_SPEC).fixed_length(512)
+    with pytest.raises(ValueError, match=r"logical streams \(\.streams\(L\)\).*it has none"):
+        infeed.ray.remote(lm.batch(8), 2)
+    with pytest.raises(ValueError, match="L a multiple of 4; it has 2"):
+        infeed.ray.remote(lm.streams(2).batch(8), 4)
+    with pytest.raises(ValueError, match="a batch of 6 rows does not split over 4 actors"):
+        infeed.ray.remote(lm.streams(4).batch(6), 4)
+    with pytest.raises(infeed.ray.RayError, match="were not placed in 2 s"):
+        infeed.ray.remote(padded(), 2, resources={"infeed_nowhere": 1}, placement_timeout=2).iter()
+
+
+def test_without_ray_running_the_error_says_so():
+    script = f"""
+        import infeed, infeed.ray
+        p = infeed.Pipeline.from_files([{str(LM)!r}]).streams(2).parse("input_ids:var_len:int64")
+        try:
+            infeed.ray.remote(p.fixed_length(512).batch(4), 2)
+        except infeed.ray.RayError as e:
+            print(e)
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Ray is not initialized in this process; call ray.init(address=...) first" in out
+
+
+def test_an_actors_error_reaches_the_trainer_with_its_fields(tmp_path):
+    data = bytearray(LM.read_bytes())
+    data[20_000] ^= 0xFF  # inside a record's payload
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(data)
+    p = infeed.Pipeline.from_files([bad]).streams(2).parse(LM_SPEC).fixed_length(512).batch(8)
+    with pytest.raises(infeed.CorruptRecordError) as want:
+        list(p)
+    with pytest.raises(infeed.CorruptRecordError) as got:
+        with remote(p).iter() as it:
+            list(it)
+    assert (got.value.path, got.value.offset) == (want.value.path, want.value.offset)
+    assert got.value.path == str(bad)
+
+
+# Two JAX processes, each host i of 2 with its own two actors: the global
+# arrays of every step are the one-host pipeline's batches.
+TWO_TRAINERS = """
+import itertools
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes=2, process_id={pid})
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import ray
+import infeed, infeed.jax, infeed.ray
+
+ray.init(address={address!r}, logging_level="ERROR", log_to_driver=False)
+def job(batch):
+    return (infeed.Pipeline.from_files([{lm!r}]).streams(4).seed(1).shuffle(64).repeat()
+            .parse("input_ids:var_len:int64").pad_to_multiple_of(64).max_length(512)
+            .batch(batch))
+mine = job(8).shard(jax.process_index(), 2)
+remote = infeed.ray.remote(mine, 2, num_cpus=0.5, resources={{"infeed_streams": 1}})
+sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+steps = 0
+steps_of = lambda it: itertools.islice(it, 30)
+for batch, want in zip(steps_of(infeed.jax.device_iterator(remote, sharding)), steps_of(job(16))):
+    for name, array in batch.items():
+        full = multihost_utils.process_allgather(array, tiled=True)
+        np.testing.assert_array_equal(full, want[name], err_msg=f"step {{steps}} {{name}}")
+    steps += 1
+print("steps", steps)
+"""
+
+
+def test_two_jax_processes_each_with_their_actors_feed_the_one_host_batches():
+    port = free_port()
+    argvs = [
+        [
+            sys.executable,
+            "-c",
+            TWO_TRAINERS.format(port=port, pid=i, address=ADDRESS, lm=str(LM)),
+        ]
+        for i in range(2)
+    ]
+    outs = run_processes(argvs)
+    steps = [out.split()[-1] for out in outs]
+    assert steps == ["30", "30"], steps
+
+
+def test_device_iterator_takes_a_remote_pipeline_and_its_state():
+    import jax
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import infeed.jax
+
+    sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+    p = padded()
+    want, _ = run(p.iter())
+    it = infeed.jax.device_iterator(remote(p), sharding)
+    got = [{k: np.asarray(v) for k, v in b.items()} for b in itertools.islice(it, 4)]
+    state = it.get_state()
+    it.close()
+    assert_same_batches(got, want[:4])
+    rest, _ = run(p.iter(state))
+    assert_same_batches(rest, want[4:])
+
+
+def test_orbax_saves_a_remote_iterator_and_restores_it_on_other_actors(tmp_path):
+    import orbax.checkpoint as ocp
+
+    import infeed.orbax
+
+    p = padded()
+    want, _ = run(p.iter())
+    it = remote(p).iter()
+    run(it, 7)
+    with ocp.CheckpointManager(tmp_path / "ckpt") as mngr:
+        mngr.save(7, args=ocp.args.Composite(data=infeed.orbax.CheckpointSave(it)))
+        mngr.wait_until_finished()
+    it.close()
+    fresh = remote(p, 4).iter()
+    with ocp.CheckpointManager(tmp_path / "ckpt") as mngr:
+        mngr.restore(7, args=ocp.args.Composite(data=infeed.orbax.CheckpointRestore(fresh)))
+    rest, _ = run(fresh)
+    fresh.close()
+    assert_same_batches(rest, want[7:])
