@@ -25,7 +25,7 @@ log() { echo "ray-cluster.sh: $*" >&2; }
 node() {
     local name="$1"; shift
     setsid "$RAY" start --block --node-ip-address=127.0.0.1 --disable-usage-stats \
-        --object-store-memory=200000000 "$@" >"$RUN/$name.log" 2>&1 </dev/null &
+        --object-store-memory=1000000000 "$@" >"$RUN/$name.log" 2>&1 </dev/null &
     echo $! >"$RUN/$name.pid"
 }
 

@@ -25,10 +25,11 @@ copy into the host batch) and runs :meth:`Pipeline.map_batch` functions.
 Each part carries its actor's state after it; the merge of the parts of the
 last step returned is the host's state (:meth:`RemoteIterator.get_state`),
 which restores on any number of actors or on a local ``pipeline.iter``. An
-actor that dies is started again from its state after the last step
-returned, so nothing is lost or repeated. At most ``in_flight`` parts per
-actor are asked for ahead of the trainer, so a slow trainer holds the
-actors back. docs/python.md, "On Ray actors", has the rest.
+actor that dies is started again from its state after the last part the
+trainer received, so nothing is lost or repeated. An actor makes its parts
+only when asked, at most ``in_flight`` calls of a few steps each ahead of
+the trainer, so a slow trainer holds the actors back.
+docs/python.md, "On Ray actors", has the rest.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def remote(
     resources: Mapping[str, float] | None = None,
     scheduling_strategy: Any = None,
     in_flight: int = 2,
+    batches_per_call: int = 16,
+    bytes_per_call: int = 16 << 20,
     placement_timeout: float = 60.0,
 ) -> RemotePipeline:
     """``pipeline``'s streams on ``actors`` Ray actors.
@@ -70,7 +73,10 @@ def remote(
     asks Ray for ``num_cpus`` CPUs and ``resources`` (custom resources, to
     land on CPU nodes), or follows ``scheduling_strategy`` (e.g. a placement
     group's), and runs its pipeline with that many threads (at least 1).
-    ``in_flight`` parts per actor are asked for ahead of the trainer.
+    Each call to an actor returns ``batches_per_call`` steps' parts as one
+    object (Ray's cost is mostly per object), fewer once they hold
+    ``bytes_per_call``; ``in_flight`` calls per actor are asked for ahead
+    of the trainer.
     Ray must be initialized (``ray.init``) in this process first."""
     return RemotePipeline(
         pipeline,
@@ -79,6 +85,8 @@ def remote(
         resources=dict(resources or {}),
         scheduling_strategy=scheduling_strategy,
         in_flight=in_flight,
+        batches_per_call=batches_per_call,
+        bytes_per_call=bytes_per_call,
         placement_timeout=placement_timeout,
     )
 
@@ -160,15 +168,24 @@ class _Streams:
         """Its state before its first part, and its shape schedule."""
         return self._iterator.get_state(), self._iterator.shape_schedule
 
-    def next(self) -> Part:
-        """The next part."""
-        self.served += 1
+    def next(self, count: int, max_bytes: int) -> list[Part]:
+        """The next ``count`` parts, or fewer once they hold ``max_bytes``
+        (and at the end, whose last part has no batch): one object in Ray's
+        store for several steps, since its cost is mostly per object, but
+        not so large that a few fill the store."""
         it = self._iterator
-        try:
-            batch = next(it)
-        except StopIteration:
-            return Part(None, it.get_state(), 0, [])
-        return Part(batch, it.get_state(), it.real_rows, it.positions())
+        parts: list[Part] = []
+        held = 0
+        while len(parts) < count and held < max_bytes:
+            self.served += 1
+            try:
+                batch = next(it)
+            except StopIteration:
+                parts.append(Part(None, it.get_state(), 0, []))
+                break
+            parts.append(Part(batch, it.get_state(), it.real_rows, it.positions()))
+            held += sum(value.nbytes for value in batch.values())
+        return parts
 
     def parts_served(self) -> int:
         return self.served
@@ -195,6 +212,8 @@ class RemotePipeline:
         resources: dict[str, float],
         scheduling_strategy: Any,
         in_flight: int,
+        batches_per_call: int,
+        bytes_per_call: int,
         placement_timeout: float,
     ) -> None:
         if not ray.is_initialized():
@@ -202,8 +221,9 @@ class RemotePipeline:
                 "infeed.ray: Ray is not initialized in this process; call "
                 "ray.init(address=...) first (infeed does not start a cluster)"
             )
-        if in_flight < 1:
-            raise ValueError(f"infeed.ray.remote: in_flight is {in_flight}, not at least 1")
+        for name, value in (("in_flight", in_flight), ("batches_per_call", batches_per_call)):
+            if value < 1:
+                raise ValueError(f"infeed.ray.remote: {name} is {value}, not at least 1")
         self.pipeline = pipeline
         description = pipeline.describe()
         # map_batch functions run here, on the joined batch: not in the actors'.
@@ -223,6 +243,8 @@ class RemotePipeline:
         if scheduling_strategy is not None:
             self._options["scheduling_strategy"] = scheduling_strategy
         self.in_flight = in_flight
+        self.batches_per_call = batches_per_call
+        self.bytes_per_call = bytes_per_call
         self.placement_timeout = placement_timeout
         self._packed = any("pack" in s for s in description.get("batches", []))
 
@@ -278,33 +300,47 @@ class RemoteIterator:
         except ray.exceptions.RayTaskError as e:
             self.close()
             raise e.cause from None
-        # Each actor's state after the last step returned: where it restarts.
-        self._states = [s for s, _ in started]
+        self._states = [s for s, _ in started]  # each actor's after the last step returned
         self.shape_schedule = started[0][1]
         self._ended = [False] * r.actors
+        # Per actor: calls in flight, parts received and not yet joined, the
+        # state after the last part received (where a replacement starts)
+        # and whether that part was its end.
         self._pending = [collections.deque() for _ in self._actors]
+        self._received: list[collections.deque[Part]] = [collections.deque() for _ in self._actors]
+        self._resume = list(self._states)
+        self._done = [False] * r.actors
         for j in range(r.actors):
             self._ask(j)
 
     def _ask(self, j: int) -> None:
-        while not self._ended[j] and len(self._pending[j]) < self._remote.in_flight:
-            self._pending[j].append(self._actors[j].next.remote())
+        r = self._remote
+        while not self._done[j] and len(self._pending[j]) < r.in_flight:
+            call = self._actors[j].next.remote(r.batches_per_call, r.bytes_per_call)
+            self._pending[j].append(call)
 
     def _part(self, j: int) -> Part:
-        """Actor ``j``'s next part; a dead actor is replaced, from its state
-        after the last step returned, and asked again."""
-        while True:
+        """Actor ``j``'s next part. A dead actor is replaced, started from
+        its state after the last part received, and asked again: the parts
+        received before stay, those it was making are made again."""
+        while not self._received[j]:
             ref = self._pending[j].popleft()
             try:
-                return ray.get(ref)
+                parts: list[Part] = ray.get(ref)
             except ray.exceptions.RayTaskError as e:
                 raise e.cause from None
             except ray.exceptions.RayActorError:
                 ray.kill(self._actors[j])
-                self._actors[j] = self._remote._start_actor(j, self._states[j])
+                self._actors[j] = self._remote._start_actor(j, self._resume[j])
                 self._pending[j].clear()
                 self.restarts += 1
                 self._ask(j)
+                continue
+            self._received[j].extend(parts)
+            self._resume[j] = parts[-1].state
+            self._done[j] = parts[-1].batch is None
+            self._ask(j)
+        return self._received[j].popleft()
 
     def __iter__(self) -> RemoteIterator:
         return self
@@ -381,12 +417,12 @@ class RemoteIterator:
         return list(self._positions)
 
     def in_flight(self) -> int:
-        """Parts asked for and not yet returned, over every actor."""
+        """Calls asked for and not yet received, over every actor."""
         return sum(len(p) for p in self._pending)
 
     def parts_served(self) -> list[int]:
-        """How many parts each actor has been asked for and began (for tests
-        of the backpressure)."""
+        """How many steps each actor has begun making (for tests of the
+        backpressure)."""
         return ray.get([a.parts_served.remote() for a in self._actors])
 
     def get_state(self) -> bytes:

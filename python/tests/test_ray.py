@@ -154,7 +154,7 @@ def test_a_state_moves_between_actor_counts_and_a_local_run():
 def test_an_actor_killed_mid_run_loses_and_repeats_nothing():
     p = padded()
     want, _ = run(p.iter())
-    with remote(p, in_flight=3).iter() as it:
+    with remote(p, in_flight=3, batches_per_call=2).iter() as it:
         got, _ = run(it, 6)
         pid, _ = ray.get(it.actor_handles()[1].where.remote())
         os.kill(pid, signal.SIGKILL)
@@ -171,15 +171,22 @@ def test_actors_land_on_the_node_with_their_resource():
     assert ray.get_runtime_context().get_node_id() not in nodes
 
 
-def test_a_slow_trainer_holds_the_actors_back():
-    with remote(padded(), in_flight=2).iter() as it:
-        run(it, 3)
-        # An actor runs its calls in order, so this answers after every part
-        # asked for ahead: 3 taken, 2 in flight each, no more.
-        assert it.parts_served() == [5, 5]
-        assert it.in_flight() == 4
-        run(it, 1)
-        assert it.parts_served() == [6, 6]
+@pytest.mark.parametrize("per_call", [1, 3])
+def test_a_slow_trainer_holds_the_actors_back(per_call):
+    def made(taken: int) -> list[int]:
+        # The calls whose parts were taken (a call is received whole when
+        # its first part is needed), and 2 more asked for then.
+        return [((taken + per_call - 1) // per_call + 2) * per_call] * 2
+
+    with remote(padded(), in_flight=2, batches_per_call=per_call).iter() as it:
+        taken = 0
+        for more in (3, 4):
+            run(it, more)
+            taken += more
+            # An actor runs its calls in order, so this answers after every
+            # call asked for before it.
+            assert it.parts_served() == made(taken)
+            assert it.in_flight() == 4
 
 
 def test_what_cannot_run_on_actors_is_refused_by_name():

@@ -1,0 +1,135 @@
+"""What infeed.ray's transport costs: a pipeline through Ray actors beside the
+same pipeline in this process, alternated in one run.
+
+    bash scripts/ray-cluster.sh start
+    python python/benches/ray_transport.py --address 127.0.0.1:29600 \\
+        --lm 'bench-data/scale-1/lm/*.tfrecord' \\
+        --jpeg 'bench-data/scale-1/jpeg/*.tfrecord' [--rounds 3] [--actors 2] [--json OUT]
+
+Each workload is one pipeline (``streams(4)``, so both sides run the same
+one): ``lm``, the reference lm pipeline (pad to 64, max 512, int32, batch
+256); ``jpeg``, the train pipeline of scripts/compare-images.sh (random
+resized crop to 224x224, flip, normalize, batch 128). Round after round:
+``local`` iterates it here (its threads on every core this process may
+use), then ``ray`` through ``infeed.ray.remote(actors=N)`` on the
+cluster's node with ``infeed_streams`` (each actor ``cores / N`` CPUs and
+as many threads). On one machine both share the same cores, so this
+measures what the transport costs, not what offloading gains. Per side:
+records/s; for ``ray`` also the trainer process's CPU per batch (its
+``ray.get``, Ray's threads, the join) and the bytes per batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import ray
+
+import infeed
+import infeed.ray
+
+LM_SPEC = {"input_ids": infeed.VarLen("int64"), "attention_mask": infeed.VarLen("int64")}
+MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
+
+
+def pipelines(args: argparse.Namespace) -> dict[str, infeed.Pipeline]:
+    out = {}
+    if args.lm:
+        out["lm"] = (
+            infeed.Pipeline.from_glob(args.lm)
+            .streams(4)
+            .seed(1)
+            .parse(LM_SPEC)
+            .pad_to_multiple_of(64)
+            .max_length(512)
+            .cast("int32")
+            .batch(256)
+        )
+    if args.jpeg:
+        image = infeed.Image(224, 224, 3, mode="train", flip=True)
+        out["jpeg"] = (
+            infeed.Pipeline.from_glob(args.jpeg)
+            .streams(4)
+            .seed(1)
+            .shuffle(2500)
+            .repeat(args.jpeg_epochs)
+            .parse({"image/encoded": image, "image/class/label": infeed.FixedLen([], "int64")})
+            .normalize("image/encoded", MEAN, STD)
+            .batch(128)
+        )
+    return out
+
+
+def measure(it: Any, batch_records: int) -> dict[str, float]:
+    """Drains ``it``: records/s, and this process's CPU and the bytes per
+    batch."""
+    start, cpu = time.perf_counter(), time.process_time()
+    batches = nbytes = 0
+    for batch in it:
+        batches += 1
+        nbytes += sum(v.nbytes for v in batch.values())
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    return {
+        "records_per_sec": batches * batch_records / wall,
+        "batches": batches,
+        "trainer_cpu_us_per_batch": cpu / max(batches, 1) * 1e6,
+        "bytes_per_batch": nbytes / max(batches, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--address", default=os.environ.get("INFEED_RAY_ADDRESS"))
+    parser.add_argument("--lm")
+    parser.add_argument("--jpeg")
+    parser.add_argument("--jpeg-epochs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
+    cores = len(os.sched_getaffinity(0))
+    results = []
+    for round_, (name, p) in itertools.product(range(args.rounds), pipelines(args).items()):
+        batch = 256 if name == "lm" else 128
+        local = measure(p.iter(), batch)
+        remote = infeed.ray.remote(
+            p,
+            args.actors,
+            num_cpus=max(1, cores // args.actors),
+            resources={"infeed_streams": 1},
+        )
+        with remote.iter() as it:
+            far = measure(it, batch)
+        row = {
+            "round": round_,
+            "workload": name,
+            "local": local["records_per_sec"],
+            "ray": far["records_per_sec"],
+            "ratio": far["records_per_sec"] / local["records_per_sec"],
+            "trainer_cpu_us_per_batch": far["trainer_cpu_us_per_batch"],
+            "bytes_per_batch": far["bytes_per_batch"],
+        }
+        results.append(row)
+        print(
+            f"{name} round {round_}: local {local['records_per_sec'] / 1e3:.0f} K/s, "
+            f"ray {far['records_per_sec'] / 1e3:.0f} K/s ({row['ratio']:.2f}), trainer "
+            f"{row['trainer_cpu_us_per_batch']:.0f} us CPU a batch of "
+            f"{row['bytes_per_batch'] / 2**20:.2f} MiB",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
