@@ -16,7 +16,8 @@ cluster's node with ``infeed_streams`` (each actor ``cores / N`` CPUs and
 as many threads). On one machine both share the same cores, so this
 measures what the transport costs, not what offloading gains. Per side:
 records/s; for ``ray`` also the trainer process's CPU per batch (its
-``ray.get``, Ray's threads, the join) and the bytes per batch.
+``ray.get``, Ray's threads, the join), the bytes per batch, and the bytes
+of it received from the actors (padded features travel unpadded).
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def measure(it: Any, batch_records: int) -> dict[str, float]:
         "batches": batches,
         "trainer_cpu_us_per_batch": cpu / max(batches, 1) * 1e6,
         "bytes_per_batch": nbytes / max(batches, 1),
+        "received_per_batch": getattr(it, "bytes_received", nbytes) / max(batches, 1),
     }
 
 
@@ -109,7 +111,7 @@ def main() -> None:
         )
         with remote.iter() as it:
             far = measure(it, batch)
-        row = {
+        row: dict[str, Any] = {
             "round": round_,
             "workload": name,
             "local": local["records_per_sec"],
@@ -117,13 +119,15 @@ def main() -> None:
             "ratio": far["records_per_sec"] / local["records_per_sec"],
             "trainer_cpu_us_per_batch": far["trainer_cpu_us_per_batch"],
             "bytes_per_batch": far["bytes_per_batch"],
+            "received_per_batch": far["received_per_batch"],
         }
         results.append(row)
         print(
             f"{name} round {round_}: local {local['records_per_sec'] / 1e3:.0f} K/s, "
             f"ray {far['records_per_sec'] / 1e3:.0f} K/s ({row['ratio']:.2f}), trainer "
             f"{row['trainer_cpu_us_per_batch']:.0f} us CPU a batch of "
-            f"{row['bytes_per_batch'] / 2**20:.2f} MiB",
+            f"{row['bytes_per_batch'] / 2**20:.2f} MiB, {row['received_per_batch'] / 2**20:.2f} "
+            "MiB of it received",
             flush=True,
         )
     if args.json:

@@ -141,11 +141,74 @@ def _check(description: dict[str, Any], actors: int) -> None:
                 )
 
 
+class _Unpadded(NamedTuple):
+    """A padded feature sent without its padding (Ray's cost is per byte
+    too, and a padded batch with its masks is several times its values):
+    each row's values one after another, how many each row has, and the
+    padded shape and dtype to rebuild."""
+
+    values: np.ndarray
+    lengths: np.ndarray
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+class _MaskOf(NamedTuple):
+    """The mask of an :class:`_Unpadded` feature: ones up to each row's
+    length, rebuilt from the lengths."""
+
+    lengths: np.ndarray
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+Column = np.ndarray | _Unpadded | _MaskOf
+
+
+def _unpadded(batch: Batch) -> dict[str, Column]:
+    """``batch`` with each padded feature that its mask says is its values
+    then zeros (``<name>_mask`` ones then zeros, row by row) sent as its
+    values and lengths; any other column as it is."""
+    out: dict[str, Column] = dict(batch)
+    for name, value in batch.items():
+        mask = batch.get(f"{name}_mask")
+        if mask is None or value.ndim != 2 or mask.shape != value.shape:
+            continue
+        lengths = np.count_nonzero(mask, axis=1)
+        keep = np.arange(value.shape[1]) < lengths[:, None]
+        if not np.array_equal(mask, keep.astype(mask.dtype)) or value[~keep].any():
+            continue
+        out[name] = _Unpadded(value[keep], lengths, value.shape, value.dtype)
+        out[f"{name}_mask"] = _MaskOf(lengths, mask.shape, mask.dtype)
+    return out
+
+
+def _nbytes(column: Column) -> int:
+    if isinstance(column, _Unpadded):
+        return column.values.nbytes + column.lengths.nbytes
+    return column.lengths.nbytes if isinstance(column, _MaskOf) else column.nbytes
+
+
+def _put(out: np.ndarray, at: int, take: int, column: Column) -> None:
+    """Writes the first ``take`` rows of ``column`` at row ``at`` of ``out``."""
+    rows = (slice(at, at + take),)
+    if isinstance(column, np.ndarray):
+        out[rows + tuple(map(slice, column.shape[1:]))] = column[:take]
+        return
+    lengths = column.lengths[:take]
+    keep = np.arange(column.shape[1]) < lengths[:, None]
+    region = out[at : at + take, : column.shape[1]]
+    if isinstance(column, _Unpadded):
+        region[keep] = column.values[: int(lengths.sum())]
+    else:
+        region[...] = keep  # the whole region: contiguous, unlike a scatter
+
+
 class Part(NamedTuple):
     """One actor's part of a step: its rows (``None`` once its streams have
     all ended), its state after them, its real rows and their records."""
 
-    batch: Batch | None
+    batch: dict[str, Column] | None
     state: bytes
     real_rows: int | None
     positions: list[Any]
@@ -183,8 +246,9 @@ class _Streams:
             except StopIteration:
                 parts.append(Part(None, it.get_state(), 0, []))
                 break
-            parts.append(Part(batch, it.get_state(), it.real_rows, it.positions()))
-            held += sum(value.nbytes for value in batch.values())
+            columns = _unpadded(batch)
+            parts.append(Part(columns, it.get_state(), it.real_rows, it.positions()))
+            held += sum(_nbytes(column) for column in columns.values())
         return parts
 
     def parts_served(self) -> int:
@@ -279,6 +343,8 @@ class RemoteIterator:
         self.real_rows: int | None = None
         self._positions: list[Any] = []
         self.restarts = 0
+        # The bytes of the parts' columns received from the actors.
+        self.bytes_received = 0
 
     @property
     def pipeline(self) -> RemotePipeline:
@@ -337,6 +403,9 @@ class RemoteIterator:
                 self._ask(j)
                 continue
             self._received[j].extend(parts)
+            self.bytes_received += sum(
+                _nbytes(column) for part in parts if part.batch for column in part.batch.values()
+            )
             self._resume[j] = parts[-1].state
             self._done[j] = parts[-1].batch is None
             self._ask(j)
@@ -372,10 +441,10 @@ class RemoteIterator:
         as the longest part's (a stream's short last group has its own
         length bucket). One copy, into the host batch."""
         live = [part.batch for part in parts if part.batch is not None]
-        rows_each = len(next(iter(live[0].values())))
+        rows_each = next(iter(live[0].values())).shape[0]
         host_rows = rows_each * len(parts)
         # (first row in the host batch, the part's batch, how many of its rows)
-        pieces: list[tuple[int, Batch, int]] = []
+        pieces: list[tuple[int, dict[str, Column], int]] = []
         positions: list[Any] = []
         row = real = 0
         for part in parts:
@@ -403,9 +472,7 @@ class RemoteIterator:
             if first.dtype == np.dtype(object):
                 out.fill(b"")
             for at, batch, take in pieces:
-                value = batch[name]
-                rows = (slice(at, at + take),)
-                out[rows + tuple(map(slice, value.shape[1:]))] = value[:take]
+                _put(out, at, take, batch[name])
             joined[name] = out
         self.real_rows = real
         self._positions = positions

@@ -316,3 +316,28 @@ def test_orbax_saves_a_remote_iterator_and_restores_it_on_other_actors(tmp_path)
     rest, _ = run(fresh)
     fresh.close()
     assert_same_batches(rest, want[7:])
+
+
+def test_padded_features_travel_without_their_padding_and_come_back_exactly():
+    from infeed.ray import _MaskOf, _put, _Unpadded, _unpadded
+
+    ids = np.array([[5, 6, 0, 0], [7, 0, 0, 0], [0, 0, 0, 0]], np.int32)
+    batch = {
+        "ids": ids,
+        "ids_mask": (ids != 0).astype(np.uint8),
+        # Not sent so: a mask with a hole, and padding that is not zeros.
+        "holes": ids.copy(),
+        "holes_mask": np.array([[1, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], np.uint8),
+        "dirty": np.array([[1, 9, 0, 0], [2, 0, 0, 0], [0, 0, 0, 0]], np.int64),
+        "dirty_mask": np.array([[1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], np.int64),
+        "label": np.array([1, 2, 3]),
+    }
+    columns = _unpadded(batch)
+    assert isinstance(columns["ids"], _Unpadded) and isinstance(columns["ids_mask"], _MaskOf)
+    assert columns["ids"].values.tolist() == [5, 6, 7]
+    assert all(isinstance(columns[k], np.ndarray) for k in batch if not k.startswith("ids"))
+    for name, want in batch.items():
+        out = np.zeros((5, *want.shape[1:]), want.dtype)
+        _put(out, 1, 2, columns[name])  # two rows, from row 1
+        np.testing.assert_array_equal(out[1:3], want[:2], err_msg=name)
+        assert not out[[0, 3, 4]].any()
