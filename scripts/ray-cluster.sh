@@ -29,13 +29,18 @@ node() {
     echo $! >"$RUN/$name.pid"
 }
 
-# nodes_up N: waits (60 s at most) until the cluster has N live nodes.
+# nodes_up N: waits (60 s at most) until the cluster has N live nodes, while our head runs (a
+# head that could not bind the port leaves it to another cluster, which must not pass for ours).
 nodes_up() {
-    "$PY" - "$ADDRESS" "$1" <<'PY'
-import sys, time
+    "$PY" - "$ADDRESS" "$1" "$(cat "$RUN/head.pid")" <<'PY'
+import os, sys, time
 import ray
-address, want = sys.argv[1], int(sys.argv[2])
+address, want, head = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for _ in range(60):
+    try:
+        os.kill(head, 0)
+    except OSError:
+        sys.exit(f"ray-cluster.sh: the head exited (is port {address} taken?): see its log")
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         alive = sum(1 for n in ray.nodes() if n["Alive"])
@@ -55,8 +60,12 @@ cmd_start() {
         log "already running (stop it first)"; exit 2
     fi
     rm -rf "$RUN"
-    mkdir -p "$RUN/tmp"
-    node head --head --port="$PORT" --num-cpus=1 --include-dashboard=false --temp-dir="$RUN/tmp"
+    mkdir -p "$RUN"
+    # Ray's sockets live in its temporary folder, and a Unix socket's path may not pass 107
+    # bytes: a short folder in /tmp, not one under the checkout.
+    mktemp -d /tmp/infeed-ray.XXXXXX >"$RUN/tmpdir"
+    node head --head --port="$PORT" --num-cpus=1 --include-dashboard=false \
+        --temp-dir="$(cat "$RUN/tmpdir")"
     nodes_up 1 || { cmd_stop; exit 1; }
     node streams --address="$ADDRESS" --num-cpus=4 --resources='{"infeed_streams": 4}'
     nodes_up 2 || { cmd_stop; exit 1; }
@@ -73,7 +82,8 @@ cmd_stop() {
         kill -KILL "$pid" 2>/dev/null || true
         rm -f "$RUN/$name.pid"
     done
-    rm -rf "$RUN/tmp"
+    [[ -f "$RUN/tmpdir" ]] && rm -rf "$(cat "$RUN/tmpdir")" "$RUN/tmpdir"
+    return 0
 }
 
 case "${1:-}" in

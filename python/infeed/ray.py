@@ -204,6 +204,20 @@ def _put(out: np.ndarray, at: int, take: int, column: Column) -> None:
         region[...] = keep  # the whole region: contiguous, unlike a scatter
 
 
+def _padding_row(parts: list[Part], name: str) -> np.ndarray | None:
+    """A padding row of feature ``name`` as an actor made it (a normalized
+    feature's padding is not zeros), if a part has one."""
+    for part in parts:
+        column = None if part.batch is None else part.batch[name]
+        if (
+            isinstance(column, np.ndarray)
+            and part.real_rows is not None
+            and part.real_rows < column.shape[0]
+        ):
+            return column[part.real_rows]
+    return None
+
+
 class Part(NamedTuple):
     """One actor's part of a step: its rows (``None`` once its streams have
     all ended), its state after them, its real rows and their records."""
@@ -224,18 +238,28 @@ class _Streams:
         listed: dict[str, list[str]],
         state: bytes | None,
     ) -> None:
-        self._iterator = Pipeline(description, files, listed=listed).iter(state)
+        # The pipeline starts in `start`: an error there reaches the trainer
+        # as the pipeline's error, where one in a constructor is an actor's
+        # death.
+        self._args = (description, files, listed, state)
+        self._error: BaseException | None = None
         self.served = 0
 
     def start(self) -> tuple[bytes, int]:
-        """Its state before its first part, and its shape schedule."""
+        """Starts the pipeline: its state before its first part, and its
+        shape schedule."""
+        description, files, listed, state = self._args
+        self._iterator = Pipeline(description, files, listed=listed).iter(state)
         return self._iterator.get_state(), self._iterator.shape_schedule
 
     def next(self, count: int, max_bytes: int) -> list[Part]:
         """The next ``count`` parts, or fewer once they hold ``max_bytes``
         (and at the end, whose last part has no batch): one object in Ray's
         store for several steps, since its cost is mostly per object, but
-        not so large that a few fill the store."""
+        not so large that a few fill the store. An error after some parts
+        is raised by the next call, so the parts before it arrive."""
+        if self._error is not None:
+            raise self._error
         it = self._iterator
         parts: list[Part] = []
         held = 0
@@ -245,6 +269,11 @@ class _Streams:
                 batch = next(it)
             except StopIteration:
                 parts.append(Part(None, it.get_state(), 0, []))
+                break
+            except Exception as e:
+                if not parts:
+                    raise
+                self._error = e
                 break
             columns = _unpadded(batch)
             parts.append(Part(columns, it.get_state(), it.real_rows, it.positions()))
@@ -285,7 +314,11 @@ class RemotePipeline:
                 "infeed.ray: Ray is not initialized in this process; call "
                 "ray.init(address=...) first (infeed does not start a cluster)"
             )
-        for name, value in (("in_flight", in_flight), ("batches_per_call", batches_per_call)):
+        for name, value in (
+            ("in_flight", in_flight),
+            ("batches_per_call", batches_per_call),
+            ("bytes_per_call", bytes_per_call),
+        ):
             if value < 1:
                 raise ValueError(f"infeed.ray.remote: {name} is {value}, not at least 1")
         self.pipeline = pipeline
@@ -298,7 +331,8 @@ class RemotePipeline:
         self.actors = actors
         self._descriptions = [_actor_description(description, actors, j) for j in range(actors)]
         for d in self._descriptions:
-            d.setdefault("options", {}).setdefault("threads", max(1, int(num_cpus)))
+            # The actor's cores, not the trainer's `threads` setting.
+            d.setdefault("options", {})["threads"] = max(1, int(num_cpus))
         self._options: dict[str, Any] = {
             "num_cpus": num_cpus,
             "resources": resources,
@@ -324,10 +358,42 @@ class RemotePipeline:
     def __iter__(self) -> RemoteIterator:
         return self.iter()
 
-    def _start_actor(self, j: int, state: bytes | None) -> Any:
+    def _start_actors(self, which: list[int], states: list[bytes | None]) -> tuple[list[Any], list]:
+        """Actors ``which`` started from ``states``, and what their
+        ``start`` returned; a clear error when they are not placed in time or
+        their pipeline does not start (the actors are then stopped)."""
         p = self.pipeline
         actor = _StreamsActor.options(**self._options)
-        return actor.remote(self._descriptions[j], p._files, p._listed, state)
+        actors: list[Any] = [
+            actor.remote(self._descriptions[j], p._files, p._listed, state)
+            for j, state in zip(which, states, strict=True)
+        ]
+        try:
+            started = ray.get([a.start.remote() for a in actors], timeout=self.placement_timeout)
+        except ray.exceptions.GetTimeoutError:
+            _kill(actors)
+            raise RayError(
+                f"infeed.ray: {len(actors)} actors of {self._options['num_cpus']} CPUs and "
+                f"resources {self._options['resources']} were not placed and started in "
+                f"{self.placement_timeout} s; the cluster has {ray.available_resources()} free"
+            ) from None
+        except ray.exceptions.RayTaskError as e:
+            _kill(actors)
+            raise e.cause from None
+        except ray.exceptions.RayActorError as e:
+            _kill(actors)
+            raise RayError(f"infeed.ray: an actor died as it started: {e}") from None
+        return actors, started
+
+
+def _kill(actors: list[Any]) -> None:
+    for actor in actors:
+        ray.kill(actor)
+
+
+# Deaths of one actor in a row, with no part received between, before the
+# run fails: a step that kills its actor every time would loop for ever.
+MAX_DEATHS = 3
 
 
 class RemoteIterator:
@@ -352,20 +418,7 @@ class RemoteIterator:
 
     def _start(self, state: bytes | None) -> None:
         r = self._remote
-        self._actors = [r._start_actor(j, state) for j in range(r.actors)]
-        try:
-            started = ray.get([a.start.remote() for a in self._actors], timeout=r.placement_timeout)
-        except ray.exceptions.GetTimeoutError:
-            self.close()
-            raise RayError(
-                f"infeed.ray: {r.actors} actors of {r._options['num_cpus']} CPUs and "
-                f"resources {r._options['resources']} were not placed in "
-                f"{r.placement_timeout} s; the cluster has "
-                f"{ray.available_resources()} free"
-            ) from None
-        except ray.exceptions.RayTaskError as e:
-            self.close()
-            raise e.cause from None
+        self._actors, started = r._start_actors(list(range(r.actors)), [state] * r.actors)
         self._states = [s for s, _ in started]  # each actor's after the last step returned
         self.shape_schedule = started[0][1]
         self._ended = [False] * r.actors
@@ -376,6 +429,7 @@ class RemoteIterator:
         self._received: list[collections.deque[Part]] = [collections.deque() for _ in self._actors]
         self._resume = list(self._states)
         self._done = [False] * r.actors
+        self._deaths = [0] * r.actors
         for j in range(r.actors):
             self._ask(j)
 
@@ -385,23 +439,33 @@ class RemoteIterator:
             call = self._actors[j].next.remote(r.batches_per_call, r.bytes_per_call)
             self._pending[j].append(call)
 
-    def _part(self, j: int) -> Part:
-        """Actor ``j``'s next part. A dead actor is replaced, started from
-        its state after the last part received, and asked again: the parts
-        received before stay, those it was making are made again."""
+    def _fill(self, j: int) -> None:
+        """Receives actor ``j``'s next call unless parts are waiting. A
+        call stays asked for until its parts are received, so an interrupt
+        (Ctrl-C) here loses nothing. An actor that died, or whose node did
+        with its parts, is replaced, started from its state after the last
+        part received, and asked again: the parts received before stay,
+        those it was making are made again."""
         while not self._received[j]:
-            ref = self._pending[j].popleft()
             try:
-                parts: list[Part] = ray.get(ref)
+                parts: list[Part] = ray.get(self._pending[j][0])
             except ray.exceptions.RayTaskError as e:
                 raise e.cause from None
-            except ray.exceptions.RayActorError:
+            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+                self._deaths[j] += 1
+                if self._deaths[j] > MAX_DEATHS:
+                    raise RayError(
+                        f"infeed.ray: actor {j} died {MAX_DEATHS + 1} times in a row at "
+                        f"the same step: {e}"
+                    ) from None
                 ray.kill(self._actors[j])
-                self._actors[j] = self._remote._start_actor(j, self._resume[j])
                 self._pending[j].clear()
+                (self._actors[j],), _ = self._remote._start_actors([j], [self._resume[j]])
                 self.restarts += 1
                 self._ask(j)
                 continue
+            self._pending[j].popleft()
+            self._deaths[j] = 0
             self._received[j].extend(parts)
             self.bytes_received += sum(
                 _nbytes(column) for part in parts if part.batch for column in part.batch.values()
@@ -409,7 +473,6 @@ class RemoteIterator:
             self._resume[j] = parts[-1].state
             self._done[j] = parts[-1].batch is None
             self._ask(j)
-        return self._received[j].popleft()
 
     def __iter__(self) -> RemoteIterator:
         return self
@@ -417,8 +480,12 @@ class RemoteIterator:
     def __next__(self) -> Batch:
         if all(self._ended):
             raise StopIteration
+        live = [j for j in range(self._remote.actors) if not self._ended[j]]
+        for j in live:
+            self._fill(j)
+        # Taken only once every actor's part of the step is here.
         parts = [
-            Part(None, self._states[j], 0, []) if self._ended[j] else self._part(j)
+            self._received[j].popleft() if j in live else Part(None, self._states[j], 0, [])
             for j in range(self._remote.actors)
         ]
         self._states = [part.state for part in parts]
@@ -471,6 +538,9 @@ class RemoteIterator:
             out = np.zeros((host_rows, *(max(d) for d in dims)), first.dtype)
             if first.dtype == np.dtype(object):
                 out.fill(b"")
+            pad = _padding_row(parts, name)
+            if pad is not None and pad.any():  # e.g. a normalized feature's
+                out[(slice(None),) + tuple(map(slice, pad.shape))] = pad
             for at, batch, take in pieces:
                 _put(out, at, take, batch[name])
             joined[name] = out
@@ -520,8 +590,7 @@ class RemoteIterator:
 
     def close(self) -> None:
         """Stops the actors."""
-        for actor in self._actors:
-            ray.kill(actor)
+        _kill(self._actors)
         self._actors = []
         self._pending = []
 

@@ -15,7 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import LM, LM_SPEC, assert_same_batches
+from conftest import LM, LM_SPEC, TESTDATA, assert_same_batches
 from processes import free_port, run_processes
 
 import infeed
@@ -186,7 +186,6 @@ def test_a_slow_trainer_holds_the_actors_back(per_call):
             # An actor runs its calls in order, so this answers after every
             # call asked for before it.
             assert it.parts_served() == made(taken)
-            assert it.in_flight() == 4
 
 
 def test_what_cannot_run_on_actors_is_refused_by_name():
@@ -197,7 +196,7 @@ def test_what_cannot_run_on_actors_is_refused_by_name():
         infeed.ray.remote(lm.streams(2).batch(8), 4)
     with pytest.raises(ValueError, match="a batch of 6 rows does not split over 4 actors"):
         infeed.ray.remote(lm.streams(4).batch(6), 4)
-    with pytest.raises(infeed.ray.RayError, match="were not placed in 2 s"):
+    with pytest.raises(infeed.ray.RayError, match="were not placed and started in 2 s"):
         infeed.ray.remote(padded(), 2, resources={"infeed_nowhere": 1}, placement_timeout=2).iter()
 
 
@@ -341,3 +340,49 @@ def test_padded_features_travel_without_their_padding_and_come_back_exactly():
         _put(out, 1, 2, columns[name])  # two rows, from row 1
         np.testing.assert_array_equal(out[1:3], want[:2], err_msg=name)
         assert not out[[0, 3, 4]].any()
+
+
+def test_padding_rows_are_the_local_ones_when_not_zeros():
+    # 6 records in 2 streams, batches of 4: the last step has 2 rows of
+    # data, and a normalized feature's padding rows are (0 - mean) / std.
+    p = (
+        infeed.Pipeline.from_files([TESTDATA / "examples.tfrecord"])
+        .streams(2)
+        .parse({"label": infeed.FixedLen([], "int64")})
+        .normalize("label", 10.0, 2.0)
+        .batch(4, drop_remainder=False)
+    )
+    want, want_rows = run(p.iter())
+    assert [real for real, _, _ in want_rows] == [4, 2]
+    assert want[1]["label"][2:].tolist() == [-5.0, -5.0]
+    with remote(p).iter() as it:
+        got, got_rows = run(it)
+    assert_same_batches(got, want)
+    assert got_rows == want_rows
+
+
+def test_a_pipeline_that_does_not_start_on_its_actors_is_its_error():
+    with pytest.raises(infeed.StateError):
+        list(padded().iter(b"not a state"))
+    with pytest.raises(infeed.StateError):
+        remote(padded()).iter(b"not a state")
+
+
+def test_an_error_after_good_steps_of_a_call_comes_after_them(tmp_path):
+    data = bytearray(LM.read_bytes())
+    data[200_000] ^= 0xFF  # a payload late in the file
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(data)
+    p = infeed.Pipeline.from_files([bad]).streams(2).parse(LM_SPEC).fixed_length(512).batch(4)
+    local = p.iter()
+    want = []
+    with pytest.raises(infeed.CorruptRecordError):
+        for b in local:
+            want.append({k: v.copy() for k, v in b.items()})
+    assert len(want) > 5
+    got = []
+    with pytest.raises(infeed.CorruptRecordError):
+        with remote(p, batches_per_call=16).iter() as it:
+            for b in it:
+                got.append(b)
+    assert_same_batches(got, want)
