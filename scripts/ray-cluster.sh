@@ -8,14 +8,16 @@
 #   eval "$(bash scripts/ray-cluster.sh env)"  # INFEED_RAY_ADDRESS, which the tests read
 #   bash scripts/ray-cluster.sh stop         # SIGTERM to the PIDs `start` wrote (each `ray start
 #                                            # --block` stops its node's processes), then waits
-# Ray comes from .venv-python (python/requirements-test.txt pins it). Port: INFEED_RAY_PORT
+# Ray comes from .venv-python (python/requirements-test.txt pins it), or RAY_VENV. Port: INFEED_RAY_PORT
 # (default 29600, below Linux's ephemeral range, as scripts/emulators.sh's are).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
 RUN="$ROOT/.ray-cluster"
-RAY="$ROOT/.venv-python/bin/ray"
-PY="$ROOT/.venv-python/bin/python"
+# The venv whose Ray (and infeed) the nodes run: RAY_VENV, default .venv-python.
+VENV="${RAY_VENV:-$ROOT/.venv-python}"
+RAY="$VENV/bin/ray"
+PY="$VENV/bin/python"
 PORT="${INFEED_RAY_PORT:-29600}"
 ADDRESS="127.0.0.1:$PORT"
 
