@@ -253,28 +253,51 @@ remote = infeed.ray.remote(mine, 2, num_cpus=0.5, resources={{"infeed_streams": 
 sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
 steps = 0
 steps_of = lambda it: itertools.islice(it, 30)
-for batch, want in zip(steps_of(infeed.jax.device_iterator(remote, sharding)), steps_of(job(16))):
+device = infeed.jax.device_iterator(remote, sharding)
+for batch, want in zip(steps_of(device), steps_of(job(16))):
     for name, array in batch.items():
         full = multihost_utils.process_allgather(array, tiled=True)
         np.testing.assert_array_equal(full, want[name], err_msg=f"step {{steps}} {{name}}")
     steps += 1
+with open({state!r} + str(jax.process_index()), "wb") as f:
+    f.write(device.get_state())
+device.close()
 print("steps", steps)
 """
 
 
-def test_two_jax_processes_each_with_their_actors_feed_the_one_host_batches():
+def test_two_jax_processes_each_with_their_actors_feed_the_one_host_batches(tmp_path):
     port = free_port()
+    state = str(tmp_path / "state")
     argvs = [
         [
             sys.executable,
             "-c",
-            TWO_TRAINERS.format(port=port, pid=i, address=ADDRESS, lm=str(LM)),
+            TWO_TRAINERS.format(port=port, pid=i, address=ADDRESS, lm=str(LM), state=state),
         ]
         for i in range(2)
     ]
     outs = run_processes(argvs)
     steps = [out.split()[-1] for out in outs]
     assert steps == ["30", "30"], steps
+    # Their states, merged, continue on one trainer with four actors: the
+    # one-host batches from step 30 on.
+    merged = infeed.merge_states([open(state + str(i), "rb").read() for i in range(2)])
+    job = (
+        infeed.Pipeline.from_files([LM])
+        .streams(4)
+        .seed(1)
+        .shuffle(64)
+        .repeat()
+        .parse("input_ids:var_len:int64")
+        .pad_to_multiple_of(64)
+        .max_length(512)
+        .batch(16)
+    )
+    want, _ = run(job.iter(), 40)
+    with remote(job, 4).iter(merged) as it:
+        rest, _ = run(it, 10)
+    assert_same_batches(rest, want[30:])
 
 
 def test_device_iterator_takes_a_remote_pipeline_and_its_state():
