@@ -245,12 +245,11 @@ class _Streams:
         self._error: BaseException | None = None
         self.served = 0
 
-    def start(self) -> tuple[bytes, int]:
-        """Starts the pipeline: its state before its first part, and its
-        shape schedule."""
+    def start(self) -> bytes:
+        """Starts the pipeline: its state before its first part."""
         description, files, listed, state = self._args
         self._iterator = Pipeline(description, files, listed=listed).iter(state)
-        return self._iterator.get_state(), self._iterator.shape_schedule
+        return self._iterator.get_state()
 
     def next(self, count: int, max_bytes: int) -> list[Part]:
         """The next ``count`` parts, or fewer once they hold ``max_bytes``
@@ -358,7 +357,9 @@ class RemotePipeline:
     def __iter__(self) -> RemoteIterator:
         return self.iter()
 
-    def _start_actors(self, which: list[int], states: list[bytes | None]) -> tuple[list[Any], list]:
+    def _start_actors(
+        self, which: list[int], states: list[bytes | None]
+    ) -> tuple[list[Any], list[bytes]]:
         """Actors ``which`` started from ``states``, and what their
         ``start`` returned; a clear error when they are not placed in time or
         their pipeline does not start (the actors are then stopped)."""
@@ -419,8 +420,8 @@ class RemoteIterator:
     def _start(self, state: bytes | None) -> None:
         r = self._remote
         self._actors, started = r._start_actors(list(range(r.actors)), [state] * r.actors)
-        self._states = [s for s, _ in started]  # each actor's after the last step returned
-        self.shape_schedule = started[0][1]
+        self._states = list(started)  # each actor's after the last step returned
+        self._schedule: int | None = None
         self._ended = [False] * r.actors
         # Per actor: calls in flight, parts received and not yet joined, the
         # state after the last part received (where a replacement starts)
@@ -432,6 +433,16 @@ class RemoteIterator:
         self._deaths = [0] * r.actors
         for j in range(r.actors):
             self._ask(j)
+
+    @property
+    def shape_schedule(self) -> int:
+        """The host pipeline's shape-schedule digest (an actor's is of its
+        own batch sizes), as :attr:`infeed.Iterator.shape_schedule` gives
+        it: found once by starting the pipeline here and stopping it."""
+        if self._schedule is None:
+            with self._remote.pipeline.iter() as local:
+                self._schedule = local.shape_schedule
+        return self._schedule
 
     def _ask(self, j: int) -> None:
         r = self._remote

@@ -300,6 +300,14 @@ def test_two_jax_processes_each_with_their_actors_feed_the_one_host_batches(tmp_
     assert_same_batches(rest, want[30:])
 
 
+def test_the_shape_schedule_is_the_host_pipelines():
+    # Its actors' digests are of their own batch sizes; processes comparing
+    # schedules must see the host's, remote or not.
+    for p in (padded(), streams().bucket_by_length("input_ids", [128], [8, 4]).max_length(512)):
+        with p.iter() as local, remote(p).iter() as far:
+            assert far.shape_schedule == local.shape_schedule != 0
+
+
 def test_device_iterator_takes_a_remote_pipeline_and_its_state():
     import jax
     from jax.sharding import Mesh, NamedSharding
