@@ -100,12 +100,22 @@ def _actor_description(description: dict[str, Any], actors: int, j: int) -> dict
     options["shard"] = [i * actors + j, n * actors]
     options.pop("cpu_affinity", None)  # the trainer's cores, not the actor's
     for step in d.get("batches", []):
-        if "batch" in step:
-            step["batch"]["size"] //= actors
-        if "bucket_by_length" in step:
-            sizes = step["bucket_by_length"]["batch_sizes"]
-            step["bucket_by_length"]["batch_sizes"] = [s // actors for s in sizes]
+        if (at := _rows_of(step)) is not None:
+            settings, key = at
+            sizes = settings[key]
+            settings[key] = (
+                sizes // actors if isinstance(sizes, int) else [s // actors for s in sizes]
+            )
     return d
+
+
+def _rows_of(step: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """Where a step of the description keeps its batches' rows (``batch``'s
+    size, ``bucket_by_length``'s sizes): its settings and the key."""
+    for name, key in (("batch", "size"), ("bucket_by_length", "batch_sizes")):
+        if name in step:
+            return step[name], key
+    return None
 
 
 def _check(description: dict[str, Any], actors: int) -> None:
@@ -128,12 +138,11 @@ def _check(description: dict[str, Any], actors: int) -> None:
             "runs every host's grouping on the trainer)"
         )
     for step in description.get("batches", []):
-        sizes = []
-        if "batch" in step:
-            sizes = [step["batch"]["size"]]
-        if "bucket_by_length" in step:
-            sizes = step["bucket_by_length"]["batch_sizes"]
-        for size in sizes:
+        if (at := _rows_of(step)) is None:
+            continue
+        settings, key = at
+        sizes = settings[key]
+        for size in [sizes] if isinstance(sizes, int) else sizes:
             if size % actors:
                 raise ValueError(
                     f"infeed.ray.remote: a batch of {size} rows does not split over "
