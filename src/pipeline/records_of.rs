@@ -132,9 +132,9 @@ fn rows_of(raw: &RawBatch, grouping: &Grouping) -> Vec<RowRecords> {
         .collect(),
         (layout, grouping) => {
             let rows = match (layout, grouping) {
-                (GroupLayout::Bucket(b), Grouping::Bucket { bucketer, .. })
-                | (GroupLayout::Bucket(b), Grouping::Scheduled { bucketer, .. }) => {
-                    bucketer.batch_size(*b)
+                (GroupLayout::Bucket { rows, .. }, Grouping::Bucket { bucketer, .. })
+                | (GroupLayout::Bucket { rows, .. }, Grouping::Scheduled { bucketer, .. }) => {
+                    bucketer.batch_size(*rows)
                 }
                 (_, Grouping::Rows { batch_size, .. }) => *batch_size,
                 _ => records,

@@ -70,11 +70,12 @@ impl ParsedSettings {
             GroupAssembly::Bucket {
                 assembler, buckets, ..
             } => Arc::new(move |raw: RawBatch| {
-                let bucket = match raw.layout {
-                    GroupLayout::Bucket(b) => b,
-                    _ => 0,
+                let (rows, bucket) = match raw.layout {
+                    GroupLayout::Bucket { rows, length } => (rows, length),
+                    _ => (0, 0),
                 };
-                let (batch_size, pad_to) = buckets.get(bucket).copied().unwrap_or((1, None));
+                let batch_size = buckets.get(rows).map_or(1, |b| b.0);
+                let pad_to = buckets.get(bucket).and_then(|b| b.1);
                 // Straight into the padded tensors when the plan allows (as
                 // for rows); anything else, and every error, takes two steps.
                 if direct

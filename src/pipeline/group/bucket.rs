@@ -44,7 +44,7 @@ impl BucketGrouper {
                 .collect();
             out.push(Emitted {
                 items: group.items,
-                layout: GroupLayout::Bucket(group.bucket),
+                layout: GroupLayout::bucket(group.bucket),
                 replay,
                 replay_skip: 0,
                 replay_quiet: false,
@@ -69,7 +69,7 @@ impl BucketGrouper {
             .collect();
         Some(Emitted {
             items: group.items,
-            layout: GroupLayout::Bucket(group.bucket),
+            layout: GroupLayout::bucket(group.bucket),
             replay,
             replay_skip: 0,
             replay_quiet: false,

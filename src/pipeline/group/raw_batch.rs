@@ -16,10 +16,21 @@ pub enum GroupLayout {
     /// One row per record.
     #[default]
     Rows,
-    /// One row per record, padded to bucket `bucket`'s length.
-    Bucket(usize),
+    /// One row per record: as many rows as bucket `rows`'s batches have,
+    /// padded to bucket `length`'s length. The two are the same bucket
+    /// except at the end of a scheduled stream's input, where its waiting
+    /// records may all be longer than its step's bucket
+    /// (`group/scheduled.rs`).
+    Bucket { rows: usize, length: usize },
     /// Packed rows.
     Pack(Packed),
+}
+
+impl GroupLayout {
+    /// Bucket `b`'s rows, padded to its length.
+    pub fn bucket(b: usize) -> GroupLayout {
+        GroupLayout::Bucket { rows: b, length: b }
+    }
 }
 
 /// How a packed group's records lie in its rows.

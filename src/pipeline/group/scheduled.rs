@@ -48,10 +48,6 @@ impl Queue {
         self.items.len()
     }
 
-    fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     fn push(&mut self, item: Item, step: u64) {
         self.open.push((item.file, item.offset));
         self.items.push_back((item, step));
@@ -228,7 +224,7 @@ impl ScheduledGrouper {
         self.next_step(self.step + 1);
         Emitted {
             items,
-            layout: GroupLayout::Bucket(b),
+            layout: GroupLayout::bucket(b),
             replay: self.waiting(),
             replay_skip: 0,
             replay_quiet: true,
@@ -246,27 +242,33 @@ impl ScheduledGrouper {
     }
 
     /// At the end of the input: the next step's batch from the records
-    /// still waiting, if any.
+    /// still waiting, if any. It has the step's rows, so that it joins the
+    /// other streams' groups of the step (`threads/streams.rs`): the
+    /// waiting records that fit the step's bucket, or, when none does, as
+    /// many as its rows and the last bucket's batches hold, padded to the
+    /// last bucket's length, which fits all. (Waiting for the schedule to
+    /// name a bucket they fit could take many steps of padding.)
     pub fn finish_one(&mut self) -> Option<Emitted> {
-        if self.queues.iter().all(Queue::is_empty) {
+        let last = self.queues.len() - 1;
+        if self.fitting(last) == 0 {
             return None;
         }
-        let mut b = self.bucket();
-        if self.fitting(b) == 0 {
-            if self.fixed_count {
-                return Some(self.empty());
-            }
-            // Hosts no longer step together once one runs out: the
-            // waiting records go out in the last bucket, which fits all.
-            b = self.queues.len() - 1;
+        let b = self.bucket();
+        let length = if self.fitting(b) > 0 { b } else { last };
+        if length > b && self.fixed_count {
+            return Some(self.empty());
         }
         let size = self.bucketer.batch_size(b);
-        let n = size.min(self.fitting(b));
+        let n = size
+            .min(self.bucketer.batch_size(length))
+            .min(self.fitting(length));
         if n < size && self.drop_remainder {
             self.queues.iter_mut().for_each(Queue::clear);
             return None;
         }
-        Some(self.take(b, n))
+        let mut group = self.take(length, n);
+        group.layout = GroupLayout::Bucket { rows: b, length };
+        Some(group)
     }
 
     /// An empty batch for the current step (a host past its records that
@@ -276,7 +278,7 @@ impl ScheduledGrouper {
         self.next_step(self.step + 1);
         Emitted {
             items: Vec::new(),
-            layout: GroupLayout::Bucket(b),
+            layout: GroupLayout::bucket(b),
             replay: self.waiting(),
             replay_skip: 0,
             replay_quiet: true,
@@ -354,7 +356,7 @@ mod tests {
         g.push(item(4), 12, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(offsets(&out[0]), [3, 4, 2]);
-        assert_eq!(out[0].layout, GroupLayout::Bucket(1));
+        assert_eq!(out[0].layout, GroupLayout::bucket(1));
         // The long record waits, and is the replay list.
         assert_eq!(out[0].replay.to_vec(), [(0, 1)]);
     }

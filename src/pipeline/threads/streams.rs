@@ -134,8 +134,14 @@ fn join(
         item
     }));
     batch.layout = match (std::mem::take(&mut batch.layout), raw.layout) {
-        // Every stream follows the same schedule, so their buckets agree.
-        (GroupLayout::Bucket(a), GroupLayout::Bucket(b)) => GroupLayout::Bucket(a.max(b)),
+        // Every stream follows the same schedule, so their rows agree; a
+        // stream at the end of its input may pad to a longer bucket.
+        (GroupLayout::Bucket { rows, length }, GroupLayout::Bucket { rows: r, length: l }) => {
+            GroupLayout::Bucket {
+                rows: rows.max(r),
+                length: length.max(l),
+            }
+        }
         (mine, GroupLayout::Pack(packed)) => {
             GroupLayout::Pack(add_packed(mine, packed, records_before, stream))
         }

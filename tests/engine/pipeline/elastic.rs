@@ -232,6 +232,42 @@ fn a_finite_run_delivers_every_record_once_on_any_host_count() {
     }
 }
 
+/// A finite run of buckets whose batch sizes differ, without equal
+/// batches: a stream whose input ended sends its waiting records in the
+/// step's rows (padded to a longer bucket when none fits the step's), so
+/// its group joins the other streams' of the step on any host count, and
+/// every record comes once. (They went out in the last bucket's rows,
+/// which did not fit a step of the first bucket's.)
+#[test]
+fn a_finite_run_of_buckets_delivers_every_record_once_without_equal_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = files(dir.path());
+    let expected: Vec<i64> = (0..24)
+        .flat_map(|f| (0..30).map(move |i| f * 100 + i))
+        .collect();
+    // 4, 2 and 1 rows a stream.
+    let sizes = |hosts: u64| [48, 24, 12].map(|s| s / hosts as usize);
+    for hosts in [1, 2, 3, 12] {
+        let mut ids = Vec::new();
+        for i in 0..hosts {
+            let mut batches = build(
+                chain(&files, i, hosts, Some(1), None)
+                    .bucket_by_length("ids", &[32, 64], &sizes(hosts))
+                    .max_length(96)
+                    .drop_remainder(false),
+            );
+            while let Some(b) = batches.next_batch().unwrap() {
+                let (rows, width) = (b["ids"].shape()[0], b["ids"].shape()[1]);
+                assert!(sizes(hosts).contains(&rows), "{hosts} hosts: {rows} rows");
+                assert!(width <= 96, "{hosts} hosts: {width} long");
+                ids.extend(real_rows(&b).iter().map(|r| id_of(r[0])));
+            }
+        }
+        ids.sort();
+        assert_eq!(ids, expected, "{hosts} hosts");
+    }
+}
+
 /// The first step where two runs differ (a count of its own when they
 /// differ in length), without printing thousands of rows.
 fn first_difference(a: &[Global], b: &[Global]) -> Option<String> {
