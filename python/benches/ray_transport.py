@@ -4,7 +4,8 @@ same pipeline in this process, alternated in one run.
     bash scripts/ray-cluster.sh start
     python python/benches/ray_transport.py --address 127.0.0.1:29600 \\
         --lm 'bench-data/scale-1/lm/*.tfrecord' \\
-        --jpeg 'bench-data/scale-1/jpeg/*.tfrecord' [--rounds 3] [--actors 2] [--json OUT]
+        --jpeg 'bench-data/scale-1/jpeg/*.tfrecord' [--rounds 3] [--actors 2] \\
+        [--placement node,trainer] [--json OUT]
 
 Each workload is one pipeline (``streams(4)``, so both sides run the same
 one): ``lm``, the reference lm pipeline (pad to 64, max 512, int32, batch
@@ -13,8 +14,11 @@ resized crop to 224x224, flip, normalize, batch 128). Round after round:
 ``local`` iterates it here (its threads on every core this process may
 use), then ``ray`` through ``infeed.ray.remote(actors=N)`` on the
 cluster's node with ``infeed_streams`` (each actor ``cores / N`` CPUs and
-as many threads). On one machine both share the same cores, so this
-measures what the transport costs, not what offloading gains. Per side:
+as many threads) with ``--placement node``; with ``trainer``, on the
+trainer's own node (half a CPU each: the script's head has one), whose
+actors hand their parts over through shared memory, without the two
+object stores' copy between nodes. On one machine both share the same
+cores, so this measures what the transport costs, not what offloading gains. Per side:
 records/s; for ``ray`` also the trainer process's CPU per batch (its
 ``ray.get``, Ray's threads, the join), the bytes per batch, and the bytes
 of it received from the actors (padded features travel unpadded).
@@ -31,6 +35,7 @@ import time
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import infeed
 import infeed.ray
@@ -95,25 +100,36 @@ def main() -> None:
     parser.add_argument("--jpeg-epochs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--placement", default="node", help="node, trainer, or both")
     parser.add_argument("--json")
     args = parser.parse_args()
     ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
     cores = len(os.sched_getaffinity(0))
     results = []
-    for round_, (name, p) in itertools.product(range(args.rounds), pipelines(args).items()):
+    placements = args.placement.split(",")
+    for round_, (name, p), where in itertools.product(
+        range(args.rounds), pipelines(args).items(), placements
+    ):
         batch = 256 if name == "lm" else 128
         local = measure(p.iter(), batch)
-        remote = infeed.ray.remote(
-            p,
-            args.actors,
-            num_cpus=max(1, cores // args.actors),
-            resources={"infeed_streams": 1},
-        )
+        if where == "node":
+            place: dict[str, Any] = {
+                "num_cpus": max(1, cores // args.actors),
+                "resources": {"infeed_streams": 1},
+            }
+        else:
+            here = ray.get_runtime_context().get_node_id()
+            place = {
+                "num_cpus": 0.5,
+                "scheduling_strategy": NodeAffinitySchedulingStrategy(here, soft=False),
+            }
+        remote = infeed.ray.remote(p, args.actors, **place)
         with remote.iter() as it:
             far = measure(it, batch)
         row: dict[str, Any] = {
             "round": round_,
             "workload": name,
+            "placement": where,
             "local": local["records_per_sec"],
             "ray": far["records_per_sec"],
             "ratio": far["records_per_sec"] / local["records_per_sec"],
@@ -123,7 +139,7 @@ def main() -> None:
         }
         results.append(row)
         print(
-            f"{name} round {round_}: local {local['records_per_sec'] / 1e3:.0f} K/s, "
+            f"{name} on {where} round {round_}: local {local['records_per_sec'] / 1e3:.0f} K/s, "
             f"ray {far['records_per_sec'] / 1e3:.0f} K/s ({row['ratio']:.2f}), trainer "
             f"{row['trainer_cpu_us_per_batch']:.0f} us CPU a batch of "
             f"{row['bytes_per_batch'] / 2**20:.2f} MiB, {row['received_per_batch'] / 2**20:.2f} "

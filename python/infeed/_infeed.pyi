@@ -27,6 +27,34 @@ def files_of(description: str) -> tuple[list[str], dict[str, list[str]]]:
     """The files the described pipeline reads, before host sharding, and each
     glob's files (what a run takes as ``listed``)."""
 
+def positions_of(
+    rows: int, files: list[str], records: bytes, pieces: bytes | None = None
+) -> list[Any]:
+    """The rows ``Batches.provenance()`` gave, listed as ``positions()``
+    lists them."""
+
+def pooled_empty(nbytes: int) -> npt.NDArray[Any]:
+    """``nbytes`` bytes (uint8, whatever they held) in a buffer that returns
+    to infeed's pool when the last array viewing it is collected."""
+
+def unpad_rows(
+    values: npt.NDArray[Any], mask: npt.NDArray[Any], one: bytes, size: int
+) -> tuple[npt.NDArray[Any], npt.NDArray[Any]] | None:
+    """A padded feature's rows (bytes) without their padding, and their
+    lengths; ``None`` unless its mask is ones then zeros and its padding
+    zeros (``infeed.ray``'s transfer)."""
+
+def repad_rows(
+    out: npt.NDArray[Any],
+    at: int,
+    lengths: npt.NDArray[Any],
+    size: int,
+    values: npt.NDArray[Any] | None = None,
+    one: bytes | None = None,
+) -> None:
+    """Writes rows sent by :func:`unpad_rows` (or, without ``values``, their
+    mask) into rows ``at..`` of ``out`` (bytes)."""
+
 def merge_states(states: Sequence[bytes], ended: Sequence[bool] | None = None) -> bytes:
     """The states of several hosts of one job, taken at the same step, merged
     into one that any host of the job on another host count restores from.
@@ -125,6 +153,9 @@ class Batches:
     def positions(self) -> list[Any]:
         """Where each row of the last batch came from: ``(file, offset)`` per
         row, ``None`` for padding, a list of them for a packed row."""
+    def provenance(self) -> tuple[int, list[str], bytes, bytes | None] | None:
+        """What ``positions()`` lists, as data that pickles small
+        (:func:`positions_of` lists it)."""
     @property
     def batches_delivered(self) -> int:
         """Batches delivered so far, counting those before a restore."""

@@ -44,7 +44,13 @@ import numpy as np
 import ray
 import ray.exceptions
 
-from infeed._infeed import merge_states
+from infeed._infeed import (
+    merge_states,
+    pooled_empty,
+    positions_of,
+    repad_rows,
+    unpad_rows,
+)
 from infeed.errors import Error
 from infeed.pipeline import Batch, Pipeline, _mapped
 
@@ -181,15 +187,30 @@ def _unpadded(batch: Batch) -> dict[str, Column]:
     out: dict[str, Column] = dict(batch)
     for name, value in batch.items():
         mask = batch.get(f"{name}_mask")
-        if mask is None or value.ndim != 2 or mask.shape != value.shape:
+        if (
+            mask is None
+            or value.ndim != 2
+            or mask.shape != value.shape
+            or value.dtype.hasobject
+            or not (value.flags.c_contiguous and mask.flags.c_contiguous)
+        ):
             continue
-        lengths = np.count_nonzero(mask, axis=1)
-        keep = np.arange(value.shape[1]) < lengths[:, None]
-        if not np.array_equal(mask, keep.astype(mask.dtype)) or value[~keep].any():
+        found = unpad_rows(_bytes(value), _bytes(mask), _one(mask.dtype), value.dtype.itemsize)
+        if found is None:
             continue
-        out[name] = _Unpadded(value[keep], lengths, value.shape, value.dtype)
+        values, lengths = found
+        out[name] = _Unpadded(values.view(value.dtype), lengths, value.shape, value.dtype)
         out[f"{name}_mask"] = _MaskOf(lengths, mask.shape, mask.dtype)
     return out
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous 2-D array's rows as bytes."""
+    return array.view(np.uint8)
+
+
+def _one(dtype: np.dtype) -> bytes:
+    return np.ones(1, dtype).tobytes()
 
 
 def _nbytes(column: Column) -> int:
@@ -199,18 +220,34 @@ def _nbytes(column: Column) -> int:
 
 
 def _put(out: np.ndarray, at: int, take: int, column: Column) -> None:
-    """Writes the first ``take`` rows of ``column`` at row ``at`` of ``out``."""
-    rows = (slice(at, at + take),)
+    """Writes the first ``take`` rows of ``column`` into rows ``at..`` of
+    ``out`` (C-contiguous, as wide as the column or wider), whole: padded
+    after the column's values where ``out`` is wider."""
     if isinstance(column, np.ndarray):
-        out[rows + tuple(map(slice, column.shape[1:]))] = column[:take]
+        region = out[at : at + take]
+        if column.shape[1:] != out.shape[1:]:
+            _blank(region)
+        region[(slice(None), *map(slice, column.shape[1:]))] = column[:take]
         return
+    size = out.dtype.itemsize
     lengths = column.lengths[:take]
-    keep = np.arange(column.shape[1]) < lengths[:, None]
-    region = out[at : at + take, : column.shape[1]]
     if isinstance(column, _Unpadded):
-        region[keep] = column.values[: int(lengths.sum())]
+        repad_rows(_bytes(out), at, lengths, size, values=column.values.view(np.uint8))
     else:
-        region[...] = keep  # the whole region: contiguous, unlike a scatter
+        repad_rows(_bytes(out), at, lengths, size, one=_one(out.dtype))
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A joined feature's array, whose every element the join writes: in a
+    pooled buffer where it can be (strings are Python objects)."""
+    if dtype.hasobject:
+        return np.empty(shape, dtype)
+    return pooled_empty(int(np.prod(shape)) * dtype.itemsize).view(dtype).reshape(shape)
+
+
+def _blank(region: np.ndarray) -> None:
+    """Fills ``region`` with padding: zeros, or empty strings."""
+    region.fill(b"" if region.dtype.hasobject else 0)
 
 
 def _padding_row(parts: list[Part], name: str) -> np.ndarray | None:
@@ -229,12 +266,15 @@ def _padding_row(parts: list[Part], name: str) -> np.ndarray | None:
 
 class Part(NamedTuple):
     """One actor's part of a step: its rows (``None`` once its streams have
-    all ended), its state after them, its real rows and their records."""
+    all ended), its state after them, its real rows, and their records as
+    ``Batches.provenance()`` gives them (a list of a tuple per row cost the
+    actor and the trainer as much as the state; it is listed only when
+    asked)."""
 
     batch: dict[str, Column] | None
     state: bytes
     real_rows: int | None
-    positions: list[Any]
+    provenance: tuple[int, list[str], bytes, bytes | None] | None
 
 
 class _Streams:
@@ -276,7 +316,7 @@ class _Streams:
             try:
                 batch = next(it)
             except StopIteration:
-                parts.append(Part(None, it.get_state(), 0, []))
+                parts.append(Part(None, it.get_state(), 0, None))
                 break
             except Exception as e:
                 if not parts:
@@ -284,7 +324,7 @@ class _Streams:
                 self._error = e
                 break
             columns = _unpadded(batch)
-            parts.append(Part(columns, it.get_state(), it.real_rows, it.positions()))
+            parts.append(Part(columns, it.get_state(), it.real_rows, it._batches.provenance()))
             held += sum(_nbytes(column) for column in columns.values())
         return parts
 
@@ -417,7 +457,9 @@ class RemoteIterator:
         self._pending: list[collections.deque[Any]] = []
         self._start(None if state is None else bytes(state))
         self.real_rows: int | None = None
-        self._positions: list[Any] = []
+        # The last batch's rows' records: (a part's provenance or None for
+        # padding, how many of its rows), in row order.
+        self._positions: list[tuple[Any, int]] = []
         self.restarts = 0
         # The bytes of the parts' columns received from the actors.
         self.bytes_received = 0
@@ -532,37 +574,42 @@ class RemoteIterator:
         host_rows = rows_each * len(parts)
         # (first row in the host batch, the part's batch, how many of its rows)
         pieces: list[tuple[int, dict[str, Column], int]] = []
-        positions: list[Any] = []
+        positions: list[tuple[Any, int]] = []
         row = real = 0
         for part in parts:
             if self._remote._packed:
                 if part.batch is not None:
                     pieces.append((row, part.batch, rows_each))
-                    positions.extend(part.positions)
                     if part.real_rows:
                         real = row + part.real_rows
-                else:
-                    positions.extend([None] * rows_each)
+                positions.append((part.provenance, rows_each))
                 row += rows_each
             elif part.batch is not None and part.real_rows != 0:
                 take = rows_each if part.real_rows is None else part.real_rows
                 pieces.append((row, part.batch, take))
-                positions.extend(part.positions[:take])
+                positions.append((part.provenance, take))
                 row += take
                 real = row
-        positions.extend([None] * (host_rows - len(positions)))
+        positions.append((None, host_rows - sum(n for _, n in positions)))
         shaped = [batch for _, batch, _ in pieces] or live
+        # The rows no part writes: padding.
+        gaps, at = [], 0
+        for start, _, take in pieces:
+            gaps.append((at, start))
+            at = start + take
+        gaps.append((at, host_rows))
         joined: Batch = {}
         for name, first in shaped[0].items():
             dims = zip(*(batch[name].shape[1:] for batch in shaped), strict=True)
-            out = np.zeros((host_rows, *(max(d) for d in dims)), first.dtype)
-            if first.dtype == np.dtype(object):
-                out.fill(b"")
-            pad = _padding_row(parts, name)
-            if pad is not None and pad.any():  # e.g. a normalized feature's
-                out[(slice(None),) + tuple(map(slice, pad.shape))] = pad
-            for at, batch, take in pieces:
-                _put(out, at, take, batch[name])
+            out = _empty((host_rows, *(max(d) for d in dims)), first.dtype)
+            for start, batch, take in pieces:
+                _put(out, start, take, batch[name])
+            pad = _padding_row(parts, name)  # a normalized feature's is not 0
+            for start, stop in gaps:
+                if start < stop:
+                    _blank(out[start:stop])
+                    if pad is not None:
+                        out[(slice(start, stop), *map(slice, pad.shape))] = pad
             joined[name] = out
         self.real_rows = real
         self._positions = positions
@@ -571,7 +618,11 @@ class RemoteIterator:
     def positions(self) -> list[Any]:
         """Where each row of the last batch came from, as
         :meth:`infeed.Iterator.positions` gives it."""
-        return list(self._positions)
+        out: list[Any] = []
+        for provenance, rows in self._positions:
+            listed = [] if provenance is None else positions_of(*provenance)[:rows]
+            out.extend(listed + [None] * (rows - len(listed)))
+        return out
 
     def in_flight(self) -> int:
         """Calls asked for and not yet received, over every actor."""

@@ -4,7 +4,12 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use infeed::batch::{AlignedBuf, Batch, BytesColumn, Provenance, Tensor, TensorType};
+use std::sync::OnceLock;
+
+use infeed::batch::{
+    AlignedBuf, Batch, BufferPool, BytesColumn, PoolConfig, Provenance, ProvenanceParts, Tensor,
+    TensorType,
+};
 use infeed::pipeline::Listed;
 use numpy::ndarray::{ArrayView, IxDyn};
 use numpy::{Element, PyArray};
@@ -182,23 +187,29 @@ impl Batches {
     /// tuple per row, `None` for a padding row; for packed rows, a list of
     /// the tuples of its sequences.
     fn positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        if let Some((rows, provenance)) = lock(&self.provenance).as_ref() {
-            for row in provenance.rows(*rows) {
-                if provenance.is_packed() {
-                    match row.is_empty() {
-                        true => out.append(py.None())?,
-                        false => out.append(PyList::new(py, row)?)?,
-                    }
-                } else {
-                    match row.first() {
-                        Some(position) => out.append(position)?,
-                        None => out.append(py.None())?,
-                    }
-                }
-            }
+        match lock(&self.provenance).as_ref() {
+            Some((rows, provenance)) => position_list(py, *rows, provenance),
+            None => Ok(PyList::empty(py)),
         }
-        Ok(out)
+    }
+
+    /// What `positions()` lists, as plain data that pickles small: `(rows,
+    /// files, records, pieces)`, the records' `(file, offset)` and the
+    /// packed pieces' `(row, record)` as little-endian bytes (u32 and u64,
+    /// u32 and u32). `positions_of` lists it.
+    fn provenance<'py>(&self, py: Python<'py>) -> Option<ProvenanceTuple<'py>> {
+        let (rows, provenance) = lock(&self.provenance).clone()?;
+        let parts = provenance.to_parts();
+        let records: Vec<u8> = (parts.records.iter())
+            .flat_map(|&(f, o)| f.to_le_bytes().into_iter().chain(o.to_le_bytes()))
+            .collect();
+        let pieces = parts.pieces.map(|p| {
+            let bytes: Vec<u8> = (p.iter())
+                .flat_map(|&(r, i)| r.to_le_bytes().into_iter().chain(i.to_le_bytes()))
+                .collect();
+            PyBytes::new(py, &bytes)
+        });
+        Some((rows, parts.files, PyBytes::new(py, &records), pieces))
     }
 
     /// The last batch's digest (taken with `digests`), as `infeed bench
@@ -329,6 +340,93 @@ impl Drop for Batches {
             Python::attach(|py| py.detach(move || drop(batches)));
         }
     }
+}
+
+/// `nbytes` bytes (uint8) in a pooled buffer, holding whatever they held
+/// (zeros or an earlier batch's), for a writer that writes every byte: the
+/// buffer returns to the pool when the last array viewing it is collected.
+/// `infeed.ray`'s trainer joins its host batches into these: a fresh
+/// array's pages cost a fault and the kernel's zeroing each on first
+/// write, and zeroing a warm one costs a pass over it, which together were
+/// most of a join.
+#[pyfunction]
+pub fn pooled_empty(py: Python<'_>, nbytes: usize) -> PyResult<Bound<'_, PyAny>> {
+    static POOL: OnceLock<BufferPool> = OnceLock::new();
+    let pool = POOL.get_or_init(|| BufferPool::new(PoolConfig::default()));
+    let buf = pool.take_stale(nbytes);
+    let ptr = buf.as_ptr();
+    let owner = Bound::new(py, Buffer { buf })?.into_any();
+    // SAFETY: as in `to_array`: `owner` owns the memory and is the array's
+    // base; it holds `nbytes` bytes.
+    Ok(unsafe { view::<u8>(ptr, &[nbytes], owner) })
+}
+
+/// [`Batches::provenance`]'s answer.
+type ProvenanceTuple<'py> = (
+    usize,
+    Vec<String>,
+    Bound<'py, PyBytes>,
+    Option<Bound<'py, PyBytes>>,
+);
+
+/// Where each of `rows` rows came from, as `Iterator.positions()` lists it.
+fn position_list<'py>(
+    py: Python<'py>,
+    rows: usize,
+    provenance: &Provenance,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for row in provenance.rows(rows) {
+        if provenance.is_packed() {
+            match row.is_empty() {
+                true => out.append(py.None())?,
+                false => out.append(PyList::new(py, row)?)?,
+            }
+        } else {
+            match row.first() {
+                Some(position) => out.append(position)?,
+                None => out.append(py.None())?,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The rows `Batches.provenance()` gave, listed as `positions()` lists
+/// them (in another process: `infeed.ray`'s trainer).
+#[pyfunction]
+#[pyo3(signature = (rows, files, records, pieces = None))]
+pub fn positions_of<'py>(
+    py: Python<'py>,
+    rows: usize,
+    files: Vec<String>,
+    records: &[u8],
+    pieces: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyList>> {
+    let bad = || pyo3::exceptions::PyValueError::new_err("positions_of: bad record bytes");
+    if !records.len().is_multiple_of(12) || pieces.is_some_and(|p| !p.len().is_multiple_of(8)) {
+        return Err(bad());
+    }
+    let u32_at = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap_or_default());
+    let records = (records.chunks_exact(12))
+        .map(|r| {
+            (
+                u32_at(r),
+                u64::from_le_bytes(r[4..].try_into().unwrap_or_default()),
+            )
+        })
+        .collect();
+    let pieces = pieces.map(|p| {
+        (p.chunks_exact(8))
+            .map(|r| (u32_at(r), u32_at(&r[4..])))
+            .collect()
+    });
+    let parts = ProvenanceParts {
+        files,
+        records,
+        pieces,
+    };
+    position_list(py, rows, &Provenance::from_parts(parts))
 }
 
 /// A numpy array viewing the tensor's buffer, which a [`Buffer`] owns.

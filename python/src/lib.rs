@@ -12,6 +12,7 @@ mod access;
 mod batches;
 mod build;
 mod errors;
+mod rows;
 #[cfg(feature = "beam")]
 mod writer;
 
@@ -189,6 +190,10 @@ fn merge_states(
 #[pymodule]
 fn _infeed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(rows::unpad_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(rows::repad_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(batches::pooled_empty, m)?)?;
+    m.add_function(wrap_pyfunction!(batches::positions_of, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     m.add_function(wrap_pyfunction!(files_of, m)?)?;
     m.add_function(wrap_pyfunction!(shapes, m)?)?;

@@ -82,6 +82,12 @@ PIPELINES = {
     "buckets": lambda: streams(epochs=None)
     .bucket_by_length("input_ids", [128, 256], [16, 8, 8])
     .max_length(512),
+    # To the end: streams whose input ended send their waiting records in
+    # the step's rows (group/scheduled.rs).
+    "buckets, finite": lambda: streams(epochs=1)
+    .bucket_by_length("input_ids", [128, 256], [16, 8, 8])
+    .max_length(512)
+    .drop_remainder(False),
     "mixture": lambda: infeed.Pipeline.mix(
         {"a": infeed.Pipeline.from_files([LM]), "b": infeed.Pipeline.from_files([LM]).shuffle(32)},
         {"a": 1, "b": 2},
@@ -361,16 +367,30 @@ def test_padded_features_travel_without_their_padding_and_come_back_exactly():
         "dirty": np.array([[1, 9, 0, 0], [2, 0, 0, 0], [0, 0, 0, 0]], np.int64),
         "dirty_mask": np.array([[1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]], np.int64),
         "label": np.array([1, 2, 3]),
+        # Other dtypes: float values, a bool mask.
+        "weights": np.array([[0.5, 0, 0, 0], [1.5, 2.5, 3.5, 0], [0, 0, 0, 0]], np.float32),
+        "weights_mask": np.array([[1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]], bool),
     }
     columns = _unpadded(batch)
-    assert isinstance(columns["ids"], _Unpadded) and isinstance(columns["ids_mask"], _MaskOf)
+    for name in ("ids", "weights"):
+        assert isinstance(columns[name], _Unpadded), name
+        assert isinstance(columns[f"{name}_mask"], _MaskOf), name
     assert columns["ids"].values.tolist() == [5, 6, 7]
-    assert all(isinstance(columns[k], np.ndarray) for k in batch if not k.startswith("ids"))
+    assert columns["weights"].values.tolist() == [0.5, 1.5, 2.5, 3.5]
+    assert columns["weights"].lengths.tolist() == [1, 3, 0]
+    sent = ("ids", "ids_mask", "weights", "weights_mask")
+    assert all(isinstance(columns[k], np.ndarray) for k in batch if k not in sent)
     for name, want in batch.items():
-        out = np.zeros((5, *want.shape[1:]), want.dtype)
+        # Into a wider batch whose rows hold an earlier batch's bytes: the
+        # two rows written are whole, the others untouched.
+        wider = tuple(d + 2 for d in want.shape[1:])
+        earlier = np.full((5, *wider), 9, want.dtype)
+        out = earlier.copy()
         _put(out, 1, 2, columns[name])  # two rows, from row 1
-        np.testing.assert_array_equal(out[1:3], want[:2], err_msg=name)
-        assert not out[[0, 3, 4]].any()
+        expected = np.zeros((2, *wider), want.dtype)
+        expected[(slice(None), *map(slice, want.shape[1:]))] = want[:2]
+        np.testing.assert_array_equal(out[1:3], expected, err_msg=name)
+        np.testing.assert_array_equal(out[[0, 3, 4]], earlier[[0, 3, 4]], err_msg=name)
 
 
 def test_padding_rows_are_the_local_ones_when_not_zeros():

@@ -299,7 +299,7 @@ impl BufferPool {
     /// A buffer of `len` bytes whose contents are whatever they were: zeros
     /// when fresh, earlier data when reused. Always initialised memory; for
     /// writers that overwrite every byte (batch assembly).
-    pub(crate) fn take_stale(&self, len: usize) -> AlignedBuf {
+    pub fn take_stale(&self, len: usize) -> AlignedBuf {
         let raw = self.inner.take(capacity_class(len));
         AlignedBuf {
             ptr: raw.ptr,

@@ -44,6 +44,6 @@ pub use placement::{PackRule, PackStrategy, Placement, RowPlanner};
 pub use plan::{
     Assembler, BatchPlan, LengthPolicy, MAX_SHAPES, MaskType, PlanError, Scalar, Truncation,
 };
-pub use provenance::{Provenance, RecordPosition};
+pub use provenance::{Provenance, ProvenanceParts, RecordPosition};
 pub use shape::{BatchShape, TensorError, TensorShape};
 pub use tensor::{Batch, Tensor};

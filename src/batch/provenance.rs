@@ -84,6 +84,53 @@ impl Provenance {
         }
         out
     }
+
+    /// As plain data, naming only the files its records are in: those
+    /// files, each record's (file, offset), and for packed rows each
+    /// piece's (row, record). [`from_parts`](Self::from_parts) rebuilds
+    /// it, where another process lists its rows (`infeed.ray`'s actors
+    /// send a batch's provenance so, and its trainer lists the rows only
+    /// when asked).
+    pub fn to_parts(&self) -> ProvenanceParts {
+        let mut used: Vec<u32> = Vec::new();
+        let records = self
+            .records
+            .iter()
+            .map(|&(file, offset)| {
+                let at = used.iter().position(|&f| f == file).unwrap_or_else(|| {
+                    used.push(file);
+                    used.len() - 1
+                });
+                (at as u32, offset)
+            })
+            .collect();
+        let files = used
+            .iter()
+            .map(|&f| self.files.get(f as usize).cloned().unwrap_or_default())
+            .collect();
+        ProvenanceParts {
+            files,
+            records,
+            pieces: self.pieces.as_ref().map(|p| p.to_vec()),
+        }
+    }
+
+    /// The provenance [`to_parts`](Self::to_parts) gave.
+    pub fn from_parts(parts: ProvenanceParts) -> Self {
+        Provenance {
+            files: Arc::new(parts.files),
+            records: parts.records.into(),
+            pieces: parts.pieces.map(Into::into),
+        }
+    }
+}
+
+/// A [`Provenance`] as plain data ([`Provenance::to_parts`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProvenanceParts {
+    pub files: Vec<String>,
+    pub records: Vec<(u32, u64)>,
+    pub pieces: Option<Vec<(u32, u32)>>,
 }
 
 #[cfg(test)]
@@ -126,5 +173,16 @@ mod tests {
                 vec![]
             ]
         );
+    }
+
+    #[test]
+    fn parts_name_only_the_files_used_and_rebuild_the_same_rows() {
+        let many = Arc::new((0..50).map(|i| format!("{i}.tfrecord")).collect());
+        let mut p = Provenance::packed(vec![(0, 0), (0, 1), (1, 2)]);
+        p.locate(many, vec![(40, 7), (3, 9), (40, 11)]);
+        let parts = p.to_parts();
+        assert_eq!(parts.files, ["40.tfrecord", "3.tfrecord"]);
+        assert_eq!(parts.records, [(0, 7), (1, 9), (0, 11)]);
+        assert_eq!(Provenance::from_parts(parts).rows(3), p.rows(3));
     }
 }
