@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import copy
 import os
+import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -331,13 +332,29 @@ class _Streams:
     def parts_served(self) -> int:
         return self.served
 
+    def figures(self) -> dict[str, Any]:
+        """Its pipeline's figures (asked in a concurrency group of its own,
+        so that the question does not wait behind the parts asked for)."""
+        return self._iterator.figures()
+
     def where(self) -> tuple[int, str]:
         """Its process id and Ray node id (for tests of placement and of a
         killed actor)."""
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
 
-_StreamsActor = ray.remote(_Streams)
+# `next` runs one call at a time; `figures` beside it, in its own group.
+_StreamsActor = ray.remote(concurrency_groups={"figures": 1})(_Streams)
+
+
+def _sum_figures(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The actors' figures added up, key by key (numbers, and dicts of
+    them)."""
+    out: dict[str, Any] = {}
+    for key, first in figures[0].items():
+        values = [f[key] for f in figures if key in f]
+        out[key] = _sum_figures(values) if isinstance(first, dict) else sum(values)
+    return out
 
 
 class RemotePipeline:
@@ -481,6 +498,7 @@ class RemoteIterator:
         self._received: list[collections.deque[Part]] = [collections.deque() for _ in self._actors]
         self._resume = list(self._states)
         self._done = [False] * r.actors
+        self._began, self._batches, self._waited = time.perf_counter(), 0, 0.0
         self._deaths = [0] * r.actors
         for j in range(r.actors):
             self._ask(j)
@@ -510,7 +528,11 @@ class RemoteIterator:
         those it was making are made again."""
         while not self._received[j]:
             try:
-                parts: list[Part] = ray.get(self._pending[j][0])
+                began = time.perf_counter()
+                try:
+                    parts: list[Part] = ray.get(self._pending[j][0])
+                finally:
+                    self._waited += time.perf_counter() - began
             except ray.exceptions.RayTaskError as e:
                 raise e.cause from None
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
@@ -555,6 +577,7 @@ class RemoteIterator:
         if all(self._ended):
             raise StopIteration
         batch = self._join(parts)
+        self._batches += 1
         for j in range(len(parts)):
             self._ask(j)
         for fn in self._remote.pipeline._maps:
@@ -651,9 +674,19 @@ class RemoteIterator:
         self.set_state(state_dict["infeed_state"])
 
     def figures(self) -> dict[str, Any]:
-        """Empty: the actors' figures are not gathered yet (so
-        ``device_iterator``'s reports say ``unknown``)."""
-        return {}
+        """:meth:`infeed.Iterator.figures` for the host: the actors' stages,
+        workers, ready batches and record accounts added up (an actor
+        started again after a death counts from its start); ``elapsed``,
+        ``batches`` and ``consumer_wait`` (seconds ``next`` waited for
+        parts) are this iterator's. Empty once closed."""
+        if not self._actors:
+            return {}
+        asked = [a.figures.options(concurrency_group="figures").remote() for a in self._actors]
+        out = _sum_figures(ray.get(asked))
+        out["elapsed"] = time.perf_counter() - self._began
+        out["batches"] = self._batches
+        out["consumer_wait"] = self._waited
+        return out
 
     def actor_handles(self) -> list[Any]:
         """The actors (to kill one in a test of recovery)."""

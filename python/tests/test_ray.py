@@ -393,6 +393,23 @@ def test_padded_features_travel_without_their_padding_and_come_back_exactly():
         np.testing.assert_array_equal(out[[0, 3, 4]], earlier[[0, 3, 4]], err_msg=name)
 
 
+def test_figures_add_up_the_actors_and_count_the_trainers_own_batches():
+    p = padded()
+    with p.iter() as local:
+        steps = sum(1 for _ in local)
+        want = local.figures()
+    with remote(p).iter() as it:
+        assert sum(1 for _ in it) == steps
+        got = it.figures()
+    assert got.keys() == want.keys()
+    # Every record read, delivered and left out, once, over the actors.
+    assert got["record_account"] == want["record_account"]
+    assert got["read"]["records"] == want["read"]["records"]
+    assert (got["batches"], got["workers"]) == (steps, 2)
+    assert 0 <= got["consumer_wait"] < got["elapsed"]
+    assert it.figures() == {}  # closed
+
+
 def test_padding_rows_are_the_local_ones_when_not_zeros():
     # 6 records in 2 streams, batches of 4: the last step has 2 rows of
     # data, and a normalized feature's padding rows are (0 - mean) / std.
