@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ if "INFEED_RAY_ADDRESS" not in os.environ:
 import ray  # noqa: E402
 
 import infeed.ray  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 ADDRESS = os.environ["INFEED_RAY_ADDRESS"]
 # The second node's custom resource: actors that ask for it land there.
@@ -157,6 +159,26 @@ def test_a_state_moves_between_actor_counts_and_a_local_run():
     assert_same_batches(rest, want[9:])
 
 
+def test_one_trainers_state_continues_on_two_trainers_with_their_actors():
+    # One training process with two actors, then the job grows to two
+    # processes, each with two actors of its half of the streams: each
+    # continues as that host of the same pipeline run locally does.
+    def host(i: int, n: int) -> infeed.Pipeline:
+        p = streams().shard(i, n).pad_to_multiple_of(64).max_length(512).cast("int32")
+        return p.batch(16 // n, drop_remainder=False)
+
+    with remote(host(0, 1)).iter() as it:
+        run(it, 5)
+        state = it.get_state()
+    for i in range(2):
+        want, want_rows = run(host(i, 2).iter(state))
+        with remote(host(i, 2)).iter(state) as it:
+            got, got_rows = run(it)
+        assert len(want) > 5
+        assert_same_batches(got, want)
+        assert got_rows == want_rows
+
+
 def test_an_actor_killed_mid_run_loses_and_repeats_nothing():
     p = padded()
     want, _ = run(p.iter())
@@ -167,6 +189,58 @@ def test_an_actor_killed_mid_run_loses_and_repeats_nothing():
         rest, _ = run(it)
         assert it.restarts == 1
     assert_same_batches(got + rest, want)
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL to every process of session ``sid`` (a node's processes: its
+    actors have process groups of their own)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            if int(fields[3]) == sid:  # the session id
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def test_a_node_lost_with_its_actors_and_their_parts_loses_and_repeats_nothing(tmp_path):
+    # A third node, which the actors prefer; it dies (every process of it,
+    # SIGKILL) with parts made and not yet received: they are lost with its
+    # object store (8 steps a call: too large to travel inline), and the
+    # actors start again elsewhere from the last part received.
+    before = {n["NodeID"] for n in ray.nodes()}
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    with open(tmp_path / "node.log", "w") as log:
+        node = subprocess.Popen(
+            [ray_cli, "start", "--block", f"--address={ADDRESS}", "--node-ip-address=127.0.0.1",
+             "--num-cpus=2", "--object-store-memory=200000000", "--disable-usage-stats"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (new := [n for n in ray.nodes() if n["Alive"] and n["NodeID"] not in before]):
+            assert node.poll() is None and time.monotonic() < deadline, "the node did not start"
+            time.sleep(0.5)
+        there = NodeAffinitySchedulingStrategy(new[0]["NodeID"], soft=True)
+        p = padded()
+        want, _ = run(p.iter())
+        lost = infeed.ray.remote(
+            p, 2, num_cpus=1, scheduling_strategy=there, in_flight=2, batches_per_call=8
+        )
+        with lost.iter() as it:
+            got, _ = run(it, 3)
+            ray.wait(list(it._pending[0]), num_returns=len(it._pending[0]), fetch_local=False)
+            kill_session(node.pid)
+            node.wait()
+            rest, _ = run(it)
+            assert it.restarts == 2
+            nodes = {n for _, n in ray.get([a.where.remote() for a in it.actor_handles()])}
+            assert new[0]["NodeID"] not in nodes
+        assert_same_batches(got + rest, want)
+    finally:
+        kill_session(node.pid)
+        node.wait()
 
 
 def test_actors_land_on_the_node_with_their_resource():
