@@ -228,7 +228,7 @@ def _put(out: np.ndarray, at: int, take: int, column: Column) -> None:
         region = out[at : at + take]
         if column.shape[1:] != out.shape[1:]:
             _blank(region)
-        region[(slice(None), *map(slice, column.shape[1:]))] = column[:take]
+        region[(slice(None),) + tuple(map(slice, column.shape[1:]))] = column[:take]
         return
     size = out.dtype.itemsize
     lengths = column.lengths[:take]
@@ -343,8 +343,9 @@ class _Streams:
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
 
-# `next` runs one call at a time; `figures` beside it, in its own group.
-_StreamsActor = ray.remote(concurrency_groups={"figures": 1})(_Streams)
+# `next` runs one call at a time; `figures` beside it, in a group of its own
+# (a setting of the class only; Ray's type stubs do not list it).
+_StreamsActor = ray.remote(concurrency_groups={"figures": 1})(_Streams)  # type: ignore[call-overload]
 
 
 def _sum_figures(figures: list[dict[str, Any]]) -> dict[str, Any]:
@@ -569,7 +570,7 @@ class RemoteIterator:
             self._fill(j)
         # Taken only once every actor's part of the step is here.
         parts = [
-            self._received[j].popleft() if j in live else Part(None, self._states[j], 0, [])
+            self._received[j].popleft() if j in live else Part(None, self._states[j], 0, None)
             for j in range(self._remote.actors)
         ]
         self._states = [part.state for part in parts]
@@ -632,7 +633,7 @@ class RemoteIterator:
                 if start < stop:
                     _blank(out[start:stop])
                     if pad is not None:
-                        out[(slice(start, stop), *map(slice, pad.shape))] = pad
+                        out[(slice(start, stop),) + tuple(map(slice, pad.shape))] = pad
             joined[name] = out
         self.real_rows = real
         self._positions = positions

@@ -29,9 +29,9 @@ if "INFEED_RAY_ADDRESS" not in os.environ:
     )
 
 import ray  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 import infeed.ray  # noqa: E402
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 ADDRESS = os.environ["INFEED_RAY_ADDRESS"]
 # The second node's custom resource: actors that ask for it land there.
@@ -446,12 +446,13 @@ def test_padded_features_travel_without_their_padding_and_come_back_exactly():
         "weights_mask": np.array([[1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]], bool),
     }
     columns = _unpadded(batch)
-    for name in ("ids", "weights"):
-        assert isinstance(columns[name], _Unpadded), name
-        assert isinstance(columns[f"{name}_mask"], _MaskOf), name
-    assert columns["ids"].values.tolist() == [5, 6, 7]
-    assert columns["weights"].values.tolist() == [0.5, 1.5, 2.5, 3.5]
-    assert columns["weights"].lengths.tolist() == [1, 3, 0]
+    ids, weights = columns["ids"], columns["weights"]
+    assert isinstance(ids, _Unpadded) and isinstance(weights, _Unpadded)
+    assert isinstance(columns["ids_mask"], _MaskOf)
+    assert isinstance(columns["weights_mask"], _MaskOf)
+    assert ids.values.tolist() == [5, 6, 7]
+    assert weights.values.tolist() == [0.5, 1.5, 2.5, 3.5]
+    assert weights.lengths.tolist() == [1, 3, 0]
     sent = ("ids", "ids_mask", "weights", "weights_mask")
     assert all(isinstance(columns[k], np.ndarray) for k in batch if k not in sent)
     for name, want in batch.items():
@@ -462,7 +463,7 @@ def test_padded_features_travel_without_their_padding_and_come_back_exactly():
         out = earlier.copy()
         _put(out, 1, 2, columns[name])  # two rows, from row 1
         expected = np.zeros((2, *wider), want.dtype)
-        expected[(slice(None), *map(slice, want.shape[1:]))] = want[:2]
+        expected[(slice(None),) + tuple(map(slice, want.shape[1:]))] = want[:2]
         np.testing.assert_array_equal(out[1:3], expected, err_msg=name)
         np.testing.assert_array_equal(out[[0, 3, 4]], earlier[[0, 3, 4]], err_msg=name)
 
