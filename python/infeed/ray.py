@@ -139,11 +139,6 @@ def _check(description: dict[str, Any], actors: int) -> None:
             f"{'none' if streams is None else streams}. The streams are what moves to the "
             "actors (docs/python.md, On Ray actors)"
         )
-    if "equal_batches" in options:
-        raise ValueError(
-            "infeed.ray.remote: equal_batches is not run on actors yet (its count pass "
-            "runs every host's grouping on the trainer)"
-        )
     for step in description.get("batches", []):
         if (at := _rows_of(step)) is None:
             continue

@@ -90,6 +90,26 @@ PIPELINES = {
     .bucket_by_length("input_ids", [128, 256], [16, 8, 8])
     .max_length(512)
     .drop_remainder(False),
+    # Every actor counts every stream's batches (the count pass), so they
+    # all stop at the local run's last step.
+    "equal batches, padded": lambda: infeed.Pipeline.from_files([LM])
+    .equal_batches("pad")
+    .streams(4)
+    .seed(1)
+    .shuffle(64)
+    .repeat(2)
+    .parse(LM_SPEC)
+    .pad_to_multiple_of(64)
+    .max_length(512)
+    .batch(16, drop_remainder=False),
+    "equal batches, buckets": lambda: infeed.Pipeline.from_files([LM])
+    .equal_batches("drop")
+    .streams(4)
+    .seed(1)
+    .repeat(2)
+    .parse(LM_SPEC)
+    .bucket_by_length("input_ids", [128, 256], [16, 8, 8])
+    .max_length(512),
     "mixture": lambda: infeed.Pipeline.mix(
         {"a": infeed.Pipeline.from_files([LM]), "b": infeed.Pipeline.from_files([LM]).shuffle(32)},
         {"a": 1, "b": 2},
