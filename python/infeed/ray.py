@@ -68,7 +68,7 @@ def remote(
     resources: Mapping[str, float] | None = None,
     scheduling_strategy: Any = None,
     in_flight: int = 2,
-    batches_per_call: int = 16,
+    batches_per_call: int = 64,
     bytes_per_call: int = 16 << 20,
     placement_timeout: float = 60.0,
 ) -> RemotePipeline:
@@ -81,9 +81,10 @@ def remote(
     land on CPU nodes), or follows ``scheduling_strategy`` (e.g. a placement
     group's), and runs its pipeline with that many threads (at least 1).
     Each call to an actor returns ``batches_per_call`` steps' parts as one
-    object (Ray's cost is mostly per object), fewer once they hold
-    ``bytes_per_call``; ``in_flight`` calls per actor are asked for ahead
-    of the trainer.
+    object (Ray's cost is mostly per object: on lm, 16 steps a call gave
+    ~190 K records/s, 64 ~255 K), fewer once they hold ``bytes_per_call``,
+    which bounds the bytes in flight with ``in_flight``, the calls per
+    actor asked for ahead of the trainer.
     Ray must be initialized (``ray.init``) in this process first."""
     return RemotePipeline(
         pipeline,
