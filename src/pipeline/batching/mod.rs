@@ -384,9 +384,13 @@ impl ParsedSettings {
                     };
                     buckets.push((bucketer.batch_size(bucket), pad));
                 }
-                let mut shapes: Vec<BatchShape> = buckets
-                    .iter()
-                    .map(|&(rows, pad)| {
+                // Each bucket's rows at its length; scheduled, also at the
+                // last bucket's (a stream's tail: `group/scheduled.rs`).
+                let last = buckets.last().and_then(|&(_, pad)| pad);
+                let tails = buckets.iter().map(|&(rows, _)| (rows, last));
+                let mut shapes: Vec<BatchShape> = (buckets.iter().copied())
+                    .chain(tails.filter(|_| decided.scheduled))
+                    .map(|(rows, pad)| {
                         let lengths: Vec<usize> = assembler
                             .groups
                             .iter()

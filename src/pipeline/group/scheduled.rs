@@ -246,8 +246,10 @@ impl ScheduledGrouper {
     /// other streams' groups of the step (`threads/streams.rs`): the
     /// waiting records that fit the step's bucket, or, when none does, as
     /// many as its rows and the last bucket's batches hold, padded to the
-    /// last bucket's length, which fits all. (Waiting for the schedule to
-    /// name a bucket they fit could take many steps of padding.)
+    /// last bucket's length, which fits all (a shape `shapes()` lists for
+    /// every bucket's rows). Waiting for the schedule to name a bucket they
+    /// fit could take many steps of padding. With `drop_remainder`, a batch
+    /// that holds fewer than that ends the stream.
     pub fn finish_one(&mut self) -> Option<Emitted> {
         let last = self.queues.len() - 1;
         if self.fitting(last) == 0 {
@@ -258,11 +260,12 @@ impl ScheduledGrouper {
         if length > b && self.fixed_count {
             return Some(self.empty());
         }
-        let size = self.bucketer.batch_size(b);
-        let n = size
-            .min(self.bucketer.batch_size(length))
-            .min(self.fitting(length));
-        if n < size && self.drop_remainder {
+        let full = self
+            .bucketer
+            .batch_size(b)
+            .min(self.bucketer.batch_size(length));
+        let n = full.min(self.fitting(length));
+        if n < full && self.drop_remainder {
             self.queues.iter_mut().for_each(Queue::clear);
             return None;
         }
@@ -359,6 +362,67 @@ mod tests {
         assert_eq!(out[0].layout, GroupLayout::bucket(1));
         // The long record waits, and is the replay list.
         assert_eq!(out[0].replay.to_vec(), [(0, 1)]);
+    }
+
+    /// At the end of the input, a record that fits the step's bucket
+    /// leaves in it; when none does, the step's rows take as many records
+    /// as the last bucket's batches hold, padded to its length; with
+    /// `drop_remainder`, a batch short of that ends the stream; with a fixed
+    /// count, the step is an empty batch of its bucket.
+    #[test]
+    fn at_the_end_the_waiting_records_keep_the_steps_rows() {
+        // Buckets (0, 10] and (10, ...), batches of 4 and 2; from `start`
+        // on, four steps of bucket 0, which no long record fits.
+        let bucketer = Bucketer::new(vec![10], vec![4, 2]).unwrap();
+        let schedule = Arc::new(Schedule::new(0, &[1, 0], &[4, 2]));
+        let start = (0..).find(|&t| (t..t + 4).all(|s| schedule.bucket(s) == 0));
+        let start = start.unwrap();
+        let tail = GroupLayout::Bucket { rows: 0, length: 1 };
+        let waiting = |drop: bool, fixed: bool| {
+            let (b, s) = (bucketer.clone(), schedule.clone());
+            let mut g = ScheduledGrouper::new(b, s, start, drop, fixed);
+            let mut out = Vec::new();
+            for (n, len) in [(1, 20), (2, 5), (3, 30), (4, 25)] {
+                g.push(item(n), len, &mut out);
+            }
+            assert!(out.is_empty());
+            g
+        };
+        let mut g = waiting(false, false);
+        let first = g.finish_one().unwrap();
+        assert_eq!((offsets(&first), &first.layout), (vec![2], &GroupLayout::bucket(0)));
+        let second = g.finish_one().unwrap();
+        assert_eq!((offsets(&second), &second.layout), (vec![1, 3], &tail));
+        assert_eq!(second.replay.to_vec(), [(0, 4)]);
+        let third = g.finish_one().unwrap();
+        assert_eq!((offsets(&third), &third.layout), (vec![4], &tail));
+        assert!(g.finish_one().is_none());
+        // Dropping the remainder: the short record's batch is short of 4.
+        assert!(waiting(true, false).finish_one().is_none());
+        // A fixed count keeps the schedule: the short record, then steps
+        // of bucket 0 that no waiting record fits.
+        let mut g = waiting(false, true);
+        assert_eq!(offsets(&g.finish_one().unwrap()), [2]);
+        let empty = g.finish_one().unwrap();
+        assert!(empty.items.is_empty());
+        assert_eq!(empty.layout, GroupLayout::bucket(0));
+    }
+
+    /// With `drop_remainder`, a tail batch as full as the last bucket's
+    /// batches leaves; the rest ends the stream.
+    #[test]
+    fn dropping_the_remainder_keeps_tail_batches_the_last_bucket_fills() {
+        let bucketer = Bucketer::new(vec![10], vec![4, 2]).unwrap();
+        let schedule = Arc::new(Schedule::new(0, &[1, 0], &[4, 2]));
+        let start = (0..).find(|&t| (t..t + 3).all(|s| schedule.bucket(s) == 0));
+        let mut g = ScheduledGrouper::new(bucketer, schedule, start.unwrap(), true, false);
+        let mut out = Vec::new();
+        for n in 1..=5 {
+            g.push(item(n), 20, &mut out);
+        }
+        assert_eq!(offsets(&g.finish_one().unwrap()), [1, 2]);
+        assert_eq!(offsets(&g.finish_one().unwrap()), [3, 4]);
+        assert!(g.finish_one().is_none());
     }
 
     /// A record that leaves within `COMPACT_AFTER` steps goes on as the
