@@ -496,6 +496,10 @@ class RemoteIterator:
         self._resume = list(self._states)
         self._done = [False] * r.actors
         self._began, self._batches, self._waited = time.perf_counter(), 0, 0.0
+        # Each actor's figures as last seen (with its handle), and those of
+        # actors that died.
+        self._seen: list[tuple[Any, dict[str, Any]] | None] = [None] * r.actors
+        self._retired: list[dict[str, Any]] = []
         self._deaths = [0] * r.actors
         for j in range(r.actors):
             self._ask(j)
@@ -539,10 +543,15 @@ class RemoteIterator:
                         f"infeed.ray: actor {j} died {MAX_DEATHS + 1} times in a row at "
                         f"the same step: {e}"
                     ) from None
-                ray.kill(self._actors[j])
+                dead = self._actors[j]
+                ray.kill(dead)
                 self._pending[j].clear()
                 (self._actors[j],), _ = self._remote._start_actors([j], [self._resume[j]])
                 self.restarts += 1
+                seen = self._seen[j]
+                if seen is not None and seen[0] is dead:
+                    self._retired.append(seen[1])
+                    self._seen[j] = None
                 self._ask(j)
                 continue
             self._pending[j].popleft()
@@ -672,14 +681,28 @@ class RemoteIterator:
 
     def figures(self) -> dict[str, Any]:
         """:meth:`infeed.Iterator.figures` for the host: the actors' stages,
-        workers, ready batches and record accounts added up (an actor
-        started again after a death counts from its start); ``elapsed``,
-        ``batches`` and ``consumer_wait`` (seconds ``next`` waited for
-        parts) are this iterator's. Empty once closed."""
-        if not self._actors:
+        workers, ready batches and record accounts added up, with those of
+        actors that died as last seen here (so the counts do not fall);
+        ``elapsed``, ``batches`` and ``consumer_wait`` (seconds ``next``
+        waited for parts) are this iterator's. Empty once closed, and while
+        an actor is dead or being replaced (``device_iterator`` calls this
+        from its own thread while the next batch is being made)."""
+        actors = list(self._actors)
+        if not actors:
             return {}
-        asked = [a.figures.options(concurrency_group="figures").remote() for a in self._actors]
-        out = _sum_figures(ray.get(asked))
+        asked = [a.figures.options(concurrency_group="figures").remote() for a in actors]
+        try:
+            answers = ray.get(asked, timeout=self._remote.placement_timeout)
+        except (
+            ray.exceptions.RayActorError,
+            ray.exceptions.ObjectLostError,
+            ray.exceptions.GetTimeoutError,
+        ):
+            return {}
+        for j, (actor, answer) in enumerate(zip(actors, answers, strict=True)):
+            if self._actors[j] is actor:  # not replaced meanwhile
+                self._seen[j] = (actor, answer)
+        out = _sum_figures(list(self._retired) + answers)
         out["elapsed"] = time.perf_counter() - self._began
         out["batches"] = self._batches
         out["consumer_wait"] = self._waited

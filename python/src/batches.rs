@@ -407,6 +407,13 @@ pub fn positions_of<'py>(
     if !records.len().is_multiple_of(12) || pieces.is_some_and(|p| !p.len().is_multiple_of(8)) {
         return Err(bad());
     }
+    // Listed row by row: a number no batch has is a caller's mistake, not
+    // an allocation to attempt.
+    if rows > 1 << 24 {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "positions_of: {rows} rows"
+        )));
+    }
     let u32_at = |b: &[u8]| u32::from_le_bytes(b[..4].try_into().unwrap_or_default());
     let records = (records.chunks_exact(12))
         .map(|r| {

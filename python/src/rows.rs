@@ -5,7 +5,8 @@
 //!
 //! Every array is seen as bytes (`ndarray.view(np.uint8)`): a row of `cols`
 //! elements of `size` bytes is `cols * size` bytes, so one function serves
-//! every dtype.
+//! every dtype. The copies run without the GIL, on arrays the caller does
+//! not touch meanwhile (`infeed.ray`'s own).
 
 use numpy::{
     PyArray1, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2, PyUntypedArrayMethods,
@@ -31,6 +32,11 @@ pub fn unpad_rows<'py>(
     one: &[u8],
     size: usize,
 ) -> PyResult<Option<Unpadded<'py>>> {
+    if !values.is_c_contiguous() || !mask.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "unpad_rows: arrays must be C-contiguous",
+        ));
+    }
     let (rows, width) = (values.shape()[0], values.shape()[1]);
     let (mask_rows, mask_width) = (mask.shape()[0], mask.shape()[1]);
     if size == 0 || one.is_empty() || !width.is_multiple_of(size) {
@@ -113,11 +119,16 @@ pub fn repad_rows<'py>(
     values: Option<PyReadonlyArray1<'py, u8>>,
     one: Option<&[u8]>,
 ) -> PyResult<()> {
+    if !out.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "repad_rows: `out` must be C-contiguous",
+        ));
+    }
     let (rows, width) = (out.shape()[0], out.shape()[1]);
     let lengths = lengths.as_slice()?;
     let values = values.as_ref().map(|v| v.as_slice()).transpose()?;
     let bad = |what: &str| Err(PyValueError::new_err(format!("repad_rows: {what}")));
-    if size == 0 || at + lengths.len() > rows {
+    if size == 0 || at.checked_add(lengths.len()).is_none_or(|end| end > rows) {
         return bad("the rows do not fit");
     }
     let mut total = 0usize;

@@ -205,9 +205,15 @@ def test_an_actor_killed_mid_run_loses_and_repeats_nothing():
     with remote(p, in_flight=3, batches_per_call=2).iter() as it:
         got, _ = run(it, 6)
         pid, _ = ray.get(it.actor_handles()[1].where.remote())
+        assert it.figures()
         os.kill(pid, signal.SIGKILL)
+        assert it.figures() == {}  # while an actor is dead
         rest, _ = run(it)
         assert it.restarts == 1
+        # The dead actor's counts, as last seen, stay in the host's.
+        read = it.figures()["record_account"]["read"]
+        now = [ray.get(a.figures.remote()) for a in it.actor_handles()]
+        assert read > sum(f["record_account"]["read"] for f in now)
     assert_same_batches(got + rest, want)
 
 

@@ -5,6 +5,7 @@
 //! record) pair per piece, so cheap enough to leave on; shared by
 //! reference, so the iterator keeping the last batch's copies nothing.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The records of a batch's rows.
@@ -93,15 +94,16 @@ impl Provenance {
     /// when asked).
     pub fn to_parts(&self) -> ProvenanceParts {
         let mut used: Vec<u32> = Vec::new();
+        let mut index: HashMap<u32, u32> = HashMap::new();
         let records = self
             .records
             .iter()
             .map(|&(file, offset)| {
-                let at = used.iter().position(|&f| f == file).unwrap_or_else(|| {
+                let at = *index.entry(file).or_insert_with(|| {
                     used.push(file);
-                    used.len() - 1
+                    used.len() as u32 - 1
                 });
-                (at as u32, offset)
+                (at, offset)
             })
             .collect();
         let files = used

@@ -390,7 +390,10 @@ mod tests {
         };
         let mut g = waiting(false, false);
         let first = g.finish_one().unwrap();
-        assert_eq!((offsets(&first), &first.layout), (vec![2], &GroupLayout::bucket(0)));
+        assert_eq!(
+            (offsets(&first), &first.layout),
+            (vec![2], &GroupLayout::bucket(0))
+        );
         let second = g.finish_one().unwrap();
         assert_eq!((offsets(&second), &second.layout), (vec![1, 3], &tail));
         assert_eq!(second.replay.to_vec(), [(0, 4)]);
