@@ -699,8 +699,9 @@ class RemoteIterator:
             ray.exceptions.GetTimeoutError,
         ):
             return {}
+        now = list(self._actors)  # replaced or closed meanwhile: not seen
         for j, (actor, answer) in enumerate(zip(actors, answers, strict=True)):
-            if self._actors[j] is actor:  # not replaced meanwhile
+            if j < len(now) and now[j] is actor:
                 self._seen[j] = (actor, answer)
         out = _sum_figures(list(self._retired) + answers)
         out["elapsed"] = time.perf_counter() - self._began

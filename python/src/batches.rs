@@ -1,10 +1,8 @@
 //! The running pipeline as a Python iterator of dicts of numpy arrays that
 //! view infeed's pooled buffers.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
-
-use std::sync::OnceLock;
 
 use infeed::batch::{
     AlignedBuf, Batch, BufferPool, BytesColumn, PoolConfig, Provenance, ProvenanceParts, Tensor,
