@@ -257,7 +257,11 @@ fn a_finite_run_of_buckets_delivers_every_record_once_without_equal_batches() {
             let shapes = p.shapes().unwrap();
             let mut batches = build(p);
             while let Some(b) = batches.next_batch().unwrap() {
-                assert!(shapes.contains(&b.shape()), "{hosts} hosts: {:?}", b.shape());
+                assert!(
+                    shapes.contains(&b.shape()),
+                    "{hosts} hosts: {:?}",
+                    b.shape()
+                );
                 ids.extend(real_rows(&b).iter().map(|r| id_of(r[0])));
             }
         }
