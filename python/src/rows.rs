@@ -128,7 +128,10 @@ pub fn repad_rows<'py>(
     let lengths = lengths.as_slice()?;
     let values = values.as_ref().map(|v| v.as_slice()).transpose()?;
     let bad = |what: &str| Err(PyValueError::new_err(format!("repad_rows: {what}")));
-    if size == 0 || at.checked_add(lengths.len()).is_none_or(|end| end > rows) {
+    if size == 0 || !width.is_multiple_of(size) {
+        return bad("`out`'s rows are not whole elements");
+    }
+    if at.checked_add(lengths.len()).is_none_or(|end| end > rows) {
         return bad("the rows do not fit");
     }
     let mut total = 0usize;
