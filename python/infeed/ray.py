@@ -27,8 +27,8 @@ last step returned is the host's state (:meth:`RemoteIterator.get_state`),
 which restores on any number of actors or on a local ``pipeline.iter``. An
 actor that dies is started again from its state after the last part the
 trainer received, so nothing is lost or repeated. An actor makes its parts
-only when asked, at most ``in_flight`` calls of a few steps each ahead of
-the trainer, so a slow trainer holds the actors back.
+only when asked, at most ``in_flight`` calls of up to ``batches_per_call``
+steps each ahead of the trainer, so a slow trainer holds the actors back.
 docs/python.md, "On Ray actors", has the rest.
 """
 
@@ -42,8 +42,16 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
-import ray
-import ray.exceptions
+
+try:
+    import ray
+    import ray.exceptions
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+except ImportError as e:
+    raise ImportError(
+        f"infeed.ray needs Ray ({e}): pip install 'infeed[ray]' (the Ray version it is "
+        "tested with)"
+    ) from e
 
 from infeed._infeed import (
     merge_states,
@@ -67,6 +75,7 @@ def remote(
     num_cpus: float = 1,
     resources: Mapping[str, float] | None = None,
     scheduling_strategy: Any = None,
+    placement_group: Any = None,
     in_flight: int = 2,
     batches_per_call: int = 64,
     bytes_per_call: int = 16 << 20,
@@ -78,13 +87,16 @@ def remote(
     a multiple of ``actors`` × its host count, and every batch size
     (``batch``, ``bucket_by_length``'s) a multiple of ``actors``. Each actor
     asks Ray for ``num_cpus`` CPUs and ``resources`` (custom resources, to
-    land on CPU nodes), or follows ``scheduling_strategy`` (e.g. a placement
-    group's), and runs its pipeline with that many threads (at least 1).
+    land on CPU nodes), or follows ``scheduling_strategy``, or takes bundle
+    ``j`` of ``placement_group`` (actor ``j``; the group needs a bundle per
+    actor), and runs its pipeline with that many threads (at least 1).
     Each call to an actor returns ``batches_per_call`` steps' parts as one
     object (Ray's cost is mostly per object: on lm, 16 steps a call gave
     ~190 K records/s, 64 ~255 K), fewer once they hold ``bytes_per_call``,
     which bounds the bytes in flight with ``in_flight``, the calls per
     actor asked for ahead of the trainer.
+    Actors not placed within ``placement_timeout`` seconds are an error
+    (their pipelines' start, which may read, is not timed).
     Ray must be initialized (``ray.init``) in this process first."""
     return RemotePipeline(
         pipeline,
@@ -92,6 +104,7 @@ def remote(
         num_cpus=num_cpus,
         resources=dict(resources or {}),
         scheduling_strategy=scheduling_strategy,
+        placement_group=placement_group,
         in_flight=in_flight,
         batches_per_call=batches_per_call,
         bytes_per_call=bytes_per_call,
@@ -366,6 +379,7 @@ class RemotePipeline:
         num_cpus: float,
         resources: dict[str, float],
         scheduling_strategy: Any,
+        placement_group: Any,
         in_flight: int,
         batches_per_call: int,
         bytes_per_call: int,
@@ -402,6 +416,18 @@ class RemotePipeline:
         }
         if scheduling_strategy is not None:
             self._options["scheduling_strategy"] = scheduling_strategy
+        if placement_group is not None:
+            if scheduling_strategy is not None:
+                raise ValueError(
+                    "infeed.ray.remote: give a scheduling_strategy or a placement_group, not both"
+                )
+            if len(placement_group.bundle_specs) < actors:
+                raise ValueError(
+                    f"infeed.ray.remote: the placement group has "
+                    f"{len(placement_group.bundle_specs)} bundles; each of the {actors} "
+                    "actors takes one"
+                )
+        self._group = placement_group
         self.in_flight = in_flight
         self.batches_per_call = batches_per_call
         self.bytes_per_call = bytes_per_call
@@ -427,18 +453,22 @@ class RemotePipeline:
         ``start`` returned; a clear error when they are not placed in time or
         their pipeline does not start (the actors are then stopped)."""
         p = self.pipeline
-        actor = _StreamsActor.options(**self._options)
         actors: list[Any] = [
-            actor.remote(self._descriptions[j], p._files, p._listed, state)
+            _StreamsActor.options(**self._options_of(j)).remote(
+                self._descriptions[j], p._files, p._listed, state
+            )
             for j, state in zip(which, states, strict=True)
         ]
         try:
-            started = ray.get([a.start.remote() for a in actors], timeout=self.placement_timeout)
+            # Placed first, within the timeout; then started, untimed: a
+            # start may read (equal_batches' count pass, indexing shards).
+            ray.get([a.__ray_ready__.remote() for a in actors], timeout=self.placement_timeout)
+            started = ray.get([a.start.remote() for a in actors])
         except ray.exceptions.GetTimeoutError:
             _kill(actors)
             raise RayError(
                 f"infeed.ray: {len(actors)} actors of {self._options['num_cpus']} CPUs and "
-                f"resources {self._options['resources']} were not placed and started in "
+                f"resources {self._options['resources']} were not placed in "
                 f"{self.placement_timeout} s; the cluster has {ray.available_resources()} free"
             ) from None
         except ray.exceptions.RayTaskError as e:
@@ -448,6 +478,13 @@ class RemotePipeline:
             _kill(actors)
             raise RayError(f"infeed.ray: an actor died as it started: {e}") from None
         return actors, started
+
+    def _options_of(self, j: int) -> dict[str, Any]:
+        """Actor ``j``'s options: bundle ``j`` of the placement group, if any."""
+        if self._group is None:
+            return self._options
+        strategy = PlacementGroupSchedulingStrategy(self._group, placement_group_bundle_index=j)
+        return {**self._options, "scheduling_strategy": strategy}
 
 
 def _kill(actors: list[Any]) -> None:

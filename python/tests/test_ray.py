@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import LM, LM_SPEC, TESTDATA, assert_same_batches
 from processes import free_port, run_processes
+from records import example, write_tfrecord
 
 import infeed
 
@@ -141,6 +142,44 @@ def test_remote_batches_are_the_local_ones(name):
     assert_same_batches(got, want)
     assert got_rows == want_rows
     assert len(want) > 20
+
+
+def test_images_and_bytes_are_the_local_ones(tmp_path):
+    # PNGs decoded, cropped at random and flipped on the actors, normalized;
+    # a bytes feature travels as Python objects.
+    from test_images import _pixels, _png
+
+    spec: dict[str, infeed.FixedLen | infeed.Image] = {
+        "image": infeed.Image(8, 8, 3, mode="train", flip=True),
+        "label": infeed.FixedLen([], "int64"),
+        "image_bytes": infeed.FixedLen([], "bytes"),
+    }
+    path = tmp_path / "images.tfrecord"
+    pngs = [_png(_pixels(6 + i % 3, 8, i)) for i in range(40)]
+    write_tfrecord(
+        path,
+        [
+            example({"image": [png], "label": [i], "image_bytes": [png[: 12 + i]]})
+            for i, png in enumerate(pngs)
+        ],
+    )
+    p = (
+        infeed.Pipeline.from_files([path])
+        .streams(4)
+        .seed(5)
+        .shuffle(8)
+        .repeat(2)
+        .parse(spec)
+        .normalize("image", (120.0, 110.0, 100.0), (50.0, 60.0, 70.0))
+        .batch(8, drop_remainder=False)
+    )
+    want, want_rows = run(p.iter())
+    with remote(p).iter() as it:
+        got, got_rows = run(it)
+    assert want[0]["image_bytes"].dtype == object
+    assert_same_batches(got, want)
+    assert got_rows == want_rows
+    assert len(want) == 10
 
 
 def test_map_batch_runs_on_the_trainer_after_the_join():
@@ -302,8 +341,56 @@ def test_what_cannot_run_on_actors_is_refused_by_name():
         infeed.ray.remote(lm.streams(2).batch(8), 4)
     with pytest.raises(ValueError, match="a batch of 6 rows does not split over 4 actors"):
         infeed.ray.remote(lm.streams(4).batch(6), 4)
-    with pytest.raises(infeed.ray.RayError, match="were not placed and started in 2 s"):
+    with pytest.raises(infeed.ray.RayError, match="were not placed in 2 s; the cluster has"):
         infeed.ray.remote(padded(), 2, resources={"infeed_nowhere": 1}, placement_timeout=2).iter()
+
+
+def test_without_ray_installed_the_import_error_says_what_to_install():
+    script = """
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        for name in ("infeed.ray", "infeed.ray_data"):
+            try:
+                __import__(name)
+            except ImportError as e:
+                print(e)
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(out) == 2
+    assert out[0].startswith("infeed.ray needs Ray (")
+    assert out[0].endswith("pip install 'infeed[ray]' (the Ray version it is tested with)")
+    assert out[1].startswith("infeed.ray_data needs Ray Data (")
+    assert "pip install 'infeed[ray-data]'" in out[1]
+
+
+def test_a_placement_groups_bundles_take_one_actor_each():
+    from ray.util.placement_group import (
+        placement_group,
+        placement_group_table,
+        remove_placement_group,
+    )
+
+    # Bundle 0 on the head (the only other node), bundle 1 on the streams node.
+    group = placement_group([{"CPU": 0.5}, {"CPU": 0.5, **STREAMS_NODE}], strategy="STRICT_SPREAD")
+    ray.get(group.ready(), timeout=60)
+    try:
+        p = padded()
+        with pytest.raises(ValueError, match="has 2 bundles; each of the 4 actors takes one"):
+            infeed.ray.remote(p, 4, placement_group=group)
+        with pytest.raises(ValueError, match="a scheduling_strategy or a placement_group"):
+            infeed.ray.remote(p, 2, placement_group=group, scheduling_strategy="SPREAD")
+        want, _ = run(p.iter(), 6)
+        with infeed.ray.remote(p, 2, num_cpus=0.5, placement_group=group).iter() as it:
+            got, _ = run(it, 6)
+            nodes = [node for _, node in ray.get([a.where.remote() for a in it.actor_handles()])]
+        assert_same_batches(got, want)
+        bundles = placement_group_table(group)["bundles_to_node_id"]
+        assert nodes == [bundles[0], bundles[1]]
+        assert nodes[0] != nodes[1]
+    finally:
+        remove_placement_group(group)
 
 
 def test_without_ray_running_the_error_says_so():
