@@ -24,9 +24,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import ray.data
-from ray.data.block import Block, BlockAccessor, BlockMetadata
-from ray.data.datasource import Datasource, ReadTask
+try:
+    import ray.data
+    from ray.data.block import Block, BlockAccessor, BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+except ImportError as e:
+    raise ImportError(
+        f"infeed.ray_data needs Ray Data ({e}): pip install 'infeed[ray-data]' (the Ray "
+        "version it is tested with)"
+    ) from e
 
 from infeed.pipeline import Pipeline
 
@@ -74,7 +80,9 @@ class InfeedDatasource(Datasource):
                     num_rows=None,
                     size_bytes=None,
                     exec_stats=None,
-                    input_files=tuple(files[t::count]),
+                    # Fewer files than tasks: every task reads every
+                    # file, taking every count-th record.
+                    input_files=tuple(files[t::count] if count <= len(files) else files),
                 ),
                 per_task_row_limit=per_task_row_limit,
             )

@@ -70,6 +70,39 @@ def test_blocks_are_each_tasks_batches_task_after_task():
             np.testing.assert_array_equal(g[k], w[k], err_msg=f"row {i} {k}")
 
 
+@pytest.mark.parametrize("tasks", [2, 3])
+def test_the_global_shuffle_through_indexes_and_more_tasks_than_files(tmp_path, tasks):
+    # Indexes built beside the shards, and the global shuffle; 3 tasks of 2
+    # files take every third record of each.
+    files = []
+    for f in FILES:
+        files.append(tmp_path / f.name)
+        files[-1].write_bytes(f.read_bytes())
+        infeed.build_index(files[-1])
+    p = (
+        infeed.Pipeline.from_files(files)
+        .seed(4)
+        .global_shuffle()
+        .parse(LM_SPEC)
+        .fixed_length(512)
+        .cast("int32")
+        .batch(32, drop_remainder=False)
+    )
+    want = [row for t in range(tasks) for row in rows_of(p.shard(t, tasks))]
+    ds = infeed.ray_data.read(p, tasks=tasks)
+    got = ds.take_all()
+    assert len(got) == len(want) == 512
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        for k in w:
+            np.testing.assert_array_equal(g[k], w[k], err_msg=f"row {i} {k}")
+    tasks_ = infeed.ray_data.InfeedDatasource(p, tasks).get_read_tasks(1)
+    inputs = [t.metadata.input_files for t in tasks_]
+    names = [str(f) for f in files]
+    assert [list(f or ()) for f in inputs] == (
+        [names[:1], names[1:]] if tasks == 2 else [names] * 3
+    )
+
+
 def test_a_corrupt_record_is_the_datasets_error(tmp_path):
     data = bytearray(LM.read_bytes())
     data[20_000] ^= 0xFF
