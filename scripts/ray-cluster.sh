@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A two-node Ray cluster on this machine, on 127.0.0.1 only, for infeed.ray's tests
-# (python/tests/test_ray.py):
+# (python/tests/test_ray.py, test_ray_data.py):
 #   bash scripts/ray-cluster.sh start        # a head (1 CPU: the trainer's) and a second node (4 logical CPUs
 #                                            # and the custom resource infeed_streams: 4, where
 #                                            # the tests place their actors), each `ray start --block`
