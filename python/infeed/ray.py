@@ -421,12 +421,19 @@ class RemotePipeline:
                 raise ValueError(
                     "infeed.ray.remote: give a scheduling_strategy or a placement_group, not both"
                 )
-            if len(placement_group.bundle_specs) < actors:
+            bundles = placement_group.bundle_specs
+            if len(bundles) < actors:
                 raise ValueError(
-                    f"infeed.ray.remote: the placement group has "
-                    f"{len(placement_group.bundle_specs)} bundles; each of the {actors} "
-                    "actors takes one"
+                    f"infeed.ray.remote: the placement group has {len(bundles)} bundles; each "
+                    f"of the {actors} actors takes one"
                 )
+            asked = {"CPU": num_cpus, **resources}
+            for j, bundle in enumerate(bundles[:actors]):
+                if any(bundle.get(name, 0) < amount for name, amount in asked.items()):
+                    raise ValueError(
+                        f"infeed.ray.remote: bundle {j} of the placement group holds "
+                        f"{bundle}; an actor asks for {asked}"
+                    )
         self._group = placement_group
         self.in_flight = in_flight
         self.batches_per_call = batches_per_call
@@ -460,8 +467,9 @@ class RemotePipeline:
             for j, state in zip(which, states, strict=True)
         ]
         try:
-            # Placed first, within the timeout; then started, untimed: a
-            # start may read (equal_batches' count pass, indexing shards).
+            # Placed first, within the timeout (`__ray_ready__`: a method
+            # Ray gives every actor); then started, untimed: a start may read
+            # (equal_batches' count pass, indexing shards).
             ray.get([a.__ray_ready__.remote() for a in actors], timeout=self.placement_timeout)
             started = ray.get([a.start.remote() for a in actors])
         except ray.exceptions.GetTimeoutError:
@@ -477,6 +485,12 @@ class RemotePipeline:
         except ray.exceptions.RayActorError as e:
             _kill(actors)
             raise RayError(f"infeed.ray: an actor died as it started: {e}") from None
+        except ray.exceptions.RayError as e:  # e.g. its placement group removed
+            _kill(actors)
+            raise RayError(f"infeed.ray: the actors could not be started: {e}") from None
+        except BaseException:  # an interrupt: no actor left holding its resources
+            _kill(actors)
+            raise
         return actors, started
 
     def _options_of(self, j: int) -> dict[str, Any]:
@@ -565,6 +579,11 @@ class RemoteIterator:
         part received, and asked again: the parts received before stay,
         those it was making are made again."""
         while not self._received[j]:
+            if not self._pending[j]:
+                # Its replacement did not start (an error, an interrupt):
+                # again, from the same state.
+                self._replace(j)
+                continue
             try:
                 began = time.perf_counter()
                 try:
@@ -580,16 +599,9 @@ class RemoteIterator:
                         f"infeed.ray: actor {j} died {MAX_DEATHS + 1} times in a row at "
                         f"the same step: {e}"
                     ) from None
-                dead = self._actors[j]
-                ray.kill(dead)
+                ray.kill(self._actors[j])
                 self._pending[j].clear()
-                (self._actors[j],), _ = self._remote._start_actors([j], [self._resume[j]])
-                self.restarts += 1
-                seen = self._seen[j]
-                if seen is not None and seen[0] is dead:
-                    self._retired.append(seen[1])
-                    self._seen[j] = None
-                self._ask(j)
+                self._replace(j)
                 continue
             self._pending[j].popleft()
             self._deaths[j] = 0
@@ -600,6 +612,18 @@ class RemoteIterator:
             self._resume[j] = parts[-1].state
             self._done[j] = parts[-1].batch is None
             self._ask(j)
+
+    def _replace(self, j: int) -> None:
+        """Starts actor ``j`` again from its state after the last part
+        received, and asks it."""
+        dead = self._actors[j]
+        (self._actors[j],), _ = self._remote._start_actors([j], [self._resume[j]])
+        self.restarts += 1
+        seen = self._seen[j]
+        if seen is not None and seen[0] is dead:
+            self._retired.append(seen[1])
+            self._seen[j] = None
+        self._ask(j)
 
     def __iter__(self) -> RemoteIterator:
         return self

@@ -11,8 +11,9 @@ available), beside ``ray.data.read_tfrecords``.
     ds = infeed.ray_data.read(pipeline)            # a ray.data.Dataset
     for batch in ds.iter_batches(batch_size=256): ...
 
-Read task ``t`` of ``T`` runs ``pipeline.shard(t, T)`` (every ``T``-th file,
-or every ``T``-th record when there are fewer files than tasks) and makes
+Read task ``t`` of ``T`` runs ``pipeline.shard(t, T)`` (a host's share, as
+in docs/many-hosts.md: every ``T``-th file, or every ``T``-th record of the
+files read together when there are fewer files than tasks) and makes
 each of its batches a block (an Arrow table; tensors as Ray's tensor
 columns, bytes as binary). ``T`` is the parallelism Ray Data asks for, at
 most the number of files, or ``tasks``. With Ray Data's ``preserve_order``
@@ -73,6 +74,15 @@ class InfeedDatasource(Datasource):
     ) -> list[ReadTask]:
         files = self._pipeline.files
         count = self._tasks or max(1, min(parallelism, len(files)))
+        # Task t reads files t, t + count, ... only when sharding is by file;
+        # with fewer files than tasks, logical streams or the global shuffle
+        # a task may read from any file.
+        d = self._pipeline.describe()
+        by_file = (
+            count <= len(files)
+            and "streams" not in d.get("options", {})
+            and not any("global_shuffle" in step for step in d.get("records", []))
+        )
         return [
             ReadTask(
                 _reader(self._pipeline.shard(t, count)),
@@ -80,9 +90,7 @@ class InfeedDatasource(Datasource):
                     num_rows=None,
                     size_bytes=None,
                     exec_stats=None,
-                    # Fewer files than tasks: every task reads every
-                    # file, taking every count-th record.
-                    input_files=tuple(files[t::count] if count <= len(files) else files),
+                    input_files=tuple(files[t::count] if by_file else files),
                 ),
                 per_task_row_limit=per_task_row_limit,
             )

@@ -381,14 +381,27 @@ def test_a_placement_groups_bundles_take_one_actor_each():
             infeed.ray.remote(p, 4, placement_group=group)
         with pytest.raises(ValueError, match="a scheduling_strategy or a placement_group"):
             infeed.ray.remote(p, 2, placement_group=group, scheduling_strategy="SPREAD")
-        want, _ = run(p.iter(), 6)
-        with infeed.ray.remote(p, 2, num_cpus=0.5, placement_group=group).iter() as it:
+        with pytest.raises(ValueError, match=r"bundle 0 of the placement group holds .*CPU"):
+            infeed.ray.remote(p, 2, placement_group=group)  # 1 CPU an actor
+        with pytest.raises(ValueError, match="bundle 0 of the placement group"):
+            infeed.ray.remote(p, 2, num_cpus=0.5, resources=STREAMS_NODE, placement_group=group)
+        want, _ = run(p.iter())
+        r = infeed.ray.remote(p, 2, num_cpus=0.5, placement_group=group, batches_per_call=2)
+        with r.iter() as it:
             got, _ = run(it, 6)
-            nodes = [node for _, node in ray.get([a.where.remote() for a in it.actor_handles()])]
-        assert_same_batches(got, want)
+            placed = ray.get([a.where.remote() for a in it.actor_handles()])
+            # Killed, actor 1 comes back in its bundle.
+            os.kill(placed[1][0], signal.SIGKILL)
+            rest, _ = run(it)
+            assert it.restarts == 1
+            again = ray.get([a.where.remote() for a in it.actor_handles()])
+        assert_same_batches(got + rest, want)
         bundles = placement_group_table(group)["bundles_to_node_id"]
+        nodes = [node for _, node in placed]
         assert nodes == [bundles[0], bundles[1]]
         assert nodes[0] != nodes[1]
+        assert again[1][0] != placed[1][0]
+        assert [node for _, node in again] == nodes
     finally:
         remove_placement_group(group)
 

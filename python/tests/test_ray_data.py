@@ -71,9 +71,10 @@ def test_blocks_are_each_tasks_batches_task_after_task():
 
 
 @pytest.mark.parametrize("tasks", [2, 3])
-def test_the_global_shuffle_through_indexes_and_more_tasks_than_files(tmp_path, tasks):
-    # Indexes built beside the shards, and the global shuffle; 3 tasks of 2
-    # files take every third record of each.
+def test_the_global_shuffle_of_indexed_shards_in_2_and_3_tasks(tmp_path, tasks):
+    # Indexes built beside the shards, and the global shuffle, which every
+    # task reads from every file, taking every count-th record of the
+    # permutation.
     files = []
     for f in FILES:
         files.append(tmp_path / f.name)
@@ -95,12 +96,19 @@ def test_the_global_shuffle_through_indexes_and_more_tasks_than_files(tmp_path, 
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         for k in w:
             np.testing.assert_array_equal(g[k], w[k], err_msg=f"row {i} {k}")
-    tasks_ = infeed.ray_data.InfeedDatasource(p, tasks).get_read_tasks(1)
-    inputs = [t.metadata.input_files for t in tasks_]
-    names = [str(f) for f in files]
-    assert [list(f or ()) for f in inputs] == (
-        [names[:1], names[1:]] if tasks == 2 else [names] * 3
-    )
+
+
+def test_each_task_lists_the_files_it_may_read():
+    def inputs(p: infeed.Pipeline, tasks: int) -> list[list[str]]:
+        read = infeed.ray_data.InfeedDatasource(p, tasks).get_read_tasks(1)
+        return [list(t.metadata.input_files or ()) for t in read]
+
+    names = [str(f) for f in FILES]
+    p = infeed.Pipeline.from_files(FILES).parse(LM_SPEC).fixed_length(512).batch(8)
+    assert inputs(p, 2) == [names[:1], names[1:]]  # by file
+    assert inputs(p, 3) == [names] * 3  # by record
+    assert inputs(p.global_shuffle(), 2) == [names] * 2
+    assert inputs(p.streams(2), 2) == [names] * 2
 
 
 def test_a_corrupt_record_is_the_datasets_error(tmp_path):
