@@ -25,9 +25,11 @@ records/s; for ``ray`` also the trainer process's CPU per batch (its
 ``ray.get``, Ray's threads, the join), the bytes per batch, and the bytes
 of it received from the actors (padded features travel unpadded). And for
 both, the CPU per batch of every process that takes part (from ``/proc``:
-the trainer, the actors, the raylets, Ray's other processes): with every
-core busy, the ratio can be no more than the local CPU a batch over the
-remote one (the ``ceiling`` printed).
+the trainer, the actors, the raylets, Ray's other processes), and the
+cores the whole machine kept busy on each side. The remote side can spend
+at most ``cores`` CPU-seconds a second, so its CPU a batch caps its rate:
+that cap over the local rate is the ``ceiling`` printed, the most the
+ratio can be on this machine.
 """
 
 from __future__ import annotations
@@ -80,12 +82,16 @@ def pipelines(args: argparse.Namespace) -> dict[str, infeed.Pipeline]:
     return out
 
 
-def cpu_by_process() -> dict[str, float]:
-    """CPU seconds so far of this machine's processes that take part: this
-    one (``trainer``), the actors, the raylets and Ray's other processes
-    (from ``/proc``; Linux only, and only processes still alive count)."""
+RAY_DIR = os.path.dirname(ray.__file__)
+
+
+def cpu_by_process() -> dict[tuple[int, int], tuple[str, float]]:
+    """CPU seconds so far of each of this machine's processes that take
+    part, keyed by (pid, start time), with its kind: this one
+    (``trainer``), the actors, the raylets, Ray's other processes (from
+    ``/proc``: Linux only, this machine only)."""
     tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = collections.defaultdict(float)
+    out = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -102,32 +108,52 @@ def cpu_by_process() -> dict[str, float]:
             kind = "actors"
         elif name == "raylet":
             kind = "raylets"
-        elif "ray" in command or name == "gcs_server":
+        elif name == "gcs_server" or name.startswith("ray::") or RAY_DIR in command:
+            kind = "other Ray"
+        elif "bin/ray start" in command or " -m ray." in command:
             kind = "other Ray"
         else:
             continue
-        out[kind] += (int(fields[11]) + int(fields[12])) / tick
+        # Fields 14 and 15 of stat (utime, stime), 22 (start time).
+        out[(int(pid), int(fields[19]))] = (kind, (int(fields[11]) + int(fields[12])) / tick)
     return out
 
 
+def machine_busy() -> float:
+    """CPU seconds this machine's cores have been busy (``/proc/stat``)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(it: Any, batch_records: int) -> dict[str, Any]:
-    """Drains ``it``: records/s, this process's CPU and the bytes per batch,
-    and the CPU per batch of every process that takes part."""
-    start, cpu, before = time.perf_counter(), time.process_time(), cpu_by_process()
+    """Drains ``it``: records/s, this process's CPU and the bytes per batch;
+    the CPU per batch of every process that takes part (a process's CPU
+    since the start, or all of it if it started since; one that ended is
+    not counted), and what the whole machine was busy."""
+    start, cpu = time.perf_counter(), time.process_time()
+    before, busy = cpu_by_process(), machine_busy()
     batches = nbytes = 0
     for batch in it:
         batches += 1
         nbytes += sum(v.nbytes for v in batch.values())
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
-    split = {k: v - before.get(k, 0.0) for k, v in cpu_by_process().items()}
+    busy = machine_busy() - busy
+    split: dict[str, float] = collections.defaultdict(float)
+    for key, (kind, seconds) in cpu_by_process().items():
+        split[kind] += seconds - before.get(key, (kind, 0.0))[1]
+    n = max(batches, 1)
     return {
         "records_per_sec": batches * batch_records / wall,
         "batches": batches,
-        "trainer_cpu_us_per_batch": cpu / max(batches, 1) * 1e6,
-        "cpu_ms_per_batch": {k: v / max(batches, 1) * 1e3 for k, v in split.items()},
-        "bytes_per_batch": nbytes / max(batches, 1),
-        "received_per_batch": getattr(it, "bytes_received", nbytes) / max(batches, 1),
+        "wall_s": wall,
+        "trainer_cpu_us_per_batch": cpu / n * 1e6,
+        "cpu_ms_per_batch": {k: v / n * 1e3 for k, v in split.items()},
+        "machine_busy_ms_per_batch": busy / n * 1e3,
+        "bytes_per_batch": nbytes / n,
+        "received_per_batch": getattr(it, "bytes_received", nbytes) / n,
     }
 
 
@@ -191,13 +217,20 @@ def main() -> None:
             "MiB of it received",
             flush=True,
         )
-        # With every core busy on both sides, the ratio can be no more than
-        # the CPU a batch takes here over what it takes through the actors.
+        # The remote side can give at most `cores` seconds of CPU a second:
+        # its CPU a batch caps its rate, and so the ratio (the ceiling).
         mine, theirs = local["cpu_ms_per_batch"], far["cpu_ms_per_batch"]
+        local_per_sec = local["records_per_sec"] / batch
+        row["ceiling"] = cores / (sum(theirs.values()) / 1e3) / local_per_sec
+        row["local_cores_busy"] = local["machine_busy_ms_per_batch"] / 1e3 * local_per_sec
+        row["ray_cores_busy"] = (
+            far["machine_busy_ms_per_batch"] / 1e3 * far["records_per_sec"] / batch
+        )
         print(
             f"  CPU a batch (ms): local {sum(mine.values()):.2f}; ray "
             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(theirs.items()))
-            + f" (ceiling {sum(mine.values()) / max(sum(theirs.values()), 1e-9):.2f})",
+            + f" (ceiling {row['ceiling']:.2f}); cores busy: local "
+            f"{row['local_cores_busy']:.2f}, ray {row['ray_cores_busy']:.2f} of {cores}",
             flush=True,
         )
     if args.json:
