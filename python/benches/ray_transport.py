@@ -26,10 +26,12 @@ records/s; for ``ray`` also the trainer process's CPU per batch (its
 of it received from the actors (padded features travel unpadded). And for
 both, the CPU per batch of every process that takes part (from ``/proc``:
 the trainer, the actors, the raylets, Ray's other processes), and the
-cores the whole machine kept busy on each side. The remote side can spend
-at most ``cores`` CPU-seconds a second, so its CPU a batch caps its rate:
-that cap over the local rate is the ``ceiling`` printed, the most the
-ratio can be on this machine.
+cores this process may use kept busy on each side (by anyone). The remote
+side can spend at most ``cores`` CPU-seconds a second, so its CPU a batch
+caps its rate: that cap over the local rate is the ``ceiling`` printed, the
+most the ratio can be, when the cluster runs on the same cores as this
+script (start it under the same ``taskset``) and no other Ray cluster
+runs on the machine (every Ray process here is counted).
 """
 
 from __future__ import annotations
@@ -108,9 +110,9 @@ def cpu_by_process() -> dict[tuple[int, int], tuple[str, float]]:
             kind = "actors"
         elif name == "raylet":
             kind = "raylets"
-        elif name == "gcs_server" or name.startswith("ray::") or RAY_DIR in command:
-            kind = "other Ray"
-        elif "bin/ray start" in command or " -m ray." in command:
+        elif name == "gcs_server" or any(
+            mark in command for mark in ("ray::", RAY_DIR, "bin/ray start", " -m ray.")
+        ):
             kind = "other Ray"
         else:
             continue
@@ -120,11 +122,17 @@ def cpu_by_process() -> dict[tuple[int, int], tuple[str, float]]:
 
 
 def machine_busy() -> float:
-    """CPU seconds this machine's cores have been busy (``/proc/stat``)."""
+    """CPU seconds the cores this process may use have been busy, whoever
+    used them (``/proc/stat``'s ``cpuN`` lines; steal counts as busy)."""
+    mine = {f"cpu{n}" for n in os.sched_getaffinity(0)}
+    busy = 0
     with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+        for line in f:
+            name, *fields = line.split()
+            if name in mine:
+                ticks = [int(x) for x in fields[:8]]
+                busy += sum(ticks) - ticks[3] - ticks[4]  # less idle, iowait
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def measure(it: Any, batch_records: int) -> dict[str, Any]:

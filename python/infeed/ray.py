@@ -460,13 +460,11 @@ class RemotePipeline:
         ``start`` returned; a clear error when they are not placed in time or
         their pipeline does not start (the actors are then stopped)."""
         p = self.pipeline
-        actors: list[Any] = [
-            _StreamsActor.options(**self._options_of(j)).remote(
-                self._descriptions[j], p._files, p._listed, state
-            )
-            for j, state in zip(which, states, strict=True)
-        ]
+        actors: list[Any] = []
         try:
+            for j, state in zip(which, states, strict=True):
+                actor = _StreamsActor.options(**self._options_of(j))
+                actors.append(actor.remote(self._descriptions[j], p._files, p._listed, state))
             # Placed first, within the timeout (`__ray_ready__`: a method
             # Ray gives every actor); then started, untimed: a start may read
             # (equal_batches' count pass, indexing shards).
@@ -599,7 +597,6 @@ class RemoteIterator:
                         f"infeed.ray: actor {j} died {MAX_DEATHS + 1} times in a row at "
                         f"the same step: {e}"
                     ) from None
-                ray.kill(self._actors[j])
                 self._pending[j].clear()
                 self._replace(j)
                 continue
@@ -615,8 +612,10 @@ class RemoteIterator:
 
     def _replace(self, j: int) -> None:
         """Starts actor ``j`` again from its state after the last part
-        received, and asks it."""
+        received, and asks it. The one it replaces is killed first (dead,
+        or left without calls by an interrupt), freeing its resources."""
         dead = self._actors[j]
+        ray.kill(dead)
         (self._actors[j],), _ = self._remote._start_actors([j], [self._resume[j]])
         self.restarts += 1
         seen = self._seen[j]

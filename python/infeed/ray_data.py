@@ -74,12 +74,14 @@ class InfeedDatasource(Datasource):
     ) -> list[ReadTask]:
         files = self._pipeline.files
         count = self._tasks or max(1, min(parallelism, len(files)))
-        # Task t reads files t, t + count, ... only when sharding is by file;
-        # with fewer files than tasks, logical streams or the global shuffle
-        # a task may read from any file.
+        # Task t reads exactly files t, t + count, ... only when one source
+        # is sharded by file; otherwise (fewer files than tasks, logical
+        # streams, the global shuffle, a mixture's sources sharded each on
+        # its own) every file is listed, a superset of what it reads.
         d = self._pipeline.describe()
         by_file = (
             count <= len(files)
+            and "mix" not in d.get("source", {})
             and "streams" not in d.get("options", {})
             and not any("global_shuffle" in step for step in d.get("records", []))
         )

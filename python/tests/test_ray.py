@@ -269,6 +269,29 @@ def kill_session(sid: int) -> None:
             pass
 
 
+def test_a_replacement_that_does_not_start_is_started_again_on_the_next_call():
+    p = padded()
+    want, _ = run(p.iter())
+    with remote(p, in_flight=3, batches_per_call=2).iter() as it:
+        got, _ = run(it, 6)
+        pid, _ = ray.get(it.actor_handles()[1].where.remote())
+        os.kill(pid, signal.SIGKILL)
+        start = it._remote._start_actors
+
+        def fails_once(which, states):
+            it._remote._start_actors = start  # type: ignore[method-assign]
+            raise infeed.ray.RayError("no room this time")
+
+        it._remote._start_actors = fails_once  # type: ignore[method-assign]
+        middle = []
+        with pytest.raises(infeed.ray.RayError, match="no room this time"):
+            for b in it:
+                middle.append({k: v.copy() for k, v in b.items()})
+        rest, _ = run(it)
+        assert it.restarts == 1
+    assert_same_batches(got + middle + rest, want)
+
+
 def test_a_node_lost_with_its_actors_and_their_parts_loses_and_repeats_nothing(tmp_path):
     # A third node, which the actors prefer; it dies (every process of it,
     # SIGKILL) with parts made and not yet received: they are lost with its

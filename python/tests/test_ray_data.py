@@ -109,6 +109,11 @@ def test_each_task_lists_the_files_it_may_read():
     assert inputs(p, 3) == [names] * 3  # by record
     assert inputs(p.global_shuffle(), 2) == [names] * 2
     assert inputs(p.streams(2), 2) == [names] * 2
+    mixed = infeed.Pipeline.mix(
+        {"a": infeed.Pipeline.from_files(FILES), "b": infeed.Pipeline.from_files(FILES[:1])},
+        {"a": 1, "b": 1},
+    )
+    assert inputs(mixed.parse(LM_SPEC).fixed_length(512).batch(8), 2) == [names + names[:1]] * 2
 
 
 def test_a_corrupt_record_is_the_datasets_error(tmp_path):
