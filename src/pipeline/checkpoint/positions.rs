@@ -95,3 +95,31 @@ pub(crate) fn decode_positions(
         )
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Positions in runs each in order, as a grouper's queues hold them,
+    /// the runs' offsets overlapping and repeating (a record waiting twice).
+    fn in_runs() -> impl Strategy<Value = Vec<Position>> {
+        proptest::collection::vec(proptest::collection::vec((0u32..3, 0u64..50), 0..40), 0..80)
+            .prop_map(|runs| {
+                runs.into_iter()
+                    .flat_map(|mut run| {
+                        run.sort_unstable();
+                        run
+                    })
+                    .collect()
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn positions_coded_decode_to_themselves(positions in in_runs()) {
+            let decoded = decode_positions(&code_positions(&positions), "positions").unwrap();
+            prop_assert_eq!(decoded, positions);
+        }
+    }
+}
