@@ -628,6 +628,11 @@ class RemoteIterator:
         return self
 
     def __next__(self) -> Batch:
+        if not self._actors:
+            raise RayError(
+                "infeed.ray: this iterator is closed (its actors are stopped); "
+                "start another with iter(state=...)"
+            )
         if all(self._ended):
             raise StopIteration
         live = [j for j in range(self._remote.actors) if not self._ended[j]]

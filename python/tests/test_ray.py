@@ -290,6 +290,8 @@ def test_a_replacement_that_does_not_start_is_started_again_on_the_next_call():
         rest, _ = run(it)
         assert it.restarts == 1
     assert_same_batches(got + middle + rest, want)
+    with pytest.raises(infeed.ray.RayError, match="this iterator is closed"):
+        next(it)
 
 
 def test_a_node_lost_with_its_actors_and_their_parts_loses_and_repeats_nothing(tmp_path):
