@@ -238,14 +238,20 @@ def test_one_trainers_state_continues_on_two_trainers_with_their_actors():
         assert got_rows == want_rows
 
 
+def six_then_kill(it) -> list[dict]:
+    """Six batches of ``it``, then actor 1's process killed (SIGKILL)."""
+    got, _ = run(it, 6)
+    pid, _ = ray.get(it.actor_handles()[1].where.remote())
+    os.kill(pid, signal.SIGKILL)
+    return got
+
+
 def test_an_actor_killed_mid_run_loses_and_repeats_nothing():
     p = padded()
     want, _ = run(p.iter())
     with remote(p, in_flight=3, batches_per_call=2).iter() as it:
-        got, _ = run(it, 6)
-        pid, _ = ray.get(it.actor_handles()[1].where.remote())
         assert it.figures()
-        os.kill(pid, signal.SIGKILL)
+        got = six_then_kill(it)
         assert it.figures() == {}  # while an actor is dead
         rest, _ = run(it)
         assert it.restarts == 1
@@ -273,9 +279,7 @@ def test_a_replacement_that_does_not_start_is_started_again_on_the_next_call():
     p = padded()
     want, _ = run(p.iter())
     with remote(p, in_flight=3, batches_per_call=2).iter() as it:
-        got, _ = run(it, 6)
-        pid, _ = ray.get(it.actor_handles()[1].where.remote())
-        os.kill(pid, signal.SIGKILL)
+        got = six_then_kill(it)
         start = it._remote._start_actors
 
         def fails_once(which, states):
